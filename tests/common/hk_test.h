@@ -1,0 +1,31 @@
+/* handlekit test programs: one shared CUnit runner.
+ *
+ * A test program defines hk_test_register(), which adds its suites with
+ * CU_add_suite/CU_add_test. The runner (hk_test_main.c) runs them in CUnit's
+ * verbose basic mode, prints the run summary and then one line
+ * "N passed, N failed, N skipped", and exits non-zero when a test or suite
+ * failed. Tests that need something absent here (a GPU, the CUDA runtime) are
+ * made inactive with hk_test_skip(), counted as skipped and listed with reason.
+ * With HK_TEST_NO_SKIP=1 in the environment a skipped test counts as failed. */
+#ifndef HK_TEST_H
+#define HK_TEST_H
+
+#include <CUnit/CUnit.h>
+
+/* Defined by each test program: register its suites. Return 0, or non-zero
+ * when registration itself failed. */
+int hk_test_register(void);
+
+/* Adds a test; aborts the program (a test-setup bug) when CUnit refuses. */
+CU_pTest hk_test_add(CU_pSuite suite, const char *name, CU_TestFunc fn);
+
+/* Adds a suite; aborts the program when CUnit refuses. */
+CU_pSuite hk_test_suite(const char *name, CU_InitializeFunc init, CU_CleanupFunc clean);
+
+/* Marks test inactive (skipped) with a reason that the runner prints. */
+void hk_test_skip(CU_pTest test, const char *reason);
+
+/* Marks every test of a suite inactive. */
+void hk_test_skip_suite(CU_pSuite suite, const char *reason);
+
+#endif /* HK_TEST_H */
