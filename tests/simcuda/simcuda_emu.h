@@ -1,0 +1,50 @@
+/* simcuda: host emulations of device kernels.
+ *
+ * The simulated driver runs no device code. A launch of a kernel named K runs
+ * the emulation registered under K, which computes what the whole grid would
+ * compute, with the kernel's real argument layout: params[i] points to the i-th
+ * argument exactly as given to cuLaunchKernel. Device memory is host memory
+ * underneath, so device pointers can be dereferenced directly after checking.
+ *
+ * Register an emulation in any source file linked into the simulated driver
+ * (tests/simcuda/emu/*.c):
+ *
+ *     static CUresult emu_probe(const simcuda_launch_t *l, void **params) {...}
+ *     SIMCUDA_EMULATION(hk_probe_kernel, emu_probe);
+ *
+ * Entries land in the ELF section "simcuda_emu"; the driver walks it, so no
+ * registration call and no constructor are needed. */
+#ifndef SIMCUDA_EMU_H
+#define SIMCUDA_EMU_H
+
+#include <cuda.h>
+#include <stddef.h>
+
+typedef struct simcuda_launch {
+    const char *kernel_name;
+    unsigned grid[3];
+    unsigned block[3];
+    unsigned shared_bytes;
+    CUcontext ctx;   /* the context the launch runs in */
+    CUstream stream; /* as given (NULL, legacy, per-thread or a stream) */
+    int device;      /* ordinal of ctx's device */
+} simcuda_launch_t;
+
+typedef CUresult (*simcuda_emu_fn)(const simcuda_launch_t *launch, void **params);
+
+typedef struct simcuda_emu_entry {
+    const char *name;
+    simcuda_emu_fn fn;
+} simcuda_emu_entry_t;
+
+#define SIMCUDA_EMULATION(kernel, fn)                                                  \
+    static const simcuda_emu_entry_t simcuda__emu_entry_##kernel                       \
+        __attribute__((used, section("simcuda_emu"), aligned(sizeof(void *)))) = {     \
+            #kernel, fn}
+
+/* For emulations: CUDA_SUCCESS when [ptr, ptr+bytes) lies inside one live
+ * allocation of launch->device; CUDA_ERROR_ILLEGAL_ADDRESS otherwise (memory of
+ * another device, freed memory, a host pointer), which the launch returns. */
+CUresult simcuda_emu_check(const simcuda_launch_t *launch, const void *ptr, size_t bytes);
+
+#endif /* SIMCUDA_EMU_H */
