@@ -32,15 +32,32 @@ typedef struct simcuda_launch {
 
 typedef CUresult (*simcuda_emu_fn)(const simcuda_launch_t *launch, void **params);
 
+#define SIMCUDA_EMU_MAX_PARAMS 16
+
 typedef struct simcuda_emu_entry {
     const char *name;
     simcuda_emu_fn fn;
+    /* Sizes of the kernel's parameters, in order; nparams = 0 when not given.
+     * Only stream capture needs them: a captured launch must copy its argument
+     * values, since the caller's storage is gone when the graph is replayed. */
+    unsigned nparams;
+    unsigned param_size[SIMCUDA_EMU_MAX_PARAMS];
 } simcuda_emu_entry_t;
 
 #define SIMCUDA_EMULATION(kernel, fn)                                                  \
     static const simcuda_emu_entry_t simcuda__emu_entry_##kernel                       \
         __attribute__((used, section("simcuda_emu"), aligned(sizeof(void *)))) = {     \
-            #kernel, fn}
+            #kernel, fn, 0, {0}}
+
+/* Like SIMCUDA_EMULATION, and also gives the size of each kernel parameter, e.g.
+ *     SIMCUDA_EMULATION_ARGS(hk_probe_kernel, emu_probe, sizeof(unsigned *), sizeof(unsigned));
+ * Launches of the kernel can then be captured into a graph (cuStreamBeginCapture);
+ * a kernel registered without sizes fails capture with CUDA_ERROR_NOT_SUPPORTED. */
+#define SIMCUDA_EMULATION_ARGS(kernel, fn, ...)                                        \
+    static const simcuda_emu_entry_t simcuda__emu_entry_##kernel                       \
+        __attribute__((used, section("simcuda_emu"), aligned(sizeof(void *)))) = {     \
+            #kernel, fn, sizeof((unsigned[]){__VA_ARGS__}) / sizeof(unsigned),          \
+            {__VA_ARGS__}}
 
 /* For emulations: CUDA_SUCCESS when [ptr, ptr+bytes) lies inside one live
  * allocation of launch->device; CUDA_ERROR_ILLEGAL_ADDRESS otherwise (memory of

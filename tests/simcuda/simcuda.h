@@ -1,0 +1,89 @@
+/* simcuda: the test-only API of the simulated CUDA driver.
+ *
+ * The simulated libcuda.so.1 (tests/simcuda, see README.md there) exports these
+ * next to the driver entry points. Test programs that may also run against the
+ * real driver must not link them: find them at run time with
+ * dlsym(RTLD_DEFAULT, "simcuda_is_simulated") (tests/common/hk_rt.c does).
+ *
+ * Every function here is [thread-safe]. None of them counts as a driver call
+ * (no fault injection, no call counting, no effect on the launch log). */
+#ifndef SIMCUDA_H
+#define SIMCUDA_H
+
+#include <cuda.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One entry of the launch log: a kernel launch (or graph replay of one). */
+typedef struct simcuda_launch_record {
+    char name[64];              /* kernel name, truncated */
+    CUcontext ctx;              /* the context it ran in */
+    unsigned long long ctx_id;  /* that context's ID at launch time */
+    int device;                 /* ordinal of ctx's device */
+    CUstream stream;            /* the stream as given (NULL, legacy, per-thread or a stream) */
+    CUresult result;            /* what the launch returned */
+} simcuda_launch_record_t;
+
+/* Returns 1. Its presence tells a test that it runs on the simulation. */
+int simcuda_is_simulated(void);
+
+/* The top of the calling thread's context stack, NULL if empty. No side effect. */
+CUcontext simcuda_current_context(void);
+
+/* Retains currently held on device's primary context (the runtime's own retain
+ * from simcuda_rt_set_device included); -1 for a bad ordinal. */
+int simcuda_primary_refcount(int device);
+
+/* 1 when device's primary context is active, 0 when not, -1 for a bad ordinal. */
+int simcuda_primary_active(int device);
+
+/* cuMemAlloc blocks not yet freed (nor dropped by a context's end), all devices. */
+size_t simcuda_live_allocations(void);
+
+/* The k-th call (1-based, counted from now) of driver entry `entry` fails with
+ * err, once; later calls succeed again. `entry` is the un-suffixed API name
+ * ("cuMemAlloc", "cuCtxCreate") whichever versioned symbol is called. k = 0
+ * clears the entry's pending failure. An unknown name is ignored. */
+void simcuda_fail(const char *entry, unsigned k, CUresult err);
+
+/* Clears every pending failure (those from SIMCUDA_FAIL included). */
+void simcuda_fail_clear(void);
+
+/* Calls of an entry (un-suffixed name) since start or the last reset, failed
+ * ones included; 0 for an unknown name. */
+unsigned long simcuda_call_count(const char *entry);
+
+/* Number of records in the launch log. */
+size_t simcuda_launch_count(void);
+
+/* Copies the i-th record (0-based) of the launch log to *out. Returns 0, or -1
+ * when i is out of range or out is NULL. */
+int simcuda_launch_get(size_t i, simcuda_launch_record_t *out);
+
+/* Zeroes every call count and empties the launch log. */
+void simcuda_reset_counters(void);
+
+/* Runtime-like operations, so CI runs the scenarios that a GPU machine runs
+ * with cudart. Each returns 0 or a CUresult. */
+
+/* Like cudaSetDevice: the runtime's own retain of device's primary (taken
+ * once, held until simcuda_rt_device_reset), activates it and makes it
+ * current (replacing the top of the calling thread's stack). */
+int simcuda_rt_set_device(int device);
+
+/* Like cudaGetDevice: the device of the current context, 0 when none is
+ * current. Creates nothing. */
+int simcuda_rt_get_device(int *device);
+
+/* Like cudaDeviceReset on the current device (device 0 when none is current):
+ * drops the runtime's retain and resets the primary (DESIGN.md fact 8). */
+int simcuda_rt_device_reset(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SIMCUDA_H */
