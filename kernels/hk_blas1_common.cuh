@@ -1,0 +1,123 @@
+// Shared device helpers of the level-1 BLAS kernels (kernels/hk_blas1*.cu).
+//
+// Conventions every kernel follows, so a bench can launch them raw:
+// - block: HK_BLAS1_BLOCK (256) threads, 1-D; grid: 1-D, any size >= 1. The
+//   elementwise kernels cover all n with a grid-stride loop; hk-cuda launches
+//   min(ceil(n / (256 * per-thread items)), 4 * SMs) blocks. Reductions need
+//   exactly HK_BLAS1_BLOCK threads and at most HK_BLAS1_MAX_BLOCKS blocks.
+// - n is the logical length; x (and y) point at logical element 0, and element
+//   i lives at x[i * incx]. For a BLAS-style negative increment, pass
+//   base + (n - 1) * |incx| and the negative incx.
+// - alpha: when alpha_ptr is not NULL the kernel reads *alpha_ptr (device
+//   pointer mode) and ignores alpha; otherwise it uses alpha.
+#ifndef HK_BLAS1_COMMON_CUH
+#define HK_BLAS1_COMMON_CUH
+
+#include <stdint.h>
+
+#define HK_BLAS1_BLOCK 256
+#define HK_BLAS1_MAX_BLOCKS 1024
+#define HK_BLAS1_UNROLL 4
+
+namespace hk {
+
+// One 16-byte vector of T, so the contiguous path issues 128-bit loads.
+template <typename T> struct vec16;
+template <> struct vec16<float> {
+    typedef float4 type;
+    static const int width = 4;
+};
+template <> struct vec16<double> {
+    typedef double2 type;
+    static const int width = 2;
+};
+
+__device__ __forceinline__ float4 vaxpy(float a, float4 x, float4 y)
+{
+    return make_float4(fmaf(a, x.x, y.x), fmaf(a, x.y, y.y), fmaf(a, x.z, y.z), fmaf(a, x.w, y.w));
+}
+__device__ __forceinline__ double2 vaxpy(double a, double2 x, double2 y)
+{
+    return make_double2(fma(a, x.x, y.x), fma(a, x.y, y.y));
+}
+__device__ __forceinline__ float4 vscal(float a, float4 x)
+{
+    return make_float4(a * x.x, a * x.y, a * x.z, a * x.w);
+}
+__device__ __forceinline__ double2 vscal(double a, double2 x)
+{
+    return make_double2(a * x.x, a * x.y);
+}
+__device__ __forceinline__ double vdot(float4 x, float4 y)
+{
+    return (double)x.x * y.x + (double)x.y * y.y + (double)x.z * y.z + (double)x.w * y.w;
+}
+__device__ __forceinline__ double vdot(double2 x, double2 y)
+{
+    return fma(x.x, y.x, x.y * y.y);
+}
+
+// Elements to skip so that p becomes 16-byte aligned, capped at n; -1 when p
+// is not even aligned to its element size (then no vector path is possible).
+template <typename T>
+__device__ __forceinline__ long long head_to_align16(const T *p, long long n)
+{
+    uintptr_t a = (uintptr_t)p;
+    if (a % sizeof(T))
+        return -1;
+    long long h = (long long)(((16 - (a & 15)) & 15) / sizeof(T));
+    return h < n ? h : n;
+}
+
+__device__ __forceinline__ long long global_tid()
+{
+    return (long long)blockIdx.x * blockDim.x + threadIdx.x;
+}
+
+__device__ __forceinline__ long long grid_threads()
+{
+    return (long long)gridDim.x * blockDim.x;
+}
+
+// Sum of v over the block; the total is valid in thread 0. Callable more than
+// once per kernel: the trailing barrier protects the shared scratch.
+__device__ __forceinline__ double block_sum(double v)
+{
+    __shared__ double warp_sums[HK_BLAS1_BLOCK / 32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int off = 16; off > 0; off >>= 1)
+        v += __shfl_down_sync(0xffffffffu, v, off);
+    if (lane == 0)
+        warp_sums[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < (int)(blockDim.x >> 5) ? warp_sums[lane] : 0.0;
+        for (int off = 16; off > 0; off >>= 1)
+            v += __shfl_down_sync(0xffffffffu, v, off);
+    }
+    __syncthreads();
+    return v;
+}
+
+// Last-block-done protocol: every block stores its partials, then counts
+// itself in; the block that counts last sees every partial and finishes. It
+// also puts the counter back to 0, so the next launch (or a graph replay) on
+// the same workspace starts clean. Returns true in every thread of the last
+// block.
+__device__ __forceinline__ bool arrive_last(unsigned int *counter)
+{
+    __shared__ bool last;
+    if (threadIdx.x == 0) {
+        __threadfence(); // partials visible device-wide before the count
+        unsigned int prev = atomicAdd(counter, 1u);
+        last = (prev == gridDim.x - 1);
+    }
+    __syncthreads();
+    if (last)
+        __threadfence(); // order the partials' reads after the count
+    return last;
+}
+
+} // namespace hk
+
+#endif // HK_BLAS1_COMMON_CUH
