@@ -42,14 +42,14 @@ def _write_unity(target, source, env):
 
 def _hk_fatbin(env, target, sources):
     target = env.File(target)
-    unity = env.File(target.abspath + '.unity.cu')
+    unity = env.File(target.abspath + '.unity.cuh')  # not *.cu: kernel globs must not see it
     env.Command(unity, sources, env.Action(_write_unity, 'writing $TARGET'))
     # The unity file includes the kernels by absolute path; depend on them so the
     # C scanner's findings and direct edits both trigger a rebuild.
     nvcc = env['NVCC']
     flags = ' '.join(_gencode(env))
     out = env.Command(target, unity,
-                      '"%s" -fatbin -std=c++17 -O3 -lineinfo %s $NVCCFLAGS -o $TARGET $SOURCE'
+                      '"%s" -x cu -fatbin -std=c++17 -O3 -lineinfo %s $NVCCFLAGS -o $TARGET $SOURCE'
                       % (nvcc, flags))
     env.Depends(out, sources)
     env.Depends(out, env.Value(flags))

@@ -9,7 +9,7 @@
 #define HK__MAX_SKIPS 256
 
 static struct {
-    const char *name;
+    char *name;
     const char *reason;
 } skips[HK__MAX_SKIPS];
 static int nskips;
@@ -40,7 +40,7 @@ void hk_test_skip(CU_pTest test, const char *reason)
         return;
     CU_set_test_active(test, CU_FALSE);
     if (nskips < HK__MAX_SKIPS) {
-        skips[nskips].name = test->pName;
+        skips[nskips].name = strdup(test->pName); /* CUnit frees its copy at cleanup */
         skips[nskips].reason = reason;
         nskips++;
     }
@@ -79,9 +79,11 @@ int main(int argc, char **argv)
 
     const char *strict = getenv("HK_TEST_NO_SKIP");
     int no_skip = strict && strcmp(strict, "1") == 0;
-    for (int i = 0; i < nskips; i++)
-        printf("skipped: %s (%s)%s\n", skips[i].name, skips[i].reason,
+    for (int i = 0; i < nskips; i++) {
+        printf("skipped: %s (%s)%s\n", skips[i].name ? skips[i].name : "?", skips[i].reason,
                no_skip ? " -- counted as failed: HK_TEST_NO_SKIP=1" : "");
+        free(skips[i].name);
+    }
     if (suites_failed)
         printf("%u suite(s) failed to initialise; their tests did not run\n", suites_failed);
 
