@@ -1,0 +1,192 @@
+/* hk-host: finding plugins, choosing one, and the list and info commands. */
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hk_host.h"
+#include "hk_status_text.h"
+
+static void log_line(void *user, hk_log_level_t level, const char *msg)
+{
+    int verbose = *(const int *)user;
+    if (level <= HK_LOG_WARN || verbose)
+        fprintf(stderr, "hk-host: %s\n", msg);
+}
+
+/* The plugins built beside this program: <dir of exe>/../plugins. */
+static int default_plugin_dir(char *buf, size_t len)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return -1;
+    exe[n] = '\0';
+    int w = snprintf(buf, len, "%s/../plugins", dirname(exe));
+    return (w < 0 || (size_t)w >= len) ? -1 : 0;
+}
+
+hk_loader_t *hk_host_loader(int verbose)
+{
+    static int verbose_flag;
+    static char dir[PATH_MAX];
+    verbose_flag = verbose;
+    hk_loader_options_t lo = {.size = sizeof lo, .log = log_line, .log_user = &verbose_flag};
+    if (default_plugin_dir(dir, sizeof dir) == 0)
+        lo.default_dir = dir;
+    hk_loader_t *loader = NULL;
+    hk_status_t st = hk_loader_create(&lo, &loader);
+    if (st != HK_STATUS_OK) {
+        fprintf(stderr, "hk-host: cannot create the plugin loader: %s\n", hk_status_string(st));
+        return NULL;
+    }
+    st = hk_loader_scan(loader);
+    if (st != HK_STATUS_OK) {
+        fprintf(stderr, "hk-host: plugin scan failed: %s\n", hk_loader_last_error(loader));
+        hk_loader_destroy(loader);
+        return NULL;
+    }
+    return loader;
+}
+
+static const char *refusal_of(hk_loader_t *loader, const char *name)
+{
+    char want[64];
+    snprintf(want, sizeof want, "/%s.so", name);
+    for (size_t i = 0; i < hk_loader_report_count(loader); i++) {
+        const hk_load_report_t *r = hk_loader_report(loader, i);
+        size_t lp = strlen(r->path), lw = strlen(want);
+        if (r->stage != HK_STAGE_LOADED && lp >= lw && strcmp(r->path + lp - lw, want) == 0)
+            return r->reason;
+    }
+    return NULL;
+}
+
+static int make_handle(hk_host_target_t *t, const hk_host_opts_t *opts, char *why, size_t len)
+{
+    t->vt = hk_plugin_vtable(t->plugin);
+    hk_create_info_t ci = {sizeof ci, opts->device, 0};
+    hk_status_t st = t->vt->handle_create(&ci, &t->handle);
+    if (st == HK_STATUS_OK)
+        return 0;
+    snprintf(why, len, "%s: %s", hk_status_name(st), t->vt->last_error(NULL));
+    t->handle = NULL;
+    return -1;
+}
+
+int hk_host_pick(hk_loader_t *loader, const hk_host_opts_t *opts, hk_host_target_t *out)
+{
+    char why[512];
+    memset(out, 0, sizeof *out);
+    if (opts->plugin) {
+        if (strchr(opts->plugin, '/')) {
+            if (hk_loader_open(loader, opts->plugin, &out->plugin) != HK_STATUS_OK) {
+                fprintf(stderr, "hk-host: %s\n", hk_loader_last_error(loader));
+                return 1;
+            }
+        } else if (!(out->plugin = hk_loader_find(loader, opts->plugin))) {
+            const char *r = refusal_of(loader, opts->plugin);
+            fprintf(stderr, "hk-host: plugin \"%s\" %s%s (see hk-host list)\n", opts->plugin,
+                    r ? "was refused: " : "was not found", r ? r : "");
+            return 1;
+        }
+        if (make_handle(out, opts, why, sizeof why) != 0) {
+            fprintf(stderr, "hk-host: %s: cannot create a handle: %s\n",
+                    hk_plugin_name(out->plugin), why);
+            return 1;
+        }
+        printf("plugin: %s %s (chosen with --plugin)\n", hk_plugin_name(out->plugin),
+               hk_plugin_version(out->plugin));
+        return 0;
+    }
+    /* Default: the GPU when one is usable, else the CPU, saying why. */
+    out->plugin = hk_loader_find(loader, "hk-cuda");
+    if (out->plugin && make_handle(out, opts, why, sizeof why) == 0) {
+        printf("plugin: hk-cuda %s (a CUDA device is usable)\n", hk_plugin_version(out->plugin));
+        return 0;
+    }
+    if (!out->plugin) {
+        const char *r = refusal_of(loader, "hk-cuda");
+        snprintf(why, sizeof why, "%s%s", r ? "refused: " : "not found in the plugin path",
+                 r ? r : "");
+    }
+    out->plugin = hk_loader_find(loader, "hk-cpu");
+    if (!out->plugin) {
+        const char *r = refusal_of(loader, "hk-cpu");
+        fprintf(stderr, "hk-host: hk-cuda is unusable (%s) and hk-cpu %s%s\n", why,
+                r ? "was refused: " : "was not found", r ? r : "");
+        return 1;
+    }
+    printf("plugin: hk-cpu %s (hk-cuda is unusable: %s)\n", hk_plugin_version(out->plugin), why);
+    if (make_handle(out, opts, why, sizeof why) != 0) {
+        fprintf(stderr, "hk-host: hk-cpu: cannot create a handle: %s\n", why);
+        return 1;
+    }
+    return 0;
+}
+
+void hk_host_release(hk_host_target_t *t)
+{
+    if (t->handle) {
+        hk_status_t st = t->vt->handle_destroy(t->handle);
+        if (st != HK_STATUS_OK)
+            fprintf(stderr, "hk-host: handle_destroy: %s\n", hk_status_name(st));
+    }
+    t->handle = NULL;
+}
+
+int hk_host_cmd_list(const hk_host_opts_t *opts)
+{
+    hk_loader_t *loader = hk_host_loader(opts->verbose);
+    if (!loader)
+        return 1;
+    size_t np = hk_loader_plugin_count(loader), nr = hk_loader_report_count(loader);
+    printf("%zu plugin(s) loaded:\n", np);
+    for (size_t i = 0; i < np; i++) {
+        hk_plugin_t *p = hk_loader_plugin(loader, i);
+        uint32_t abi = hk_plugin_abi(p);
+        printf("  %-10s %-8s ABI %u.%u  %s\n", hk_plugin_name(p), hk_plugin_version(p),
+               HK_ABI_VERSION_MAJOR(abi), HK_ABI_VERSION_MINOR(abi), hk_plugin_path(p));
+    }
+    size_t refused = 0;
+    for (size_t i = 0; i < nr; i++)
+        refused += hk_loader_report(loader, i)->stage != HK_STAGE_LOADED;
+    if (refused) {
+        printf("%zu candidate(s) refused:\n", refused);
+        for (size_t i = 0; i < nr; i++) {
+            const hk_load_report_t *r = hk_loader_report(loader, i);
+            if (r->stage != HK_STAGE_LOADED)
+                printf("  %s: %s: %s\n", r->path, hk_load_stage_name(r->stage), r->reason);
+        }
+    }
+    hk_loader_destroy(loader);
+    return np ? 0 : 1;
+}
+
+int hk_host_cmd_info(const hk_host_opts_t *opts)
+{
+    hk_loader_t *loader = hk_host_loader(opts->verbose);
+    if (!loader)
+        return 1;
+    hk_host_target_t t;
+    int rc = hk_host_pick(loader, opts, &t);
+    if (rc == 0) {
+        uint32_t abi = hk_plugin_abi(t.plugin);
+        printf("path: %s\nABI: %u.%u%s\ntables:", hk_plugin_path(t.plugin),
+               HK_ABI_VERSION_MAJOR(abi), HK_ABI_VERSION_MINOR(abi),
+               (hk_plugin_flags(t.plugin) & HK_PLUGIN_UNLOAD_SAFE) ? " (unload-safe)" : "");
+        const char *name;
+        for (size_t i = 0; t.vt->enum_tables && t.vt->enum_tables(i, &name) == HK_STATUS_OK; i++)
+            printf(" %s", name);
+        printf("\n");
+        hk_handle_info_t hi = {.size = sizeof hi};
+        if (t.vt->handle_info && t.vt->handle_info(t.handle, &hi) == HK_STATUS_OK)
+            printf("handle: device %d, context id %llu, owns primary: %s\n", hi.device,
+                   (unsigned long long)hi.context_id, hi.owns_primary ? "yes" : "no");
+        hk_host_release(&t);
+    }
+    hk_loader_destroy(loader);
+    return rc;
+}
