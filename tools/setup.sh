@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian 12 (or Ubuntu) machine lacks to build and test
+# handlekit: SCons, CUnit, GNU libltdl and a C compiler. Idempotent and quiet
+# when nothing is missing. The CUDA toolkit is not installed here (it is large
+# and comes from NVIDIA's repository); without it hk-cuda is not built and the
+# CPU parts still build and test.
+set -euo pipefail
+
+need=()
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+for p in scons libcunit1-dev libltdl-dev gcc python3; do
+    have_pkg "$p" || need+=("$p")
+done
+
+if [ ${#need[@]} -gt 0 ]; then
+    echo "setup: installing ${need[*]}"
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then
+        if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+            echo "setup: need root to install ${need[*]}; run as root or install them yourself" >&2
+            exit 1
+        fi
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+cuda_home="${CUDA_HOME:-/usr/local/cuda}"
+if [ ! -x "$cuda_home/bin/nvcc" ] && ! command -v nvcc >/dev/null 2>&1; then
+    cat >&2 <<MSG
+setup: the CUDA toolkit was not found ($cuda_home/bin/nvcc is missing, no nvcc on PATH).
+setup: hk-cuda, its kernels and the GPU benchmarks will not be built; the CPU plugin,
+setup: the loader, hk-host and the CPU test suites still build and run.
+setup: to build hk-cuda, install the CUDA 13 toolkit (NVIDIA's apt repository, package
+setup: cuda-toolkit-13-0) or point the build at it: scons cuda_home=/path/to/cuda
+MSG
+fi
+exit 0
