@@ -1,0 +1,341 @@
+/* hk-cuda: table "hk.blas1/1" (plugin_api/hk_blas1.h) over kernels/hk_blas1*.cu.
+ *
+ * The hot path (device pointer mode) is: argument checks, the context guard
+ * (cuCtxGetCurrent, cuCtxGetId, a switch only when needed), one
+ * cuLaunchKernel. No lock, no allocation, no synchronisation, so calls can be
+ * captured into a CUDA graph.
+ *
+ * Workspace rule: dot and nrm2 use the handle's workspace (per-block partials
+ * and a counter). In device pointer mode, calls on one handle are ordered by
+ * its stream; concurrent dot/nrm2 calls on one handle from several threads are
+ * safe only while they all use the same stream. Use one handle per stream
+ * otherwise. In host pointer mode the handle serialises its dot/nrm2 calls
+ * itself (they synchronise anyway). */
+#include <string.h>
+
+#include "hk_blas1.h"
+#include "hkc_internal.h"
+
+typedef union scalar {
+    float f;
+    double d;
+} scalar_t;
+
+/* Bytes from element 0 to the last element, plus one element; 0 on overflow. */
+static size_t span_bytes(int64_t n, int64_t inc, size_t esz)
+{
+    uint64_t a = inc < 0 ? (uint64_t)0 - (uint64_t)inc : (uint64_t)inc;
+    uint64_t last = (uint64_t)(n - 1);
+    if (a != 0 && last > (UINT64_MAX / 2) / a)
+        return 0;
+    uint64_t elems = last * a + 1;
+    if (elems > (UINT64_MAX / 2) / esz)
+        return 0;
+    return (size_t)(elems * esz);
+}
+
+/* Element 0 of the logical vector: a negative increment starts at the far
+ * end (reference BLAS). */
+static const char *first(const void *p, int64_t n, int64_t inc, size_t esz)
+{
+    const char *c = p;
+    return inc < 0 ? c + (size_t)(n - 1) * (size_t)(-inc) * esz : c;
+}
+
+static unsigned grid_for(const hk_handle_t *h, int64_t n, int contiguous, size_t esz,
+                         int64_t cap)
+{
+    int64_t per = (int64_t)HK__BLOCK * HK__UNROLL * (contiguous ? (int64_t)(16 / esz) : 1);
+    int64_t g = n / per + (n % per != 0);
+    int64_t max = 4 * (int64_t)h->sm_count;
+    if (max > cap)
+        max = cap;
+    if (g > max)
+        g = max;
+    return g < 1 ? 1u : (unsigned)g;
+}
+
+static hk_status_t launch(hk__call_t *c, hk__kernel_id_t k, unsigned grid, void **params,
+                          const char *op)
+{
+    CUresult r = hk__cu.cuLaunchKernel(c->arm->fn[k], grid, 1, 1, HK__BLOCK, 1, 1, 0, c->stream,
+                                       params, NULL);
+    if (r == CUDA_SUCCESS)
+        return HK_STATUS_OK;
+    char cu[96];
+    hk_status_t st = hk__cu_status(r);
+    return hk__fail(c->h, st == HK_STATUS_CUDA_ERROR ? HK_STATUS_LAUNCH_FAILED : st,
+                    "%s: cuLaunchKernel failed: %s (device %d)", op, hk__cu_name(r, cu, sizeof cu),
+                    c->h->device);
+}
+
+static hk_status_t check_span(hk_handle_t *h, int64_t n, int64_t inc, size_t esz,
+                              const char *op)
+{
+    if (span_bytes(n, inc, esz) == 0)
+        return hk__fail(h, HK_STATUS_INVALID_VALUE, "%s: n = %lld with increment %lld overflows",
+                        op, (long long)n, (long long)inc);
+    return HK_STATUS_OK;
+}
+
+/* Checked mode: the whole span, from the lowest address the caller passed
+ * (whatever the increment's sign), must be memory of the handle's device. */
+static hk_status_t check_mem(hk_handle_t *h, const void *p, int64_t n, int64_t inc, size_t esz,
+                             const char *what)
+{
+    if (!(h->flags & HK_CREATE_CHECKED))
+        return HK_STATUS_OK;
+    return hk__check_pointer(h, p, span_bytes(n, inc, esz), what);
+}
+
+/* ---- axpy, scal, copy ---- */
+
+static hk_status_t axpy(hk_handle_t *h, int64_t n, const void *alpha, const void *x, int64_t incx,
+                        void *y, int64_t incy, size_t esz, hk__kernel_id_t k, const char *op)
+{
+    if (!hk__valid(h))
+        return HK_STATUS_INVALID_HANDLE;
+    if (n <= 0)
+        return HK_STATUS_OK;
+    if (!alpha || !x || !y)
+        return hk__fail(h, HK_STATUS_NULL_POINTER, "%s: %s is NULL", op,
+                        !alpha ? "alpha" : !x ? "x" : "y");
+    if (incy == 0)
+        return hk__fail(h, HK_STATUS_INVALID_VALUE, "%s: incy is 0 (the destination)", op);
+    hk_status_t st = check_span(h, n, incx, esz, op);
+    if (st == HK_STATUS_OK)
+        st = check_span(h, n, incy, esz, op);
+    if (st != HK_STATUS_OK)
+        return st;
+    int device_mode = atomic_load_explicit(&h->pointer_mode, memory_order_relaxed);
+    scalar_t a = {0};
+    const void *alpha_ptr = NULL;
+    if (device_mode)
+        alpha_ptr = alpha;
+    else
+        memcpy(&a, alpha, esz);
+    if (!device_mode && (esz == 4 ? a.f == 0.0f : a.d == 0.0))
+        return HK_STATUS_OK; /* reference BLAS returns early; y is left alone */
+    hk__call_t c;
+    st = hk__call_begin(h, &c);
+    if (st != HK_STATUS_OK)
+        return st;
+    st = check_mem(h, x, n, incx, esz, "x");
+    if (st == HK_STATUS_OK)
+        st = check_mem(h, y, n, incy, esz, "y");
+    if (st == HK_STATUS_OK && device_mode)
+        st = check_mem(h, alpha, 1, 1, esz, "alpha");
+    if (st == HK_STATUS_OK) {
+        long long nn = n, ix = incx, iy = incy;
+        const void *x0 = first(x, n, incx, esz);
+        void *y0 = (void *)first(y, n, incy, esz);
+        void *params[] = {&nn, &a, &alpha_ptr, &x0, &ix, &y0, &iy};
+        st = launch(&c, k, grid_for(h, n, incx == 1 && incy == 1, esz, INT64_MAX), params, op);
+    }
+    hk__call_end(&c);
+    return st;
+}
+
+static hk_status_t scal(hk_handle_t *h, int64_t n, const void *alpha, void *x, int64_t incx,
+                        size_t esz, hk__kernel_id_t k, const char *op)
+{
+    if (!hk__valid(h))
+        return HK_STATUS_INVALID_HANDLE;
+    if (n <= 0 || incx <= 0)
+        return HK_STATUS_OK; /* reference BLAS: nothing to do */
+    if (!alpha || !x)
+        return hk__fail(h, HK_STATUS_NULL_POINTER, "%s: %s is NULL", op, !alpha ? "alpha" : "x");
+    hk_status_t st = check_span(h, n, incx, esz, op);
+    if (st != HK_STATUS_OK)
+        return st;
+    int device_mode = atomic_load_explicit(&h->pointer_mode, memory_order_relaxed);
+    scalar_t a = {0};
+    const void *alpha_ptr = NULL;
+    if (device_mode)
+        alpha_ptr = alpha;
+    else
+        memcpy(&a, alpha, esz);
+    hk__call_t c;
+    st = hk__call_begin(h, &c);
+    if (st != HK_STATUS_OK)
+        return st;
+    st = check_mem(h, x, n, incx, esz, "x");
+    if (st == HK_STATUS_OK && device_mode)
+        st = check_mem(h, alpha, 1, 1, esz, "alpha");
+    if (st == HK_STATUS_OK) {
+        long long nn = n, ix = incx;
+        void *params[] = {&nn, &a, &alpha_ptr, &x, &ix};
+        st = launch(&c, k, grid_for(h, n, incx == 1, esz, INT64_MAX), params, op);
+    }
+    hk__call_end(&c);
+    return st;
+}
+
+static hk_status_t copy(hk_handle_t *h, int64_t n, const void *x, int64_t incx, void *y,
+                        int64_t incy, size_t esz, hk__kernel_id_t k, const char *op)
+{
+    if (!hk__valid(h))
+        return HK_STATUS_INVALID_HANDLE;
+    if (n <= 0)
+        return HK_STATUS_OK;
+    if (!x || !y)
+        return hk__fail(h, HK_STATUS_NULL_POINTER, "%s: %s is NULL", op, !x ? "x" : "y");
+    if (incy == 0)
+        return hk__fail(h, HK_STATUS_INVALID_VALUE, "%s: incy is 0 (the destination)", op);
+    hk_status_t st = check_span(h, n, incx, esz, op);
+    if (st == HK_STATUS_OK)
+        st = check_span(h, n, incy, esz, op);
+    if (st != HK_STATUS_OK)
+        return st;
+    hk__call_t c;
+    st = hk__call_begin(h, &c);
+    if (st != HK_STATUS_OK)
+        return st;
+    st = check_mem(h, x, n, incx, esz, "x");
+    if (st == HK_STATUS_OK)
+        st = check_mem(h, y, n, incy, esz, "y");
+    if (st == HK_STATUS_OK) {
+        long long nn = n, ix = incx, iy = incy;
+        const void *x0 = first(x, n, incx, esz);
+        void *y0 = (void *)first(y, n, incy, esz);
+        void *params[] = {&nn, &x0, &ix, &y0, &iy};
+        st = launch(&c, k, grid_for(h, n, incx == 1 && incy == 1, esz, INT64_MAX), params, op);
+    }
+    hk__call_end(&c);
+    return st;
+}
+
+/* ---- dot, nrm2 ---- */
+
+/* Launches a reduction; in host pointer mode also brings the result home.
+ * y is NULL for nrm2. */
+static hk_status_t reduce(hk_handle_t *h, int64_t n, const void *x, int64_t incx, const void *y,
+                          int64_t incy, void *result, size_t esz, hk__kernel_id_t k,
+                          const char *op)
+{
+    const int is_dot = k == HK__K_SDOT || k == HK__K_DDOT;
+    if (!hk__valid(h))
+        return HK_STATUS_INVALID_HANDLE;
+    int empty = n <= 0 || (!is_dot && incx <= 0);
+    if (!result)
+        return empty ? HK_STATUS_OK
+                     : hk__fail(h, HK_STATUS_NULL_POINTER, "%s: result is NULL", op);
+    if (!empty && (!x || (is_dot && !y)))
+        return hk__fail(h, HK_STATUS_NULL_POINTER, "%s: %s is NULL", op, !x ? "x" : "y");
+    int device_mode = atomic_load_explicit(&h->pointer_mode, memory_order_relaxed);
+    if (empty && !device_mode) {
+        memset(result, 0, esz);
+        return HK_STATUS_OK;
+    }
+    hk_status_t st = HK_STATUS_OK;
+    if (!empty) {
+        st = check_span(h, n, incx, esz, op);
+        if (st == HK_STATUS_OK && is_dot)
+            st = check_span(h, n, incy, esz, op);
+        if (st != HK_STATUS_OK)
+            return st;
+    }
+    hk__call_t c;
+    st = hk__call_begin(h, &c);
+    if (st != HK_STATUS_OK)
+        return st;
+    if (!empty) {
+        st = check_mem(h, x, n, incx, esz, "x");
+        if (st == HK_STATUS_OK && is_dot)
+            st = check_mem(h, y, n, incy, esz, "y");
+    }
+    if (st == HK_STATUS_OK && device_mode)
+        st = check_mem(h, result, 1, 1, esz, "result");
+    if (st != HK_STATUS_OK)
+        goto out;
+
+    long long nn = empty ? 0 : n, ix = incx, iy = incy;
+    const void *x0 = empty ? x : first(x, n, incx, esz);
+    const void *y0 = empty || !is_dot ? y : first(y, n, incy, esz);
+    CUdeviceptr partials = c.arm->ws + HK__WS_PARTIALS;
+    CUdeviceptr counter = c.arm->ws + HK__WS_COUNTER;
+    CUdeviceptr slot = device_mode ? (CUdeviceptr)(uintptr_t)result : c.arm->ws + HK__WS_RESULT;
+    unsigned grid = empty ? 1u
+                          : grid_for(h, n, incx == 1 && (!is_dot || incy == 1), esz,
+                                     HK__MAX_BLOCKS);
+    void *dot_params[] = {&nn, &x0, &ix, &y0, &iy, &partials, &counter, &slot};
+    void *nrm_params[] = {&nn, &x0, &ix, &partials, &counter, &slot};
+    void **params = is_dot ? dot_params : nrm_params;
+    if (device_mode) {
+        st = launch(&c, k, grid, params, op);
+        goto out;
+    }
+    /* Host mode: the result slot is the handle's, so one call at a time. */
+    pthread_mutex_lock(&h->lock);
+    st = launch(&c, k, grid, params, op);
+    if (st == HK_STATUS_OK) {
+        CUresult r = hk__cu.cuMemcpyDtoHAsync(result, slot, esz, c.stream);
+        if (r == CUDA_SUCCESS)
+            r = hk__cu.cuStreamSynchronize(c.stream);
+        if (r != CUDA_SUCCESS)
+            st = hk__fail_cu(h, r, op);
+    }
+    pthread_mutex_unlock(&h->lock);
+out:
+    hk__call_end(&c);
+    return st;
+}
+
+/* ---- the table ---- */
+
+static hk_status_t saxpy(hk_handle_t *h, int64_t n, const float *alpha, const float *x,
+                         int64_t incx, float *y, int64_t incy)
+{
+    return axpy(h, n, alpha, x, incx, y, incy, sizeof(float), HK__K_SAXPY, "saxpy");
+}
+static hk_status_t daxpy(hk_handle_t *h, int64_t n, const double *alpha, const double *x,
+                         int64_t incx, double *y, int64_t incy)
+{
+    return axpy(h, n, alpha, x, incx, y, incy, sizeof(double), HK__K_DAXPY, "daxpy");
+}
+static hk_status_t sscal(hk_handle_t *h, int64_t n, const float *alpha, float *x, int64_t incx)
+{
+    return scal(h, n, alpha, x, incx, sizeof(float), HK__K_SSCAL, "sscal");
+}
+static hk_status_t dscal(hk_handle_t *h, int64_t n, const double *alpha, double *x, int64_t incx)
+{
+    return scal(h, n, alpha, x, incx, sizeof(double), HK__K_DSCAL, "dscal");
+}
+static hk_status_t scopy(hk_handle_t *h, int64_t n, const float *x, int64_t incx, float *y,
+                         int64_t incy)
+{
+    return copy(h, n, x, incx, y, incy, sizeof(float), HK__K_SCOPY, "scopy");
+}
+static hk_status_t dcopy(hk_handle_t *h, int64_t n, const double *x, int64_t incx, double *y,
+                         int64_t incy)
+{
+    return copy(h, n, x, incx, y, incy, sizeof(double), HK__K_DCOPY, "dcopy");
+}
+static hk_status_t sdot(hk_handle_t *h, int64_t n, const float *x, int64_t incx, const float *y,
+                        int64_t incy, float *result)
+{
+    return reduce(h, n, x, incx, y, incy, result, sizeof(float), HK__K_SDOT, "sdot");
+}
+static hk_status_t ddot(hk_handle_t *h, int64_t n, const double *x, int64_t incx,
+                        const double *y, int64_t incy, double *result)
+{
+    return reduce(h, n, x, incx, y, incy, result, sizeof(double), HK__K_DDOT, "ddot");
+}
+static hk_status_t snrm2(hk_handle_t *h, int64_t n, const float *x, int64_t incx, float *result)
+{
+    return reduce(h, n, x, incx, NULL, 0, result, sizeof(float), HK__K_SNRM2, "snrm2");
+}
+static hk_status_t dnrm2(hk_handle_t *h, int64_t n, const double *x, int64_t incx,
+                         double *result)
+{
+    return reduce(h, n, x, incx, NULL, 0, result, sizeof(double), HK__K_DNRM2, "dnrm2");
+}
+
+const hk_blas1_v1_t hk__blas1_table = {
+    .size = sizeof(hk_blas1_v1_t),
+    .saxpy = saxpy, .daxpy = daxpy,
+    .sscal = sscal, .dscal = dscal,
+    .scopy = scopy, .dcopy = dcopy,
+    .sdot = sdot,   .ddot = ddot,
+    .snrm2 = snrm2, .dnrm2 = dnrm2,
+};

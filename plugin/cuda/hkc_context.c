@@ -1,0 +1,361 @@
+/* hk-cuda: which context a handle uses, and the guard around every call.
+ *
+ * Implements DESIGN.md "Context contract": create-time binding from what is
+ * current (or an explicit device), the per-call switch-and-restore, context-ID
+ * checks, and the transparent re-arm of a reset primary context. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "hkc_internal.h"
+
+/* ---- arming: what a handle makes in its context ---- */
+
+/* Makes the workspace and takes the functions for the handle's context, which
+ * the caller has made current. On success publishes a new arm. */
+static hk_status_t arm(hk_handle_t *h, hk_handle_t *err_to)
+{
+    hk_status_t st = HK_STATUS_OK;
+    CUresult r;
+    hk__arm_t *a = calloc(1, sizeof *a);
+    if (!a)
+        return hk__fail(err_to, HK_STATUS_OUT_OF_MEMORY, "no memory for the handle's state");
+    r = hk__cu.cuCtxGetId(h->ctx, &a->ctx_id);
+    if (r != CUDA_SUCCESS) {
+        st = hk__fail_cu(err_to, r, "cuCtxGetId");
+        goto fail;
+    }
+    st = hk__kernels_functions(err_to, a->ctx_id, a->fn);
+    if (st != HK_STATUS_OK)
+        goto fail;
+    r = hk__cu.cuMemAlloc(&a->ws, HK__WS_BYTES);
+    if (r != CUDA_SUCCESS) {
+        a->ws = 0;
+        st = hk__fail_cu(err_to, r, "cuMemAlloc of the handle's workspace");
+        goto fail;
+    }
+    /* The reduction counter must start at 0; finish before any stream (even a
+     * non-blocking one) can run a kernel that reads it. */
+    r = hk__cu.cuMemsetD8Async(a->ws, 0, HK__WS_BYTES, NULL);
+    if (r == CUDA_SUCCESS)
+        r = hk__cu.cuStreamSynchronize(NULL);
+    if (r != CUDA_SUCCESS) {
+        st = hk__fail_cu(err_to, r, "clearing the handle's workspace");
+        goto fail;
+    }
+    a->older = atomic_load(&h->arm);
+    atomic_store_explicit(&h->arm, a, memory_order_release);
+    return HK_STATUS_OK;
+fail:
+    if (a->ws)
+        hk__cu.cuMemFree(a->ws);
+    free(a);
+    return st;
+}
+
+/* ---- binding at create ---- */
+
+static hk_status_t device_ordinal(CUdevice dev, int *ordinal)
+{
+    int count = 0;
+    CUresult r = hk__cu.cuDeviceGetCount(&count);
+    if (r != CUDA_SUCCESS)
+        return hk__fail_cu(NULL, r, "cuDeviceGetCount");
+    for (int i = 0; i < count; i++) {
+        CUdevice d;
+        if (hk__cu.cuDeviceGet(&d, i) == CUDA_SUCCESS && d == dev) {
+            *ordinal = i;
+            return HK_STATUS_OK;
+        }
+    }
+    return hk__fail(NULL, HK_STATUS_INVALID_DEVICE, "the current context's device is not listed");
+}
+
+/* What is current is either a primary (retain it: the handle owns a
+ * reference) or a context somebody else owns (user or green: bind without
+ * owning). A primary that was reset but is still current (fact 8) is
+ * re-activated by the retain, as the runtime's next call would do. */
+static hk_status_t classify_current(hk_handle_t *h, CUcontext cur)
+{
+    CUdevice dev;
+    unsigned flags = 0;
+    int active = 0;
+    unsigned long long id = 0;
+    CUresult r = hk__cu.cuCtxGetDevice(&dev);
+    if (r != CUDA_SUCCESS)
+        return hk__fail_cu(NULL, r, "cuCtxGetDevice of the current context");
+    r = hk__cu.cuDevicePrimaryCtxGetState(dev, &flags, &active);
+    if (r != CUDA_SUCCESS)
+        return hk__fail_cu(NULL, r, "cuDevicePrimaryCtxGetState");
+    CUresult rid = hk__cu.cuCtxGetId(cur, &id);
+    if (rid != CUDA_SUCCESS && rid != CUDA_ERROR_CONTEXT_IS_DESTROYED)
+        return hk__fail_cu(NULL, rid, "cuCtxGetId of the current context");
+    h->cudev = dev;
+    h->ctx = cur;
+    if (active || rid == CUDA_ERROR_CONTEXT_IS_DESTROYED) {
+        CUcontext p = NULL;
+        r = hk__cu.cuDevicePrimaryCtxRetain(&p, dev);
+        if (r != CUDA_SUCCESS)
+            return hk__fail_cu(NULL, r, "cuDevicePrimaryCtxRetain");
+        if (p == cur) {
+            h->is_primary = h->owns_primary = 1;
+            return HK_STATUS_OK;
+        }
+        hk__cu.cuDevicePrimaryCtxRelease(dev);
+        if (rid == CUDA_ERROR_CONTEXT_IS_DESTROYED)
+            return hk__fail(NULL, HK_STATUS_CONTEXT_DESTROYED,
+                            "the context current on this thread was destroyed");
+    }
+    return HK_STATUS_OK; /* a user or green context: not ours to retain */
+}
+
+hk_status_t hk__context_bind(hk_handle_t *h, int device)
+{
+    hk_status_t st = HK_STATUS_OK;
+    CUcontext cur = NULL;
+    int keep_current = 0;
+    CUresult r = hk__cu.cuCtxGetCurrent(&cur);
+    if (r != CUDA_SUCCESS)
+        return hk__fail_cu(NULL, r, "cuCtxGetCurrent");
+    if (device == HK_DEVICE_CURRENT && cur) {
+        st = classify_current(h, cur);
+        if (st == HK_STATUS_OK)
+            st = device_ordinal(h->cudev, &h->device);
+    } else {
+        int count = 0;
+        r = hk__cu.cuDeviceGetCount(&count);
+        if (r != CUDA_SUCCESS)
+            return hk__fail_cu(NULL, r, "cuDeviceGetCount");
+        if (count == 0)
+            return hk__fail(NULL, HK_STATUS_NO_DEVICE, "the CUDA driver lists no device");
+        /* Nothing current: device 0, the runtime's default device. */
+        int ordinal = device == HK_DEVICE_CURRENT ? 0 : device;
+        if (ordinal < 0 || ordinal >= count)
+            return hk__fail(NULL, HK_STATUS_INVALID_DEVICE,
+                            "device %d does not exist (%d device%s)", ordinal, count,
+                            count == 1 ? "" : "s");
+        r = hk__cu.cuDeviceGet(&h->cudev, ordinal);
+        if (r != CUDA_SUCCESS)
+            return hk__fail_cu(NULL, r, "cuDeviceGet");
+        r = hk__cu.cuDevicePrimaryCtxRetain(&h->ctx, h->cudev);
+        if (r != CUDA_SUCCESS)
+            return hk__fail_cu(NULL, r, "cuDevicePrimaryCtxRetain");
+        h->device = ordinal;
+        h->is_primary = h->owns_primary = 1;
+        keep_current = device == HK_DEVICE_CURRENT;
+    }
+    if (st != HK_STATUS_OK)
+        goto fail;
+    r = hk__cu.cuDeviceGetAttribute(&h->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                    h->cudev);
+    if (r != CUDA_SUCCESS) {
+        st = hk__fail_cu(NULL, r, "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
+        goto fail;
+    }
+    if (h->sm_count < 1)
+        h->sm_count = 1;
+    if (h->ctx != cur) {
+        r = hk__cu.cuCtxSetCurrent(h->ctx);
+        if (r != CUDA_SUCCESS) {
+            st = hk__fail_cu(NULL, r, "cuCtxSetCurrent");
+            goto fail;
+        }
+    }
+    st = arm(h, NULL);
+    if (h->ctx != cur && (st != HK_STATUS_OK || !keep_current)) {
+        /* With nothing current this pops what we set (fact 15). */
+        r = hk__cu.cuCtxSetCurrent(cur);
+        if (r != CUDA_SUCCESS && st == HK_STATUS_OK) {
+            st = hk__fail_cu(NULL, r, "restoring the caller's context");
+            hk__cu.cuCtxSetCurrent(h->ctx);
+            hk__cu.cuMemFree(atomic_load(&h->arm)->ws);
+            free(atomic_load(&h->arm));
+            atomic_store(&h->arm, NULL);
+        }
+    }
+    if (st != HK_STATUS_OK)
+        goto fail;
+    return HK_STATUS_OK;
+fail:
+    if (h->owns_primary)
+        hk__cu.cuDevicePrimaryCtxRelease(h->cudev);
+    h->owns_primary = h->is_primary = 0;
+    return st;
+}
+
+/* ---- the per-call guard ---- */
+
+/* Slow path: the handle's context ID did not match. A user context is gone;
+ * a primary was reset and is re-armed here: retain again (the reset voided
+ * the handle's retain, fact 8), new ID, functions and workspace made again.
+ * That is impossible when the handle's stream died with the old context. */
+static hk_status_t recover(hk_handle_t *h, hk__call_t *c)
+{
+    hk_status_t st = HK_STATUS_OK;
+    CUresult r, rid;
+    unsigned long long id = 0;
+    pthread_mutex_lock(&h->lock);
+    hk__arm_t *a = atomic_load_explicit(&h->arm, memory_order_acquire);
+    /* Ask again under the lock: another thread may have re-armed meanwhile. */
+    rid = hk__cu.cuCtxGetId(h->ctx, &id);
+    if (rid == CUDA_SUCCESS && a && id == a->ctx_id)
+        goto out;
+    if (rid != CUDA_SUCCESS && rid != CUDA_ERROR_CONTEXT_IS_DESTROYED) {
+        st = hk__fail_cu(h, rid, "cuCtxGetId");
+        goto out;
+    }
+    if (!h->is_primary) {
+        st = hk__fail(h, HK_STATUS_CONTEXT_DESTROYED,
+                      "the handle's context (device %d, not owned by the handle) was "
+                      "destroyed; destroy the handle", h->device);
+        goto out;
+    }
+    if (atomic_load(&h->user_stream)) {
+        st = hk__fail(h, HK_STATUS_CONTEXT_RESET,
+                      "the primary context of device %d was reset and the handle's stream "
+                      "died with it; set a new stream (set_stream) to continue", h->device);
+        goto out;
+    }
+    CUcontext p = NULL;
+    r = hk__cu.cuDevicePrimaryCtxRetain(&p, h->cudev);
+    if (r != CUDA_SUCCESS) {
+        st = hk__fail_cu(h, r, "re-arming after a reset: cuDevicePrimaryCtxRetain");
+        goto out;
+    }
+    if (p != h->ctx) {
+        hk__cu.cuDevicePrimaryCtxRelease(h->cudev);
+        st = hk__fail(h, HK_STATUS_CONTEXT_RESET,
+                      "the primary context of device %d was reset and came back as another "
+                      "context; destroy the handle", h->device);
+        goto out;
+    }
+    h->owns_primary = 1;
+    if (c->prev != h->ctx) {
+        r = hk__cu.cuCtxSetCurrent(h->ctx);
+        if (r != CUDA_SUCCESS) {
+            hk__cu.cuDevicePrimaryCtxRelease(h->cudev);
+            st = hk__fail_cu(h, r, "re-arming after a reset: cuCtxSetCurrent");
+            goto out;
+        }
+    }
+    st = arm(h, h);
+    if (c->prev != h->ctx)
+        hk__cu.cuCtxSetCurrent(c->prev);
+    if (st != HK_STATUS_OK) {
+        /* Keep no retain the handle could not use; the next call tries again. */
+        hk__cu.cuDevicePrimaryCtxRelease(h->cudev);
+        h->owns_primary = 0;
+    }
+out:
+    pthread_mutex_unlock(&h->lock);
+    return st;
+}
+
+hk_status_t hk__call_begin(hk_handle_t *h, hk__call_t *c)
+{
+    if (atomic_load_explicit(&hk__forked, memory_order_relaxed))
+        return hk__fail(h, HK_STATUS_FORKED,
+                        "this process is a fork() child of the one that made the handle; "
+                        "CUDA cannot be used here");
+    c->h = h;
+    c->switched = 0;
+    CUresult r = hk__cu.cuCtxGetCurrent(&c->prev);
+    if (r != CUDA_SUCCESS)
+        return hk__fail_cu(h, r, "cuCtxGetCurrent");
+    const hk__arm_t *a = atomic_load_explicit(&h->arm, memory_order_acquire);
+    unsigned long long id = 0;
+    r = hk__cu.cuCtxGetId(h->ctx, &id);
+    if (r != CUDA_SUCCESS || !a || id != a->ctx_id) {
+        hk_status_t st = recover(h, c);
+        if (st != HK_STATUS_OK)
+            return st;
+        a = atomic_load_explicit(&h->arm, memory_order_acquire);
+    }
+    if (c->prev != h->ctx) {
+        r = hk__cu.cuCtxSetCurrent(h->ctx);
+        if (r != CUDA_SUCCESS)
+            return hk__fail_cu(h, r, "cuCtxSetCurrent to the handle's context");
+        c->switched = 1;
+    }
+    c->arm = a;
+    c->stream = atomic_load_explicit(&h->stream, memory_order_relaxed);
+    return HK_STATUS_OK;
+}
+
+void hk__call_end(hk__call_t *c)
+{
+    /* Restoring cannot be refused for a context the caller had current; a
+     * failure here would leave nothing better to do, so it is not reported. */
+    if (c->switched)
+        hk__cu.cuCtxSetCurrent(c->prev);
+}
+
+/* ---- destroy ---- */
+
+hk_status_t hk__context_unbind(hk_handle_t *h)
+{
+    hk_status_t st = HK_STATUS_OK;
+    CUcontext cur = NULL;
+    unsigned long long id = 0;
+    hk__arm_t *a = atomic_load(&h->arm);
+    CUresult r = hk__cu.cuCtxGetCurrent(&cur);
+    if (r != CUDA_SUCCESS)
+        return hk__fail_cu(h, r, "cuCtxGetCurrent");
+    r = hk__cu.cuCtxGetId(h->ctx, &id);
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_CONTEXT_IS_DESTROYED)
+        return hk__fail_cu(h, r, "cuCtxGetId");
+    /* Alive as the handle knew it: what it made is still there to free, and
+     * its retain still counts. After a reset both are gone with the context. */
+    int alive = r == CUDA_SUCCESS && a && id == a->ctx_id;
+    if (alive) {
+        if (cur != h->ctx) {
+            r = hk__cu.cuCtxSetCurrent(h->ctx);
+            if (r != CUDA_SUCCESS)
+                return hk__fail_cu(h, r, "cuCtxSetCurrent to the handle's context");
+        }
+        r = hk__cu.cuMemFree(a->ws);
+        if (cur != h->ctx)
+            hk__cu.cuCtxSetCurrent(cur);
+        if (r != CUDA_SUCCESS)
+            return hk__fail_cu(h, r, "cuMemFree of the handle's workspace");
+        if (h->owns_primary) {
+            r = hk__cu.cuDevicePrimaryCtxRelease(h->cudev);
+            if (r != CUDA_SUCCESS)
+                st = hk__fail_cu(h, r, "cuDevicePrimaryCtxRelease");
+        }
+    }
+    h->owns_primary = 0;
+    while (a) {
+        hk__arm_t *older = a->older;
+        free(a);
+        a = older;
+    }
+    atomic_store(&h->arm, NULL);
+    return st;
+}
+
+/* ---- checked mode ---- */
+
+static hk_status_t check_one(hk_handle_t *h, CUdeviceptr p, const char *what)
+{
+    int ordinal = -1;
+    CUresult r = hk__cu.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p);
+    if (r != CUDA_SUCCESS) {
+        char cu[96];
+        return hk__fail(h, HK_STATUS_POINTER_MISMATCH,
+                        "%s (0x%llx) is not device memory of device %d (%s)", what,
+                        (unsigned long long)p, h->device, hk__cu_name(r, cu, sizeof cu));
+    }
+    if (ordinal != h->device)
+        return hk__fail(h, HK_STATUS_POINTER_MISMATCH,
+                        "%s (0x%llx) is memory of device %d, the handle is on device %d", what,
+                        (unsigned long long)p, ordinal, h->device);
+    return HK_STATUS_OK;
+}
+
+hk_status_t hk__check_pointer(hk_handle_t *h, const void *p, size_t bytes, const char *what)
+{
+    hk_status_t st = check_one(h, (CUdeviceptr)(uintptr_t)p, what);
+    if (st == HK_STATUS_OK && bytes > 1)
+        st = check_one(h, (CUdeviceptr)(uintptr_t)p + bytes - 1, what);
+    return st;
+}

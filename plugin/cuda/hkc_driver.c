@@ -1,0 +1,148 @@
+/* hk-cuda: opening the CUDA driver and taking its entry points.
+ *
+ * DESIGN.md "Driver access": no link to libcuda; dlopen of libcuda.so.1 (or
+ * $HK_CUDA_DRIVER) at the first create, never at load or negotiation, and
+ * every entry point through cuGetProcAddress at a pinned version. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hkc_internal.h"
+
+hk__cu_t hk__cu;
+pthread_mutex_t hk__lock = PTHREAD_MUTEX_INITIALIZER;
+atomic_int hk__forked;
+
+static void *drv_lib;   /* kept open for the life of the process */
+static int drv_ready;   /* under hk__lock */
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+/* The child of a fork() cannot use CUDA (DESIGN.md fact 18), and the parent's
+ * handles and library are meaningless there: flag it, touch nothing else. */
+static void on_fork_child(void)
+{
+    atomic_store(&hk__forked, 1);
+}
+
+static void register_fork_handler(void)
+{
+    /* pthread_atfork cannot fail except for lack of memory; then a child would
+     * see CUDA errors instead of HK_STATUS_FORKED, which is still a status. */
+    (void)pthread_atfork(NULL, NULL, on_fork_child);
+}
+
+void hk__fork_watch(void)
+{
+    pthread_once(&fork_once, register_fork_handler);
+}
+
+static void version_text(int v, char *buf, size_t len)
+{
+    snprintf(buf, len, "%d.%d (%d)", v / 1000, (v % 1000) / 10, v);
+}
+
+/* The driver must run the kernels' PTX, so it must know the toolkit version
+ * that built them (cuda.h's CUDA_VERSION at build time). */
+static hk_status_t check_version(void)
+{
+    int v = 0;
+    CUresult r = hk__cu.cuDriverGetVersion(&v);
+    if (r != CUDA_SUCCESS)
+        return hk__fail_cu(NULL, r, "cuDriverGetVersion");
+    if (v < CUDA_VERSION) {
+        char have[32], need[32];
+        version_text(v, have, sizeof have);
+        version_text(CUDA_VERSION, need, sizeof need);
+        return hk__fail(NULL, HK_STATUS_DRIVER_TOO_OLD,
+                        "the CUDA driver supports CUDA %s, the kernels were built with CUDA %s; "
+                        "update the driver", have, need);
+    }
+    return HK_STATUS_OK;
+}
+
+static hk_status_t take_entry_points(PFN_cuGetProcAddress_v12000 getproc, const char *path)
+{
+    struct entry {
+        const char *name;
+        int version;
+        void **slot;
+    };
+    static const struct entry entries[] = {
+#define HK__CU_ENTRY(name, ver) {#name, ver, (void **)&hk__cu.name},
+        HK__CU_ENTRY_POINTS(HK__CU_ENTRY)
+#undef HK__CU_ENTRY
+    };
+    for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
+        void *fn = NULL;
+        CUdriverProcAddressQueryResult q = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        CUresult r = getproc(entries[i].name, &fn, entries[i].version,
+                             CU_GET_PROC_ADDRESS_DEFAULT, &q);
+        if (r != CUDA_SUCCESS || !fn) {
+            char cu[96];
+            hk__cu_name(r, cu, sizeof cu);
+            return hk__fail(NULL, q == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                                      ? HK_STATUS_DRIVER_TOO_OLD : HK_STATUS_NO_DRIVER,
+                            "the CUDA driver %s has no %s at API version %d (%s, %s)", path,
+                            entries[i].name, entries[i].version,
+                            q == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                                ? "version not sufficient" : "symbol not found", cu);
+        }
+        *entries[i].slot = fn;
+    }
+    return HK_STATUS_OK;
+}
+
+hk_status_t hk__driver_load(void)
+{
+    if (drv_ready)
+        return HK_STATUS_OK;
+    hk_status_t st = HK_STATUS_OK;
+    const char *path = secure_getenv("HK_CUDA_DRIVER");
+    if (!path || !*path)
+        path = "libcuda.so.1";
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *why = dlerror();
+        return hk__fail(NULL, HK_STATUS_NO_DRIVER, "cannot open the CUDA driver %s: %s", path,
+                        why ? why : "unknown reason");
+    }
+    /* The _v2 form (CUDA 12.0+) reports why a symbol is missing. */
+    PFN_cuGetProcAddress_v12000 getproc =
+        (PFN_cuGetProcAddress_v12000)dlsym(lib, "cuGetProcAddress_v2");
+    if (!getproc) {
+        char need[32];
+        version_text(CUDA_VERSION, need, sizeof need);
+        st = hk__fail(NULL, HK_STATUS_DRIVER_TOO_OLD,
+                      "the CUDA driver %s predates CUDA 12.0 (no cuGetProcAddress_v2); "
+                      "the kernels need CUDA %s", path, need);
+        goto out;
+    }
+    st = take_entry_points(getproc, path);
+    if (st != HK_STATUS_OK)
+        goto out;
+    CUresult r = hk__cu.cuInit(0);
+    if (r == CUDA_ERROR_NO_DEVICE) {
+        st = hk__fail(NULL, HK_STATUS_NO_DEVICE, "cuInit: %s",
+                      hk__cu_name(r, (char[96]){0}, 96));
+        goto out;
+    }
+    if (r != CUDA_SUCCESS) {
+        char cu[96];
+        st = hk__fail(NULL, HK_STATUS_NO_DRIVER, "cuInit of the CUDA driver %s failed: %s", path,
+                      hk__cu_name(r, cu, sizeof cu));
+        goto out;
+    }
+    st = check_version();
+out:
+    if (st != HK_STATUS_OK) {
+        memset(&hk__cu, 0, sizeof hk__cu);
+        dlclose(lib);
+        return st;
+    }
+    drv_lib = lib;
+    drv_ready = 1;
+    return HK_STATUS_OK;
+}

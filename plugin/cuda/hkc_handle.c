@@ -1,0 +1,230 @@
+/* hk-cuda: the core vtable (handle create/destroy, stream, pointer mode,
+ * introspection, synchronize). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "hkc_internal.h"
+
+#ifdef HK_DEBUG
+#define HK__DEFAULT_FLAGS HK_CREATE_CHECKED /* debug builds check pointers */
+#else
+#define HK__DEFAULT_FLAGS 0u
+#endif
+
+static void handle_free(hk_handle_t *h)
+{
+    pthread_mutex_destroy(&h->lock);
+    pthread_mutex_destroy(&h->errlock);
+    free(h);
+}
+
+static hk_status_t handle_create(const hk_create_info_t *info, hk_handle_t **out)
+{
+    if (!out)
+        return hk__fail(NULL, HK_STATUS_NULL_POINTER, "handle_create: out is NULL");
+    *out = NULL;
+    hk_create_info_t ci = {sizeof ci, HK_DEVICE_CURRENT, 0};
+    if (info) {
+        if (info->size < offsetof(hk_create_info_t, device) + sizeof info->device)
+            return hk__fail(NULL, HK_STATUS_INVALID_VALUE,
+                            "handle_create: info->size %u is too small", info->size);
+        memcpy(&ci, info, info->size < sizeof ci ? info->size : sizeof ci);
+        if (info->size < sizeof ci)
+            ci.flags = 0;
+    }
+    if (ci.device < HK_DEVICE_CURRENT)
+        return hk__fail(NULL, HK_STATUS_INVALID_DEVICE, "handle_create: device %d is not valid",
+                        ci.device);
+    hk__fork_watch();
+    if (atomic_load(&hk__forked))
+        return hk__fail(NULL, HK_STATUS_FORKED,
+                        "handle_create: this process is a fork() child of a CUDA process");
+
+    pthread_mutex_lock(&hk__lock);
+    hk_status_t st = hk__driver_load();
+    if (st == HK_STATUS_OK)
+        st = hk__kernels_acquire();
+    pthread_mutex_unlock(&hk__lock);
+    if (st != HK_STATUS_OK)
+        return st;
+
+    hk_handle_t *h = calloc(1, sizeof *h);
+    if (!h) {
+        st = hk__fail(NULL, HK_STATUS_OUT_OF_MEMORY, "handle_create: no memory for the handle");
+        goto release;
+    }
+    pthread_mutex_init(&h->lock, NULL);
+    pthread_mutex_init(&h->errlock, NULL);
+    h->flags = ci.flags | HK__DEFAULT_FLAGS;
+    st = hk__context_bind(h, ci.device);
+    if (st != HK_STATUS_OK) {
+        handle_free(h);
+        goto release;
+    }
+    atomic_store(&h->magic, HK__HANDLE_MAGIC);
+    *out = h;
+    return HK_STATUS_OK;
+release:
+    pthread_mutex_lock(&hk__lock);
+    hk__kernels_release();
+    pthread_mutex_unlock(&hk__lock);
+    return st;
+}
+
+static hk_status_t handle_destroy(hk_handle_t *h)
+{
+    if (!hk__valid(h))
+        return hk__fail(NULL, HK_STATUS_INVALID_HANDLE, "handle_destroy: not a live handle");
+    if (!atomic_load(&hk__forked)) {
+        hk_status_t st = hk__context_unbind(h);
+        if (st != HK_STATUS_OK && atomic_load(&h->arm))
+            return st; /* nothing released yet: the handle is intact */
+        pthread_mutex_lock(&hk__lock);
+        hk_status_t lst = hk__kernels_release();
+        pthread_mutex_unlock(&hk__lock);
+        atomic_store(&h->magic, 0u);
+        handle_free(h);
+        return st != HK_STATUS_OK ? st : lst;
+    }
+    /* In a fork() child the driver is unusable: free only host memory, and do
+     * not touch hk__lock, which another parent thread may have held at fork. */
+    hk__arm_t *a = atomic_load(&h->arm);
+    while (a) {
+        hk__arm_t *older = a->older;
+        free(a);
+        a = older;
+    }
+    atomic_store(&h->magic, 0u);
+    free(h); /* its mutexes may be in any state in the child */
+    return HK_STATUS_OK;
+}
+
+static hk_status_t set_stream(hk_handle_t *h, void *stream)
+{
+    if (!hk__valid(h))
+        return HK_STATUS_INVALID_HANDLE;
+    if (atomic_load(&hk__forked))
+        return hk__fail(h, HK_STATUS_FORKED, "set_stream: CUDA is unusable in a fork() child");
+    CUstream s = (CUstream)stream;
+    int user = s != NULL && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD;
+    if (user) {
+        CUcontext sctx = NULL;
+        CUresult r = hk__cu.cuStreamGetCtx(s, &sctx);
+        if (r != CUDA_SUCCESS)
+            return hk__fail_cu(h, r, "set_stream: cuStreamGetCtx");
+        if (sctx != h->ctx) {
+            /* Name the stream's device: look it up inside its own context. */
+            int sdev = -1;
+            CUcontext cur = NULL;
+            CUdevice d;
+            if (hk__cu.cuCtxGetCurrent(&cur) == CUDA_SUCCESS &&
+                hk__cu.cuCtxSetCurrent(sctx) == CUDA_SUCCESS) {
+                if (hk__cu.cuCtxGetDevice(&d) == CUDA_SUCCESS) {
+                    int count = 0;
+                    hk__cu.cuDeviceGetCount(&count);
+                    for (int i = 0; i < count; i++) {
+                        CUdevice di;
+                        if (hk__cu.cuDeviceGet(&di, i) == CUDA_SUCCESS && di == d)
+                            sdev = i;
+                    }
+                }
+                hk__cu.cuCtxSetCurrent(cur);
+            }
+            return hk__fail(h, HK_STATUS_STREAM_MISMATCH,
+                            "set_stream: the stream belongs to a context of device %d, the "
+                            "handle's context is on device %d%s", sdev, h->device,
+                            sdev == h->device ? " (another context of the same device)" : "");
+        }
+    }
+    atomic_store(&h->stream, s);
+    atomic_store(&h->user_stream, user);
+    return HK_STATUS_OK;
+}
+
+static hk_status_t get_stream(hk_handle_t *h, void **stream)
+{
+    if (!hk__valid(h))
+        return HK_STATUS_INVALID_HANDLE;
+    if (!stream)
+        return hk__fail(h, HK_STATUS_NULL_POINTER, "get_stream: stream is NULL");
+    *stream = (void *)atomic_load(&h->stream);
+    return HK_STATUS_OK;
+}
+
+static hk_status_t set_pointer_mode(hk_handle_t *h, hk_pointer_mode_t mode)
+{
+    if (!hk__valid(h))
+        return HK_STATUS_INVALID_HANDLE;
+    if (mode != HK_POINTER_MODE_HOST && mode != HK_POINTER_MODE_DEVICE)
+        return hk__fail(h, HK_STATUS_INVALID_VALUE, "set_pointer_mode: unknown mode %d",
+                        (int)mode);
+    atomic_store(&h->pointer_mode, (int)mode);
+    return HK_STATUS_OK;
+}
+
+static hk_status_t get_pointer_mode(hk_handle_t *h, hk_pointer_mode_t *mode)
+{
+    if (!hk__valid(h))
+        return HK_STATUS_INVALID_HANDLE;
+    if (!mode)
+        return hk__fail(h, HK_STATUS_NULL_POINTER, "get_pointer_mode: mode is NULL");
+    *mode = (hk_pointer_mode_t)atomic_load(&h->pointer_mode);
+    return HK_STATUS_OK;
+}
+
+static const char *last_error(const hk_handle_t *h)
+{
+    return hk__last_error(h);
+}
+
+static hk_status_t handle_info(hk_handle_t *h, hk_handle_info_t *info)
+{
+    if (!hk__valid(h))
+        return HK_STATUS_INVALID_HANDLE;
+    if (!info)
+        return hk__fail(h, HK_STATUS_NULL_POINTER, "handle_info: info is NULL");
+    hk_handle_info_t v = {sizeof v, h->device, 0, 0, h->flags, "hk-cuda"};
+    pthread_mutex_lock(&h->lock); /* owns_primary changes under it on re-arm */
+    const hk__arm_t *a = atomic_load(&h->arm);
+    v.context_id = a ? a->ctx_id : 0;
+    v.owns_primary = h->owns_primary;
+    pthread_mutex_unlock(&h->lock);
+    size_t n = info->size < sizeof v ? info->size : sizeof v;
+    uint32_t size = info->size;
+    memcpy(info, &v, n);
+    info->size = size;
+    return HK_STATUS_OK;
+}
+
+static hk_status_t synchronize(hk_handle_t *h)
+{
+    if (!hk__valid(h))
+        return HK_STATUS_INVALID_HANDLE;
+    hk__call_t c;
+    hk_status_t st = hk__call_begin(h, &c);
+    if (st != HK_STATUS_OK)
+        return st;
+    CUresult r = hk__cu.cuStreamSynchronize(c.stream);
+    hk__call_end(&c);
+    if (r != CUDA_SUCCESS)
+        return hk__fail_cu(h, r, "synchronize: cuStreamSynchronize");
+    return HK_STATUS_OK;
+}
+
+hk_status_t hk__get_table(const char *name, const void **table);
+hk_status_t hk__enum_tables(size_t index, const char **name);
+
+const hk_vtable_t hk__vtable = {
+    .size = sizeof(hk_vtable_t),
+    .handle_create = handle_create,
+    .handle_destroy = handle_destroy,
+    .set_stream = set_stream,
+    .get_stream = get_stream,
+    .set_pointer_mode = set_pointer_mode,
+    .get_pointer_mode = get_pointer_mode,
+    .last_error = last_error,
+    .get_table = hk__get_table,
+    .enum_tables = hk__enum_tables,
+    .handle_info = handle_info,
+    .synchronize = synchronize,
+};

@@ -1,0 +1,199 @@
+/* hk-cuda internals shared by its source files. Not part of the ABI.
+ *
+ * Files by concern: hkc_driver.c (opening the driver, entry points),
+ * hkc_error.c (messages), hkc_context.c (binding and the per-call guard),
+ * hkc_kernels.c (the embedded kernel library), hkc_handle.c (core vtable),
+ * hkc_blas1.c and hkc_memory.c (tables), hkc_plugin.c (negotiation). */
+#ifndef HKC_INTERNAL_H
+#define HKC_INTERNAL_H
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "hk_abi.h"
+
+/* ---- driver entry points (hkc_driver.c) ---- */
+
+/* X(name, version): each entry point is taken with cuGetProcAddress at the
+ * pinned version, which fixes its signature (cudaTypedefs.h's
+ * PFN_<name>_v<version>) whatever the driver's own version is. */
+#define HK__CU_ENTRY_POINTS(X)                \
+    X(cuGetErrorName, 6000)                   \
+    X(cuInit, 2000)                           \
+    X(cuDriverGetVersion, 2020)               \
+    X(cuDeviceGet, 2000)                      \
+    X(cuDeviceGetCount, 2000)                 \
+    X(cuDeviceGetAttribute, 2000)             \
+    X(cuDevicePrimaryCtxRetain, 7000)         \
+    X(cuDevicePrimaryCtxRelease, 11000)       \
+    X(cuDevicePrimaryCtxGetState, 7000)       \
+    X(cuCtxGetCurrent, 4000)                  \
+    X(cuCtxSetCurrent, 4000)                  \
+    X(cuCtxGetDevice, 2000)                   \
+    X(cuCtxGetId, 12000)                      \
+    X(cuStreamGetCtx, 9020)                   \
+    X(cuStreamSynchronize, 2000)              \
+    X(cuMemAlloc, 3020)                       \
+    X(cuMemFree, 3020)                        \
+    X(cuMemcpyHtoDAsync, 3020)                \
+    X(cuMemcpyDtoHAsync, 3020)                \
+    X(cuMemsetD8Async, 3020)                  \
+    X(cuPointerGetAttribute, 4000)            \
+    X(cuLibraryLoadData, 12000)               \
+    X(cuLibraryUnload, 12000)                 \
+    X(cuLibraryGetKernel, 12000)              \
+    X(cuKernelGetFunction, 12000)             \
+    X(cuLaunchKernel, 4000)
+
+typedef struct hk__cu {
+#define HK__CU_FIELD(name, ver) PFN_##name##_v##ver name;
+    HK__CU_ENTRY_POINTS(HK__CU_FIELD)
+#undef HK__CU_FIELD
+} hk__cu_t;
+
+/* The table; filled once under hk__lock, read-only afterwards. */
+extern hk__cu_t hk__cu;
+
+/* Guards driver loading, the kernel library's reference count and the
+ * per-context function cache. Never taken on the hot path. */
+extern pthread_mutex_t hk__lock;
+
+/* Set in the child after fork(): every call then answers HK_STATUS_FORKED. */
+extern atomic_int hk__forked;
+
+/* Opens the driver, takes its entry points, cuInit, checks its version.
+ * Caller holds hk__lock. Failures are written as the create error. */
+hk_status_t hk__driver_load(void);
+
+/* Registers the fork handler once (pthread_once), at the first create. */
+void hk__fork_watch(void);
+
+/* ---- errors (hkc_error.c) ---- */
+
+/* Records a message for h (or, h NULL, the calling thread's create error) and
+ * returns st. */
+hk_status_t hk__fail(hk_handle_t *h, hk_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* "CUDA_ERROR_OUT_OF_MEMORY (2)" into buf; works before the driver loaded. */
+const char *hk__cu_name(CUresult r, char *buf, size_t len);
+
+/* The status for a failed driver call. */
+hk_status_t hk__cu_status(CUresult r);
+
+/* Records "<what> failed: <CUDA error> (device N)" and returns its status. */
+hk_status_t hk__fail_cu(hk_handle_t *h, CUresult r, const char *what);
+
+/* The message buffer of a handle or of the thread (for last_error). */
+const char *hk__last_error(const hk_handle_t *h);
+
+/* ---- kernels (hkc_kernels.c) ---- */
+
+typedef enum hk__kernel_id {
+    HK__K_SAXPY, HK__K_DAXPY, HK__K_SSCAL, HK__K_DSCAL, HK__K_SCOPY, HK__K_DCOPY,
+    HK__K_SDOT, HK__K_DDOT, HK__K_SNRM2, HK__K_DNRM2,
+    HK__K_COUNT
+} hk__kernel_id_t;
+
+/* Must match kernels/hk_blas1_common.cuh. */
+#define HK__BLOCK 256
+#define HK__MAX_BLOCKS 1024
+#define HK__UNROLL 4
+
+/* Takes a reference on the process-wide kernel library, loading the embedded
+ * fatbin on the first one. Caller holds hk__lock. */
+hk_status_t hk__kernels_acquire(void);
+
+/* Drops a reference; the last one unloads the library. Caller holds hk__lock. */
+hk_status_t hk__kernels_release(void);
+
+/* The CUfunctions of every kernel in the current context, whose ID is ctx_id,
+ * from the per-context cache (filled on a miss). Takes hk__lock. */
+hk_status_t hk__kernels_functions(hk_handle_t *h, unsigned long long ctx_id,
+                                  CUfunction out[HK__K_COUNT]);
+
+/* ---- handles and contexts (hkc_context.c, hkc_handle.c) ---- */
+
+/* Workspace of a handle: reduction partials, their counter, a result slot. */
+#define HK__WS_PARTIALS 0
+#define HK__WS_COUNTER (3 * HK__MAX_BLOCKS * sizeof(double))
+#define HK__WS_RESULT (HK__WS_COUNTER + 64)
+#define HK__WS_BYTES (HK__WS_RESULT + 64)
+
+/* What a handle made in one incarnation of its context. Immutable once
+ * published; a re-arm publishes a new one and keeps the old until destroy,
+ * so a thread still reading the old one never reads freed memory. */
+typedef struct hk__arm {
+    unsigned long long ctx_id;
+    CUdeviceptr ws;
+    CUfunction fn[HK__K_COUNT];
+    struct hk__arm *older;
+} hk__arm_t;
+
+#define HK__HANDLE_MAGIC 0x484b4355u /* "HKCU" */
+
+struct hk_handle {
+    atomic_uint magic;
+    int device;        /* ordinal */
+    CUdevice cudev;
+    CUcontext ctx;     /* the bound context; a primary keeps its pointer across resets */
+    int is_primary;    /* bound to a primary context: re-armable after a reset */
+    int owns_primary;  /* holds one retain, released by destroy */
+    uint32_t flags;    /* HK_CREATE_* in effect */
+    int sm_count;
+    _Atomic(hk__arm_t *) arm;
+    _Atomic(CUstream) stream;
+    atomic_int user_stream; /* the stream is a real stream (dies with its context) */
+    atomic_int pointer_mode;
+    pthread_mutex_t lock;     /* re-arm and host-mode results (slow paths only) */
+    pthread_mutex_t errlock;  /* err */
+    char err[512];
+};
+
+/* Per-call state: what to restore. */
+typedef struct hk__call {
+    hk_handle_t *h;
+    const hk__arm_t *arm;
+    CUcontext prev;
+    int switched;
+    CUstream stream;
+} hk__call_t;
+
+/* A live handle? (NULL or a destroyed handle's cleared magic → no) */
+static inline int hk__valid(const hk_handle_t *h)
+{
+    return h && atomic_load_explicit(&h->magic, memory_order_relaxed) == HK__HANDLE_MAGIC;
+}
+
+/* Binds a new handle per DESIGN.md's context contract and arms it. Leaves
+ * the caller's context as it was, except that with nothing current the bound
+ * device-0 primary stays current (as a runtime call would leave it). */
+hk_status_t hk__context_bind(hk_handle_t *h, int device);
+
+/* The per-call guard: checks the handle's context (re-arming a reset primary),
+ * makes it current if it is not, and fills c. On failure nothing is changed. */
+hk_status_t hk__call_begin(hk_handle_t *h, hk__call_t *c);
+
+/* Restores the caller's context. */
+void hk__call_end(hk__call_t *c);
+
+/* Frees what the handle made if its context still lives, and drops its
+ * retain. On a failure before anything was freed the handle stays intact
+ * and the status is returned (destroy can be called again). */
+hk_status_t hk__context_unbind(hk_handle_t *h);
+
+/* Validates that [p, p + bytes) is memory of the handle's device (checked
+ * mode). what names the argument in the message. */
+hk_status_t hk__check_pointer(hk_handle_t *h, const void *p, size_t bytes, const char *what);
+
+/* Tables (hkc_blas1.c, hkc_memory.c) and the core vtable (hkc_handle.c). */
+struct hk_blas1_v1;
+struct hk_memory_v1;
+extern const struct hk_blas1_v1 hk__blas1_table;
+extern const struct hk_memory_v1 hk__memory_table;
+extern const hk_vtable_t hk__vtable;
+
+#endif /* HKC_INTERNAL_H */

@@ -1,0 +1,118 @@
+/* hk-cuda: table "hk.memory/1" (plugin_api/hk_memory.h): device memory of the
+ * handle's context, so a host can run one workload on any implementation.
+ * Every slot runs under the context guard, so the caller's context is left
+ * as it was. Not for the hot path: the copies synchronise the stream. */
+#include "hk_memory.h"
+#include "hkc_internal.h"
+
+static hk_status_t mem_alloc(hk_handle_t *h, size_t bytes, void **out)
+{
+    if (!hk__valid(h))
+        return HK_STATUS_INVALID_HANDLE;
+    if (!out)
+        return hk__fail(h, HK_STATUS_NULL_POINTER, "alloc: out is NULL");
+    *out = NULL;
+    if (bytes == 0)
+        return HK_STATUS_OK;
+    hk__call_t c;
+    hk_status_t st = hk__call_begin(h, &c);
+    if (st != HK_STATUS_OK)
+        return st;
+    CUdeviceptr p = 0;
+    CUresult r = hk__cu.cuMemAlloc(&p, bytes);
+    hk__call_end(&c);
+    if (r != CUDA_SUCCESS)
+        return hk__fail_cu(h, r, "alloc: cuMemAlloc");
+    *out = (void *)(uintptr_t)p;
+    return HK_STATUS_OK;
+}
+
+static hk_status_t mem_free(hk_handle_t *h, void *ptr)
+{
+    if (!hk__valid(h))
+        return HK_STATUS_INVALID_HANDLE;
+    if (!ptr)
+        return HK_STATUS_OK;
+    hk__call_t c;
+    hk_status_t st = hk__call_begin(h, &c);
+    if (st != HK_STATUS_OK)
+        return st;
+    CUresult r = hk__cu.cuMemFree((CUdeviceptr)(uintptr_t)ptr);
+    hk__call_end(&c);
+    if (r != CUDA_SUCCESS)
+        return hk__fail_cu(h, r, "free: cuMemFree");
+    return HK_STATUS_OK;
+}
+
+static hk_status_t copy_to_device(hk_handle_t *h, void *dst, const void *src, size_t bytes)
+{
+    if (!hk__valid(h))
+        return HK_STATUS_INVALID_HANDLE;
+    if (bytes == 0)
+        return HK_STATUS_OK;
+    if (!dst || !src)
+        return hk__fail(h, HK_STATUS_NULL_POINTER, "copy_to_device: %s is NULL",
+                        !dst ? "dst" : "src");
+    hk__call_t c;
+    hk_status_t st = hk__call_begin(h, &c);
+    if (st != HK_STATUS_OK)
+        return st;
+    CUresult r = hk__cu.cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)dst, src, bytes, c.stream);
+    if (r == CUDA_SUCCESS)
+        r = hk__cu.cuStreamSynchronize(c.stream);
+    hk__call_end(&c);
+    if (r != CUDA_SUCCESS)
+        return hk__fail_cu(h, r, "copy_to_device");
+    return HK_STATUS_OK;
+}
+
+static hk_status_t copy_to_host(hk_handle_t *h, void *dst, const void *src, size_t bytes)
+{
+    if (!hk__valid(h))
+        return HK_STATUS_INVALID_HANDLE;
+    if (bytes == 0)
+        return HK_STATUS_OK;
+    if (!dst || !src)
+        return hk__fail(h, HK_STATUS_NULL_POINTER, "copy_to_host: %s is NULL",
+                        !dst ? "dst" : "src");
+    hk__call_t c;
+    hk_status_t st = hk__call_begin(h, &c);
+    if (st != HK_STATUS_OK)
+        return st;
+    CUresult r = hk__cu.cuMemcpyDtoHAsync(dst, (CUdeviceptr)(uintptr_t)src, bytes, c.stream);
+    if (r == CUDA_SUCCESS)
+        r = hk__cu.cuStreamSynchronize(c.stream);
+    hk__call_end(&c);
+    if (r != CUDA_SUCCESS)
+        return hk__fail_cu(h, r, "copy_to_host");
+    return HK_STATUS_OK;
+}
+
+static hk_status_t mem_set(hk_handle_t *h, void *dst, int value, size_t bytes)
+{
+    if (!hk__valid(h))
+        return HK_STATUS_INVALID_HANDLE;
+    if (bytes == 0)
+        return HK_STATUS_OK;
+    if (!dst)
+        return hk__fail(h, HK_STATUS_NULL_POINTER, "memset: dst is NULL");
+    hk__call_t c;
+    hk_status_t st = hk__call_begin(h, &c);
+    if (st != HK_STATUS_OK)
+        return st;
+    CUresult r = hk__cu.cuMemsetD8Async((CUdeviceptr)(uintptr_t)dst, (unsigned char)value, bytes,
+                                        c.stream);
+    hk__call_end(&c);
+    if (r != CUDA_SUCCESS)
+        return hk__fail_cu(h, r, "memset: cuMemsetD8Async");
+    return HK_STATUS_OK;
+}
+
+const hk_memory_v1_t hk__memory_table = {
+    .size = sizeof(hk_memory_v1_t),
+    .alloc = mem_alloc,
+    .free_ = mem_free,
+    .copy_to_device = copy_to_device,
+    .copy_to_host = copy_to_host,
+    .memset_ = mem_set,
+};

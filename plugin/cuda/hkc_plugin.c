@@ -1,0 +1,76 @@
+/* hk-cuda: the entry point (negotiation) and table lookup.
+ *
+ * Negotiation makes no CUDA call and allocates nothing (DESIGN.md "Plugin
+ * ABI"), so a machine without a driver still loads and negotiates hk-cuda;
+ * the driver is opened by the first handle_create. */
+#include <string.h>
+
+#include "hk_blas1.h"
+#include "hk_memory.h"
+#include "hkc_internal.h"
+
+#define HK__CUDA_VERSION "0.1.0"
+
+static const struct {
+    const char *name;
+    const void *table;
+} tables[] = {
+    {HK_TABLE_BLAS1_V1, &hk__blas1_table},
+    {HK_TABLE_MEMORY_V1, &hk__memory_table},
+};
+
+hk_status_t hk__get_table(const char *name, const void **table)
+{
+    if (!table)
+        return HK_STATUS_NULL_POINTER;
+    *table = NULL;
+    if (!name)
+        return HK_STATUS_NULL_POINTER;
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+        if (strcmp(tables[i].name, name) == 0) {
+            *table = tables[i].table;
+            return HK_STATUS_OK;
+        }
+    }
+    return HK_STATUS_NOT_FOUND;
+}
+
+hk_status_t hk__enum_tables(size_t index, const char **name)
+{
+    if (!name)
+        return HK_STATUS_NULL_POINTER;
+    if (index >= sizeof tables / sizeof tables[0]) {
+        *name = NULL;
+        return HK_STATUS_NOT_FOUND;
+    }
+    *name = tables[index].name;
+    return HK_STATUS_OK;
+}
+
+__attribute__((visibility("default"))) hk_status_t
+hk_plugin_negotiate(const hk_negotiate_request_t *request, hk_negotiate_answer_t *answer);
+
+hk_status_t hk_plugin_negotiate(const hk_negotiate_request_t *request,
+                                hk_negotiate_answer_t *answer)
+{
+    if (!request || !answer)
+        return HK_STATUS_NULL_POINTER;
+    if (request->header.struct_type != HK_STRUCT_NEGOTIATE_REQUEST ||
+        request->header.struct_size < offsetof(hk_negotiate_request_t, log))
+        return HK_STATUS_INVALID_VALUE;
+    /* Not unload-safe: the fork handler registered at the first create cannot
+     * be unregistered, so the module must stay mapped once it ran. */
+    hk_negotiate_answer_t a = {
+        {HK_STRUCT_NEGOTIATE_ANSWER, sizeof a, 1}, HK_ABI_CURRENT, 0u, "hk-cuda",
+        HK__CUDA_VERSION, &hk__vtable};
+    /* Any 1.x up to ours: an older host reads a shorter vtable. */
+    uint32_t lo = request->abi_min, hi = request->abi_max;
+    uint32_t chosen = hi < HK_ABI_CURRENT ? hi : HK_ABI_CURRENT;
+    hk_status_t st = HK_STATUS_OK;
+    if (lo > hi || chosen < lo || HK_ABI_VERSION_MAJOR(chosen) != HK_ABI_MAJOR)
+        st = HK_STATUS_ABI_MISMATCH;
+    else
+        a.abi_version = chosen;
+    *answer = a;
+    return st;
+}
