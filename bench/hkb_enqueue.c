@@ -4,8 +4,10 @@
  * cuLaunchKernel of the very kernel hk-cuda launches, taken from the same
  * fatbin (embedded here as hk__bench_fatbin), with the same parameters, grid
  * and block. The launch configuration below mirrors what kernels/hk_blas1.cu
- * and kernels/hk_blas1_reduce.cu document for hk-cuda; if hk-cuda changes its
- * grid, change it here too, or the ratio compares different launches.
+ * and kernels/hk_blas1_reduce.cu document and what grid_for() in
+ * plugin/cuda/hkc_blas1.c computes; if hk-cuda changes its grid, change it
+ * here too, or the ratio compares different launches. raw_check() catches a
+ * parameter list that no longer matches for the reductions.
  *
  * Only the host clock around the enqueue loop counts. Batches of 256 calls
  * stay below the launch queue's depth, so no call waits for the GPU; the

@@ -2,7 +2,9 @@
  * copy the vtable and tables). The bench does not use the host loader library:
  * it measures one named file and wants every refusal reason verbatim. */
 #include <dlfcn.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -73,8 +75,12 @@ static int get_table(hkb_plugin_t *p, const char *name, void *dst, size_t dst_si
 
 int hkb_plugin_open(hkb_plugin_t *p, const char *path)
 {
+    char real[PATH_MAX];
+
     memset(p, 0, sizeof *p);
-    snprintf(p->path, sizeof p->path, "%s", path);
+    /* The resolved path is the one the table header prints; a missing file
+     * keeps the given path, and dlopen reports why it is missing. */
+    snprintf(p->path, sizeof p->path, "%s", realpath(path, real) ? real : path);
 
     /* RTLD_LOCAL as the contract asks of hosts: the plugin's symbols must not
      * resolve the bench's own CUDA or cuBLAS symbols, nor the reverse. */

@@ -86,10 +86,13 @@ static void bufs_free(bufs_t *b)
     memset(b, 0, sizeof *b);
 }
 
+/* Fills all of x and y, in elements of prec: P2 rotates over the whole
+ * buffers, which hold twice as many floats as doubles. */
 static int fill(const bufs_t *b, hkb_prec_t prec)
 {
-    HKB_TRY(hkb_fill_random(b->x, prec, b->cap, 1), fail);
-    HKB_TRY(hkb_fill_random(b->y, prec, b->cap, 2), fail);
+    int64_t elems = b->cap * (int64_t)sizeof(double) / (int64_t)hkb_prec_size(prec);
+    HKB_TRY(hkb_fill_random(b->x, prec, elems, 1), fail);
+    HKB_TRY(hkb_fill_random(b->y, prec, elems, 2), fail);
     return 0;
 fail:
     return -1;
