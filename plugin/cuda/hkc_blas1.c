@@ -132,8 +132,7 @@ static hk_status_t axpy(hk_handle_t *h, int64_t n, const void *alpha, const void
         void *params[] = {&nn, &a, &alpha_ptr, &x0, &ix, &y0, &iy};
         st = launch(&c, k, grid_for(h, n, incx == 1 && incy == 1, esz, INT64_MAX), params, op);
     }
-    hk__call_end(&c);
-    return st;
+    return hk__call_end(&c, st);
 }
 
 static hk_status_t scal(hk_handle_t *h, int64_t n, const void *alpha, void *x, int64_t incx,
@@ -167,8 +166,7 @@ static hk_status_t scal(hk_handle_t *h, int64_t n, const void *alpha, void *x, i
         void *params[] = {&nn, &a, &alpha_ptr, &x, &ix};
         st = launch(&c, k, grid_for(h, n, incx == 1, esz, INT64_MAX), params, op);
     }
-    hk__call_end(&c);
-    return st;
+    return hk__call_end(&c, st);
 }
 
 static hk_status_t copy(hk_handle_t *h, int64_t n, const void *x, int64_t incx, void *y,
@@ -201,8 +199,7 @@ static hk_status_t copy(hk_handle_t *h, int64_t n, const void *x, int64_t incx, 
         void *params[] = {&nn, &x0, &ix, &y0, &iy};
         st = launch(&c, k, grid_for(h, n, incx == 1 && incy == 1, esz, INT64_MAX), params, op);
     }
-    hk__call_end(&c);
-    return st;
+    return hk__call_end(&c, st);
 }
 
 /* ---- dot, nrm2 ---- */
@@ -277,8 +274,7 @@ static hk_status_t reduce(hk_handle_t *h, int64_t n, const void *x, int64_t incx
     }
     pthread_mutex_unlock(&h->lock);
 out:
-    hk__call_end(&c);
-    return st;
+    return hk__call_end(&c, st);
 }
 
 /* ---- the table ---- */

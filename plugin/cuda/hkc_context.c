@@ -281,12 +281,14 @@ hk_status_t hk__call_begin(hk_handle_t *h, hk__call_t *c)
     return HK_STATUS_OK;
 }
 
-void hk__call_end(hk__call_t *c)
+hk_status_t hk__call_end(hk__call_t *c, hk_status_t st)
 {
-    /* Restoring cannot be refused for a context the caller had current; a
-     * failure here would leave nothing better to do, so it is not reported. */
-    if (c->switched)
-        hk__cu.cuCtxSetCurrent(c->prev);
+    if (!c->switched)
+        return st;
+    CUresult r = hk__cu.cuCtxSetCurrent(c->prev);
+    if (r != CUDA_SUCCESS && st == HK_STATUS_OK)
+        return hk__fail_cu(c->h, r, "restoring the caller's context");
+    return st;
 }
 
 /* ---- destroy ---- */
@@ -306,22 +308,24 @@ hk_status_t hk__context_unbind(hk_handle_t *h)
     /* Alive as the handle knew it: what it made is still there to free, and
      * its retain still counts. After a reset both are gone with the context. */
     int alive = r == CUDA_SUCCESS && a && id == a->ctx_id;
-    if (alive) {
+    if (alive && a->ws) {
         if (cur != h->ctx) {
             r = hk__cu.cuCtxSetCurrent(h->ctx);
             if (r != CUDA_SUCCESS)
                 return hk__fail_cu(h, r, "cuCtxSetCurrent to the handle's context");
         }
         r = hk__cu.cuMemFree(a->ws);
-        if (cur != h->ctx)
-            hk__cu.cuCtxSetCurrent(cur);
+        CUresult rr = cur != h->ctx ? hk__cu.cuCtxSetCurrent(cur) : CUDA_SUCCESS;
         if (r != CUDA_SUCCESS)
             return hk__fail_cu(h, r, "cuMemFree of the handle's workspace");
-        if (h->owns_primary) {
-            r = hk__cu.cuDevicePrimaryCtxRelease(h->cudev);
-            if (r != CUDA_SUCCESS)
-                st = hk__fail_cu(h, r, "cuDevicePrimaryCtxRelease");
-        }
+        a->ws = 0; /* a retried destroy must not free it twice */
+        if (rr != CUDA_SUCCESS)
+            st = hk__fail_cu(h, rr, "restoring the caller's context");
+    }
+    if (alive && h->owns_primary) {
+        r = hk__cu.cuDevicePrimaryCtxRelease(h->cudev);
+        if (r != CUDA_SUCCESS)
+            return hk__fail_cu(h, r, "cuDevicePrimaryCtxRelease");
     }
     h->owns_primary = 0;
     while (a) {

@@ -205,9 +205,11 @@ static hk_status_t synchronize(hk_handle_t *h)
     if (st != HK_STATUS_OK)
         return st;
     CUresult r = hk__cu.cuStreamSynchronize(c.stream);
-    hk__call_end(&c);
     if (r != CUDA_SUCCESS)
-        return hk__fail_cu(h, r, "synchronize: cuStreamSynchronize");
+        st = hk__fail_cu(h, r, "synchronize: cuStreamSynchronize");
+    st = hk__call_end(&c, st);
+    if (st != HK_STATUS_OK)
+        return st;
     return HK_STATUS_OK;
 }
 

@@ -177,12 +177,13 @@ hk_status_t hk__context_bind(hk_handle_t *h, int device);
  * makes it current if it is not, and fills c. On failure nothing is changed. */
 hk_status_t hk__call_begin(hk_handle_t *h, hk__call_t *c);
 
-/* Restores the caller's context. */
-void hk__call_end(hk__call_t *c);
+/* Restores the caller's context; returns st, or the restore's failure when
+ * st was OK. */
+hk_status_t hk__call_end(hk__call_t *c, hk_status_t st);
 
 /* Frees what the handle made if its context still lives, and drops its
- * retain. On a failure before anything was freed the handle stays intact
- * and the status is returned (destroy can be called again). */
+ * retain. When freeing or releasing fails the handle stays intact (its arm
+ * kept) and the status is returned: destroy can be called again. */
 hk_status_t hk__context_unbind(hk_handle_t *h);
 
 /* Validates that [p, p + bytes) is memory of the handle's device (checked

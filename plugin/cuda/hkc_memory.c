@@ -20,9 +20,14 @@ static hk_status_t mem_alloc(hk_handle_t *h, size_t bytes, void **out)
         return st;
     CUdeviceptr p = 0;
     CUresult r = hk__cu.cuMemAlloc(&p, bytes);
-    hk__call_end(&c);
     if (r != CUDA_SUCCESS)
-        return hk__fail_cu(h, r, "alloc: cuMemAlloc");
+        st = hk__fail_cu(h, r, "alloc: cuMemAlloc");
+    st = hk__call_end(&c, st);
+    if (st != HK_STATUS_OK) {
+        if (r == CUDA_SUCCESS)
+            hk__cu.cuMemFree(p); /* unified addressing: no context needed */
+        return st;
+    }
     *out = (void *)(uintptr_t)p;
     return HK_STATUS_OK;
 }
@@ -38,10 +43,9 @@ static hk_status_t mem_free(hk_handle_t *h, void *ptr)
     if (st != HK_STATUS_OK)
         return st;
     CUresult r = hk__cu.cuMemFree((CUdeviceptr)(uintptr_t)ptr);
-    hk__call_end(&c);
     if (r != CUDA_SUCCESS)
-        return hk__fail_cu(h, r, "free: cuMemFree");
-    return HK_STATUS_OK;
+        st = hk__fail_cu(h, r, "free: cuMemFree");
+    return hk__call_end(&c, st);
 }
 
 static hk_status_t copy_to_device(hk_handle_t *h, void *dst, const void *src, size_t bytes)
@@ -60,10 +64,9 @@ static hk_status_t copy_to_device(hk_handle_t *h, void *dst, const void *src, si
     CUresult r = hk__cu.cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)dst, src, bytes, c.stream);
     if (r == CUDA_SUCCESS)
         r = hk__cu.cuStreamSynchronize(c.stream);
-    hk__call_end(&c);
     if (r != CUDA_SUCCESS)
-        return hk__fail_cu(h, r, "copy_to_device");
-    return HK_STATUS_OK;
+        st = hk__fail_cu(h, r, "copy_to_device");
+    return hk__call_end(&c, st);
 }
 
 static hk_status_t copy_to_host(hk_handle_t *h, void *dst, const void *src, size_t bytes)
@@ -82,10 +85,9 @@ static hk_status_t copy_to_host(hk_handle_t *h, void *dst, const void *src, size
     CUresult r = hk__cu.cuMemcpyDtoHAsync(dst, (CUdeviceptr)(uintptr_t)src, bytes, c.stream);
     if (r == CUDA_SUCCESS)
         r = hk__cu.cuStreamSynchronize(c.stream);
-    hk__call_end(&c);
     if (r != CUDA_SUCCESS)
-        return hk__fail_cu(h, r, "copy_to_host");
-    return HK_STATUS_OK;
+        st = hk__fail_cu(h, r, "copy_to_host");
+    return hk__call_end(&c, st);
 }
 
 static hk_status_t mem_set(hk_handle_t *h, void *dst, int value, size_t bytes)
@@ -102,10 +104,9 @@ static hk_status_t mem_set(hk_handle_t *h, void *dst, int value, size_t bytes)
         return st;
     CUresult r = hk__cu.cuMemsetD8Async((CUdeviceptr)(uintptr_t)dst, (unsigned char)value, bytes,
                                         c.stream);
-    hk__call_end(&c);
     if (r != CUDA_SUCCESS)
-        return hk__fail_cu(h, r, "memset: cuMemsetD8Async");
-    return HK_STATUS_OK;
+        st = hk__fail_cu(h, r, "memset: cuMemsetD8Async");
+    return hk__call_end(&c, st);
 }
 
 const hk_memory_v1_t hk__memory_table = {
