@@ -7,7 +7,7 @@
  * underneath, so device pointers can be dereferenced directly after checking.
  *
  * Register an emulation in any source file linked into the simulated driver
- * (tests/simcuda/emu/*.c):
+ * (a .c file in tests/simcuda/emu/):
  *
  *     static CUresult emu_probe(const simcuda_launch_t *l, void **params) {...}
  *     SIMCUDA_EMULATION(hk_probe_kernel, emu_probe);

@@ -1,0 +1,329 @@
+/* simcuda internals shared by the files of the simulated driver.
+ *
+ * One mutex (sim.lock) guards all global state. Every driver entry starts with
+ * SIM_BEGIN, which refuses calls in a forked child, counts the call, applies
+ * injected failures, checks cuInit, and returns holding the lock; the entry
+ * leaves through SIM_END, which releases it. The current-context stack is
+ * thread-local and touched only by its own thread.
+ *
+ * Objects handed out as handles (contexts, streams, events, modules, ...) are
+ * never freed before the process ends: a stale handle then reads as dead and
+ * gets the driver's error code instead of a use-after-free. */
+#ifndef SIM_INTERNAL_H
+#define SIM_INTERNAL_H
+
+/* Declares every versioned and legacy entry point of cuda.h, as the driver's
+ * own build sees them, so each definition here is checked against it. */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "simcuda.h"
+#include "simcuda_emu.h"
+
+#define SIM_API __attribute__((visibility("default")))
+
+#define SIM_DRIVER_VERSION 13000
+#define SIM_MAX_DEVICES 16
+#define SIM_STACK_MAX 64
+#define SIM_DEVICE_MEM (16ull << 30)
+#define SIM_SM_COUNT 132
+
+/* Un-suffixed names of the entries that are counted and can be failed. */
+#define SIM_ENTRIES(X)                                                                   \
+    X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString)                \
+    X(cuGetProcAddress) X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetName)            \
+    X(cuDeviceGetAttribute) X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain)              \
+    X(cuDevicePrimaryCtxRelease) X(cuDevicePrimaryCtxGetState)                           \
+    X(cuDevicePrimaryCtxSetFlags) X(cuDevicePrimaryCtxReset) X(cuCtxCreate)              \
+    X(cuCtxDestroy) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxPushCurrent)            \
+    X(cuCtxPopCurrent) X(cuCtxGetDevice) X(cuCtxGetId) X(cuCtxSynchronize)               \
+    X(cuCtxGetApiVersion) X(cuCtxGetFlags) X(cuStreamCreate)                             \
+    X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamSynchronize)              \
+    X(cuStreamQuery) X(cuStreamGetCtx) X(cuStreamWaitEvent) X(cuEventCreate)             \
+    X(cuEventRecord) X(cuEventSynchronize) X(cuEventQuery) X(cuEventElapsedTime)         \
+    X(cuEventDestroy) X(cuMemAlloc) X(cuMemFree) X(cuMemGetInfo) X(cuMemcpy)             \
+    X(cuMemcpyAsync) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD)                     \
+    X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD8)         \
+    X(cuMemsetD32) X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuPointerGetAttribute)       \
+    X(cuPointerGetAttributes) X(cuModuleLoadData) X(cuModuleLoadDataEx)                  \
+    X(cuModuleUnload) X(cuModuleGetFunction) X(cuLibraryLoadData) X(cuLibraryUnload)     \
+    X(cuLibraryGetKernel) X(cuLibraryGetModule) X(cuKernelGetFunction)                   \
+    X(cuKernelGetName) X(cuFuncGetName) X(cuLaunchKernel) X(cuStreamBeginCapture)        \
+    X(cuStreamEndCapture) X(cuStreamIsCapturing) X(cuGraphInstantiate)                   \
+    X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy)                \
+    X(cuGraphDestroy) X(cuDeviceGetDevResource) X(cuDevResourceGenerateDesc)             \
+    X(cuGreenCtxCreate) X(cuGreenCtxDestroy) X(cuCtxFromGreenCtx)
+
+enum sim_entry {
+#define SIM__ENUM(n) SIM_E_##n,
+    SIM_ENTRIES(SIM__ENUM)
+#undef SIM__ENUM
+    SIM_E__COUNT
+};
+
+/* Every handle starts with this header; magic tells the kinds apart (a CUkernel
+ * passed as a CUfunction, a stale or foreign pointer). */
+enum sim_magic {
+    SIM_MAGIC_CTX = 0x5c0c7a01,
+    SIM_MAGIC_STREAM,
+    SIM_MAGIC_EVENT,
+    SIM_MAGIC_MODULE,
+    SIM_MAGIC_FUNC,
+    SIM_MAGIC_LIB,
+    SIM_MAGIC_KERNEL,
+    SIM_MAGIC_GRAPH,
+    SIM_MAGIC_GEXEC,
+    SIM_MAGIC_GREEN,
+    SIM_MAGIC_DESC,
+};
+
+typedef struct sim_obj {
+    unsigned magic;
+    struct sim_obj *next_obj; /* all objects, freed at exit */
+    void *owned;              /* one extra block freed with the object */
+} sim_obj_t;
+
+enum sim_ctx_kind { SIM_CTX_PRIMARY, SIM_CTX_USER, SIM_CTX_GREEN };
+
+struct CUctx_st {
+    sim_obj_t hdr;
+    int device;
+    enum sim_ctx_kind kind;
+    int alive;              /* primary: active; user/green: not destroyed */
+    unsigned long long id;  /* valid while alive; a new one each activation */
+    unsigned flags;
+    struct CUgreenCtx_st *green;
+};
+
+struct CUgreenCtx_st {
+    sim_obj_t hdr;
+    struct CUctx_st *ctx;
+};
+
+struct CUdevResourceDesc_st {
+    sim_obj_t hdr;
+    unsigned sm_count;
+};
+
+/* Objects that live in one context: usable while that context is alive and
+ * still carries the ID it had when they were made. */
+typedef struct sim_owner {
+    struct CUctx_st *ctx;
+    unsigned long long ctx_id;
+} sim_owner_t;
+
+struct CUstream_st {
+    sim_obj_t hdr;
+    sim_owner_t own;
+    int alive;
+    unsigned flags;
+    int capturing;          /* a capture sequence is open */
+    int capture_invalid;    /* an illegal call invalidated it */
+    CUstreamCaptureMode capture_mode;
+    struct CUgraph_st *capture_graph;
+};
+
+struct CUevent_st {
+    sim_obj_t hdr;
+    sim_owner_t own;
+    int alive;
+    unsigned flags;
+    int recorded;
+    double when_ms;
+};
+
+struct CUmod_st {
+    sim_obj_t hdr;
+    sim_owner_t own;
+    int alive;
+    const unsigned char *image; /* own copy, or the library's */
+    size_t image_size;
+    struct CUlib_st *lib;       /* set for a library's per-context module */
+    struct CUfunc_st *funcs;
+    struct CUmod_st *next_in_lib;
+};
+
+struct CUfunc_st {
+    sim_obj_t hdr;
+    sim_owner_t own;
+    const char *name;
+    struct CUmod_st *mod;       /* from cuModuleGetFunction, else NULL */
+    struct CUkern_st *kernel;   /* from cuKernelGetFunction, else NULL */
+    struct CUfunc_st *next;     /* in mod->funcs or kernel->funcs */
+};
+
+struct CUlib_st {
+    sim_obj_t hdr;
+    int alive;
+    const unsigned char *image;
+    size_t image_size;
+    struct CUkern_st *kernels;
+    struct CUmod_st *modules;
+};
+
+struct CUkern_st {
+    sim_obj_t hdr;
+    struct CUlib_st *lib;
+    const char *name;
+    struct CUfunc_st *funcs;    /* one per context (ID) it was used in */
+    struct CUkern_st *next;
+};
+
+/* A captured launch, replayed by cuGraphLaunch. */
+typedef struct sim_node {
+    struct sim_node *next;
+    const simcuda_emu_entry_t *emu;
+    unsigned grid[3], block[3], shared_bytes;
+    void *argv[SIMCUDA_EMU_MAX_PARAMS];
+    unsigned char *args;        /* copies of the argument values */
+} sim_node_t;
+
+/* Nodes are shared, read-only, by a graph and the executables made from it. */
+typedef struct sim_nodes {
+    int refs;
+    sim_node_t *first, *last;
+} sim_nodes_t;
+
+struct CUgraph_st {
+    sim_obj_t hdr;
+    sim_owner_t own;
+    int alive;
+    sim_nodes_t *nodes;
+};
+
+struct CUgraphExec_st {
+    sim_obj_t hdr;
+    sim_owner_t own;
+    int alive;
+    sim_nodes_t *nodes;
+};
+
+typedef struct sim_alloc {
+    uintptr_t base;
+    size_t size;
+    struct CUctx_st *ctx;
+    int device;
+} sim_alloc_t;
+
+typedef struct sim_device {
+    struct CUctx_st *primary;
+    int refcount;
+    int forgiven;     /* retains dropped by a reset, whose release still succeeds */
+    int rt_retained;  /* the runtime-like layer holds one of the retains */
+    unsigned primary_flags;
+} sim_device_t;
+
+typedef struct sim_state {
+    pthread_mutex_t lock;
+    int initialized;
+    int env_read;
+    int ndev;
+    sim_device_t dev[SIM_MAX_DEVICES];
+    unsigned long long next_ctx_id;
+    sim_obj_t *objects;
+    sim_alloc_t *allocs;
+    size_t nallocs, cap_allocs;
+    unsigned long calls[SIM_E__COUNT];
+    unsigned fail_k[SIM_E__COUNT];
+    CUresult fail_err[SIM_E__COUNT];
+    simcuda_launch_record_t *log;
+    size_t nlog, cap_log;
+    int global_captures;       /* open capture sequences in global mode */
+    struct CUlib_st *libs;
+} sim_state_t;
+
+extern sim_state_t sim;
+extern volatile int sim_forked; /* set in a fork child; read without the lock */
+
+typedef struct sim_tls {
+    struct CUctx_st *stack[SIM_STACK_MAX];
+    int depth;
+} sim_tls_t;
+
+extern _Thread_local sim_tls_t sim_tls;
+
+/* Entry protocol; see the file comment. */
+CUresult sim_enter(enum sim_entry e, int need_init);
+void sim_leave(void);
+
+#define SIM_BEGIN(name)                                                                 \
+    CUresult r = sim_enter(SIM_E_##name, 1);                                            \
+    if (r != CUDA_SUCCESS)                                                              \
+        return r
+#define SIM_BEGIN_NOINIT(name)                                                          \
+    CUresult r = sim_enter(SIM_E_##name, 0);                                            \
+    if (r != CUDA_SUCCESS)                                                              \
+        return r
+#define SIM_END                                                                         \
+    out:                                                                                \
+    sim_leave();                                                                        \
+    return r
+/* Sets r and jumps to the entry's exit when cond holds. */
+#define SIM_FAIL_IF(cond, err)                                                          \
+    do {                                                                                \
+        if (cond) {                                                                     \
+            r = (err);                                                                  \
+            goto out;                                                                   \
+        }                                                                               \
+    } while (0)
+#define SIM_CHECK(expr)                                                                 \
+    do {                                                                                \
+        r = (expr);                                                                     \
+        if (r != CUDA_SUCCESS)                                                          \
+            goto out;                                                                   \
+    } while (0)
+
+/* sim_core.c */
+void *sim_obj_new(enum sim_magic magic, size_t size); /* zeroed; NULL when out of memory */
+int sim_entry_index(const char *name);                /* -1 when unknown */
+const char *sim_entry_name(int e);
+void sim_init_locked(void);                           /* what cuInit sets up; idempotent */
+double sim_now_ms(void);
+
+/* sim_ctx.c (lock held) */
+CUresult sim_current(struct CUctx_st **out);          /* 201 none, 709 dead */
+int sim_ctx_valid(const struct CUctx_st *c);          /* a live context handle */
+int sim_owner_valid(const sim_owner_t *o);
+sim_owner_t sim_owner_of(struct CUctx_st *c);
+CUresult sim_primary_retain(int dev, struct CUctx_st **out);
+CUresult sim_primary_release(int dev);
+void sim_primary_reset(int dev);
+void sim_tls_set_top(struct CUctx_st *c);             /* cuCtxSetCurrent */
+void sim_ctx_start(struct CUctx_st *c);               /* alive, with a new ID */
+void sim_ctx_end(struct CUctx_st *c);                 /* dead: ID, memory, captures go */
+
+/* sim_mem.c (lock held) */
+void sim_mem_drop_ctx(struct CUctx_st *c);            /* frees what c allocated */
+const sim_alloc_t *sim_mem_find(uintptr_t p);         /* the live block holding p */
+void sim_mem_free_all(void);
+
+/* sim_stream.c (lock held): NULL, legacy and per-thread streams give *out NULL */
+CUresult sim_stream_resolve(CUstream s, struct CUctx_st *cur, struct CUstream_st **out);
+/* 900 and invalidation of every global-mode capture, when one is open */
+CUresult sim_capture_forbid(void);
+void sim_capture_drop_ctx(struct CUctx_st *c);        /* close captures of c's streams */
+
+/* sim_module.c (lock held) */
+int sim_image_has_name(const unsigned char *img, size_t size, const char *name);
+int sim_kernel_live(const struct CUkern_st *k);      /* its library is loaded */
+int sim_func_live(const struct CUfunc_st *f);        /* context, ID and module alive */
+CUresult sim_kernel_function(struct CUkern_st *k, struct CUctx_st *c, struct CUfunc_st **out);
+
+/* sim_launch.c (lock held) */
+const simcuda_emu_entry_t *sim_emu_find(const char *name);
+CUresult sim_run(const simcuda_emu_entry_t *emu, const char *name, struct CUctx_st *ctx,
+                 CUstream stream, const unsigned grid[3], const unsigned block[3],
+                 unsigned shared_bytes, void **params);
+void sim_log_free(void);
+
+/* sim_graph.c (lock held) */
+CUresult sim_capture_launch(struct CUstream_st *s, const simcuda_emu_entry_t *emu,
+                            const char *name, const unsigned grid[3], const unsigned block[3],
+                            unsigned shared_bytes, void **params);
+void sim_nodes_unref(sim_nodes_t *n);
+
+#endif /* SIM_INTERNAL_H */

@@ -1,0 +1,145 @@
+/* simcuda kernel launches: handle and context checks with the driver's codes
+ * (DESIGN.md facts 4, 5, 8, 14), the emulation registry, and the launch log.
+ * A launch runs its emulation at once on the calling thread, which keeps every
+ * stream's order trivially. */
+#include "sim_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Bounds of the "simcuda_emu" section, provided by the linker. */
+extern const simcuda_emu_entry_t __start_simcuda_emu[] __attribute__((weak, visibility("hidden")));
+extern const simcuda_emu_entry_t __stop_simcuda_emu[] __attribute__((weak, visibility("hidden")));
+
+const simcuda_emu_entry_t *sim_emu_find(const char *name)
+{
+    for (const simcuda_emu_entry_t *e = __start_simcuda_emu; e && e < __stop_simcuda_emu; e++)
+        if (strcmp(e->name, name) == 0)
+            return e;
+    return NULL;
+}
+
+static void sim_log(const char *name, struct CUctx_st *ctx, CUstream stream, CUresult result)
+{
+    if (sim.nlog == sim.cap_log) {
+        size_t cap = sim.cap_log ? 2 * sim.cap_log : 256;
+        simcuda_launch_record_t *grown = realloc(sim.log, cap * sizeof *grown);
+        if (!grown)
+            return; /* the log is best effort; the launch itself is not affected */
+        sim.log = grown;
+        sim.cap_log = cap;
+    }
+    simcuda_launch_record_t *rec = &sim.log[sim.nlog++];
+    memset(rec, 0, sizeof *rec);
+    snprintf(rec->name, sizeof rec->name, "%s", name);
+    rec->ctx = ctx;
+    rec->ctx_id = ctx->id;
+    rec->device = ctx->device;
+    rec->stream = stream;
+    rec->result = result;
+}
+
+void sim_log_free(void)
+{
+    free(sim.log);
+    sim.log = NULL;
+    sim.nlog = sim.cap_log = 0;
+}
+
+CUresult sim_run(const simcuda_emu_entry_t *emu, const char *name, struct CUctx_st *ctx,
+                 CUstream stream, const unsigned grid[3], const unsigned block[3],
+                 unsigned shared_bytes, void **params)
+{
+    CUresult r;
+    if (!emu) {
+        /* Loud on purpose: a test that launches an unemulated kernel is wrong. */
+        fprintf(stderr, "simcuda: no emulation for kernel %s\n", name);
+        r = CUDA_ERROR_NOT_FOUND;
+    } else {
+        simcuda_launch_t l = {.kernel_name = name,
+                              .grid = {grid[0], grid[1], grid[2]},
+                              .block = {block[0], block[1], block[2]},
+                              .shared_bytes = shared_bytes,
+                              .ctx = ctx,
+                              .stream = stream,
+                              .device = ctx->device};
+        r = emu->fn(&l, params);
+    }
+    sim_log(name, ctx, stream, r);
+    return r;
+}
+
+static CUresult sim_launch_checked(CUfunction f, const unsigned grid[3], const unsigned block[3],
+                                   unsigned shared_bytes, CUstream hstream, void **params,
+                                   void **extra)
+{
+    struct CUctx_st *c;
+    CUresult r = sim_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r; /* 201 none; 709 a dead or reset context (fact 8) */
+    if (!f)
+        return CUDA_ERROR_INVALID_HANDLE;
+    const char *name;
+    if (((sim_obj_t *)f)->magic == SIM_MAGIC_KERNEL) {
+        /* fact 4: a CUkernel runs in any context, loaded there on first use */
+        struct CUkern_st *k = (struct CUkern_st *)f;
+        struct CUfunc_st *fn;
+        if (!sim_kernel_live(k))
+            return CUDA_ERROR_INVALID_HANDLE; /* fact 14 */
+        r = sim_kernel_function(k, c, &fn);
+        if (r != CUDA_SUCCESS)
+            return r;
+        name = k->name;
+    } else {
+        if (f->hdr.magic != SIM_MAGIC_FUNC || !sim_func_live(f) || f->own.ctx != c)
+            return CUDA_ERROR_INVALID_HANDLE; /* facts 4, 8, 14 */
+        name = f->name;
+    }
+    if (extra)
+        return CUDA_ERROR_NOT_SUPPORTED; /* packed argument buffers are not modelled */
+    for (int i = 0; i < 3; i++)
+        if (grid[i] == 0 || block[i] == 0)
+            return CUDA_ERROR_INVALID_VALUE;
+    if ((unsigned long long)block[0] * block[1] * block[2] > 1024 || block[2] > 64)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUstream_st *s;
+    r = sim_stream_resolve(hstream, c, &s);
+    if (r != CUDA_SUCCESS)
+        return r; /* fact 5 */
+    const simcuda_emu_entry_t *emu = sim_emu_find(name);
+    if (s && s->capturing)
+        return sim_capture_launch(s, emu, name, grid, block, shared_bytes, params);
+    return sim_run(emu, name, c, hstream, grid, block, shared_bytes, params);
+}
+
+SIM_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                unsigned int bx, unsigned int by, unsigned int bz,
+                                unsigned int shared_bytes, CUstream stream, void **params,
+                                void **extra)
+{
+    SIM_BEGIN(cuLaunchKernel);
+    const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+    SIM_CHECK(sim_launch_checked(f, grid, block, shared_bytes, stream, params, extra));
+    SIM_END;
+}
+
+SIM_API size_t simcuda_launch_count(void)
+{
+    pthread_mutex_lock(&sim.lock);
+    size_t n = sim.nlog;
+    pthread_mutex_unlock(&sim.lock);
+    return n;
+}
+
+SIM_API int simcuda_launch_get(size_t i, simcuda_launch_record_t *out)
+{
+    int rc = -1;
+    pthread_mutex_lock(&sim.lock);
+    if (out && i < sim.nlog) {
+        *out = sim.log[i];
+        rc = 0;
+    }
+    pthread_mutex_unlock(&sim.lock);
+    return rc;
+}

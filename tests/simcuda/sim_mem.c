@@ -1,0 +1,317 @@
+/* simcuda device memory: host memory underneath, each block owned by the
+ * context that allocated it and so by that context's device (DESIGN.md fact
+ * 11), dropped when that context ends. Copies and memsets check that device
+ * ranges lie inside one live block. */
+#include "sim_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define SIM_ALIGN 256
+
+static sim_alloc_t *sim_mem_find_mut(uintptr_t p)
+{
+    for (size_t i = 0; i < sim.nallocs; i++)
+        if (p >= sim.allocs[i].base && p - sim.allocs[i].base < sim.allocs[i].size)
+            return &sim.allocs[i];
+    return NULL;
+}
+
+const sim_alloc_t *sim_mem_find(uintptr_t p)
+{
+    return sim_mem_find_mut(p);
+}
+
+static void sim_mem_remove(sim_alloc_t *a)
+{
+    free((void *)a->base);
+    *a = sim.allocs[--sim.nallocs];
+}
+
+void sim_mem_drop_ctx(struct CUctx_st *c)
+{
+    for (size_t i = 0; i < sim.nallocs;) {
+        if (sim.allocs[i].ctx == c)
+            sim_mem_remove(&sim.allocs[i]);
+        else
+            i++;
+    }
+}
+
+void sim_mem_free_all(void)
+{
+    while (sim.nallocs)
+        sim_mem_remove(&sim.allocs[sim.nallocs - 1]);
+    free(sim.allocs);
+    sim.allocs = NULL;
+    sim.cap_allocs = 0;
+}
+
+/* A device range [p, p+n) inside one live block. */
+static CUresult sim_range(CUdeviceptr p, size_t n)
+{
+    const sim_alloc_t *a = sim_mem_find((uintptr_t)p);
+    if (!a || n > a->size - ((uintptr_t)p - a->base))
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
+{
+    SIM_BEGIN(cuMemAlloc);
+    SIM_FAIL_IF(!dptr, CUDA_ERROR_INVALID_VALUE);
+    struct CUctx_st *c;
+    SIM_CHECK(sim_current(&c));
+    SIM_CHECK(sim_capture_forbid());
+    SIM_FAIL_IF(bytes == 0, CUDA_ERROR_INVALID_VALUE);
+    SIM_FAIL_IF(bytes > SIM_DEVICE_MEM, CUDA_ERROR_OUT_OF_MEMORY);
+    if (sim.nallocs == sim.cap_allocs) {
+        size_t cap = sim.cap_allocs ? 2 * sim.cap_allocs : 64;
+        sim_alloc_t *grown = realloc(sim.allocs, cap * sizeof *grown);
+        SIM_FAIL_IF(!grown, CUDA_ERROR_OUT_OF_MEMORY);
+        sim.allocs = grown;
+        sim.cap_allocs = cap;
+    }
+    void *p = aligned_alloc(SIM_ALIGN, (bytes + SIM_ALIGN - 1) / SIM_ALIGN * SIM_ALIGN);
+    SIM_FAIL_IF(!p, CUDA_ERROR_OUT_OF_MEMORY);
+    sim.allocs[sim.nallocs++] = (sim_alloc_t){(uintptr_t)p, bytes, c, c->device};
+    *dptr = (CUdeviceptr)(uintptr_t)p;
+    SIM_END;
+}
+
+SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    SIM_BEGIN(cuMemFree);
+    SIM_CHECK(sim_capture_forbid());
+    if (dptr == 0)
+        goto out;
+    sim_alloc_t *a = sim_mem_find_mut((uintptr_t)dptr);
+    SIM_FAIL_IF(!a || a->base != (uintptr_t)dptr, CUDA_ERROR_INVALID_VALUE);
+    sim_mem_remove(a);
+    SIM_END;
+}
+
+SIM_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+    SIM_BEGIN(cuMemGetInfo);
+    SIM_FAIL_IF(!free_bytes || !total, CUDA_ERROR_INVALID_VALUE);
+    struct CUctx_st *c;
+    SIM_CHECK(sim_current(&c));
+    size_t used = 0;
+    for (size_t i = 0; i < sim.nallocs; i++)
+        if (sim.allocs[i].device == c->device)
+            used += sim.allocs[i].size;
+    *total = (size_t)SIM_DEVICE_MEM;
+    *free_bytes = *total - used;
+    SIM_END;
+}
+
+/* The common part of every copy: a usable current context and, for the async
+ * forms, a stream of that context. Device sides must be live ranges; a host
+ * side is taken on trust, as the real driver does. */
+static CUresult sim_copy(void *dst, const void *src, size_t n, int dst_dev, int src_dev,
+                         int async, CUstream stream)
+{
+    struct CUctx_st *c;
+    struct CUstream_st *s;
+    CUresult r = sim_current(&c);
+    if (r == CUDA_SUCCESS && async)
+        r = sim_stream_resolve(stream, c, &s);
+    if (r == CUDA_SUCCESS && n && dst_dev)
+        r = sim_range((CUdeviceptr)(uintptr_t)dst, n);
+    if (r == CUDA_SUCCESS && n && src_dev)
+        r = sim_range((CUdeviceptr)(uintptr_t)src, n);
+    if (r == CUDA_SUCCESS && n && (!dst || !src))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS && n)
+        memmove(dst, src, n);
+    return r;
+}
+
+#define SIM_PTR(d) ((void *)(uintptr_t)(d))
+
+SIM_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
+{
+    SIM_BEGIN(cuMemcpyHtoD);
+    SIM_CHECK(sim_copy(SIM_PTR(dst), src, n, 1, 0, 0, NULL));
+    SIM_END;
+}
+
+SIM_API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
+{
+    SIM_BEGIN(cuMemcpyDtoH);
+    SIM_CHECK(sim_copy(dst, SIM_PTR(src), n, 0, 1, 0, NULL));
+    SIM_END;
+}
+
+SIM_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    SIM_BEGIN(cuMemcpyDtoD);
+    SIM_CHECK(sim_copy(SIM_PTR(dst), SIM_PTR(src), n, 1, 1, 0, NULL));
+    SIM_END;
+}
+
+SIM_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+{
+    SIM_BEGIN(cuMemcpyHtoDAsync);
+    SIM_CHECK(sim_copy(SIM_PTR(dst), src, n, 1, 0, 1, s));
+    SIM_END;
+}
+
+SIM_API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    SIM_BEGIN(cuMemcpyDtoHAsync);
+    SIM_CHECK(sim_copy(dst, SIM_PTR(src), n, 0, 1, 1, s));
+    SIM_END;
+}
+
+SIM_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    SIM_BEGIN(cuMemcpyDtoDAsync);
+    SIM_CHECK(sim_copy(SIM_PTR(dst), SIM_PTR(src), n, 1, 1, 1, s));
+    SIM_END;
+}
+
+/* Unified addressing: each side is device memory when it lies in a block. */
+SIM_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    SIM_BEGIN(cuMemcpy);
+    SIM_CHECK(sim_copy(SIM_PTR(dst), SIM_PTR(src), n, sim_mem_find(dst) != NULL,
+                       sim_mem_find(src) != NULL, 0, NULL));
+    SIM_END;
+}
+
+SIM_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    SIM_BEGIN(cuMemcpyAsync);
+    SIM_CHECK(sim_copy(SIM_PTR(dst), SIM_PTR(src), n, sim_mem_find(dst) != NULL,
+                       sim_mem_find(src) != NULL, 1, s));
+    SIM_END;
+}
+
+static CUresult sim_memset(CUdeviceptr dst, unsigned value, size_t n, size_t unit, int async,
+                           CUstream stream)
+{
+    struct CUctx_st *c;
+    struct CUstream_st *s;
+    CUresult r = sim_current(&c);
+    if (r == CUDA_SUCCESS && async)
+        r = sim_stream_resolve(stream, c, &s);
+    if (r == CUDA_SUCCESS && unit == 4 && (dst & 3))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS && n)
+        r = sim_range(dst, n * unit);
+    if (r != CUDA_SUCCESS || n == 0)
+        return r;
+    if (unit == 1) {
+        memset(SIM_PTR(dst), (int)(value & 0xff), n);
+    } else {
+        uint32_t *p = SIM_PTR(dst);
+        for (size_t i = 0; i < n; i++)
+            p[i] = value;
+    }
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char uc, size_t n)
+{
+    SIM_BEGIN(cuMemsetD8);
+    SIM_CHECK(sim_memset(dst, uc, n, 1, 0, NULL));
+    SIM_END;
+}
+
+SIM_API CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int ui, size_t n)
+{
+    SIM_BEGIN(cuMemsetD32);
+    SIM_CHECK(sim_memset(dst, ui, n, 4, 0, NULL));
+    SIM_END;
+}
+
+SIM_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char uc, size_t n, CUstream s)
+{
+    SIM_BEGIN(cuMemsetD8Async);
+    SIM_CHECK(sim_memset(dst, uc, n, 1, 1, s));
+    SIM_END;
+}
+
+SIM_API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int ui, size_t n, CUstream s)
+{
+    SIM_BEGIN(cuMemsetD32Async);
+    SIM_CHECK(sim_memset(dst, ui, n, 4, 1, s));
+    SIM_END;
+}
+
+/* One attribute of a pointer in block a (NULL: not device memory). */
+static CUresult sim_attr(CUpointer_attribute attr, void *data, const sim_alloc_t *a, int strict)
+{
+    if (!a && strict)
+        return CUDA_ERROR_INVALID_VALUE;
+    switch (attr) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+        *(CUcontext *)data = a ? a->ctx : NULL;
+        break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned *)data = a ? CU_MEMORYTYPE_DEVICE : 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(CUdeviceptr *)data = a ? (CUdeviceptr)a->base : 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = a ? a->size : 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *(int *)data = a ? a->device : -2; /* what the driver reports for host memory */
+        break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+        *(unsigned long long *)data = a ? (unsigned long long)a->base : 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        *(int *)data = 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+        *(int *)data = a != NULL;
+        break;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr)
+{
+    SIM_BEGIN(cuPointerGetAttribute);
+    SIM_FAIL_IF(!data, CUDA_ERROR_INVALID_VALUE);
+    SIM_CHECK(sim_attr(attr, data, sim_mem_find((uintptr_t)ptr), 1));
+    SIM_END;
+}
+
+/* The plural form answers for host pointers too (NULL context, type 0). */
+SIM_API CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs, void **data,
+                                        CUdeviceptr ptr)
+{
+    SIM_BEGIN(cuPointerGetAttributes);
+    SIM_FAIL_IF(!attrs || !data, CUDA_ERROR_INVALID_VALUE);
+    const sim_alloc_t *a = sim_mem_find((uintptr_t)ptr);
+    for (unsigned i = 0; i < n; i++)
+        SIM_CHECK(sim_attr(attrs[i], data[i], a, 0));
+    SIM_END;
+}
+
+SIM_API size_t simcuda_live_allocations(void)
+{
+    pthread_mutex_lock(&sim.lock);
+    size_t n = sim.nallocs;
+    pthread_mutex_unlock(&sim.lock);
+    return n;
+}
+
+CUresult simcuda_emu_check(const simcuda_launch_t *launch, const void *ptr, size_t bytes)
+{
+    /* Called by an emulation during a launch, which holds sim.lock. */
+    const sim_alloc_t *a = sim_mem_find((uintptr_t)ptr);
+    if (!a || !launch || a->device != launch->device ||
+        bytes > a->size - ((uintptr_t)ptr - a->base))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return CUDA_SUCCESS;
+}

@@ -1,0 +1,336 @@
+/* simcuda modules and libraries (DESIGN.md facts 4, 8, 14).
+ *
+ * A module is loaded into the current context and its functions are bound to
+ * that context (and to its ID: a reset primary does not bring them back). A
+ * library is context-independent; its kernels get one CUfunction per context
+ * they are used in, made on first use ("lazy loading"). Images are recognised
+ * by their header and copied; a kernel exists when its name occurs in the
+ * image as a whole word, which holds for the symbol and string tables of a
+ * fatbin's cubins and for PTX text. */
+#include "sim_internal.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SIM_FATBIN_MAGIC 0xBA55ED50u
+
+static uint32_t sim_le32(const unsigned char *p)
+{
+    return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t sim_le64(const unsigned char *p)
+{
+    return sim_le32(p) | (uint64_t)sim_le32(p + 4) << 32;
+}
+
+/* Size of a fatbin (header: magic, version, header size, payload size), of a
+ * 64-bit ELF cubin (its section header table ends it), or of PTX text. */
+static CUresult sim_image_size(const void *image, size_t *size)
+{
+    const unsigned char *p = image;
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (sim_le32(p) == SIM_FATBIN_MAGIC) {
+        unsigned hdr = p[6] | p[7] << 8;
+        uint64_t body = sim_le64(p + 8);
+        if (hdr < 16 || body > (1ull << 32))
+            return CUDA_ERROR_INVALID_IMAGE;
+        *size = hdr + (size_t)body;
+        return CUDA_SUCCESS;
+    }
+    if (memcmp(p, "\177ELF", 4) == 0) {
+        if (p[4] != 2) /* ELFCLASS64 */
+            return CUDA_ERROR_INVALID_IMAGE;
+        uint64_t shoff = sim_le64(p + 0x28);
+        unsigned shentsize = p[0x3a] | p[0x3b] << 8, shnum = p[0x3c] | p[0x3d] << 8;
+        uint64_t end = shoff + (uint64_t)shentsize * shnum;
+        if (end < 64 || end > (1ull << 32))
+            return CUDA_ERROR_INVALID_IMAGE;
+        *size = (size_t)end;
+        return CUDA_SUCCESS;
+    }
+    if (isprint(p[0]) || isspace(p[0])) {
+        size_t n = strlen((const char *)p);
+        if (memmem(p, n, ".version", 8) && memmem(p, n, ".entry", 6)) {
+            *size = n + 1;
+            return CUDA_SUCCESS;
+        }
+    }
+    return CUDA_ERROR_INVALID_IMAGE;
+}
+
+static int sim_ident(int c)
+{
+    return isalnum(c) || c == '_' || c == '$';
+}
+
+int sim_image_has_name(const unsigned char *img, size_t size, const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0)
+        return 0;
+    const unsigned char *p = img, *end = img + size;
+    while (p < end) {
+        const unsigned char *hit = memmem(p, (size_t)(end - p), name, n);
+        if (!hit)
+            return 0;
+        int before = hit > img ? hit[-1] : 0;
+        int after = hit + n < end ? hit[n] : 0;
+        if (!sim_ident(before) && !sim_ident(after) && before != '.')
+            return 1;
+        p = hit + 1;
+    }
+    return 0;
+}
+
+static CUresult sim_image_copy(const void *image, unsigned char **out, size_t *size)
+{
+    CUresult r = sim_image_size(image, size);
+    if (r != CUDA_SUCCESS)
+        return r;
+    *out = malloc(*size);
+    if (!*out)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    memcpy(*out, image, *size);
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_module_load(CUmodule *out, const void *image)
+{
+    struct CUctx_st *c;
+    CUresult r = sim_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUmod_st *m = sim_obj_new(SIM_MAGIC_MODULE, sizeof *m);
+    if (!m)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    unsigned char *copy;
+    r = sim_image_copy(image, &copy, &m->image_size);
+    if (r != CUDA_SUCCESS)
+        return r;
+    m->hdr.owned = copy;
+    m->image = copy;
+    m->own = sim_owner_of(c);
+    m->alive = 1;
+    *out = m;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuModuleLoadData(CUmodule *out, const void *image)
+{
+    SIM_BEGIN(cuModuleLoadData);
+    SIM_CHECK(sim_module_load(out, image));
+    SIM_END;
+}
+
+SIM_API CUresult cuModuleLoadDataEx(CUmodule *out, const void *image, unsigned int nopt,
+                                    CUjit_option *opts, void **vals)
+{
+    SIM_BEGIN(cuModuleLoadDataEx);
+    (void)nopt, (void)opts, (void)vals; /* JIT options do not apply: nothing is compiled */
+    SIM_CHECK(sim_module_load(out, image));
+    SIM_END;
+}
+
+static int sim_module_live(const struct CUmod_st *m)
+{
+    return m && m->hdr.magic == SIM_MAGIC_MODULE && m->alive && sim_owner_valid(&m->own) &&
+           (!m->lib || m->lib->alive);
+}
+
+SIM_API CUresult cuModuleUnload(CUmodule m)
+{
+    SIM_BEGIN(cuModuleUnload);
+    SIM_FAIL_IF(!sim_module_live(m) || m->lib, CUDA_ERROR_INVALID_HANDLE);
+    m->alive = 0;
+    SIM_END;
+}
+
+static struct CUfunc_st *sim_func_new(const char *name, sim_owner_t own)
+{
+    struct CUfunc_st *f = sim_obj_new(SIM_MAGIC_FUNC, sizeof *f);
+    if (!f)
+        return NULL;
+    f->name = name;
+    f->own = own;
+    return f;
+}
+
+SIM_API CUresult cuModuleGetFunction(CUfunction *out, CUmodule m, const char *name)
+{
+    SIM_BEGIN(cuModuleGetFunction);
+    SIM_FAIL_IF(!out || !name, CUDA_ERROR_INVALID_VALUE);
+    SIM_FAIL_IF(!sim_module_live(m), CUDA_ERROR_INVALID_HANDLE);
+    for (struct CUfunc_st *f = m->funcs; f; f = f->next)
+        if (strcmp(f->name, name) == 0) {
+            *out = f;
+            goto out;
+        }
+    SIM_FAIL_IF(!sim_image_has_name(m->image, m->image_size, name), CUDA_ERROR_NOT_FOUND);
+    char *copy = strdup(name);
+    SIM_FAIL_IF(!copy, CUDA_ERROR_OUT_OF_MEMORY);
+    struct CUfunc_st *f = sim_func_new(copy, m->own);
+    if (!f)
+        free(copy);
+    SIM_FAIL_IF(!f, CUDA_ERROR_OUT_OF_MEMORY);
+    f->hdr.owned = copy;
+    f->mod = m;
+    f->next = m->funcs;
+    m->funcs = f;
+    *out = f;
+    SIM_END;
+}
+
+SIM_API CUresult cuLibraryLoadData(CUlibrary *out, const void *code, CUjit_option *jit_opts,
+                                   void **jit_vals, unsigned int njit,
+                                   CUlibraryOption *lib_opts, void **lib_vals, unsigned int nlib)
+{
+    SIM_BEGIN(cuLibraryLoadData);
+    (void)jit_opts, (void)jit_vals, (void)njit, (void)lib_opts, (void)lib_vals, (void)nlib;
+    SIM_FAIL_IF(!out, CUDA_ERROR_INVALID_VALUE);
+    struct CUlib_st *l = sim_obj_new(SIM_MAGIC_LIB, sizeof *l);
+    SIM_FAIL_IF(!l, CUDA_ERROR_OUT_OF_MEMORY);
+    unsigned char *copy;
+    SIM_CHECK(sim_image_copy(code, &copy, &l->image_size));
+    l->hdr.owned = copy;
+    l->image = copy;
+    l->alive = 1;
+    *out = l;
+    SIM_END;
+}
+
+static int sim_lib_live(const struct CUlib_st *l)
+{
+    return l && l->hdr.magic == SIM_MAGIC_LIB && l->alive;
+}
+
+SIM_API CUresult cuLibraryUnload(CUlibrary l)
+{
+    SIM_BEGIN(cuLibraryUnload);
+    SIM_FAIL_IF(!sim_lib_live(l), CUDA_ERROR_INVALID_HANDLE);
+    l->alive = 0; /* fact 14: its kernels and their functions die with it */
+    SIM_END;
+}
+
+SIM_API CUresult cuLibraryGetKernel(CUkernel *out, CUlibrary l, const char *name)
+{
+    SIM_BEGIN(cuLibraryGetKernel);
+    SIM_FAIL_IF(!out || !name, CUDA_ERROR_INVALID_VALUE);
+    SIM_FAIL_IF(!sim_lib_live(l), CUDA_ERROR_INVALID_HANDLE);
+    for (struct CUkern_st *k = l->kernels; k; k = k->next)
+        if (strcmp(k->name, name) == 0) {
+            *out = k;
+            goto out;
+        }
+    SIM_FAIL_IF(!sim_image_has_name(l->image, l->image_size, name), CUDA_ERROR_NOT_FOUND);
+    struct CUkern_st *k = sim_obj_new(SIM_MAGIC_KERNEL, sizeof *k);
+    SIM_FAIL_IF(!k, CUDA_ERROR_OUT_OF_MEMORY);
+    char *copy = strdup(name);
+    SIM_FAIL_IF(!copy, CUDA_ERROR_OUT_OF_MEMORY);
+    k->hdr.owned = copy;
+    k->name = copy;
+    k->lib = l;
+    k->next = l->kernels;
+    l->kernels = k;
+    *out = k;
+    SIM_END;
+}
+
+/* The library's module in context c, made on first use. */
+static CUresult sim_lib_module(struct CUlib_st *l, struct CUctx_st *c, struct CUmod_st **out)
+{
+    for (struct CUmod_st *m = l->modules; m; m = m->next_in_lib)
+        if (m->own.ctx == c && m->own.ctx_id == c->id) {
+            *out = m;
+            return CUDA_SUCCESS;
+        }
+    struct CUmod_st *m = sim_obj_new(SIM_MAGIC_MODULE, sizeof *m);
+    if (!m)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    m->own = sim_owner_of(c);
+    m->alive = 1;
+    m->image = l->image;
+    m->image_size = l->image_size;
+    m->lib = l;
+    m->next_in_lib = l->modules;
+    l->modules = m;
+    *out = m;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuLibraryGetModule(CUmodule *out, CUlibrary l)
+{
+    SIM_BEGIN(cuLibraryGetModule);
+    SIM_FAIL_IF(!out, CUDA_ERROR_INVALID_VALUE);
+    SIM_FAIL_IF(!sim_lib_live(l), CUDA_ERROR_INVALID_HANDLE);
+    struct CUctx_st *c;
+    SIM_CHECK(sim_current(&c));
+    SIM_CHECK(sim_lib_module(l, c, out));
+    SIM_END;
+}
+
+int sim_kernel_live(const struct CUkern_st *k)
+{
+    return k->hdr.magic == SIM_MAGIC_KERNEL && sim_lib_live(k->lib);
+}
+
+/* The kernel's function in context c (lazy loading). */
+CUresult sim_kernel_function(struct CUkern_st *k, struct CUctx_st *c, struct CUfunc_st **out)
+{
+    for (struct CUfunc_st *f = k->funcs; f; f = f->next)
+        if (f->own.ctx == c && f->own.ctx_id == c->id) {
+            *out = f;
+            return CUDA_SUCCESS;
+        }
+    struct CUmod_st *m;
+    CUresult r = sim_lib_module(k->lib, c, &m);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct CUfunc_st *f = sim_func_new(k->name, sim_owner_of(c));
+    if (!f)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    f->mod = m;
+    f->kernel = k;
+    f->next = k->funcs;
+    k->funcs = f;
+    *out = f;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuKernelGetFunction(CUfunction *out, CUkernel k)
+{
+    SIM_BEGIN(cuKernelGetFunction);
+    SIM_FAIL_IF(!out, CUDA_ERROR_INVALID_VALUE);
+    SIM_FAIL_IF(!k || !sim_kernel_live(k), CUDA_ERROR_INVALID_HANDLE);
+    struct CUctx_st *c;
+    SIM_CHECK(sim_current(&c));
+    SIM_CHECK(sim_kernel_function(k, c, out));
+    SIM_END;
+}
+
+SIM_API CUresult cuKernelGetName(const char **name, CUkernel k)
+{
+    SIM_BEGIN(cuKernelGetName);
+    SIM_FAIL_IF(!name, CUDA_ERROR_INVALID_VALUE);
+    SIM_FAIL_IF(!k || !sim_kernel_live(k), CUDA_ERROR_INVALID_HANDLE);
+    *name = k->name;
+    SIM_END;
+}
+
+int sim_func_live(const struct CUfunc_st *f)
+{
+    return f->hdr.magic == SIM_MAGIC_FUNC && sim_owner_valid(&f->own) && sim_module_live(f->mod);
+}
+
+SIM_API CUresult cuFuncGetName(const char **name, CUfunction f)
+{
+    SIM_BEGIN(cuFuncGetName);
+    SIM_FAIL_IF(!name, CUDA_ERROR_INVALID_VALUE);
+    SIM_FAIL_IF(!f || !sim_func_live(f), CUDA_ERROR_INVALID_HANDLE);
+    *name = f->name;
+    SIM_END;
+}

@@ -1,0 +1,231 @@
+/* simcuda streams and events. Work runs synchronously at submission, so a
+ * stream only carries its owner (DESIGN.md facts 5, 9) and its capture state;
+ * synchronising is a check of the handle. */
+#include "sim_internal.h"
+
+static int sim_is_special(CUstream s)
+{
+    return s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
+}
+
+static int sim_stream_live(const struct CUstream_st *s)
+{
+    return s->hdr.magic == SIM_MAGIC_STREAM && s->alive && sim_owner_valid(&s->own);
+}
+
+CUresult sim_stream_resolve(CUstream s, struct CUctx_st *cur, struct CUstream_st **out)
+{
+    *out = NULL;
+    if (sim_is_special(s))
+        return CUDA_SUCCESS;
+    if (!sim_stream_live(s) || s->own.ctx != cur)
+        return CUDA_ERROR_INVALID_HANDLE; /* fact 5: a stream of another context */
+    *out = s;
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_stream_create(CUstream *out, unsigned flags)
+{
+    SIM_BEGIN(cuStreamCreate);
+    SIM_FAIL_IF(!out || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING), CUDA_ERROR_INVALID_VALUE);
+    struct CUctx_st *c;
+    SIM_CHECK(sim_current(&c));
+    struct CUstream_st *s = sim_obj_new(SIM_MAGIC_STREAM, sizeof *s);
+    SIM_FAIL_IF(!s, CUDA_ERROR_OUT_OF_MEMORY);
+    s->own = sim_owner_of(c);
+    s->alive = 1;
+    s->flags = flags;
+    *out = s;
+    SIM_END;
+}
+
+SIM_API CUresult cuStreamCreate(CUstream *out, unsigned int flags)
+{
+    return sim_stream_create(out, flags);
+}
+
+SIM_API CUresult cuStreamCreateWithPriority(CUstream *out, unsigned int flags, int priority)
+{
+    (void)priority; /* priorities are not modelled */
+    return sim_stream_create(out, flags);
+}
+
+static CUresult sim_stream_destroy(CUstream s)
+{
+    SIM_BEGIN(cuStreamDestroy);
+    SIM_FAIL_IF(sim_is_special(s) || !sim_stream_live(s), CUDA_ERROR_INVALID_HANDLE);
+    if (s->capturing) {
+        if (s->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL)
+            sim.global_captures--;
+        s->capturing = 0;
+    }
+    s->alive = 0;
+    SIM_END;
+}
+
+SIM_API CUresult cuStreamDestroy(CUstream s)
+{
+    return sim_stream_destroy(s);
+}
+
+SIM_API CUresult cuStreamDestroy_v2(CUstream s)
+{
+    return sim_stream_destroy(s);
+}
+
+/* A stream handle to check for synchronise/query: special ones need a usable
+ * current context; a capturing stream cannot be synchronised. */
+static CUresult sim_stream_check(CUstream s)
+{
+    if (sim_is_special(s)) {
+        struct CUctx_st *c;
+        return sim_current(&c);
+    }
+    if (!sim_stream_live(s))
+        return CUDA_ERROR_INVALID_HANDLE;
+    return s->capturing ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuStreamSynchronize(CUstream s)
+{
+    SIM_BEGIN(cuStreamSynchronize);
+    SIM_CHECK(sim_stream_check(s));
+    SIM_END;
+}
+
+SIM_API CUresult cuStreamQuery(CUstream s)
+{
+    SIM_BEGIN(cuStreamQuery);
+    SIM_CHECK(sim_stream_check(s));
+    SIM_END;
+}
+
+static CUresult sim_stream_get_ctx(CUstream s, CUcontext *pctx, CUgreenCtx *pgreen)
+{
+    SIM_BEGIN(cuStreamGetCtx);
+    SIM_FAIL_IF(!pctx, CUDA_ERROR_INVALID_VALUE);
+    struct CUctx_st *c;
+    if (sim_is_special(s)) {
+        /* fact 9: the special streams name the current context */
+        SIM_CHECK(sim_current(&c));
+    } else {
+        SIM_FAIL_IF(!sim_stream_live(s), CUDA_ERROR_INVALID_HANDLE);
+        c = s->own.ctx;
+    }
+    *pctx = c;
+    if (pgreen)
+        *pgreen = c->kind == SIM_CTX_GREEN ? c->green : NULL;
+    SIM_END;
+}
+
+SIM_API CUresult cuStreamGetCtx(CUstream s, CUcontext *pctx)
+{
+    return sim_stream_get_ctx(s, pctx, NULL);
+}
+
+SIM_API CUresult cuStreamGetCtx_v2(CUstream s, CUcontext *pctx, CUgreenCtx *pgreen)
+{
+    return sim_stream_get_ctx(s, pctx, pgreen);
+}
+
+static int sim_event_live(const struct CUevent_st *e)
+{
+    return e && e->hdr.magic == SIM_MAGIC_EVENT && e->alive && sim_owner_valid(&e->own);
+}
+
+SIM_API CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
+{
+    SIM_BEGIN(cuStreamWaitEvent);
+    (void)flags;
+    struct CUctx_st *c;
+    struct CUstream_st *st;
+    SIM_CHECK(sim_current(&c));
+    SIM_CHECK(sim_stream_resolve(s, c, &st));
+    SIM_FAIL_IF(!sim_event_live(e), CUDA_ERROR_INVALID_HANDLE);
+    SIM_END;
+}
+
+SIM_API CUresult cuEventCreate(CUevent *out, unsigned int flags)
+{
+    SIM_BEGIN(cuEventCreate);
+    SIM_FAIL_IF(!out, CUDA_ERROR_INVALID_VALUE);
+    struct CUctx_st *c;
+    SIM_CHECK(sim_current(&c));
+    struct CUevent_st *e = sim_obj_new(SIM_MAGIC_EVENT, sizeof *e);
+    SIM_FAIL_IF(!e, CUDA_ERROR_OUT_OF_MEMORY);
+    e->own = sim_owner_of(c);
+    e->alive = 1;
+    e->flags = flags;
+    *out = e;
+    SIM_END;
+}
+
+/* The event and the stream must share a context, as on the real driver. */
+SIM_API CUresult cuEventRecord(CUevent e, CUstream s)
+{
+    SIM_BEGIN(cuEventRecord);
+    SIM_FAIL_IF(!sim_event_live(e), CUDA_ERROR_INVALID_HANDLE);
+    struct CUstream_st *st;
+    SIM_CHECK(sim_stream_resolve(s, e->own.ctx, &st));
+    if (st == NULL) {
+        struct CUctx_st *c;
+        SIM_CHECK(sim_current(&c));
+        SIM_FAIL_IF(c != e->own.ctx, CUDA_ERROR_INVALID_HANDLE);
+    }
+    e->recorded = 1;
+    e->when_ms = sim_now_ms();
+    SIM_END;
+}
+
+SIM_API CUresult cuEventSynchronize(CUevent e)
+{
+    SIM_BEGIN(cuEventSynchronize);
+    SIM_FAIL_IF(!sim_event_live(e), CUDA_ERROR_INVALID_HANDLE);
+    SIM_END;
+}
+
+SIM_API CUresult cuEventQuery(CUevent e)
+{
+    SIM_BEGIN(cuEventQuery);
+    SIM_FAIL_IF(!sim_event_live(e), CUDA_ERROR_INVALID_HANDLE);
+    SIM_END;
+}
+
+static CUresult sim_event_elapsed(float *ms, CUevent a, CUevent b)
+{
+    SIM_BEGIN(cuEventElapsedTime);
+    SIM_FAIL_IF(!ms, CUDA_ERROR_INVALID_VALUE);
+    SIM_FAIL_IF(!sim_event_live(a) || !sim_event_live(b), CUDA_ERROR_INVALID_HANDLE);
+    SIM_FAIL_IF((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING, CUDA_ERROR_INVALID_HANDLE);
+    SIM_FAIL_IF(!a->recorded || !b->recorded, CUDA_ERROR_INVALID_HANDLE);
+    *ms = (float)(b->when_ms - a->when_ms);
+    SIM_END;
+}
+
+SIM_API CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b)
+{
+    return sim_event_elapsed(ms, a, b);
+}
+
+SIM_API CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b)
+{
+    return sim_event_elapsed(ms, a, b);
+}
+
+static CUresult sim_event_destroy(CUevent e)
+{
+    SIM_BEGIN(cuEventDestroy);
+    SIM_FAIL_IF(!e || e->hdr.magic != SIM_MAGIC_EVENT || !e->alive, CUDA_ERROR_INVALID_HANDLE);
+    e->alive = 0;
+    SIM_END;
+}
+
+SIM_API CUresult cuEventDestroy(CUevent e)
+{
+    return sim_event_destroy(e);
+}
+
+SIM_API CUresult cuEventDestroy_v2(CUevent e)
+{
+    return sim_event_destroy(e);
+}

@@ -1,0 +1,384 @@
+/* Tests of the simulated driver itself: fault injection (API and
+ * SIMCUDA_FAIL), call counting, two threads with their own context stacks,
+ * primary reference counts, the launch log, emulation errors and graph replay.
+ * The driver facts shared with the real driver are in tests/conformance. */
+#include "hk_test.h"
+#include "simcuda.h"
+
+#include <cuda.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define OK(call) CU_ASSERT_EQUAL_FATAL((call), CUDA_SUCCESS)
+
+/* Small PTX images: the simulation accepts PTX text and finds kernels by name. */
+static const char probe_ptx[] = "//\n.version 8.0\n.target sm_90\n.address_size 64\n"
+                                ".visible .entry hk_probe_kernel(.param .u64 a, .param .u32 b)\n"
+                                "{ ret; }\n";
+static const char noemu_ptx[] = "//\n.version 8.0\n.target sm_90\n.address_size 64\n"
+                                ".visible .entry kernel_without_emulation()\n{ ret; }\n";
+
+static int init_suite(void)
+{
+    return cuInit(0) == CUDA_SUCCESS ? 0 : 1;
+}
+
+/* Leaves nothing current and no retain behind (each test starts clean). */
+static void clear_stack(void)
+{
+    CUcontext c;
+    while (cuCtxPopCurrent(&c) == CUDA_SUCCESS) {
+    }
+    simcuda_fail_clear();
+}
+
+static void test_fail_kth_call(void)
+{
+    CUcontext ctx;
+    CUdeviceptr p[3];
+    OK(cuCtxCreate(&ctx, NULL, 0, 0));
+    unsigned long before = simcuda_call_count("cuMemAlloc");
+    simcuda_fail("cuMemAlloc", 2, CUDA_ERROR_OUT_OF_MEMORY);
+    CU_ASSERT_EQUAL(cuMemAlloc(&p[0], 64), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cuMemAlloc(&p[1], 64), CUDA_ERROR_OUT_OF_MEMORY);
+    CU_ASSERT_EQUAL(cuMemAlloc(&p[2], 64), CUDA_SUCCESS); /* succeeds again */
+    CU_ASSERT_EQUAL(simcuda_call_count("cuMemAlloc"), before + 3);
+    CU_ASSERT_EQUAL(simcuda_live_allocations(), 2);
+    OK(cuMemFree(p[0]));
+    OK(cuMemFree(p[2]));
+    CU_ASSERT_EQUAL(simcuda_live_allocations(), 0);
+
+    /* k = 0 disarms; simcuda_fail_clear disarms everything */
+    simcuda_fail("cuMemAlloc", 1, CUDA_ERROR_OUT_OF_MEMORY);
+    simcuda_fail("cuMemAlloc", 0, CUDA_SUCCESS);
+    simcuda_fail("cuStreamCreate", 1, CUDA_ERROR_INVALID_VALUE);
+    simcuda_fail_clear();
+    CUstream s;
+    OK(cuMemAlloc(&p[0], 64));
+    OK(cuStreamCreate(&s, 0));
+    OK(cuStreamDestroy(s));
+    OK(cuMemFree(p[0]));
+
+    /* A failed cuCtxCreate leaves the stack as it was. */
+    simcuda_fail("cuCtxCreate", 1, CUDA_ERROR_OUT_OF_MEMORY);
+    CUcontext other = NULL, cur;
+    CU_ASSERT_EQUAL(cuCtxCreate(&other, NULL, 0, 1), CUDA_ERROR_OUT_OF_MEMORY);
+    OK(cuCtxGetCurrent(&cur));
+    CU_ASSERT_PTR_EQUAL(cur, ctx);
+    OK(cuCtxDestroy(ctx));
+    clear_stack();
+}
+
+static void test_versioned_names_count_once(void)
+{
+    unsigned long before = simcuda_call_count("cuCtxCreate");
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult st;
+    OK(cuGetProcAddress("cuCtxCreate", &fn, 11000, 0, &st));
+    CU_ASSERT_EQUAL(st, CU_GET_PROC_ADDRESS_SUCCESS);
+    CUcontext a, b;
+    typedef CUresult (*create_v2_t)(CUcontext *, unsigned, CUdevice);
+    OK(((create_v2_t)fn)(&a, 0, 0));
+    OK(cuCtxCreate(&b, NULL, 0, 0));
+    CU_ASSERT_EQUAL(simcuda_call_count("cuCtxCreate"), before + 2);
+    CU_ASSERT_EQUAL(simcuda_call_count("no_such_entry"), 0);
+    OK(cuCtxDestroy(b));
+    OK(cuCtxDestroy(a));
+    clear_stack();
+}
+
+/* The env form runs in a fresh process (this program again, see
+ * hk_test_register), since SIMCUDA_FAIL is read once, at the first call. */
+static void test_fail_from_env(void)
+{
+    pid_t pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        setenv("HK_SIMCUDA_ENV_CHILD", "1", 1);
+        setenv("SIMCUDA_FAIL", "cuDeviceGetCount:2:999,cuMemAlloc:1:2", 1);
+        execl("/proc/self/exe", "test_simcuda", (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+    CU_ASSERT_TRUE(WIFEXITED(status));
+    CU_ASSERT_EQUAL(WEXITSTATUS(status), 0);
+}
+
+/* Child side of test_fail_from_env; returns the exit status. */
+static int env_child(void)
+{
+    int n = 0, bad = 0;
+    CUcontext ctx;
+    CUdeviceptr p;
+    bad |= cuInit(0) != CUDA_SUCCESS;
+    bad |= (cuDeviceGetCount(&n) != CUDA_SUCCESS) << 1;
+    bad |= (cuDeviceGetCount(&n) != (CUresult)999) << 2;
+    bad |= (cuDeviceGetCount(&n) != CUDA_SUCCESS) << 3;
+    bad |= (cuCtxCreate(&ctx, NULL, 0, 0) != CUDA_SUCCESS) << 4;
+    bad |= (cuMemAlloc(&p, 16) != CUDA_ERROR_OUT_OF_MEMORY) << 5;
+    bad |= (cuMemAlloc(&p, 16) != CUDA_SUCCESS) << 6;
+    bad |= (simcuda_call_count("cuDeviceGetCount") != 3) << 7;
+    if (bad)
+        fprintf(stderr, "simcuda env child: failed checks mask 0x%x\n", bad);
+    return bad ? 1 : 0;
+}
+
+static void test_refcounts(void)
+{
+    CUcontext p0, again;
+    unsigned long long id1, id2;
+    CU_ASSERT_EQUAL(simcuda_primary_refcount(0), 0);
+    CU_ASSERT_EQUAL(simcuda_primary_active(0), 0);
+    OK(cuDevicePrimaryCtxRetain(&p0, 0));
+    OK(cuDevicePrimaryCtxRetain(&again, 0));
+    CU_ASSERT_PTR_EQUAL(p0, again);
+    CU_ASSERT_EQUAL(simcuda_primary_refcount(0), 2);
+    CU_ASSERT_EQUAL(simcuda_primary_active(0), 1);
+    OK(cuCtxGetId(p0, &id1));
+    OK(cuDevicePrimaryCtxRelease(0));
+    CU_ASSERT_EQUAL(simcuda_primary_refcount(0), 1);
+    CU_ASSERT_EQUAL(simcuda_primary_active(0), 1);
+    OK(cuDevicePrimaryCtxRelease(0));
+    CU_ASSERT_EQUAL(simcuda_primary_active(0), 0);
+    CU_ASSERT_EQUAL(cuDevicePrimaryCtxRelease(0), CUDA_ERROR_INVALID_CONTEXT);
+    CU_ASSERT_EQUAL(simcuda_primary_refcount(0), 0);
+
+    /* the runtime-like retain is taken once and dropped by its reset */
+    CU_ASSERT_EQUAL(simcuda_rt_set_device(1), 0);
+    CU_ASSERT_EQUAL(simcuda_rt_set_device(1), 0);
+    CU_ASSERT_EQUAL(simcuda_primary_refcount(1), 1);
+    CU_ASSERT_PTR_NOT_NULL(simcuda_current_context());
+    OK(cuDevicePrimaryCtxRetain(&p0, 1));
+    OK(cuCtxGetId(p0, &id1));
+    CU_ASSERT_EQUAL(simcuda_rt_device_reset(), 0);
+    CU_ASSERT_EQUAL(simcuda_primary_active(1), 0);
+    CU_ASSERT_EQUAL(simcuda_primary_refcount(1), 0);
+    /* our retain was dropped by the reset: its release is forgiven once */
+    OK(cuDevicePrimaryCtxRelease(1));
+    CU_ASSERT_EQUAL(cuDevicePrimaryCtxRelease(1), CUDA_ERROR_INVALID_CONTEXT);
+    OK(cuDevicePrimaryCtxRetain(&again, 1));
+    OK(cuCtxGetId(again, &id2));
+    CU_ASSERT_NOT_EQUAL(id1, id2);
+    OK(cuDevicePrimaryCtxRelease(1));
+    CU_ASSERT_EQUAL(simcuda_primary_refcount(-1), -1);
+    CU_ASSERT_EQUAL(simcuda_primary_active(99), -1);
+    clear_stack();
+}
+
+/* ---- two threads, each with its own stack, working at once ---- */
+
+enum { ROUNDS = 200 };
+
+typedef struct worker {
+    int device;
+    CUlibrary lib;
+    int errors;
+    unsigned long long ids[2];
+} worker_t;
+
+static pthread_barrier_t start_line;
+
+static void *worker_main(void *arg)
+{
+    worker_t *w = arg;
+    CUcontext mine = NULL, cur = NULL;
+    CUkernel k;
+    if (simcuda_current_context() != NULL) /* fact 7: a new thread starts empty */
+        w->errors++;
+    if (cuCtxCreate(&mine, NULL, 0, w->device) != CUDA_SUCCESS ||
+        cuLibraryGetKernel(&k, w->lib, "hk_probe_kernel") != CUDA_SUCCESS) {
+        w->errors++;
+        return NULL;
+    }
+    cuCtxGetId(mine, &w->ids[0]);
+    pthread_barrier_wait(&start_line);
+    for (unsigned i = 0; i < ROUNDS; i++) {
+        CUdeviceptr d;
+        unsigned value = (unsigned)w->device * 100000u + i, got = 0;
+        void *args[] = {&d, &value};
+        CUcontext popped;
+        if (cuMemAlloc(&d, sizeof value) != CUDA_SUCCESS) {
+            w->errors++;
+            continue;
+        }
+        if (cuLaunchKernel((CUfunction)k, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL) != CUDA_SUCCESS ||
+            cuMemcpyDtoH(&got, d, sizeof got) != CUDA_SUCCESS || got != value)
+            w->errors++;
+        /* push the device's primary over our context and pop it again */
+        CUcontext prim;
+        if (cuDevicePrimaryCtxRetain(&prim, w->device) != CUDA_SUCCESS ||
+            cuCtxPushCurrent(prim) != CUDA_SUCCESS || simcuda_current_context() != prim ||
+            cuCtxPopCurrent(&popped) != CUDA_SUCCESS || popped != prim ||
+            cuDevicePrimaryCtxRelease(w->device) != CUDA_SUCCESS)
+            w->errors++;
+        if (cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != mine)
+            w->errors++;
+        if (cuMemFree(d) != CUDA_SUCCESS)
+            w->errors++;
+    }
+    cuCtxGetId(NULL, &w->ids[1]);
+    if (cuCtxDestroy(mine) != CUDA_SUCCESS || simcuda_current_context() != NULL)
+        w->errors++;
+    return NULL;
+}
+
+static void test_two_threads(void)
+{
+    size_t launches_before = simcuda_launch_count();
+    CUlibrary lib;
+    OK(cuLibraryLoadData(&lib, probe_ptx, NULL, NULL, 0, NULL, NULL, 0));
+    CUcontext main_ctx;
+    OK(cuCtxCreate(&main_ctx, NULL, 0, 0));
+    worker_t w[2] = {{.device = 0, .lib = lib}, {.device = 1, .lib = lib}};
+    pthread_t t[2];
+    CU_ASSERT_EQUAL_FATAL(pthread_barrier_init(&start_line, NULL, 2), 0);
+    for (int i = 0; i < 2; i++)
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&t[i], NULL, worker_main, &w[i]), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&start_line);
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL(w[i].errors, 0);
+        CU_ASSERT_EQUAL(w[i].ids[0], w[i].ids[1]);
+    }
+    CU_ASSERT_NOT_EQUAL(w[0].ids[0], w[1].ids[0]);
+    /* the workers' pushes and pops never touched this thread's stack */
+    CU_ASSERT_PTR_EQUAL(simcuda_current_context(), main_ctx);
+    CU_ASSERT_EQUAL(simcuda_launch_count() - launches_before, 2 * ROUNDS);
+    CU_ASSERT_EQUAL(simcuda_live_allocations(), 0);
+    CU_ASSERT_EQUAL(simcuda_primary_refcount(0), 0);
+    CU_ASSERT_EQUAL(simcuda_primary_refcount(1), 0);
+    OK(cuCtxDestroy(main_ctx));
+    OK(cuLibraryUnload(lib));
+    clear_stack();
+}
+
+/* ---- launch log and emulation outcomes ---- */
+
+static void test_launch_log(void)
+{
+    CUcontext c0, c1;
+    CUlibrary lib, bad;
+    CUkernel k, kbad;
+    CUstream s;
+    CUdeviceptr d0, d1;
+    unsigned value = 42;
+    simcuda_reset_counters();
+    CU_ASSERT_EQUAL(simcuda_launch_count(), 0);
+    OK(cuLibraryLoadData(&lib, probe_ptx, NULL, NULL, 0, NULL, NULL, 0));
+    OK(cuLibraryLoadData(&bad, noemu_ptx, NULL, NULL, 0, NULL, NULL, 0));
+    OK(cuLibraryGetKernel(&k, lib, "hk_probe_kernel"));
+    OK(cuLibraryGetKernel(&kbad, bad, "kernel_without_emulation"));
+    CU_ASSERT_EQUAL(cuLibraryGetKernel(&kbad, bad, "hk_probe"), CUDA_ERROR_NOT_FOUND);
+    OK(cuCtxCreate(&c1, NULL, 0, 1));
+    OK(cuMemAlloc(&d1, 4));
+    OK(cuCtxCreate(&c0, NULL, 0, 0));
+    OK(cuMemAlloc(&d0, 4));
+    OK(cuStreamCreate(&s, 0));
+
+    void *args0[] = {&d0, &value};
+    void *args1[] = {&d1, &value};
+    OK(cuLaunchKernel((CUfunction)k, 1, 1, 1, 32, 1, 1, 0, s, args0, NULL));
+    /* memory of device 1 in a device-0 launch: an illegal address */
+    CU_ASSERT_EQUAL(cuLaunchKernel((CUfunction)k, 1, 1, 1, 1, 1, 1, 0, NULL, args1, NULL),
+                    CUDA_ERROR_ILLEGAL_ADDRESS);
+    CU_ASSERT_EQUAL(cuLaunchKernel((CUfunction)kbad, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL),
+                    CUDA_ERROR_NOT_FOUND);
+    CU_ASSERT_EQUAL(simcuda_launch_count(), 3);
+    simcuda_launch_record_t rec;
+    unsigned long long id0;
+    OK(cuCtxGetId(c0, &id0));
+    CU_ASSERT_EQUAL_FATAL(simcuda_launch_get(0, &rec), 0);
+    CU_ASSERT_STRING_EQUAL(rec.name, "hk_probe_kernel");
+    CU_ASSERT_PTR_EQUAL(rec.ctx, c0);
+    CU_ASSERT_EQUAL(rec.ctx_id, id0);
+    CU_ASSERT_EQUAL(rec.device, 0);
+    CU_ASSERT_PTR_EQUAL(rec.stream, s);
+    CU_ASSERT_EQUAL(rec.result, CUDA_SUCCESS);
+    CU_ASSERT_EQUAL_FATAL(simcuda_launch_get(1, &rec), 0);
+    CU_ASSERT_EQUAL(rec.result, CUDA_ERROR_ILLEGAL_ADDRESS);
+    CU_ASSERT_PTR_NULL(rec.stream);
+    CU_ASSERT_EQUAL_FATAL(simcuda_launch_get(2, &rec), 0);
+    CU_ASSERT_STRING_EQUAL(rec.name, "kernel_without_emulation");
+    CU_ASSERT_EQUAL(rec.result, CUDA_ERROR_NOT_FOUND);
+    CU_ASSERT_EQUAL(simcuda_launch_get(3, &rec), -1);
+    unsigned got = 0;
+    OK(cuMemcpyDtoH(&got, d0, 4));
+    CU_ASSERT_EQUAL(got, 42);
+
+    /* a captured launch is logged when the graph runs, once per replay */
+    CUgraph g;
+    CUgraphExec x;
+    CUstreamCaptureStatus cs;
+    value = 7;
+    OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    OK(cuStreamIsCapturing(s, &cs));
+    CU_ASSERT_EQUAL(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    OK(cuLaunchKernel((CUfunction)k, 1, 1, 1, 1, 1, 1, 0, s, args0, NULL));
+    value = 8; /* the capture copied 7 */
+    OK(cuStreamEndCapture(s, &g));
+    CU_ASSERT_EQUAL(simcuda_launch_count(), 3);
+    OK(cuGraphInstantiate(&x, g, 0));
+    OK(cuGraphDestroy(g)); /* the executable outlives its graph */
+    OK(cuGraphLaunch(x, s));
+    OK(cuGraphLaunch(x, s));
+    CU_ASSERT_EQUAL(simcuda_launch_count(), 5);
+    OK(cuMemcpyDtoH(&got, d0, 4));
+    CU_ASSERT_EQUAL(got, 7);
+    OK(cuGraphExecDestroy(x));
+
+    simcuda_reset_counters();
+    CU_ASSERT_EQUAL(simcuda_launch_count(), 0);
+    CU_ASSERT_EQUAL(simcuda_call_count("cuLaunchKernel"), 0);
+    OK(cuStreamDestroy(s));
+    OK(cuMemFree(d0));
+    OK(cuCtxDestroy(c0));
+    /* destroying a context drops its memory */
+    CU_ASSERT_EQUAL(simcuda_live_allocations(), 1);
+    OK(cuCtxDestroy(c1));
+    CU_ASSERT_EQUAL(simcuda_live_allocations(), 0);
+    OK(cuLibraryUnload(lib));
+    OK(cuLibraryUnload(bad));
+    clear_stack();
+}
+
+static void test_images(void)
+{
+    CUlibrary lib;
+    static const unsigned char junk[64] = {1, 2, 3, 4};
+    CU_ASSERT_EQUAL(cuLibraryLoadData(&lib, junk, NULL, NULL, 0, NULL, NULL, 0),
+                    CUDA_ERROR_INVALID_IMAGE);
+    CU_ASSERT_EQUAL(cuLibraryLoadData(&lib, NULL, NULL, NULL, 0, NULL, NULL, 0),
+                    CUDA_ERROR_INVALID_VALUE);
+    /* a minimal fatbin: magic, version 1, header size 16, payload holding the name */
+    unsigned char fat[16 + 32] = {0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0, 32};
+    memcpy(fat + 20, "hk_probe_kernel", 16);
+    CUkernel k;
+    OK(cuLibraryLoadData(&lib, fat, NULL, NULL, 0, NULL, NULL, 0));
+    OK(cuLibraryGetKernel(&k, lib, "hk_probe_kernel"));
+    CU_ASSERT_EQUAL(cuLibraryGetKernel(&k, lib, "probe_kernel"), CUDA_ERROR_NOT_FOUND);
+    OK(cuLibraryUnload(lib));
+    CU_ASSERT_EQUAL(cuLibraryUnload(lib), CUDA_ERROR_INVALID_HANDLE);
+}
+
+int hk_test_register(void)
+{
+    if (getenv("HK_SIMCUDA_ENV_CHILD"))
+        exit(env_child());
+    if (!getenv("SIMCUDA_DEVICES"))
+        setenv("SIMCUDA_DEVICES", "2", 1); /* the tests use devices 0 and 1 */
+    CU_pSuite s = hk_test_suite("simcuda", init_suite, NULL);
+    hk_test_add(s, "fail the k-th call, then succeed again", test_fail_kth_call);
+    hk_test_add(s, "versioned symbols count under one entry name", test_versioned_names_count_once);
+    hk_test_add(s, "SIMCUDA_FAIL arms failures from the environment", test_fail_from_env);
+    hk_test_add(s, "primary reference counts and the runtime-like retain", test_refcounts);
+    hk_test_add(s, "two threads with their own context stacks at once", test_two_threads);
+    hk_test_add(s, "launch log, emulation errors, graph replay", test_launch_log);
+    hk_test_add(s, "image formats and kernel names", test_images);
+    return 0;
+}
