@@ -1,0 +1,35 @@
+/* Helper of the elevated-privileges test: the test runs a set-user-ID copy
+ * of this program with HK_PLUGIN_PATH set. It scans with the environment
+ * allowed and prints what the loader did, one item a line:
+ *   secure=<getauxval(AT_SECURE)>
+ *   plugins=<number loaded>
+ *   report=<path>|<stage>|<status name>|<reason>   (one per report) */
+#include <stdio.h>
+#include <string.h>
+#include <sys/auxv.h>
+
+#include "hk_loader.h"
+#include "hk_status_text.h"
+
+int main(void)
+{
+    hk_loader_options_t o;
+    hk_loader_t *loader = NULL;
+
+    memset(&o, 0, sizeof(o));
+    o.size = sizeof(o);
+    printf("secure=%lu\n", getauxval(AT_SECURE));
+    if (hk_loader_create(&o, &loader) != HK_STATUS_OK) {
+        printf("error=loader create failed\n");
+        return 1;
+    }
+    hk_loader_scan(loader);
+    printf("plugins=%zu\n", hk_loader_plugin_count(loader));
+    for (size_t i = 0; i < hk_loader_report_count(loader); i++) {
+        const hk_load_report_t *r = hk_loader_report(loader, i);
+        printf("report=%s|%s|%s|%s\n", r->path, hk_load_stage_name(r->stage),
+               hk_status_name(r->status), r->reason);
+    }
+    hk_loader_destroy(loader);
+    return 0;
+}

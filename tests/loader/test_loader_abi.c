@@ -1,0 +1,332 @@
+/* Loader paths of single files: every refusal's stage, status and exact
+ * reason, and the version rules of loaded plugins (DESIGN.md "Plugin ABI"). */
+#include <stdio.h>
+#include <string.h>
+
+#include "hk_test.h"
+#include "test_loader_util.h"
+#include "tp_info.h"
+
+/* Opens file with a fresh loader and checks the one report it must leave. */
+static void expect_refused(const char *file, hk_load_stage_t stage, hk_status_t status,
+                           const char *reason)
+{
+    hk_loader_t *loader = tl_loader(NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(loader);
+    const char *path = tl_plugin(file);
+    hk_plugin_t *plugin = (hk_plugin_t *)&loader; /* must be overwritten */
+
+    CU_ASSERT_EQUAL(hk_loader_open(loader, path, &plugin), status);
+    CU_ASSERT_PTR_NULL(plugin);
+    CU_ASSERT_EQUAL(hk_loader_report_count(loader), 1);
+    CU_ASSERT_EQUAL(hk_loader_plugin_count(loader), 0);
+    const hk_load_report_t *r = hk_loader_report(loader, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_STRING_EQUAL(r->path, path);
+    CU_ASSERT_EQUAL(r->stage, stage);
+    CU_ASSERT_EQUAL(r->status, status);
+    CU_ASSERT_PTR_NULL(r->plugin);
+    CU_ASSERT_STRING_EQUAL(r->reason, reason);
+    CU_ASSERT_PTR_NULL(strchr(r->reason, '\n'));
+
+    /* last_error is "<path>: <stage>: <reason>" */
+    char line[8192];
+    snprintf(line, sizeof(line), "%s: %s: %s", path, hk_load_stage_name(stage), reason);
+    CU_ASSERT_STRING_EQUAL(hk_loader_last_error(loader), line);
+    CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
+}
+
+static void test_not_elf(void)
+{
+    char reason[4200];
+    snprintf(reason, sizeof(reason), "%s: invalid ELF header", tl_plugin("x.so"));
+    expect_refused("x.so", HK_STAGE_OPEN, HK_STATUS_LOAD_FAILED, reason);
+}
+
+static void test_wrong_elf_class(void)
+{
+    char reason[4200];
+    snprintf(reason, sizeof(reason), "%s: wrong ELF class: ELFCLASS32",
+             tl_plugin("tp_class32.so"));
+    expect_refused("tp_class32.so", HK_STAGE_OPEN, HK_STATUS_LOAD_FAILED, reason);
+}
+
+static void test_missing_file(void)
+{
+    expect_refused("no_such_plugin.so", HK_STAGE_SCAN, HK_STATUS_NOT_FOUND,
+                   "cannot stat: No such file or directory");
+}
+
+static void test_missing_entry(void)
+{
+    expect_refused("tp_nosym.so", HK_STAGE_SYMBOL, HK_STATUS_NOT_FOUND,
+                   "missing entry symbol hk_plugin_negotiate");
+}
+
+static void test_entry_error(void)
+{
+    expect_refused("tp_error.so", HK_STAGE_NEGOTIATE, HK_STATUS_INTERNAL,
+                   "hk_plugin_negotiate returned INTERNAL (internal error); "
+                   "plugin ABI 1.1, host accepts 1.0-1.1");
+}
+
+static void test_major_mismatch(void)
+{
+    expect_refused("tp_major2.so", HK_STAGE_NEGOTIATE, HK_STATUS_ABI_MISMATCH,
+                   "hk_plugin_negotiate returned ABI_MISMATCH (the plugin and host ABI "
+                   "versions are incompatible); plugin ABI 2.0, host accepts 1.0-1.1");
+}
+
+static void test_answer_major_out_of_range(void)
+{
+    expect_refused("tp_badmajor.so", HK_STAGE_VALIDATE, HK_STATUS_ABI_MISMATCH,
+                   "ABI major out of range: plugin answered 2.0, host accepts 1.0-1.1");
+}
+
+static void test_answer_minor_out_of_range(void)
+{
+    expect_refused("tp_badminor.so", HK_STAGE_VALIDATE, HK_STATUS_ABI_MISMATCH,
+                   "ABI minor out of range: plugin answered 1.7, host accepts 1.0-1.1");
+}
+
+static void test_null_vtable(void)
+{
+    expect_refused("tp_nullvt.so", HK_STAGE_VALIDATE, HK_STATUS_NULL_POINTER,
+                   "answer vtable is NULL");
+}
+
+static void test_null_name(void)
+{
+    expect_refused("tp_nullname.so", HK_STAGE_VALIDATE, HK_STATUS_NULL_POINTER,
+                   "answer name is NULL");
+}
+
+static void test_null_required_slot(void)
+{
+    expect_refused("tp_nullslot.so", HK_STAGE_VALIDATE, HK_STATUS_NULL_POINTER,
+                   "required vtable slot get_table is NULL");
+}
+
+static void test_short_vtable(void)
+{
+    char reason[256];
+    snprintf(reason, sizeof(reason), "vtable size %zu is smaller than the ABI 1.0 vtable (%zu)",
+             (size_t)HK_VTABLE_SIZE_1_0 - sizeof(void *), (size_t)HK_VTABLE_SIZE_1_0);
+    expect_refused("tp_shortvt.so", HK_STAGE_VALIDATE, HK_STATUS_INVALID_VALUE, reason);
+}
+
+static void test_bad_answer_type(void)
+{
+    expect_refused("tp_badtype.so", HK_STAGE_VALIDATE, HK_STATUS_INVALID_VALUE,
+                   "answer struct_type is 0x12345678, expected 0x484b0002");
+}
+
+static void test_bad_answer_size(void)
+{
+    char reason[256];
+    snprintf(reason, sizeof(reason),
+             "answer struct_size is 16, smaller than the version 1 answer (%zu)",
+             sizeof(hk_negotiate_answer_t));
+    expect_refused("tp_badsize.so", HK_STAGE_VALIDATE, HK_STATUS_INVALID_VALUE, reason);
+}
+
+/* Opens file and checks the report of a loaded plugin; returns the plugin. */
+static hk_plugin_t *expect_loaded(hk_loader_t *loader, const char *file)
+{
+    hk_plugin_t *plugin = NULL;
+    const char *path = tl_plugin(file);
+    CU_ASSERT_EQUAL(hk_loader_open(loader, path, &plugin), HK_STATUS_OK);
+    const hk_load_report_t *r = tl_report(loader, path);
+    CU_ASSERT_PTR_NOT_NULL(r);
+    if (r) {
+        CU_ASSERT_EQUAL(r->stage, HK_STAGE_LOADED);
+        CU_ASSERT_EQUAL(r->status, HK_STATUS_OK);
+        CU_ASSERT_STRING_EQUAL(r->reason, "");
+        CU_ASSERT_PTR_EQUAL(r->plugin, plugin);
+    }
+    return plugin;
+}
+
+/* Creates a handle through the host's vtable copy and asks handle_info when
+ * the copy has it: the plugin's own code must answer with its name. */
+static void check_handle_roundtrip(const hk_plugin_t *p, const char *name)
+{
+    const hk_vtable_t *vt = hk_plugin_vtable(p);
+    hk_handle_t *h = NULL;
+    CU_ASSERT_EQUAL_FATAL(vt->handle_create(NULL, &h), HK_STATUS_OK);
+    if (vt->handle_info) {
+        hk_handle_info_t info;
+        memset(&info, 0, sizeof(info));
+        info.size = sizeof(info);
+        CU_ASSERT_EQUAL(vt->handle_info(h, &info), HK_STATUS_OK);
+        CU_ASSERT_STRING_EQUAL(info.plugin_name, name);
+        CU_ASSERT_EQUAL(info.device, -1);
+    }
+    CU_ASSERT_EQUAL(vt->handle_destroy(h), HK_STATUS_OK);
+}
+
+static void test_good_plugin(void)
+{
+    hk_loader_t *loader = tl_loader(NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(loader);
+    hk_plugin_t *p = expect_loaded(loader, "tp_good.so");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_STRING_EQUAL(hk_plugin_name(p), "tp-good");
+    CU_ASSERT_STRING_EQUAL(hk_plugin_version(p), "1.1.0");
+    CU_ASSERT_STRING_EQUAL(hk_plugin_path(p), tl_plugin("tp_good.so"));
+    CU_ASSERT_EQUAL(hk_plugin_abi(p), HK_ABI_VERSION(1, 1));
+    CU_ASSERT_EQUAL(hk_plugin_flags(p), 0);
+    const hk_vtable_t *vt = hk_plugin_vtable(p);
+    CU_ASSERT_EQUAL(vt->size, sizeof(hk_vtable_t));
+    CU_ASSERT_PTR_NOT_NULL(vt->handle_info);
+    CU_ASSERT_PTR_NOT_NULL(vt->synchronize);
+    check_handle_roundtrip(p, "tp-good");
+    const tp_info_table_t *info = hk_plugin_table(p, TP_INFO_TABLE);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(info);
+    CU_ASSERT_STRING_EQUAL(info->version(), "1.1.0");
+    CU_ASSERT_PTR_NULL(hk_plugin_table(p, "hk.blas1/1"));
+    CU_ASSERT_STRING_EQUAL(hk_loader_last_error(loader), "");
+    CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
+}
+
+/* A 1.0 plugin: its vtable is the 1.0 size, so the 1.1 slots read NULL even
+ * though this build filled them. */
+static void test_minor_older(void)
+{
+    hk_loader_t *loader = tl_loader(NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(loader);
+    hk_plugin_t *p = expect_loaded(loader, "tp_older.so");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL(hk_plugin_abi(p), HK_ABI_VERSION(1, 0));
+    const hk_vtable_t *vt = hk_plugin_vtable(p);
+    CU_ASSERT_EQUAL(vt->size, HK_VTABLE_SIZE_1_0);
+    CU_ASSERT_PTR_NULL(vt->handle_info);
+    CU_ASSERT_PTR_NULL(vt->synchronize);
+    CU_ASSERT_PTR_NOT_NULL(vt->enum_tables);
+    check_handle_roundtrip(p, "tp-good");
+    CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
+}
+
+/* A 1.2 plugin negotiates down to 1.1; its longer vtable tail is ignored. */
+static void test_minor_newer(void)
+{
+    hk_loader_t *loader = tl_loader(NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(loader);
+    hk_plugin_t *p = expect_loaded(loader, "tp_newer.so");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL(hk_plugin_abi(p), HK_ABI_VERSION(1, 1));
+    CU_ASSERT_STRING_EQUAL(hk_plugin_version(p), "1.2.0");
+    const hk_vtable_t *vt = hk_plugin_vtable(p);
+    CU_ASSERT_EQUAL(vt->size, sizeof(hk_vtable_t));
+    CU_ASSERT_PTR_NOT_NULL(vt->handle_info);
+    check_handle_roundtrip(p, "tp-good");
+    CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
+}
+
+/* A 1.1 answer with a vtable longer than the host's: the copy stops at
+ * sizeof(hk_vtable_t). */
+static void test_long_vtable(void)
+{
+    hk_loader_t *loader = tl_loader(NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(loader);
+    hk_plugin_t *p = expect_loaded(loader, "tp_longvt.so");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL(hk_plugin_abi(p), HK_ABI_VERSION(1, 1));
+    CU_ASSERT_EQUAL(hk_plugin_vtable(p)->size, sizeof(hk_vtable_t));
+    check_handle_roundtrip(p, "tp-good");
+    CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
+}
+
+/* A host that only knows 1.0 gets a 1.0 answer from a 1.1 plugin and must
+ * not see the 1.1 slots the plugin's full-size vtable carries. */
+static void test_host_1_0_clears_newer_slots(void)
+{
+    hk_loader_options_t o;
+    memset(&o, 0, sizeof(o));
+    o.size = sizeof(o);
+    o.ignore_env = 1;
+    o.abi_max = HK_ABI_VERSION(1, 0);
+    hk_loader_t *loader = NULL;
+    CU_ASSERT_EQUAL_FATAL(hk_loader_create(&o, &loader), HK_STATUS_OK);
+    hk_plugin_t *p = expect_loaded(loader, "tp_good.so");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL(hk_plugin_abi(p), HK_ABI_VERSION(1, 0));
+    CU_ASSERT_EQUAL(hk_plugin_vtable(p)->size, HK_VTABLE_SIZE_1_0);
+    CU_ASSERT_PTR_NULL(hk_plugin_vtable(p)->handle_info);
+    CU_ASSERT_PTR_NULL(hk_plugin_vtable(p)->synchronize);
+    CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
+
+    /* The refusal names the host's range as configured, not the built one. */
+    CU_ASSERT_EQUAL_FATAL(hk_loader_create(&o, &loader), HK_STATUS_OK);
+    hk_loader_open(loader, tl_plugin("tp_major2.so"), NULL);
+    const hk_load_report_t *r = hk_loader_report(loader, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->reason, "plugin ABI 2.0, host accepts 1.0-1.0"));
+    CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
+}
+
+static void test_create_options(void)
+{
+    hk_loader_t *loader = (hk_loader_t *)&loader;
+    hk_loader_options_t o;
+
+    CU_ASSERT_EQUAL(hk_loader_create(NULL, NULL), HK_STATUS_NULL_POINTER);
+    CU_ASSERT_EQUAL(hk_loader_create(NULL, &loader), HK_STATUS_OK);
+    CU_ASSERT_PTR_NOT_NULL(loader);
+    CU_ASSERT_EQUAL(hk_loader_report_count(loader), 0);
+    CU_ASSERT_STRING_EQUAL(hk_loader_last_error(loader), "");
+    CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hk_loader_destroy(NULL), HK_STATUS_OK);
+
+    memset(&o, 0, sizeof(o));
+    o.size = 0;
+    CU_ASSERT_EQUAL(hk_loader_create(&o, &loader), HK_STATUS_INVALID_VALUE);
+    CU_ASSERT_PTR_NULL(loader);
+    o.size = sizeof(o);
+    o.abi_max = HK_ABI_VERSION(2, 0);
+    CU_ASSERT_EQUAL(hk_loader_create(&o, &loader), HK_STATUS_INVALID_VALUE);
+    o.abi_max = HK_ABI_VERSION(HK_ABI_MAJOR, HK_ABI_MINOR + 1);
+    CU_ASSERT_EQUAL(hk_loader_create(&o, &loader), HK_STATUS_INVALID_VALUE);
+    o.abi_min = HK_ABI_VERSION(1, 1);
+    o.abi_max = HK_ABI_VERSION(1, 0);
+    CU_ASSERT_EQUAL(hk_loader_create(&o, &loader), HK_STATUS_INVALID_VALUE);
+
+    /* An older, shorter options struct: the fields it lacks keep defaults. */
+    memset(&o, 0, sizeof(o));
+    o.size = (uint32_t)offsetof(hk_loader_options_t, log);
+    o.ignore_env = 1;
+    o.abi_max = HK_ABI_VERSION(1, 0); /* beyond the declared size: not read */
+    CU_ASSERT_EQUAL_FATAL(hk_loader_create(&o, &loader), HK_STATUS_OK);
+    hk_plugin_t *p = NULL;
+    CU_ASSERT_EQUAL(hk_loader_open(loader, tl_plugin("tp_good.so"), &p), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hk_plugin_abi(p), HK_ABI_CURRENT);
+    CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
+}
+
+void tl_register_abi(void)
+{
+    CU_pSuite s = hk_test_suite("loader_refusals", NULL, NULL);
+    hk_test_add(s, "non-ELF file: open stage, dynamic loader's text", test_not_elf);
+    hk_test_add(s, "wrong ELF class: open stage, ELFCLASS32", test_wrong_elf_class);
+    hk_test_add(s, "missing file: scan stage, NOT_FOUND", test_missing_file);
+    hk_test_add(s, "missing entry symbol: symbol stage, names it", test_missing_entry);
+    hk_test_add(s, "entry returns an error: negotiate stage, its status", test_entry_error);
+    hk_test_add(s, "major 2.0 plugin: negotiate stage, 2.0 vs 1.0-1.1", test_major_mismatch);
+    hk_test_add(s, "answer with major 2: validate stage", test_answer_major_out_of_range);
+    hk_test_add(s, "answer with minor 7: validate stage", test_answer_minor_out_of_range);
+    hk_test_add(s, "NULL vtable: validate stage", test_null_vtable);
+    hk_test_add(s, "NULL name: validate stage", test_null_name);
+    hk_test_add(s, "NULL required slot: validate stage names it", test_null_required_slot);
+    hk_test_add(s, "short vtable: validate stage, both sizes", test_short_vtable);
+    hk_test_add(s, "bad answer struct_type: validate stage", test_bad_answer_type);
+    hk_test_add(s, "short answer struct_size: validate stage", test_bad_answer_size);
+
+    s = hk_test_suite("loader_versions", NULL, NULL);
+    hk_test_add(s, "good 1.1 plugin loads with its name, version, slots", test_good_plugin);
+    hk_test_add(s, "minor older (1.0): 1.1 slots read NULL", test_minor_older);
+    hk_test_add(s, "minor newer (1.2): loads as 1.1", test_minor_newer);
+    hk_test_add(s, "long vtable: tail ignored, loads as 1.1", test_long_vtable);
+    hk_test_add(s, "1.0 host: a 1.1 plugin's 1.1 slots are cleared",
+                test_host_1_0_clears_newer_slots);
+    hk_test_add(s, "create: options size and ABI range checked", test_create_options);
+}

@@ -1,0 +1,253 @@
+/* One source for every test plugin of the loader suite. Each build defines a
+ * few TP_* macros (tests/loader/SConscript) to produce one loader path:
+ *
+ *   TP_NAME, TP_VERSION     the answer's name and semantic version
+ *   TP_ABI_MIN, TP_ABI_MAX  the ABI range the plugin can serve
+ *   TP_TAIL                 its vtable has one slot after the 1.1 ones (a 1.2 build)
+ *   TP_VTABLE_SIZE          overrides vtable->size
+ *   TP_NO_ENTRY             the entry point is not exported
+ *   TP_ENTRY_STATUS         the entry point returns this after filling the answer
+ *   TP_FORCE_ABI            answers this version whatever the host asked for
+ *   TP_NULL_VTABLE, TP_NULL_NAME, TP_NULL_SLOT (get_table)
+ *   TP_ANSWER_TYPE, TP_ANSWER_SIZE   corrupt the answer header
+ *   TP_FLAGS                HK_PLUGIN_* flags
+ *
+ * Every build serves table "tp.info/1" so a test can tell which file's code
+ * answered: two versions of one plugin loaded side by side each report their
+ * own version and keep their own counter. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "hk_abi.h"
+#include "tp_info.h"
+
+#ifndef TP_NAME
+#define TP_NAME "tp-good"
+#endif
+#ifndef TP_VERSION
+#define TP_VERSION "1.1.0"
+#endif
+#ifndef TP_ABI_MIN
+#define TP_ABI_MIN HK_ABI_VERSION(1, 0)
+#endif
+#ifndef TP_ABI_MAX
+#define TP_ABI_MAX HK_ABI_VERSION(1, 1)
+#endif
+#ifndef TP_FLAGS
+#define TP_FLAGS 0u
+#endif
+
+#define TP_EXPORT __attribute__((visibility("default")))
+
+struct hk_handle {
+    void *stream;
+    hk_pointer_mode_t mode;
+};
+
+#ifndef TP_NULL_SLOT /* that build has no get_table, hence no table */
+static unsigned tp_counter;
+
+static const char *tp_version(void)
+{
+    return TP_VERSION;
+}
+
+static unsigned tp_bump(void)
+{
+    return ++tp_counter;
+}
+
+static const tp_info_table_t tp_info = {sizeof(tp_info_table_t), tp_version, tp_bump};
+#endif
+
+static hk_status_t tp_handle_create(const hk_create_info_t *info, hk_handle_t **out)
+{
+    (void)info;
+    if (!out)
+        return HK_STATUS_NULL_POINTER;
+    *out = calloc(1, sizeof(**out));
+    return *out ? HK_STATUS_OK : HK_STATUS_OUT_OF_MEMORY;
+}
+
+static hk_status_t tp_handle_destroy(hk_handle_t *h)
+{
+    if (!h)
+        return HK_STATUS_INVALID_HANDLE;
+    free(h);
+    return HK_STATUS_OK;
+}
+
+static hk_status_t tp_set_stream(hk_handle_t *h, void *stream)
+{
+    if (!h)
+        return HK_STATUS_INVALID_HANDLE;
+    h->stream = stream;
+    return HK_STATUS_OK;
+}
+
+static hk_status_t tp_get_stream(hk_handle_t *h, void **stream)
+{
+    if (!h)
+        return HK_STATUS_INVALID_HANDLE;
+    *stream = h->stream;
+    return HK_STATUS_OK;
+}
+
+static hk_status_t tp_set_pointer_mode(hk_handle_t *h, hk_pointer_mode_t mode)
+{
+    if (!h)
+        return HK_STATUS_INVALID_HANDLE;
+    h->mode = mode;
+    return HK_STATUS_OK;
+}
+
+static hk_status_t tp_get_pointer_mode(hk_handle_t *h, hk_pointer_mode_t *mode)
+{
+    if (!h)
+        return HK_STATUS_INVALID_HANDLE;
+    *mode = h->mode;
+    return HK_STATUS_OK;
+}
+
+static const char *tp_last_error(const hk_handle_t *h)
+{
+    (void)h;
+    return "";
+}
+
+#ifndef TP_NULL_SLOT
+static hk_status_t tp_get_table(const char *name, const void **table)
+{
+    if (!name || !table)
+        return HK_STATUS_NULL_POINTER;
+    if (strcmp(name, TP_INFO_TABLE) == 0) {
+        *table = &tp_info;
+        return HK_STATUS_OK;
+    }
+    *table = NULL;
+    return HK_STATUS_NOT_FOUND;
+}
+#endif
+
+static hk_status_t tp_enum_tables(size_t index, const char **name)
+{
+    if (!name)
+        return HK_STATUS_NULL_POINTER;
+    if (index > 0)
+        return HK_STATUS_NOT_FOUND;
+    *name = TP_INFO_TABLE;
+    return HK_STATUS_OK;
+}
+
+static hk_status_t tp_handle_info(hk_handle_t *h, hk_handle_info_t *info)
+{
+    if (!h)
+        return HK_STATUS_INVALID_HANDLE;
+    if (!info)
+        return HK_STATUS_NULL_POINTER;
+    hk_handle_info_t mine = {sizeof(mine), -1, 0, 0, 0, TP_NAME};
+    size_t n = info->size < sizeof(mine) ? info->size : sizeof(mine);
+    memcpy(info, &mine, n);
+    info->size = (uint32_t)n;
+    return HK_STATUS_OK;
+}
+
+static hk_status_t tp_synchronize(hk_handle_t *h)
+{
+    return h ? HK_STATUS_OK : HK_STATUS_INVALID_HANDLE;
+}
+
+#ifdef TP_TAIL
+static hk_status_t tp_future(hk_handle_t *h)
+{
+    (void)h;
+    return HK_STATUS_OK;
+}
+#endif
+
+/* The vtable as this build knows it: the 1.1 layout, plus a 1.2 tail slot
+ * in TP_TAIL builds. A 1.0 build still fills the 1.1 slots but declares the
+ * 1.0 size, so only the size keeps the host from calling them. */
+static const struct tp_vtable {
+    hk_vtable_t core;
+#ifdef TP_TAIL
+    hk_status_t (*future)(hk_handle_t *h);
+#endif
+} tp_vtable = {
+    .core = {
+#ifdef TP_VTABLE_SIZE
+        .size = TP_VTABLE_SIZE,
+#else
+        .size = sizeof(struct tp_vtable),
+#endif
+        .handle_create = tp_handle_create,
+        .handle_destroy = tp_handle_destroy,
+        .set_stream = tp_set_stream,
+        .get_stream = tp_get_stream,
+        .set_pointer_mode = tp_set_pointer_mode,
+        .get_pointer_mode = tp_get_pointer_mode,
+        .last_error = tp_last_error,
+#ifndef TP_NULL_SLOT
+        .get_table = tp_get_table,
+#endif
+        .enum_tables = tp_enum_tables,
+        .handle_info = tp_handle_info,
+        .synchronize = tp_synchronize,
+    },
+#ifdef TP_TAIL
+    .future = tp_future,
+#endif
+};
+
+#ifdef TP_NO_ENTRY
+/* Same code under another name: hidden by plugin.map, so dlsym misses it. */
+TP_EXPORT hk_status_t tp_negotiate_unexported(const hk_negotiate_request_t *req,
+                                              hk_negotiate_answer_t *ans);
+TP_EXPORT hk_status_t tp_negotiate_unexported(const hk_negotiate_request_t *req,
+                                              hk_negotiate_answer_t *ans)
+#else
+TP_EXPORT hk_status_t hk_plugin_negotiate(const hk_negotiate_request_t *req,
+                                          hk_negotiate_answer_t *ans);
+TP_EXPORT hk_status_t hk_plugin_negotiate(const hk_negotiate_request_t *req,
+                                          hk_negotiate_answer_t *ans)
+#endif
+{
+    if (!req || !ans)
+        return HK_STATUS_NULL_POINTER;
+    memset(ans, 0, sizeof(*ans));
+    ans->header.struct_type = HK_STRUCT_NEGOTIATE_ANSWER;
+    ans->header.struct_size = sizeof(*ans);
+    ans->header.struct_version = 1;
+#ifdef TP_ANSWER_TYPE
+    ans->header.struct_type = TP_ANSWER_TYPE;
+#endif
+#ifdef TP_ANSWER_SIZE
+    ans->header.struct_size = TP_ANSWER_SIZE;
+#endif
+
+    uint32_t lo = req->abi_min > TP_ABI_MIN ? req->abi_min : TP_ABI_MIN;
+    uint32_t hi = req->abi_max < TP_ABI_MAX ? req->abi_max : TP_ABI_MAX;
+    if (HK_ABI_VERSION_MAJOR(req->abi_max) != HK_ABI_VERSION_MAJOR(TP_ABI_MAX) || lo > hi) {
+        ans->abi_version = TP_ABI_MAX;
+        return HK_STATUS_ABI_MISMATCH;
+    }
+    ans->abi_version = hi;
+#ifdef TP_FORCE_ABI
+    ans->abi_version = TP_FORCE_ABI;
+#endif
+    ans->flags = TP_FLAGS;
+    ans->name = TP_NAME;
+    ans->version = TP_VERSION;
+    ans->vtable = &tp_vtable.core;
+#ifdef TP_NULL_NAME
+    ans->name = NULL;
+#endif
+#ifdef TP_NULL_VTABLE
+    ans->vtable = NULL;
+#endif
+#ifdef TP_ENTRY_STATUS
+    return TP_ENTRY_STATUS;
+#else
+    return HK_STATUS_OK;
+#endif
+}
