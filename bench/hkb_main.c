@@ -4,23 +4,53 @@
  * unless --strict), 1 on any failure (one line "hk-bench: error: ..." on
  * stderr), 2 on a usage error, 3 with --strict when a row missed its target. */
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hkb.h"
+
+/* The figure running now, for the watchdog's message. Only ever points to
+ * string literals, so the signal handler may read it. */
+static const char *volatile stage = "set-up";
+
+static void write_str(const char *s)
+{
+    size_t len = strlen(s);
+    while (len > 0) {
+        ssize_t w = write(STDERR_FILENO, s, len);
+        if (w <= 0)
+            return;
+        s += w;
+        len -= (size_t)w;
+    }
+}
+
+/* A hung kernel or a deadlocked call would otherwise hold a remote machine
+ * until its own limit, and say nothing. Only async-signal-safe calls here. */
+static void on_alarm(int sig)
+{
+    (void)sig;
+    write_str("\nhk-bench: error: timed out in ");
+    write_str(stage);
+    write_str(" (--timeout): a call or a kernel did not return\n");
+    _exit(1);
+}
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: hk-bench [--quick] [--only P1,P2,...] [--csv FILE] [--plugin PATH]\n"
-            "                [--device N] [--strict]\n"
+            "                [--device N] [--strict] [--timeout S]\n"
             "  --quick        fewer repetitions and sizes; well under a minute\n"
             "  --only LIST    figures to run, among P1 P2 P3 P4 P5 P6 (default: all)\n"
             "  --csv FILE     also write the rows to FILE as CSV\n"
             "  --plugin PATH  hk-cuda.so to measure (default: next to the program)\n"
             "  --device N     device of P1..P5 (default 0); P6 uses devices 0 and 1\n"
-            "  --strict       exit 3 when a row misses its target\n");
+            "  --strict       exit 3 when a row misses its target\n"
+            "  --timeout S    give up after S seconds (default 480; 0: never)\n");
 }
 
 /* Parses "P1,P3" into want[1..6]. Returns 0 or -1 on an unknown name. */
@@ -84,6 +114,7 @@ int main(int argc, char **argv)
     const char *csv = NULL, *plugin_path = NULL;
     char default_path[4096];
     int want[7] = {0, 1, 1, 1, 1, 1, 1};
+    long timeout = 480;
     int strict = 0, ndev = 0, rc = 1, misses = 0, lane_up = 0;
     hkb_plugin_t plug;
     hkb_lane_t lane;
@@ -111,6 +142,13 @@ int main(int argc, char **argv)
                 return 2;
             }
             o.device = (int)d;
+        } else if (strcmp(a, "--timeout") == 0 && has_val) {
+            char *end = NULL;
+            timeout = strtol(argv[++i], &end, 10);
+            if (!end || *end || timeout < 0 || timeout > 86400) {
+                fprintf(stderr, "hk-bench: --timeout: not a number of seconds: %s\n", argv[i]);
+                return 2;
+            }
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return 0;
@@ -122,6 +160,16 @@ int main(int argc, char **argv)
     }
     if (!plugin_path)
         plugin_path = hkb_plugin_default_path(default_path, sizeof default_path);
+    if (timeout > 0) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_alarm;
+        if (sigaction(SIGALRM, &sa, NULL) != 0) {
+            fprintf(stderr, "hk-bench: error: cannot install the --timeout handler\n");
+            return 1;
+        }
+        alarm((unsigned)timeout);
+    }
 
 #ifdef HK_DEBUG
     printf("note: hk-bench built with mode=debug; build mode=release for figures that count\n");
@@ -129,6 +177,7 @@ int main(int argc, char **argv)
     HKB_TRY(hkb_plugin_open(&plug, plugin_path), out);
     printf("plugin %s %s, ABI %u.%u, %s\n", plug.name, plug.version,
            HK_ABI_VERSION_MAJOR(plug.abi), HK_ABI_VERSION_MINOR(plug.abi), plug.path);
+    fflush(stdout); /* the watchdog's _exit would drop buffered lines */
     HKB_TRY(print_setup(o.device, &ndev), out);
     /* Make the runtime's primary context now, so that P4 times handle
      * creation and not the context's birth (which cuBLAS would pay too). */
@@ -137,6 +186,7 @@ int main(int argc, char **argv)
     hkb_report_header();
 
     /* P4 first: it measures the first hk handle of the process. */
+    stage = "P4";
     if (want[4])
         HKB_TRY(hkb_fig_handles(&plug, &o), out);
     if (want[1] || want[2] || want[3]) {
@@ -144,22 +194,27 @@ int main(int argc, char **argv)
         HKB_TRY(hkb_lane_init(&lane, &plug, o.device), out);
         lane_up = 1;
         hkb_where("%s", "");
+        stage = "P1/P2";
         if (want[1] || want[2])
             HKB_TRY(hkb_fig_stream(&lane, &o, want[1], want[2]), out);
+        stage = "P3";
         if (want[3])
             HKB_TRY(hkb_fig_enqueue(&lane, &o), out);
         lane_up = 0;
         hkb_lane_fini(&lane);
         HKB_TRY(hkb_failure() ? -1 : 0, out);
     }
+    stage = "P5";
     if (want[5])
         HKB_TRY(hkb_fig_threads(&plug, &o), out);
+    stage = "P6";
     if (want[6]) {
         if (ndev < 2)
             printf("P6: skipped (%d device)\n", ndev);
         else
             HKB_TRY(hkb_fig_devices(&plug, &o), out);
     }
+    stage = "the summary";
     rc = 0;
 out:
     if (lane_up)
