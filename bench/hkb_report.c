@@ -90,7 +90,7 @@ size_t hkb_report_count(void)
 
 int hkb_report_add(const hkb_row_t *row)
 {
-    char hk[24], ref[24], ratio[24], cub[24], tgt[24], err[16];
+    char hk[24], ref[24], ratio[24], cub[24], tgt[40], err[16];
 
     if (nrows == caprows) {
         size_t cap = caprows ? caprows * 2 : 64;
@@ -161,7 +161,7 @@ static void csv_num(FILE *f, double v)
 int hkb_report_csv(const char *path)
 {
     FILE *f = fopen(path, "w");
-    char tgt[24];
+    char tgt[40];
 
     if (!f)
         return hkb_fail("cannot write %s", path);
