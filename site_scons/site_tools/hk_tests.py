@@ -14,7 +14,8 @@ _RUNS = []
 
 
 def _hk_test(env, name, program, args=None, envvars=None):
-    prog = env.File(program[0] if isinstance(program, list) else program)
+    prog = env.Flatten([program])[0]  # a Program() result is a node list
+    prog = env.File(prog) if isinstance(prog, str) else prog
     _RUNS.append({'name': name, 'program': prog, 'args': list(args or []),
                   'env': dict(envvars or {})})
     return prog
