@@ -232,7 +232,15 @@ hk_status_t hk__loader_candidate(hk_loader_t *loader, const char *path, int dir_
     }
 
     stage = HK_STAGE_OPEN;
-    module = hk__ltdl_open(loader->advise, path, reason, sizeof(reason));
+    /* A bare file name would send libltdl and dlopen searching the library
+     * path for some other file of that name: open the one we checked. */
+    if (!strchr(path, '/')) {
+        char here[4352];
+        snprintf(here, sizeof(here), "./%s", path);
+        module = hk__ltdl_open(loader->advise, here, reason, sizeof(reason));
+    } else {
+        module = hk__ltdl_open(loader->advise, path, reason, sizeof(reason));
+    }
     if (!module) {
         status = HK_STATUS_LOAD_FAILED;
         goto refuse;

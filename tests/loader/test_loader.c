@@ -2,6 +2,7 @@
  * and unloading. Refusal paths are in test_loader_abi.c, directories and the
  * environment in test_loader_scan.c. */
 #include <string.h>
+#include <unistd.h>
 
 #include "hk_test.h"
 #include "test_loader_util.h"
@@ -136,6 +137,23 @@ static void test_refused_module_closed(void)
     tl_rmtree(dir);
 }
 
+/* A bare file name means the file in the current directory, never a search
+ * of the library path. */
+static void test_bare_name_is_current_dir(void)
+{
+    char cwd[4096];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(getcwd(cwd, sizeof(cwd)));
+    CU_ASSERT_EQUAL_FATAL(chdir(HK_TEST_PLUGIN_DIR), 0);
+    hk_loader_t *loader = tl_loader(NULL);
+    hk_plugin_t *p = NULL;
+    CU_ASSERT_EQUAL(hk_loader_open(loader, "tp_twin2.so", &p), HK_STATUS_OK);
+    CU_ASSERT_STRING_EQUAL(hk_plugin_version(p), "2.0.0");
+    CU_ASSERT_EQUAL(hk_loader_open(loader, "x.so", NULL), HK_STATUS_LOAD_FAILED);
+    CU_ASSERT_STRING_EQUAL(hk_loader_last_error(loader), "x.so: open: ./x.so: invalid ELF header");
+    CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(chdir(cwd), 0);
+}
+
 static void test_null_arguments(void)
 {
     hk_loader_t *loader = tl_loader(NULL);
@@ -168,6 +186,8 @@ int hk_test_register(void)
     hk_test_add(s, "acquired plugin: destroy returns BUSY", test_acquire_blocks_destroy);
     hk_test_add(s, "destroy unmaps only unload-safe plugins", test_unload_only_when_safe);
     hk_test_add(s, "refused module is closed at once", test_refused_module_closed);
+    hk_test_add(s, "bare file name opens the one in the current dir",
+                test_bare_name_is_current_dir);
     hk_test_add(s, "NULL arguments: statuses, no crash", test_null_arguments);
     tl_register_abi();
     tl_register_scan();
