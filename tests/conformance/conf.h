@@ -1,0 +1,53 @@
+/* The driver conformance suite: one test per driver fact of DESIGN.md, run
+ * against the real driver on a GPU machine and against tests/simcuda in CI.
+ * Written against the plain driver API (linked with -lcuda) plus the runtime
+ * through tests/common/hk_rt.h. */
+#ifndef CONF_H
+#define CONF_H
+
+#include <CUnit/CUnit.h>
+#include <cuda.h>
+
+/* Set by hk_test_register before any test runs. */
+extern int conf_ndev;        /* devices the driver reports */
+extern int conf_sim;         /* running on the simulated driver */
+extern CUresult conf_preinit[6]; /* fact 9: calls made before cuInit, see conf_main.c */
+
+/* The build's kernels fatbin, embedded (HkEmbed) so the binary runs anywhere. */
+extern const unsigned char hk__conf_fatbin[];
+
+/* Asserts that call returned want; on a mismatch prints both codes by name on
+ * stderr, so one run against the real driver shows every disagreement. */
+#define EXPECT(call, want) conf_expect((call), (want), #call, __FILE__, __LINE__, CU_FALSE)
+#define EXPECT_FATAL(call, want) conf_expect((call), (want), #call, __FILE__, __LINE__, CU_TRUE)
+int conf_expect(CUresult got, CUresult want, const char *what, const char *file, int line,
+                CU_BOOL fatal);
+
+/* Prints "observed: <what> = <code name>" on stderr: behaviour the suite
+ * records without asserting, to compare the simulation with the real driver. */
+void conf_observe(const char *what, CUresult got);
+void conf_observe_int(const char *what, long value); /* the same for a plain number */
+
+/* Pops the calling thread's whole context stack. */
+void conf_clear_stack(void);
+
+/* The current context (NULL if none; a failed query fails the test). */
+CUcontext conf_current(void);
+
+/* 1 when device dev's primary context is active. */
+int conf_primary_active(int dev);
+
+/* The fatbin loaded as a library and its probe kernel. */
+CUresult conf_load_probe(CUlibrary *lib, CUkernel *k);
+
+/* Launches the probe (f writes value to a fresh allocation of the current
+ * context) on stream s and checks the value read back when the launch
+ * succeeded. Returns the launch's result. */
+CUresult conf_probe(CUfunction f, CUstream s, unsigned value);
+
+/* Registration of each file's tests, in the order they must run. */
+void conf_register_contexts(CU_pSuite s);
+void conf_register_execution(CU_pSuite s);
+void conf_register_runtime(CU_pSuite s);
+
+#endif /* CONF_H */
