@@ -70,6 +70,39 @@ static hk_status_t device_ordinal(CUdevice dev, int *ordinal)
     return hk__fail(NULL, HK_STATUS_INVALID_DEVICE, "the current context's device is not listed");
 }
 
+/* The current context answers 709: a destroyed user context, or a primary
+ * left current after its last release or a reset (facts 8, 16), which the
+ * runtime's next call would re-activate. Only an inactive primary can be it;
+ * the retain that identifies it re-activates it, as the runtime would. */
+static hk_status_t bind_dead_current(hk_handle_t *h, CUcontext cur)
+{
+    int count = 0;
+    CUresult r = hk__cu.cuDeviceGetCount(&count);
+    if (r != CUDA_SUCCESS)
+        return hk__fail_cu(NULL, r, "cuDeviceGetCount");
+    for (int i = 0; i < count; i++) {
+        CUdevice d;
+        unsigned flags = 0;
+        int active = 1;
+        CUcontext p = NULL;
+        if (hk__cu.cuDeviceGet(&d, i) != CUDA_SUCCESS ||
+            hk__cu.cuDevicePrimaryCtxGetState(d, &flags, &active) != CUDA_SUCCESS || active)
+            continue;
+        r = hk__cu.cuDevicePrimaryCtxRetain(&p, d);
+        if (r != CUDA_SUCCESS)
+            return hk__fail_cu(NULL, r, "cuDevicePrimaryCtxRetain");
+        if (p == cur) {
+            h->cudev = d;
+            h->ctx = cur;
+            h->is_primary = h->owns_primary = 1;
+            return HK_STATUS_OK;
+        }
+        hk__cu.cuDevicePrimaryCtxRelease(d);
+    }
+    return hk__fail(NULL, HK_STATUS_CONTEXT_DESTROYED,
+                    "the context current on this thread was destroyed");
+}
+
 /* What is current is either a primary (retain it: the handle owns a
  * reference) or a context somebody else owns (user or green: bind without
  * owning). A primary that was reset but is still current (fact 8) is
@@ -81,6 +114,8 @@ static hk_status_t classify_current(hk_handle_t *h, CUcontext cur)
     int active = 0;
     unsigned long long id = 0;
     CUresult r = hk__cu.cuCtxGetDevice(&dev);
+    if (r == CUDA_ERROR_CONTEXT_IS_DESTROYED)
+        return bind_dead_current(h, cur);
     if (r != CUDA_SUCCESS)
         return hk__fail_cu(NULL, r, "cuCtxGetDevice of the current context");
     r = hk__cu.cuDevicePrimaryCtxGetState(dev, &flags, &active);
@@ -264,6 +299,8 @@ hk_status_t hk__call_begin(hk_handle_t *h, hk__call_t *c)
     const hk__arm_t *a = atomic_load_explicit(&h->arm, memory_order_acquire);
     unsigned long long id = 0;
     r = hk__cu.cuCtxGetId(h->ctx, &id);
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_CONTEXT_IS_DESTROYED)
+        return hk__fail_cu(h, r, "cuCtxGetId of the handle's context");
     if (r != CUDA_SUCCESS || !a || id != a->ctx_id) {
         hk_status_t st = recover(h, c);
         if (st != HK_STATUS_OK)
@@ -295,37 +332,39 @@ hk_status_t hk__call_end(hk__call_t *c, hk_status_t st)
 
 hk_status_t hk__context_unbind(hk_handle_t *h)
 {
+    /* Best effort to the end: the ABI says a destroyed handle is gone whatever
+     * destroy returns, so a failing step is reported, never retried. */
     hk_status_t st = HK_STATUS_OK;
     CUcontext cur = NULL;
     unsigned long long id = 0;
     hk__arm_t *a = atomic_load(&h->arm);
     CUresult r = hk__cu.cuCtxGetCurrent(&cur);
-    if (r != CUDA_SUCCESS)
-        return hk__fail_cu(h, r, "cuCtxGetCurrent");
+    int cur_known = r == CUDA_SUCCESS;
+    if (!cur_known)
+        st = hk__fail_cu(h, r, "destroy: cuCtxGetCurrent");
     r = hk__cu.cuCtxGetId(h->ctx, &id);
-    if (r != CUDA_SUCCESS && r != CUDA_ERROR_CONTEXT_IS_DESTROYED)
-        return hk__fail_cu(h, r, "cuCtxGetId");
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_CONTEXT_IS_DESTROYED && st == HK_STATUS_OK)
+        st = hk__fail_cu(h, r, "destroy: cuCtxGetId");
     /* Alive as the handle knew it: what it made is still there to free, and
-     * its retain still counts. After a reset both are gone with the context. */
+     * its retain still counts. After a reset both went with the context. */
     int alive = r == CUDA_SUCCESS && a && id == a->ctx_id;
-    if (alive && a->ws) {
-        if (cur != h->ctx) {
-            r = hk__cu.cuCtxSetCurrent(h->ctx);
-            if (r != CUDA_SUCCESS)
-                return hk__fail_cu(h, r, "cuCtxSetCurrent to the handle's context");
+    if (alive && cur_known) {
+        r = cur != h->ctx ? hk__cu.cuCtxSetCurrent(h->ctx) : CUDA_SUCCESS;
+        if (r == CUDA_SUCCESS) {
+            CUresult rf = hk__cu.cuMemFree(a->ws);
+            if (rf != CUDA_SUCCESS && st == HK_STATUS_OK)
+                st = hk__fail_cu(h, rf, "destroy: cuMemFree of the handle's workspace");
+            r = cur != h->ctx ? hk__cu.cuCtxSetCurrent(cur) : CUDA_SUCCESS;
+            if (r != CUDA_SUCCESS && st == HK_STATUS_OK)
+                st = hk__fail_cu(h, r, "destroy: restoring the caller's context");
+        } else if (st == HK_STATUS_OK) {
+            st = hk__fail_cu(h, r, "destroy: cuCtxSetCurrent to the handle's context");
         }
-        r = hk__cu.cuMemFree(a->ws);
-        CUresult rr = cur != h->ctx ? hk__cu.cuCtxSetCurrent(cur) : CUDA_SUCCESS;
-        if (r != CUDA_SUCCESS)
-            return hk__fail_cu(h, r, "cuMemFree of the handle's workspace");
-        a->ws = 0; /* a retried destroy must not free it twice */
-        if (rr != CUDA_SUCCESS)
-            st = hk__fail_cu(h, rr, "restoring the caller's context");
     }
     if (alive && h->owns_primary) {
         r = hk__cu.cuDevicePrimaryCtxRelease(h->cudev);
-        if (r != CUDA_SUCCESS)
-            return hk__fail_cu(h, r, "cuDevicePrimaryCtxRelease");
+        if (r != CUDA_SUCCESS && st == HK_STATUS_OK)
+            st = hk__fail_cu(h, r, "destroy: cuDevicePrimaryCtxRelease");
     }
     h->owns_primary = 0;
     while (a) {

@@ -76,12 +76,13 @@ static hk_status_t handle_destroy(hk_handle_t *h)
     if (!hk__valid(h))
         return hk__fail(NULL, HK_STATUS_INVALID_HANDLE, "handle_destroy: not a live handle");
     if (!atomic_load(&hk__forked)) {
+        /* The handle goes whatever fails; the first failure is returned. */
         hk_status_t st = hk__context_unbind(h);
-        if (st != HK_STATUS_OK && atomic_load(&h->arm))
-            return st; /* nothing released yet: the handle is intact */
         pthread_mutex_lock(&hk__lock);
         hk_status_t lst = hk__kernels_release();
         pthread_mutex_unlock(&hk__lock);
+        if (st != HK_STATUS_OK) /* the handle's message would go with it */
+            hk__fail(NULL, st, "%s", h->err);
         atomic_store(&h->magic, 0u);
         handle_free(h);
         return st != HK_STATUS_OK ? st : lst;

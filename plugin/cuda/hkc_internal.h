@@ -182,8 +182,7 @@ hk_status_t hk__call_begin(hk_handle_t *h, hk__call_t *c);
 hk_status_t hk__call_end(hk__call_t *c, hk_status_t st);
 
 /* Frees what the handle made if its context still lives, and drops its
- * retain. When freeing or releasing fails the handle stays intact (its arm
- * kept) and the status is returned: destroy can be called again. */
+ * retain. Goes on past a failing step and returns the first failure. */
 hk_status_t hk__context_unbind(hk_handle_t *h);
 
 /* Validates that [p, p + bytes) is memory of the handle's device (checked

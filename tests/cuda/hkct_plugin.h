@@ -1,0 +1,31 @@
+/* Test helper: opens hk-cuda.so directly (dlopen + hk_plugin_negotiate), so
+ * the suites do not depend on the host loader library. */
+#ifndef HKCT_PLUGIN_H
+#define HKCT_PLUGIN_H
+
+#include "hk_abi.h"
+#include "hk_blas1.h"
+#include "hk_memory.h"
+
+typedef struct hkct_plugin {
+    void *dl;
+    hk_negotiate_answer_t answer;
+    const hk_vtable_t *vt;
+    const hk_blas1_v1_t *blas;
+    const hk_memory_v1_t *mem;
+    char why[512];
+} hkct_plugin_t;
+
+/* The plugin's path: $HK_CUDA_PLUGIN, else ../plugins/hk-cuda.so next to the
+ * test program's directory (build/<dir>/tests → build/<dir>/plugins). */
+const char *hkct_plugin_path(void);
+
+/* Opens and negotiates (ABI 1.0..current); fills the tables. Returns 0, or -1
+ * with p->why set. */
+int hkct_plugin_open(hkct_plugin_t *p);
+
+/* Deterministic values in [-1, 1). */
+void hkct_fill_float(float *v, size_t n, unsigned seed);
+void hkct_fill_double(double *v, size_t n, unsigned seed);
+
+#endif /* HKCT_PLUGIN_H */
