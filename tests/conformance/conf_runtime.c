@@ -172,6 +172,17 @@ static void fact08_reset_under_a_retain(void)
     conf_observe("fact 8: cuMemAlloc in the reset primary", cuMemAlloc(&d, 64));
     conf_observe("fact 8: cuStreamCreate in the reset primary", cuStreamCreate(&s, 0));
     conf_observe("fact 8: cuCtxSynchronize in the reset primary", cuCtxSynchronize());
+    CUdevice dev = -1;
+    unsigned flags = 0;
+    conf_observe("fact 8: cuCtxGetDevice in the reset primary", cuCtxGetDevice(&dev));
+    conf_observe_int("fact 8: the device it gives", dev);
+    conf_observe("fact 8: cuCtxGetFlags in the reset primary", cuCtxGetFlags(&flags));
+    CUcontext top = NULL;
+    CUresult pr = cuCtxPushCurrent(p);
+    conf_observe("fact 8: cuCtxPushCurrent of the reset primary", pr);
+    if (pr == CUDA_SUCCESS)
+        EXPECT(cuCtxPopCurrent(&top), CUDA_SUCCESS);
+    conf_observe("fact 8: cuCtxSetCurrent of the reset primary", cuCtxSetCurrent(p));
 
     EXPECT_FATAL(cuDevicePrimaryCtxRetain(&again, 0), CUDA_SUCCESS);
     CU_ASSERT_PTR_EQUAL(again, p);

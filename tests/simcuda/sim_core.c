@@ -37,6 +37,8 @@ const char *sim_entry_name(int e)
  * test fail to inject). */
 static void sim_read_env_locked(void)
 {
+    const char *trace = getenv("SIMCUDA_TRACE");
+    sim.trace = trace && strcmp(trace, "1") == 0;
     const char *spec = getenv("SIMCUDA_FAIL");
     if (!spec || !*spec)
         return;
@@ -71,18 +73,24 @@ CUresult sim_enter(enum sim_entry e, int need_init)
     sim.calls[e]++;
     if (sim.fail_k[e] && --sim.fail_k[e] == 0) {
         CUresult err = sim.fail_err[e];
+        if (sim.trace)
+            fprintf(stderr, "simcuda: %s -> %d (injected)\n", entry_names[e], (int)err);
         pthread_mutex_unlock(&sim.lock);
         return err;
     }
     if (need_init && !sim.initialized) {
+        if (sim.trace)
+            fprintf(stderr, "simcuda: %s -> 3 (before cuInit)\n", entry_names[e]);
         pthread_mutex_unlock(&sim.lock);
         return CUDA_ERROR_NOT_INITIALIZED;
     }
     return CUDA_SUCCESS;
 }
 
-void sim_leave(void)
+void sim_leave(enum sim_entry e, CUresult r)
 {
+    if (r != CUDA_SUCCESS && sim.trace)
+        fprintf(stderr, "simcuda: %s -> %d\n", entry_names[e], (int)r);
     pthread_mutex_unlock(&sim.lock);
 }
 

@@ -221,6 +221,7 @@ typedef struct sim_state {
     pthread_mutex_t lock;
     int initialized;
     int env_read;
+    int trace;                 /* SIMCUDA_TRACE=1: failing calls on stderr */
     int ndev;
     sim_device_t dev[SIM_MAX_DEVICES];
     unsigned long long next_ctx_id;
@@ -248,19 +249,21 @@ extern _Thread_local sim_tls_t sim_tls;
 
 /* Entry protocol; see the file comment. */
 CUresult sim_enter(enum sim_entry e, int need_init);
-void sim_leave(void);
+void sim_leave(enum sim_entry e, CUresult r);
 
 #define SIM_BEGIN(name)                                                                 \
-    CUresult r = sim_enter(SIM_E_##name, 1);                                            \
+    const enum sim_entry sim_entry_ = SIM_E_##name;                                     \
+    CUresult r = sim_enter(sim_entry_, 1);                                              \
     if (r != CUDA_SUCCESS)                                                              \
         return r
 #define SIM_BEGIN_NOINIT(name)                                                          \
-    CUresult r = sim_enter(SIM_E_##name, 0);                                            \
+    const enum sim_entry sim_entry_ = SIM_E_##name;                                     \
+    CUresult r = sim_enter(sim_entry_, 0);                                              \
     if (r != CUDA_SUCCESS)                                                              \
         return r
 #define SIM_END                                                                         \
     out:                                                                                \
-    sim_leave();                                                                        \
+    sim_leave(sim_entry_, r);                                                           \
     return r
 /* Sets r and jumps to the entry's exit when cond holds. */
 #define SIM_FAIL_IF(cond, err)                                                          \
