@@ -72,8 +72,9 @@ static hk_status_t device_ordinal(CUdevice dev, int *ordinal)
 
 /* The current context answers 709: a destroyed user context, or a primary
  * left current after its last release or a reset (facts 8, 16), which the
- * runtime's next call would re-activate. Only an inactive primary can be it;
- * the retain that identifies it re-activates it, as the runtime would. */
+ * runtime's next call would re-activate. The retain that identifies it
+ * re-activates it, as the runtime would. Every device is tried: another
+ * thread may re-activate the primary between our queries. */
 static hk_status_t bind_dead_current(hk_handle_t *h, CUcontext cur)
 {
     int count = 0;
@@ -82,11 +83,8 @@ static hk_status_t bind_dead_current(hk_handle_t *h, CUcontext cur)
         return hk__fail_cu(NULL, r, "cuDeviceGetCount");
     for (int i = 0; i < count; i++) {
         CUdevice d;
-        unsigned flags = 0;
-        int active = 1;
         CUcontext p = NULL;
-        if (hk__cu.cuDeviceGet(&d, i) != CUDA_SUCCESS ||
-            hk__cu.cuDevicePrimaryCtxGetState(d, &flags, &active) != CUDA_SUCCESS || active)
+        if (hk__cu.cuDeviceGet(&d, i) != CUDA_SUCCESS)
             continue;
         r = hk__cu.cuDevicePrimaryCtxRetain(&p, d);
         if (r != CUDA_SUCCESS)
