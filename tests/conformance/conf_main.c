@@ -115,6 +115,7 @@ int hk_test_register(void)
     conf_register_contexts(s);
     conf_register_execution(s);
     conf_register_runtime(s);
+    conf_register_last(s);
     if (r != CUDA_SUCCESS || conf_ndev < 1)
         hk_test_skip_suite(s, "no usable CUDA driver or device (cuInit/cuDeviceGetCount failed)");
     return 0;

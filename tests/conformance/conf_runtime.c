@@ -38,6 +38,11 @@ static void fact09_init_and_no_context(void)
     EXPECT(cuCtxPopCurrent(&c), CUDA_SUCCESS);
     conf_observe("fact 9: cuMemFree of live memory with nothing current", cuMemFree(live));
     conf_observe("fact 9: cuMemFree(0) with nothing current", cuMemFree(0));
+    CUlibrary lib;
+    CUresult lr = cuLibraryLoadData(&lib, hk__conf_fatbin, NULL, NULL, 0, NULL, NULL, 0);
+    conf_observe("fact 9: cuLibraryLoadData with nothing current", lr);
+    if (lr == CUDA_SUCCESS)
+        EXPECT(cuLibraryUnload(lib), CUDA_SUCCESS);
     EXPECT(cuCtxDestroy(mine), CUDA_SUCCESS);
     conf_clear_stack();
 }
@@ -156,6 +161,8 @@ static void fact08_reset_under_a_retain(void)
     EXPECT_FATAL(conf_load_probe(&lib, &k), CUDA_SUCCESS);
     EXPECT(conf_probe(f, NULL, 81), CUDA_SUCCESS);
     EXPECT(conf_probe((CUfunction)k, NULL, 82), CUDA_SUCCESS);
+    CUfunction fk = NULL;
+    EXPECT(cuKernelGetFunction(&fk, k), CUDA_SUCCESS);
     CUdeviceptr before = 0;
     EXPECT(cuMemAlloc(&before, 64), CUDA_SUCCESS);
 
@@ -191,6 +198,11 @@ static void fact08_reset_under_a_retain(void)
     CU_ASSERT_NOT_EQUAL(id1, id2);
     EXPECT(conf_probe((CUfunction)k, NULL, 83), CUDA_SUCCESS);
     EXPECT(conf_probe(f, NULL, 84), CUDA_ERROR_INVALID_HANDLE);
+    conf_observe("fact 8: a CUfunction from cuKernelGetFunction before the reset",
+                 conf_probe(fk, NULL, 85));
+    CUfunction fk2 = NULL;
+    EXPECT(cuKernelGetFunction(&fk2, k), CUDA_SUCCESS);
+    EXPECT(conf_probe(fk2, NULL, 86), CUDA_SUCCESS);
     CUcontext owner = NULL;
     conf_observe("fact 8: cuPointerGetAttribute(CONTEXT) of memory from before the reset",
                  cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, before));

@@ -112,12 +112,10 @@ static CUresult sim_begin_capture(CUstream hs, CUstreamCaptureMode mode)
                     mode != CU_STREAM_CAPTURE_MODE_RELAXED,
                 CUDA_ERROR_INVALID_VALUE);
     struct CUctx_st *c;
-    SIM_CHECK(sim_current(&c));
-    /* The legacy default stream cannot be captured. */
-    SIM_FAIL_IF(hs == NULL || hs == CU_STREAM_LEGACY || hs == CU_STREAM_PER_THREAD,
-                CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     struct CUstream_st *s;
-    SIM_CHECK(sim_stream_resolve(hs, c, &s));
+    SIM_CHECK(sim_stream_target(hs, &c, &s));
+    /* The legacy default stream cannot be captured. */
+    SIM_FAIL_IF(!s, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     SIM_FAIL_IF(s->capturing, CUDA_ERROR_ILLEGAL_STATE);
     struct CUgraph_st *g = sim_obj_new(SIM_MAGIC_GRAPH, sizeof *g);
     SIM_FAIL_IF(!g, CUDA_ERROR_OUT_OF_MEMORY);

@@ -304,8 +304,11 @@ void sim_mem_drop_ctx(struct CUctx_st *c);            /* frees what c allocated 
 const sim_alloc_t *sim_mem_find(uintptr_t p);         /* the live block holding p */
 void sim_mem_free_all(void);
 
-/* sim_stream.c (lock held): NULL, legacy and per-thread streams give *out NULL */
+/* sim_stream.c (lock held): NULL, legacy and per-thread streams give *out NULL.
+ * resolve: s must belong to cur (400 otherwise). target: the context work on s
+ * runs in (s's own, or the current one for the special streams). */
 CUresult sim_stream_resolve(CUstream s, struct CUctx_st *cur, struct CUstream_st **out);
+CUresult sim_stream_target(CUstream s, struct CUctx_st **ctx, struct CUstream_st **out);
 /* 900 and invalidation of every global-mode capture, when one is open */
 CUresult sim_capture_forbid(void);
 void sim_capture_drop_ctx(struct CUctx_st *c);        /* close captures of c's streams */

@@ -1,5 +1,7 @@
 /* simcuda kernel launches: handle and context checks with the driver's codes
  * (DESIGN.md facts 4, 5, 8, 14), the emulation registry, and the launch log.
+ * A launch on a stream of another context runs in that context, as on the
+ * real driver (a CUfunction must then belong to the stream's context).
  * A launch runs its emulation at once on the calling thread, which keeps every
  * stream's order trivially. */
 #include "sim_internal.h"
@@ -74,10 +76,13 @@ static CUresult sim_launch_checked(CUfunction f, const unsigned grid[3], const u
                                    unsigned shared_bytes, CUstream hstream, void **params,
                                    void **extra)
 {
+    /* The launch runs in the stream's context (fact 5 as measured), and needs
+     * a usable current context: 201 none, 709 a dead or reset one (fact 8). */
     struct CUctx_st *c;
-    CUresult r = sim_current(&c);
+    struct CUstream_st *s;
+    CUresult r = sim_stream_target(hstream, &c, &s);
     if (r != CUDA_SUCCESS)
-        return r; /* 201 none; 709 a dead or reset context (fact 8) */
+        return r;
     if (!f)
         return CUDA_ERROR_INVALID_HANDLE;
     const char *name;
@@ -103,10 +108,6 @@ static CUresult sim_launch_checked(CUfunction f, const unsigned grid[3], const u
             return CUDA_ERROR_INVALID_VALUE;
     if ((unsigned long long)block[0] * block[1] * block[2] > 1024 || block[2] > 64)
         return CUDA_ERROR_INVALID_VALUE;
-    struct CUstream_st *s;
-    r = sim_stream_resolve(hstream, c, &s);
-    if (r != CUDA_SUCCESS)
-        return r; /* fact 5 */
     const simcuda_emu_entry_t *emu = sim_emu_find(name);
     if (s && s->capturing)
         return sim_capture_launch(s, emu, name, grid, block, shared_bytes, params);

@@ -114,9 +114,7 @@ static CUresult sim_copy(void *dst, const void *src, size_t n, int dst_dev, int 
 {
     struct CUctx_st *c;
     struct CUstream_st *s;
-    CUresult r = sim_current(&c);
-    if (r == CUDA_SUCCESS && async)
-        r = sim_stream_resolve(stream, c, &s);
+    CUresult r = async ? sim_stream_target(stream, &c, &s) : sim_current(&c);
     if (r == CUDA_SUCCESS && n && dst_dev)
         r = sim_range((CUdeviceptr)(uintptr_t)dst, n);
     if (r == CUDA_SUCCESS && n && src_dev)
@@ -194,9 +192,7 @@ static CUresult sim_memset(CUdeviceptr dst, unsigned value, size_t n, size_t uni
 {
     struct CUctx_st *c;
     struct CUstream_st *s;
-    CUresult r = sim_current(&c);
-    if (r == CUDA_SUCCESS && async)
-        r = sim_stream_resolve(stream, c, &s);
+    CUresult r = async ? sim_stream_target(stream, &c, &s) : sim_current(&c);
     if (r == CUDA_SUCCESS && unit == 4 && (dst & 3))
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS && n)

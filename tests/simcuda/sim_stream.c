@@ -19,7 +19,23 @@ CUresult sim_stream_resolve(CUstream s, struct CUctx_st *cur, struct CUstream_st
     if (sim_is_special(s))
         return CUDA_SUCCESS;
     if (!sim_stream_live(s) || s->own.ctx != cur)
-        return CUDA_ERROR_INVALID_HANDLE; /* fact 5: a stream of another context */
+        return CUDA_ERROR_INVALID_HANDLE;
+    *out = s;
+    return CUDA_SUCCESS;
+}
+
+/* Fact 5 as the real driver behaves: work submitted to a stream runs in the
+ * stream's context, whatever is current (a stream of another device's context
+ * sends it to that device). Only a usable current context is required. */
+CUresult sim_stream_target(CUstream s, struct CUctx_st **ctx, struct CUstream_st **out)
+{
+    *out = NULL;
+    CUresult r = sim_current(ctx);
+    if (r != CUDA_SUCCESS || sim_is_special(s))
+        return r;
+    if (!sim_stream_live(s))
+        return CUDA_ERROR_INVALID_HANDLE;
+    *ctx = s->own.ctx;
     *out = s;
     return CUDA_SUCCESS;
 }
