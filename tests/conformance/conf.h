@@ -12,6 +12,7 @@
 extern int conf_ndev;        /* devices the driver reports */
 extern int conf_sim;         /* running on the simulated driver */
 extern CUresult conf_preinit[6]; /* fact 9: calls made before cuInit, see conf_main.c */
+extern CUresult conf_preinit_version; /* cuDriverGetVersion before cuInit */
 
 /* The build's kernels fatbin, embedded (HkEmbed) so the binary runs anywhere. */
 extern const unsigned char hk__conf_fatbin[];

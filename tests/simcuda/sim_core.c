@@ -63,7 +63,10 @@ static void sim_read_env_locked(void)
 
 CUresult sim_enter(enum sim_entry e, int need_init)
 {
-    if (sim_forked)
+    /* In a fork child cuInit and everything needing it fail; the calls that
+     * work before cuInit (version, error names, cuGetProcAddress) still work
+     * (fact 18, as measured). */
+    if (sim_forked && (need_init || e == SIM_E_cuInit))
         return CUDA_ERROR_NOT_INITIALIZED;
     pthread_mutex_lock(&sim.lock);
     if (!sim.env_read) {

@@ -197,12 +197,22 @@ static CUresult sim_ctx_pick(CUcontext ctx, struct CUctx_st **out)
     return ctx->alive ? CUDA_SUCCESS : CUDA_ERROR_CONTEXT_IS_DESTROYED;
 }
 
+/* A primary made inactive by a reset still answers for its device and flags
+ * (measured), unlike its ID; a destroyed user or green context does not. */
+static CUresult sim_ctx_pick_static(CUcontext ctx, struct CUctx_st **out)
+{
+    CUresult r = sim_ctx_pick(ctx, out);
+    if (r == CUDA_ERROR_CONTEXT_IS_DESTROYED && (*out)->kind == SIM_CTX_PRIMARY)
+        r = CUDA_SUCCESS;
+    return r;
+}
+
 static CUresult sim_ctx_get_device(CUdevice *device, CUcontext ctx)
 {
     SIM_BEGIN(cuCtxGetDevice);
     SIM_FAIL_IF(!device, CUDA_ERROR_INVALID_VALUE);
     struct CUctx_st *c;
-    SIM_CHECK(sim_ctx_pick(ctx, &c));
+    SIM_CHECK(sim_ctx_pick_static(ctx, &c));
     *device = c->device;
     SIM_END;
 }
@@ -261,7 +271,7 @@ SIM_API CUresult cuCtxGetFlags(unsigned int *flags)
     SIM_BEGIN(cuCtxGetFlags);
     SIM_FAIL_IF(!flags, CUDA_ERROR_INVALID_VALUE);
     struct CUctx_st *c;
-    SIM_CHECK(sim_current(&c));
+    SIM_CHECK(sim_ctx_pick_static(NULL, &c));
     *flags = c->kind == SIM_CTX_PRIMARY ? sim.dev[c->device].primary_flags : c->flags;
     SIM_END;
 }

@@ -90,30 +90,27 @@ CUresult sim_primary_retain(int dev, struct CUctx_st **out)
     return CUDA_SUCCESS;
 }
 
-/* Releasing the last retain deactivates the primary (fact 2). After a reset,
- * the retains it dropped may still be released without error (fact 8). */
+/* Releasing the last retain deactivates the primary (fact 2); a release
+ * without a retain is refused (fact 10). */
 CUresult sim_primary_release(int dev)
 {
     sim_device_t *d = &sim.dev[dev];
-    if (d->refcount == 0) {
-        if (d->forgiven == 0)
-            return CUDA_ERROR_INVALID_CONTEXT;
-        d->forgiven--;
-        return CUDA_SUCCESS;
-    }
+    if (d->refcount == 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
     if (--d->refcount == 0)
         sim_ctx_end(d->primary);
     return CUDA_SUCCESS;
 }
 
-/* Fact 8: inactive at once, whoever holds retains; the same CUcontext comes
- * back with a new ID at the next retain. */
+/* Fact 8 as measured: inactive at once; the runtime's own retain goes, the
+ * other parties' retains stay (each still releases once, and a retain beyond
+ * them brings the same CUcontext back with a new ID). */
 void sim_primary_reset(int dev)
 {
     sim_device_t *d = &sim.dev[dev];
     sim_ctx_end(d->primary);
-    d->forgiven += d->refcount - d->rt_retained; /* the runtime's own is simply gone */
-    d->refcount = 0;
+    if (d->rt_retained)
+        d->refcount--;
     d->rt_retained = 0;
 }
 

@@ -63,7 +63,6 @@ SIM_API CUresult cuGreenCtxDestroy(CUgreenCtx g)
     SIM_FAIL_IF(!g || g->hdr.magic != SIM_MAGIC_GREEN, CUDA_ERROR_INVALID_HANDLE);
     SIM_FAIL_IF(!g->ctx->alive, CUDA_ERROR_CONTEXT_IS_DESTROYED);
     sim_ctx_end(g->ctx);
-    /* A reset may have dropped the retain already; the release then is forgiven. */
     sim_primary_release(g->ctx->device);
     SIM_END;
 }

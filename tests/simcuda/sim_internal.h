@@ -212,7 +212,6 @@ typedef struct sim_alloc {
 typedef struct sim_device {
     struct CUctx_st *primary;
     int refcount;
-    int forgiven;     /* retains dropped by a reset, whose release still succeeds */
     int rt_retained;  /* the runtime-like layer holds one of the retains */
     unsigned primary_flags;
 } sim_device_t;

@@ -157,14 +157,17 @@ static void test_refcounts(void)
     OK(cuCtxGetId(p0, &id1));
     CU_ASSERT_EQUAL(simcuda_rt_device_reset(), 0);
     CU_ASSERT_EQUAL(simcuda_primary_active(1), 0);
-    CU_ASSERT_EQUAL(simcuda_primary_refcount(1), 0);
-    /* our retain was dropped by the reset: its release is forgiven once */
-    OK(cuDevicePrimaryCtxRelease(1));
-    CU_ASSERT_EQUAL(cuDevicePrimaryCtxRelease(1), CUDA_ERROR_INVALID_CONTEXT);
+    /* the runtime's retain went with the reset; ours stays */
+    CU_ASSERT_EQUAL(simcuda_primary_refcount(1), 1);
     OK(cuDevicePrimaryCtxRetain(&again, 1));
+    CU_ASSERT_PTR_EQUAL(again, p0);
     OK(cuCtxGetId(again, &id2));
     CU_ASSERT_NOT_EQUAL(id1, id2);
     OK(cuDevicePrimaryCtxRelease(1));
+    CU_ASSERT_EQUAL(simcuda_primary_active(1), 1);
+    OK(cuDevicePrimaryCtxRelease(1));
+    CU_ASSERT_EQUAL(simcuda_primary_active(1), 0);
+    CU_ASSERT_EQUAL(cuDevicePrimaryCtxRelease(1), CUDA_ERROR_INVALID_CONTEXT);
     CU_ASSERT_EQUAL(simcuda_primary_refcount(-1), -1);
     CU_ASSERT_EQUAL(simcuda_primary_active(99), -1);
     clear_stack();
