@@ -218,9 +218,11 @@ fail:
 /* ---- the per-call guard ---- */
 
 /* Slow path: the handle's context ID did not match. A user context is gone;
- * a primary was reset and is re-armed here: retain again (the reset voided
- * the handle's retain, fact 8), new ID, functions and workspace made again.
- * That is impossible when the handle's stream died with the old context. */
+ * a primary was reset and is re-armed here: new ID, functions and workspace
+ * made again. A reset drops only the runtime's own retain (measured, see
+ * tests/conformance): the handle's retain still counts, so re-activating takes
+ * one retain, which is given back once the primary is active again. That is
+ * impossible when the handle's stream died with the old context. */
 static hk_status_t recover(hk_handle_t *h, hk__call_t *c)
 {
     hk_status_t st = HK_STATUS_OK;
@@ -261,11 +263,14 @@ static hk_status_t recover(hk_handle_t *h, hk__call_t *c)
                       "context; destroy the handle", h->device);
         goto out;
     }
+    /* The primary is active again; the handle's own retain keeps it so. A
+     * handle that lost its retain (a failed bind) keeps this one instead. */
+    if (h->owns_primary)
+        hk__cu.cuDevicePrimaryCtxRelease(h->cudev);
     h->owns_primary = 1;
     if (c->prev != h->ctx) {
         r = hk__cu.cuCtxSetCurrent(h->ctx);
         if (r != CUDA_SUCCESS) {
-            hk__cu.cuDevicePrimaryCtxRelease(h->cudev);
             st = hk__fail_cu(h, r, "re-arming after a reset: cuCtxSetCurrent");
             goto out;
         }
@@ -273,11 +278,6 @@ static hk_status_t recover(hk_handle_t *h, hk__call_t *c)
     st = arm(h, h);
     if (c->prev != h->ctx)
         hk__cu.cuCtxSetCurrent(c->prev);
-    if (st != HK_STATUS_OK) {
-        /* Keep no retain the handle could not use; the next call tries again. */
-        hk__cu.cuDevicePrimaryCtxRelease(h->cudev);
-        h->owns_primary = 0;
-    }
 out:
     pthread_mutex_unlock(&h->lock);
     return st;
@@ -343,8 +343,9 @@ hk_status_t hk__context_unbind(hk_handle_t *h)
     r = hk__cu.cuCtxGetId(h->ctx, &id);
     if (r != CUDA_SUCCESS && r != CUDA_ERROR_CONTEXT_IS_DESTROYED && st == HK_STATUS_OK)
         st = hk__fail_cu(h, r, "destroy: cuCtxGetId");
-    /* Alive as the handle knew it: what it made is still there to free, and
-     * its retain still counts. After a reset both went with the context. */
+    /* Alive as the handle knew it: what it made is still there to free. After
+     * a reset the memory went with the context, but the handle's retain still
+     * counts (only the runtime's own retain is dropped) and is released. */
     int alive = r == CUDA_SUCCESS && a && id == a->ctx_id;
     if (alive && cur_known) {
         r = cur != h->ctx ? hk__cu.cuCtxSetCurrent(h->ctx) : CUDA_SUCCESS;
@@ -359,7 +360,7 @@ hk_status_t hk__context_unbind(hk_handle_t *h)
             st = hk__fail_cu(h, r, "destroy: cuCtxSetCurrent to the handle's context");
         }
     }
-    if (alive && h->owns_primary) {
+    if (h->owns_primary) {
         r = hk__cu.cuDevicePrimaryCtxRelease(h->cudev);
         if (r != CUDA_SUCCESS && st == HK_STATUS_OK)
             st = hk__fail_cu(h, r, "destroy: cuDevicePrimaryCtxRelease");

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Runs what needs a real GPU, from trees already built with
+#   scons -j2 && scons -j2 mode=release
+# : the driver conformance suite, the hk-cuda suites (real driver, no
+# simulation, no skips allowed), hk-host's verified workload on the default
+# plugin, optionally compute-sanitizer over the GPU suites, and the benchmark.
+#
+# usage: tools/gpu-check.sh [-q] [-s] OUT_DIR
+#   -q  quick benchmark (hk-bench --quick)
+#   -s  also run compute-sanitizer memcheck/racecheck/initcheck on the GPU suites
+# Every log goes to OUT_DIR; the summary is printed last. Exit status is the
+# number of steps that failed.
+set -u
+quick=""; sanitize=0
+while getopts qs o; do
+    case $o in q) quick="--quick";; s) sanitize=1;; *) exit 2;; esac
+done
+shift $((OPTIND - 1))
+out=${1:?usage: tools/gpu-check.sh [-q] [-s] OUT_DIR}
+mkdir -p "$out"
+cd "$(dirname "$0")/.."
+
+unset HK_CUDA_DRIVER SIMCUDA_DEVICES SIMCUDA_FAIL
+# The runtime is only dlopen'ed by the tests; make the toolkit's copy findable.
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export HK_TEST_NO_SKIP=1
+
+dbg=build/debug; rel=build/release
+fails=0; summary=()
+step() { # name, command...
+    local name=$1; shift
+    local t0=$SECONDS
+    "$@" >"$out/$name.txt" 2>&1
+    local rc=$?
+    local last; last=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$out/$name.txt" | tail -n 1)
+    summary+=("$(printf '%-28s exit %-3d %4ds  %s' "$name" "$rc" $((SECONDS - t0)) "$last")")
+    [ $rc -eq 0 ] || fails=$((fails + 1))
+    echo "${summary[-1]}"
+}
+
+nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv >"$out/gpus.txt" 2>&1
+cat "$out/gpus.txt"
+step conformance        $dbg/tests/test_conformance
+step cuda-nodriver      $dbg/tests/test_cuda_nodriver
+step cuda-context       $dbg/tests/test_cuda_context
+step cuda-blas1         $dbg/tests/test_cuda_blas1
+step cuda-blas1-release $rel/tests/test_cuda_blas1
+step hk-host-run        $rel/bin/hk-host run
+if [ $sanitize -eq 1 ]; then
+    for tool in memcheck racecheck initcheck; do
+        step "sanitize-$tool" compute-sanitizer --tool $tool --error-exitcode 99 \
+            $rel/tests/test_cuda_blas1
+    done
+fi
+step bench $rel/bin/hk-bench $quick --csv "$out/bench.csv"
+echo
+printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
+exit $fails
