@@ -46,6 +46,7 @@
     X(cuStreamQuery) X(cuStreamGetCtx) X(cuStreamWaitEvent) X(cuEventCreate)             \
     X(cuEventRecord) X(cuEventSynchronize) X(cuEventQuery) X(cuEventElapsedTime)         \
     X(cuEventDestroy) X(cuMemAlloc) X(cuMemFree) X(cuMemGetInfo) X(cuMemcpy)             \
+    X(cuMemHostAlloc) X(cuMemHostGetDevicePointer) X(cuMemFreeHost)                      \
     X(cuMemcpyAsync) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD)                     \
     X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD8)         \
     X(cuMemsetD32) X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuPointerGetAttribute)       \
@@ -207,6 +208,7 @@ typedef struct sim_alloc {
     size_t size;
     struct CUctx_st *ctx;
     int device;
+    int host; /* page-locked host memory mapped for the device (cuMemHostAlloc) */
 } sim_alloc_t;
 
 typedef struct sim_device {

@@ -56,26 +56,77 @@ static CUresult sim_range(CUdeviceptr p, size_t n)
     return CUDA_SUCCESS;
 }
 
-SIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
+/* A new block of the current context: device memory, or page-locked host
+ * memory mapped for the device (host = 1), both plain host memory here. */
+static CUresult sim_mem_new(size_t bytes, int host, void **out)
 {
-    SIM_BEGIN(cuMemAlloc);
-    SIM_FAIL_IF(!dptr, CUDA_ERROR_INVALID_VALUE);
     struct CUctx_st *c;
-    SIM_CHECK(sim_current(&c));
-    SIM_CHECK(sim_capture_forbid());
-    SIM_FAIL_IF(bytes == 0, CUDA_ERROR_INVALID_VALUE);
-    SIM_FAIL_IF(bytes > SIM_DEVICE_MEM, CUDA_ERROR_OUT_OF_MEMORY);
+    CUresult r = sim_current(&c);
+    if (r == CUDA_SUCCESS)
+        r = sim_capture_forbid();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (bytes == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (bytes > SIM_DEVICE_MEM)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     if (sim.nallocs == sim.cap_allocs) {
         size_t cap = sim.cap_allocs ? 2 * sim.cap_allocs : 64;
         sim_alloc_t *grown = realloc(sim.allocs, cap * sizeof *grown);
-        SIM_FAIL_IF(!grown, CUDA_ERROR_OUT_OF_MEMORY);
+        if (!grown)
+            return CUDA_ERROR_OUT_OF_MEMORY;
         sim.allocs = grown;
         sim.cap_allocs = cap;
     }
     void *p = aligned_alloc(SIM_ALIGN, (bytes + SIM_ALIGN - 1) / SIM_ALIGN * SIM_ALIGN);
-    SIM_FAIL_IF(!p, CUDA_ERROR_OUT_OF_MEMORY);
-    sim.allocs[sim.nallocs++] = (sim_alloc_t){(uintptr_t)p, bytes, c, c->device};
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    sim.allocs[sim.nallocs++] = (sim_alloc_t){(uintptr_t)p, bytes, c, c->device, host};
+    *out = p;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
+{
+    SIM_BEGIN(cuMemAlloc);
+    SIM_FAIL_IF(!dptr, CUDA_ERROR_INVALID_VALUE);
+    void *p;
+    SIM_CHECK(sim_mem_new(bytes, 0, &p));
     *dptr = (CUdeviceptr)(uintptr_t)p;
+    SIM_END;
+}
+
+/* Page-locked host memory; with unified addressing its device address is its
+ * host address, as on the real driver. */
+SIM_API CUresult cuMemHostAlloc(void **pp, size_t bytes, unsigned int flags)
+{
+    SIM_BEGIN(cuMemHostAlloc);
+    SIM_FAIL_IF(!pp, CUDA_ERROR_INVALID_VALUE);
+    SIM_FAIL_IF(flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                                    CU_MEMHOSTALLOC_WRITECOMBINED),
+                CUDA_ERROR_INVALID_VALUE);
+    SIM_CHECK(sim_mem_new(bytes, 1, pp));
+    SIM_END;
+}
+
+SIM_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *p, unsigned int flags)
+{
+    SIM_BEGIN(cuMemHostGetDevicePointer);
+    SIM_FAIL_IF(!dptr || flags != 0, CUDA_ERROR_INVALID_VALUE);
+    struct CUctx_st *c;
+    SIM_CHECK(sim_current(&c));
+    const sim_alloc_t *a = sim_mem_find((uintptr_t)p);
+    SIM_FAIL_IF(!a || !a->host, CUDA_ERROR_INVALID_VALUE);
+    *dptr = (CUdeviceptr)(uintptr_t)p;
+    SIM_END;
+}
+
+SIM_API CUresult cuMemFreeHost(void *p)
+{
+    SIM_BEGIN(cuMemFreeHost);
+    sim_alloc_t *a = sim_mem_find_mut((uintptr_t)p);
+    SIM_FAIL_IF(!a || !a->host || a->base != (uintptr_t)p, CUDA_ERROR_INVALID_VALUE);
+    sim_mem_remove(a);
     SIM_END;
 }
 
@@ -86,7 +137,7 @@ SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
     if (dptr == 0)
         goto out;
     sim_alloc_t *a = sim_mem_find_mut((uintptr_t)dptr);
-    SIM_FAIL_IF(!a || a->base != (uintptr_t)dptr, CUDA_ERROR_INVALID_VALUE);
+    SIM_FAIL_IF(!a || a->host || a->base != (uintptr_t)dptr, CUDA_ERROR_INVALID_VALUE);
     sim_mem_remove(a);
     SIM_END;
 }
@@ -247,7 +298,7 @@ static CUresult sim_attr(CUpointer_attribute attr, void *data, const sim_alloc_t
         *(CUcontext *)data = a ? a->ctx : NULL;
         break;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-        *(unsigned *)data = a ? CU_MEMORYTYPE_DEVICE : 0;
+        *(unsigned *)data = !a ? 0 : a->host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
         break;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
@@ -306,7 +357,9 @@ CUresult simcuda_emu_check(const simcuda_launch_t *launch, const void *ptr, size
 {
     /* Called by an emulation during a launch, which holds sim.lock. */
     const sim_alloc_t *a = sim_mem_find((uintptr_t)ptr);
-    if (!a || !launch || a->device != launch->device ||
+    /* Mapped host memory is reachable from any device; device memory only
+     * from its own (no peer access is modelled). */
+    if (!a || !launch || (!a->host && a->device != launch->device) ||
         bytes > a->size - ((uintptr_t)ptr - a->base))
         return CUDA_ERROR_ILLEGAL_ADDRESS;
     return CUDA_SUCCESS;
