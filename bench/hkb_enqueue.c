@@ -104,7 +104,9 @@ static unsigned grid_for(hkb_op_t op, hkb_prec_t prec, int64_t n, int sms)
     /* Elements per thread on the unit-stride path: 16 float, 8 double. */
     int64_t k = prec == HKB_F32 ? 16 : 8;
     int64_t g = (n + BLOCK * k - 1) / (BLOCK * k);
-    if (g > 4 * (int64_t)sms)
+    /* Only reductions are capped (4 blocks per SM, MAX_BLOCKS); elementwise
+     * kernels take one pass over n. */
+    if (hkb_op_is_reduction(op) && g > 4 * (int64_t)sms)
         g = 4 * (int64_t)sms;
     if (hkb_op_is_reduction(op) && g > MAX_BLOCKS)
         g = MAX_BLOCKS;

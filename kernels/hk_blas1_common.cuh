@@ -17,7 +17,9 @@
 
 #define HK_BLAS1_BLOCK 256
 #define HK_BLAS1_MAX_BLOCKS 1024
+#ifndef HK_BLAS1_UNROLL
 #define HK_BLAS1_UNROLL 4
+#endif
 
 namespace hk {
 

@@ -35,6 +35,14 @@ static hk_status_t arm(hk_handle_t *h, hk_handle_t *err_to)
     }
     /* The reduction counter must start at 0; finish before any stream (even a
      * non-blocking one) can run a kernel that reads it. */
+    /* Optional: without it host pointer mode copies the result instead. */
+    if (hk__cu.cuMemHostAlloc(&a->host_slot, 64, CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS) {
+        a->host_slot = NULL;
+    } else if (hk__cu.cuMemHostGetDevicePointer(&a->host_slot_dev, a->host_slot, 0) !=
+               CUDA_SUCCESS) {
+        hk__cu.cuMemFreeHost(a->host_slot);
+        a->host_slot = NULL;
+    }
     r = hk__cu.cuMemsetD8Async(a->ws, 0, HK__WS_BYTES, NULL);
     if (r == CUDA_SUCCESS)
         r = hk__cu.cuStreamSynchronize(NULL);
@@ -46,6 +54,8 @@ static hk_status_t arm(hk_handle_t *h, hk_handle_t *err_to)
     atomic_store_explicit(&h->arm, a, memory_order_release);
     return HK_STATUS_OK;
 fail:
+    if (a->host_slot)
+        hk__cu.cuMemFreeHost(a->host_slot);
     if (a->ws)
         hk__cu.cuMemFree(a->ws);
     free(a);
@@ -200,8 +210,11 @@ hk_status_t hk__context_bind(hk_handle_t *h, int device)
         if (r != CUDA_SUCCESS && st == HK_STATUS_OK) {
             st = hk__fail_cu(NULL, r, "restoring the caller's context");
             hk__cu.cuCtxSetCurrent(h->ctx);
-            hk__cu.cuMemFree(atomic_load(&h->arm)->ws);
-            free(atomic_load(&h->arm));
+            hk__arm_t *made = atomic_load(&h->arm);
+            if (made->host_slot)
+                hk__cu.cuMemFreeHost(made->host_slot);
+            hk__cu.cuMemFree(made->ws);
+            free(made);
             atomic_store(&h->arm, NULL);
         }
     }
@@ -353,6 +366,9 @@ hk_status_t hk__context_unbind(hk_handle_t *h)
             CUresult rf = hk__cu.cuMemFree(a->ws);
             if (rf != CUDA_SUCCESS && st == HK_STATUS_OK)
                 st = hk__fail_cu(h, rf, "destroy: cuMemFree of the handle's workspace");
+            rf = a->host_slot ? hk__cu.cuMemFreeHost(a->host_slot) : CUDA_SUCCESS;
+            if (rf != CUDA_SUCCESS && st == HK_STATUS_OK)
+                st = hk__fail_cu(h, rf, "destroy: cuMemFreeHost of the handle's result slot");
             r = cur != h->ctx ? hk__cu.cuCtxSetCurrent(cur) : CUDA_SUCCESS;
             if (r != CUDA_SUCCESS && st == HK_STATUS_OK)
                 st = hk__fail_cu(h, r, "destroy: restoring the caller's context");
