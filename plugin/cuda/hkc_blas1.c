@@ -255,34 +255,36 @@ static hk_status_t reduce(hk_handle_t *h, int64_t n, const void *x, int64_t incx
     const void *y0 = empty || !is_dot ? y : first(y, n, incy, esz);
     CUdeviceptr partials = c.arm->ws + HK__WS_PARTIALS;
     CUdeviceptr counter = c.arm->ws + HK__WS_COUNTER;
-    CUdeviceptr slot = device_mode       ? (CUdeviceptr)(uintptr_t)result
-                       : c.arm->host_slot ? c.arm->host_slot_dev
-                                          : c.arm->ws + HK__WS_RESULT;
+    CUdeviceptr slot = device_mode ? (CUdeviceptr)(uintptr_t)result : c.arm->ws + HK__WS_RESULT;
+    void *mapped = NULL;
+    if (!device_mode) {
+        /* Host mode: the result word is the handle's, so one call at a time. */
+        pthread_mutex_lock(&h->lock);
+        CUdeviceptr mapped_dev;
+        mapped = hk__result_slot(h, c.arm, &mapped_dev);
+        if (mapped)
+            slot = mapped_dev;
+    }
     unsigned grid = empty ? 1u
                           : grid_for(h, n, incx == 1 && (!is_dot || incy == 1), esz,
                                      HK__MAX_BLOCKS);
     void *dot_params[] = {&nn, &x0, &ix, &y0, &iy, &partials, &counter, &slot};
     void *nrm_params[] = {&nn, &x0, &ix, &partials, &counter, &slot};
     void **params = is_dot ? dot_params : nrm_params;
-    if (device_mode) {
-        st = launch(&c, k, grid, params, op);
-        goto out;
-    }
-    /* Host mode: the result slot is the handle's, so one call at a time. */
-    pthread_mutex_lock(&h->lock);
     st = launch(&c, k, grid, params, op);
-    if (st == HK_STATUS_OK) {
-        CUresult r = c.arm->host_slot
-                         ? CUDA_SUCCESS
-                         : hk__cu.cuMemcpyDtoHAsync(result, slot, esz, c.stream);
-        if (r == CUDA_SUCCESS)
-            r = hk__cu.cuStreamSynchronize(c.stream);
-        if (r == CUDA_SUCCESS && c.arm->host_slot)
-            memcpy(result, (const void *)c.arm->host_slot, esz);
-        if (r != CUDA_SUCCESS)
-            st = hk__fail_cu(h, r, op);
+    if (!device_mode) {
+        if (st == HK_STATUS_OK) {
+            CUresult r =
+                mapped ? CUDA_SUCCESS : hk__cu.cuMemcpyDtoHAsync(result, slot, esz, c.stream);
+            if (r == CUDA_SUCCESS)
+                r = hk__cu.cuStreamSynchronize(c.stream);
+            if (r == CUDA_SUCCESS && mapped)
+                memcpy(result, mapped, esz);
+            if (r != CUDA_SUCCESS)
+                st = hk__fail_cu(h, r, op);
+        }
+        pthread_mutex_unlock(&h->lock);
     }
-    pthread_mutex_unlock(&h->lock);
 out:
     return hk__call_end(&c, st);
 }

@@ -35,14 +35,6 @@ static hk_status_t arm(hk_handle_t *h, hk_handle_t *err_to)
     }
     /* The reduction counter must start at 0; finish before any stream (even a
      * non-blocking one) can run a kernel that reads it. */
-    /* Optional: without it host pointer mode copies the result instead. */
-    if (hk__cu.cuMemHostAlloc(&a->host_slot, 64, CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS) {
-        a->host_slot = NULL;
-    } else if (hk__cu.cuMemHostGetDevicePointer(&a->host_slot_dev, a->host_slot, 0) !=
-               CUDA_SUCCESS) {
-        hk__cu.cuMemFreeHost(a->host_slot);
-        a->host_slot = NULL;
-    }
     r = hk__cu.cuMemsetD8Async(a->ws, 0, HK__WS_BYTES, NULL);
     if (r == CUDA_SUCCESS)
         r = hk__cu.cuStreamSynchronize(NULL);
@@ -54,8 +46,6 @@ static hk_status_t arm(hk_handle_t *h, hk_handle_t *err_to)
     atomic_store_explicit(&h->arm, a, memory_order_release);
     return HK_STATUS_OK;
 fail:
-    if (a->host_slot)
-        hk__cu.cuMemFreeHost(a->host_slot);
     if (a->ws)
         hk__cu.cuMemFree(a->ws);
     free(a);
@@ -211,8 +201,6 @@ hk_status_t hk__context_bind(hk_handle_t *h, int device)
             st = hk__fail_cu(NULL, r, "restoring the caller's context");
             hk__cu.cuCtxSetCurrent(h->ctx);
             hk__arm_t *made = atomic_load(&h->arm);
-            if (made->host_slot)
-                hk__cu.cuMemFreeHost(made->host_slot);
             hk__cu.cuMemFree(made->ws);
             free(made);
             atomic_store(&h->arm, NULL);
@@ -226,6 +214,24 @@ fail:
         hk__cu.cuDevicePrimaryCtxRelease(h->cudev);
     h->owns_primary = h->is_primary = 0;
     return st;
+}
+
+/* ---- host pointer mode's result word ---- */
+
+void *hk__result_slot(hk_handle_t *h, const hk__arm_t *a, CUdeviceptr *dev)
+{
+    if (h->slot_ctx != a->ctx_id) {
+        /* Optional: if the driver refuses, the caller copies from ws. */
+        h->slot_ctx = a->ctx_id;
+        if (hk__cu.cuMemHostAlloc(&h->slot, 64, CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS) {
+            h->slot = NULL;
+        } else if (hk__cu.cuMemHostGetDevicePointer(&h->slot_dev, h->slot, 0) != CUDA_SUCCESS) {
+            hk__cu.cuMemFreeHost(h->slot);
+            h->slot = NULL;
+        }
+    }
+    *dev = h->slot_dev;
+    return h->slot;
 }
 
 /* ---- the per-call guard ---- */
@@ -366,7 +372,9 @@ hk_status_t hk__context_unbind(hk_handle_t *h)
             CUresult rf = hk__cu.cuMemFree(a->ws);
             if (rf != CUDA_SUCCESS && st == HK_STATUS_OK)
                 st = hk__fail_cu(h, rf, "destroy: cuMemFree of the handle's workspace");
-            rf = a->host_slot ? hk__cu.cuMemFreeHost(a->host_slot) : CUDA_SUCCESS;
+            /* A word made in an earlier incarnation died with it. */
+            rf = h->slot && h->slot_ctx == a->ctx_id ? hk__cu.cuMemFreeHost(h->slot)
+                                                      : CUDA_SUCCESS;
             if (rf != CUDA_SUCCESS && st == HK_STATUS_OK)
                 st = hk__fail_cu(h, rf, "destroy: cuMemFreeHost of the handle's result slot");
             r = cur != h->ctx ? hk__cu.cuCtxSetCurrent(cur) : CUDA_SUCCESS;
@@ -393,16 +401,27 @@ hk_status_t hk__context_unbind(hk_handle_t *h)
 
 /* ---- checked mode ---- */
 
+/* The plural query answers for any address (a host pointer reads as memory
+ * type 0), so checked mode makes no failing driver call: a foreign pointer is
+ * our finding, not a driver error for tools such as compute-sanitizer. */
 static hk_status_t check_one(hk_handle_t *h, CUdeviceptr p, const char *what)
 {
+    unsigned type = 0;
     int ordinal = -1;
-    CUresult r = hk__cu.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p);
+    CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+    void *data[2] = {&type, &ordinal};
+    CUresult r = hk__cu.cuPointerGetAttributes(2, attrs, data, p);
     if (r != CUDA_SUCCESS) {
         char cu[96];
         return hk__fail(h, HK_STATUS_POINTER_MISMATCH,
-                        "%s (0x%llx) is not device memory of device %d (%s)", what,
-                        (unsigned long long)p, h->device, hk__cu_name(r, cu, sizeof cu));
+                        "%s (0x%llx): cannot query it (%s); device %d expected", what,
+                        (unsigned long long)p, hk__cu_name(r, cu, sizeof cu), h->device);
     }
+    if (type != CU_MEMORYTYPE_DEVICE)
+        return hk__fail(h, HK_STATUS_POINTER_MISMATCH,
+                        "%s (0x%llx) is not device memory (memory type %u); the handle is on "
+                        "device %d", what, (unsigned long long)p, type, h->device);
     if (ordinal != h->device)
         return hk__fail(h, HK_STATUS_POINTER_MISMATCH,
                         "%s (0x%llx) is memory of device %d, the handle is on device %d", what,

@@ -44,7 +44,7 @@
     X(cuMemcpyHtoDAsync, 3020)                \
     X(cuMemcpyDtoHAsync, 3020)                \
     X(cuMemsetD8Async, 3020)                  \
-    X(cuPointerGetAttribute, 4000)            \
+    X(cuPointerGetAttributes, 7000)           \
     X(cuLibraryLoadData, 12000)               \
     X(cuLibraryUnload, 12000)                 \
     X(cuLibraryGetKernel, 12000)              \
@@ -132,12 +132,6 @@ hk_status_t hk__kernels_functions(hk_handle_t *h, unsigned long long ctx_id,
 typedef struct hk__arm {
     unsigned long long ctx_id;
     CUdeviceptr ws;
-    /* Page-locked host word mapped for the device: host pointer mode's dot and
-     * nrm2 write their result there, so bringing it home is one synchronise
-     * and no copy (about 8 us less per call on an H200). NULL if the driver
-     * refused it; the result then comes through ws with a copy. */
-    void *host_slot;
-    CUdeviceptr host_slot_dev;
     CUfunction fn[HK__K_COUNT];
     struct hk__arm *older;
 } hk__arm_t;
@@ -158,9 +152,22 @@ struct hk_handle {
     atomic_int user_stream; /* the stream is a real stream (dies with its context) */
     atomic_int pointer_mode;
     pthread_mutex_t lock;     /* re-arm and host-mode results (slow paths only) */
+    /* Under lock: a page-locked host word mapped for the device, where host
+     * pointer mode's dot and nrm2 write their result, so bringing it home is
+     * one synchronise and no copy (about 8 us less per call on an H200).
+     * Made at the first such call in context incarnation slot_ctx (made at
+     * create it cost every handle ~8 us, the first ~0.5 ms); slot NULL with
+     * slot_ctx set: the driver refused, the result is copied from ws. */
+    void *slot;
+    CUdeviceptr slot_dev;
+    unsigned long long slot_ctx;
     pthread_mutex_t errlock;  /* err */
     char err[512];
 };
+
+/* The handle's mapped result word for its current incarnation (see slot),
+ * or NULL. Caller holds h->lock and has made the handle's context current. */
+void *hk__result_slot(hk_handle_t *h, const hk__arm_t *a, CUdeviceptr *dev);
 
 /* Per-call state: what to restore. */
 typedef struct hk__call {

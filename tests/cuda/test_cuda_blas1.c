@@ -253,7 +253,14 @@ static void t_checked_mode(void)
     CU_ASSERT_EQUAL_FATAL(plug.mem->alloc(c, sizeof hx, &dy), HK_STATUS_OK);
     CU_ASSERT_EQUAL(plug.blas->saxpy(c, 4, &a, hx, 1, dy, 1), HK_STATUS_POINTER_MISMATCH);
     CU_ASSERT_PTR_NOT_NULL(strstr(plug.vt->last_error(c), "x ("));
+    /* Device memory of the handle's device passes, and the numbers are right
+     * (x and y alias: y := 2y + y). */
+    CU_ASSERT_EQUAL(plug.mem->copy_to_device(c, dy, hx, sizeof hx), HK_STATUS_OK);
     CU_ASSERT_EQUAL(plug.blas->saxpy(c, 4, &a, dy, 1, dy, 1), HK_STATUS_OK);
+    float back[4] = {0};
+    CU_ASSERT_EQUAL(plug.mem->copy_to_host(c, back, dy, sizeof back), HK_STATUS_OK);
+    for (int i = 0; i < 4; i++)
+        CU_ASSERT_EQUAL(back[i], 3.0f * hx[i]);
     CU_ASSERT_EQUAL(plug.mem->free_(c, dy), HK_STATUS_OK);
     CU_ASSERT_EQUAL(plug.vt->handle_destroy(c), HK_STATUS_OK);
 }

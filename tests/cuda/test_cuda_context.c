@@ -558,7 +558,7 @@ static const char *const walk_entries[] = {
     "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxGetState",
     "cuLibraryLoadData", "cuLibraryGetKernel", "cuLibraryUnload", "cuKernelGetFunction",
     "cuMemAlloc", "cuMemFree", "cuMemsetD8Async", "cuStreamSynchronize",
-    "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuLaunchKernel", "cuPointerGetAttribute",
+    "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuLaunchKernel", "cuPointerGetAttributes",
     "cuMemFreeHost",
     /* from here on, entries whose failure hk-cuda may absorb with a fallback
      * (host pointer mode then copies the result instead of mapping it) */
