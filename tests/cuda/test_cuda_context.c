@@ -582,10 +582,11 @@ static int walk_sequence(int *destroy_failed)
     hk_status_t st = plug.mem->alloc(h, sizeof v, &d);
     failures += st != HK_STATUS_OK;
     if (st == HK_STATUS_OK) {
-        int ok = 1;
-        ok &= plug.mem->copy_to_device(h, d, v, sizeof v) == HK_STATUS_OK;
-        ok &= plug.blas->sscal(h, 8, &a, d, 1) == HK_STATUS_OK;
-        ok &= plug.blas->snrm2(h, 8, d, 1, &r) == HK_STATUS_OK;
+        /* stop at the first failure, as a caller would: later ops would read
+         * memory the failed step left unwritten */
+        int ok = plug.mem->copy_to_device(h, d, v, sizeof v) == HK_STATUS_OK &&
+                 plug.blas->sscal(h, 8, &a, d, 1) == HK_STATUS_OK &&
+                 plug.blas->snrm2(h, 8, d, 1, &r) == HK_STATUS_OK;
         failures += !ok;
         if (ok && (r < 28.56f || r > 28.57f)) /* 2 * sqrt(204) */
             failures += 1000;
