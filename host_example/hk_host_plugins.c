@@ -24,7 +24,11 @@ static int default_plugin_dir(char *buf, size_t len)
     if (n <= 0)
         return -1;
     exe[n] = '\0';
-    int w = snprintf(buf, len, "%s/../plugins", dirname(exe));
+    char dir[PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s/../plugins", dirname(exe));
+    char canon[PATH_MAX];
+    const char *use = realpath(dir, canon) ? canon : dir; /* shorter paths in reports */
+    int w = snprintf(buf, len, "%s", use);
     return (w < 0 || (size_t)w >= len) ? -1 : 0;
 }
 

@@ -78,12 +78,30 @@ typedef struct hk_negotiate_answer {
     const struct hk_vtable *vtable; /* static storage; its first field is its size */
 } hk_negotiate_answer_t;
 
+/* The host sets answer->header.struct_size to the size of the buffer it
+ * passes; a plugin writes no more than that (hk_answer_write does it). */
+
 /* The entry point. [thread-safe] Fills *answer and returns HK_STATUS_OK when it
  * can serve a version in [abi_min, abi_max]; otherwise returns
  * HK_STATUS_ABI_MISMATCH with answer->abi_version set to the plugin's own version.
  * Makes no CUDA call and allocates nothing. NULL arguments → HK_STATUS_NULL_POINTER. */
 typedef hk_status_t (*hk_negotiate_fn)(const hk_negotiate_request_t *request,
                                        hk_negotiate_answer_t *answer);
+
+/* For plugins: copies a complete answer into the host's buffer, no more than
+ * the host's declared struct_size (0, from a host that set none, reads as
+ * this header's size), and stamps the size actually written. */
+static inline void hk_answer_write(hk_negotiate_answer_t *dst, const hk_negotiate_answer_t *src)
+{
+    uint32_t room = dst->header.struct_size;
+    uint32_t n = (room == 0 || room > (uint32_t)sizeof *src) ? (uint32_t)sizeof *src : room;
+    const unsigned char *from = (const unsigned char *)src;
+    unsigned char *to = (unsigned char *)dst;
+    for (uint32_t i = 0; i < n; i++)
+        to[i] = from[i];
+    if (n >= sizeof dst->header)
+        dst->header.struct_size = n;
+}
 
 /* Opaque handle; each plugin defines struct hk_handle for itself. A handle is
  * only ever passed back to the vtable of the plugin that made it. */

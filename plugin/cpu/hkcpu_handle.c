@@ -223,29 +223,25 @@ hk_plugin_negotiate(const hk_negotiate_request_t *req, hk_negotiate_answer_t *an
     if (req->header.struct_type != HK_STRUCT_NEGOTIATE_REQUEST ||
         req->header.struct_size < sizeof(hk_negotiate_request_t))
         return HK_STATUS_INVALID_VALUE;
-    memset(ans, 0, sizeof *ans);
-    ans->header.struct_type = HK_STRUCT_NEGOTIATE_ANSWER;
-    ans->header.struct_size = sizeof *ans;
-    ans->header.struct_version = 1;
-    ans->name = HKCPU_NAME;
-    ans->version = HKCPU_VERSION;
-    ans->flags = HK_PLUGIN_UNLOAD_SAFE; /* no threads, no atexit, nothing outlives a handle */
+    hk_negotiate_answer_t a = {
+        .header = {HK_STRUCT_NEGOTIATE_ANSWER, sizeof a, 1},
+        .name = HKCPU_NAME,
+        .version = HKCPU_VERSION,
+        .flags = HK_PLUGIN_UNLOAD_SAFE, /* no threads, no atexit, nothing outlives a handle */
+        .abi_version = HK_ABI_CURRENT,
+    };
     uint32_t lo = req->abi_min, hi = req->abi_max;
-    if (HK_ABI_VERSION_MAJOR(lo) > HK_ABI_MAJOR || HK_ABI_VERSION_MAJOR(hi) < HK_ABI_MAJOR ||
-        lo > hi) {
-        ans->abi_version = HK_ABI_CURRENT;
-        return HK_STATUS_ABI_MISMATCH;
-    }
     /* Highest version both know: ours, or the host's max when it is older. */
     uint32_t v = HK_ABI_VERSION_MAJOR(hi) > HK_ABI_MAJOR ? HK_ABI_CURRENT
                  : hi < HK_ABI_CURRENT                     ? hi
                                                            : HK_ABI_CURRENT;
-    if (v < lo) {
-        ans->abi_version = HK_ABI_CURRENT;
+    if (lo > hi || v < lo || HK_ABI_VERSION_MAJOR(v) != HK_ABI_MAJOR) {
+        hk_answer_write(ans, &a);
         return HK_STATUS_ABI_MISMATCH;
     }
-    ans->abi_version = v;
-    ans->vtable = &cpu_vtable;
+    a.abi_version = v;
+    a.vtable = &cpu_vtable;
+    hk_answer_write(ans, &a);
     if (req->log)
         req->log(req->log_user, HK_LOG_DEBUG, "hk-cpu " HKCPU_VERSION ": negotiated");
     return HK_STATUS_OK;

@@ -71,6 +71,6 @@ hk_status_t hk_plugin_negotiate(const hk_negotiate_request_t *request,
         st = HK_STATUS_ABI_MISMATCH;
     else
         a.abi_version = chosen;
-    *answer = a;
+    hk_answer_write(answer, &a);
     return st;
 }

@@ -81,6 +81,28 @@ static void test_negotiate_versions(void)
     CU_ASSERT_EQUAL(st, HK_STATUS_ABI_MISMATCH);
 }
 
+/* A host that knows a shorter answer gets no byte past what it declared. */
+static void test_negotiate_respects_answer_size(void)
+{
+    union {
+        hk_negotiate_answer_t an;
+        unsigned char bytes[sizeof(hk_negotiate_answer_t) + 16];
+    } buf;
+    memset(&buf, 0x5a, sizeof buf);
+    const uint32_t room = (uint32_t)offsetof(hk_negotiate_answer_t, name);
+    buf.an.header.struct_size = room;
+    hk_negotiate_request_t rq = {{HK_STRUCT_NEGOTIATE_REQUEST, sizeof rq, 1},
+                                 HK_ABI_VERSION(1, 0), HK_ABI_CURRENT, NULL, NULL};
+    CU_ASSERT_EQUAL(negotiate(&rq, &buf.an), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(buf.an.header.struct_type, HK_STRUCT_NEGOTIATE_ANSWER);
+    CU_ASSERT_EQUAL(buf.an.header.struct_size, room);
+    CU_ASSERT_EQUAL(buf.an.abi_version, HK_ABI_CURRENT);
+    int spilled = 0;
+    for (size_t i = room; i < sizeof buf.bytes; i++)
+        spilled += buf.bytes[i] != 0x5a;
+    CU_ASSERT_EQUAL(spilled, 0);
+}
+
 static void test_negotiate_bad_input(void)
 {
     hk_negotiate_answer_t an;
@@ -202,6 +224,8 @@ int hk_test_register(void)
     CU_pSuite s = hk_test_suite("hk-cpu core", suite_init, suite_clean);
     hk_test_add(s, "negotiation picks the highest common version", test_negotiate_versions);
     hk_test_add(s, "negotiation rejects bad requests", test_negotiate_bad_input);
+    hk_test_add(s, "negotiation writes no more than the host's answer size",
+                test_negotiate_respects_answer_size);
     hk_test_add(s, "handle life and settings", test_handle_life);
     hk_test_add(s, "handle bad input", test_handle_bad_input);
     hk_test_add(s, "blas1 bad input and n <= 0", test_blas_bad_input);
