@@ -14,9 +14,39 @@
 // axpy with a zero alpha leaves y untouched (reference BLAS returns early).
 // When incx = incy = 1 and x, y share their offset modulo 16 bytes the kernels
 // move 16-byte vectors, HK_BLAS1_UNROLL of them in flight per thread.
-#include "hk_blas1_common.cuh"
+#include "hk_blas1_map.cuh"
 
 namespace hk {
+
+// The element operations, y = op(x, y), for map (hk_blas1_map.cuh).
+template <typename T> struct axpy_op {
+    static const bool reads_x = true, reads_y = true;
+    T a;
+    __device__ __forceinline__ T operator()(const T &x, const T &y) const { return a * x + y; }
+    template <typename V> __device__ __forceinline__ V operator()(const V &x, const V &y) const
+    {
+        return vaxpy(a, x, y);
+    }
+};
+
+// In place: map gets x as y and reads y only.
+template <typename T> struct scal_op {
+    static const bool reads_x = false, reads_y = true;
+    T a;
+    __device__ __forceinline__ T operator()(const T &, const T &y) const { return a * y; }
+    template <typename V> __device__ __forceinline__ V operator()(const V &, const V &y) const
+    {
+        return vscal(a, y);
+    }
+};
+
+struct copy_op {
+    static const bool reads_x = true, reads_y = false;
+    template <typename V> __device__ __forceinline__ V operator()(const V &x, const V &) const
+    {
+        return x;
+    }
+};
 
 template <typename T>
 __device__ __forceinline__ void axpy(long long n, T alpha, const T *alpha_ptr, const T *x,
@@ -25,58 +55,7 @@ __device__ __forceinline__ void axpy(long long n, T alpha, const T *alpha_ptr, c
     const T a = alpha_ptr ? __ldg(alpha_ptr) : alpha;
     if (n <= 0 || a == T(0))
         return;
-    const long long tid = global_tid(), nth = grid_threads();
-    const int U = HK_BLAS1_UNROLL;
-    if (incx == 1 && incy == 1) {
-        long long head = head_to_align16(y, n);
-        if (head >= 0 && (((uintptr_t)(x + head)) & 15) == 0) {
-            typedef typename vec16<T>::type V;
-            const int W = vec16<T>::width;
-            if (tid < head)
-                y[tid] = a * x[tid] + y[tid];
-            const long long nv = (n - head) / W;
-            const V *xv = reinterpret_cast<const V *>(x + head);
-            V *yv = reinterpret_cast<V *>(y + head);
-            for (long long base = tid; base < nv; base += nth * U) {
-                V xr[U], yr[U];
-#pragma unroll
-                for (int u = 0; u < U; u++) {
-                    long long i = base + u * nth;
-                    if (i < nv) {
-                        xr[u] = __ldg(xv + i);
-                        yr[u] = yv[i];
-                    }
-                }
-#pragma unroll
-                for (int u = 0; u < U; u++) {
-                    long long i = base + u * nth;
-                    if (i < nv)
-                        yv[i] = vaxpy(a, xr[u], yr[u]);
-                }
-            }
-            const long long t = head + nv * W + tid;
-            if (t < n)
-                y[t] = a * x[t] + y[t];
-            return;
-        }
-    }
-    for (long long base = tid; base < n; base += nth * U) {
-        T xr[U], yr[U];
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            long long i = base + u * nth;
-            if (i < n) {
-                xr[u] = x[i * incx];
-                yr[u] = y[i * incy];
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            long long i = base + u * nth;
-            if (i < n)
-                y[i * incy] = a * xr[u] + yr[u];
-        }
-    }
+    map(n, x, incx, y, incy, axpy_op<T>{a});
 }
 
 template <typename T>
@@ -86,53 +65,7 @@ __device__ __forceinline__ void scal(long long n, T alpha, const T *alpha_ptr, T
     const T a = alpha_ptr ? __ldg(alpha_ptr) : alpha;
     if (n <= 0 || incx <= 0)
         return;
-    const long long tid = global_tid(), nth = grid_threads();
-    const int U = HK_BLAS1_UNROLL;
-    if (incx == 1) {
-        long long head = head_to_align16(x, n);
-        if (head >= 0) {
-            typedef typename vec16<T>::type V;
-            const int W = vec16<T>::width;
-            if (tid < head)
-                x[tid] = a * x[tid];
-            const long long nv = (n - head) / W;
-            V *xv = reinterpret_cast<V *>(x + head);
-            for (long long base = tid; base < nv; base += nth * U) {
-                V xr[U];
-#pragma unroll
-                for (int u = 0; u < U; u++) {
-                    long long i = base + u * nth;
-                    if (i < nv)
-                        xr[u] = xv[i];
-                }
-#pragma unroll
-                for (int u = 0; u < U; u++) {
-                    long long i = base + u * nth;
-                    if (i < nv)
-                        xv[i] = vscal(a, xr[u]);
-                }
-            }
-            const long long t = head + nv * W + tid;
-            if (t < n)
-                x[t] = a * x[t];
-            return;
-        }
-    }
-    for (long long base = tid; base < n; base += nth * U) {
-        T xr[U];
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            long long i = base + u * nth;
-            if (i < n)
-                xr[u] = x[i * incx];
-        }
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            long long i = base + u * nth;
-            if (i < n)
-                x[i * incx] = a * xr[u];
-        }
-    }
+    map(n, x, incx, x, incx, scal_op<T>{a});
 }
 
 template <typename T>
@@ -141,54 +74,7 @@ __device__ __forceinline__ void copy(long long n, const T *x, long long incx, T 
 {
     if (n <= 0)
         return;
-    const long long tid = global_tid(), nth = grid_threads();
-    const int U = HK_BLAS1_UNROLL;
-    if (incx == 1 && incy == 1) {
-        long long head = head_to_align16(y, n);
-        if (head >= 0 && (((uintptr_t)(x + head)) & 15) == 0) {
-            typedef typename vec16<T>::type V;
-            const int W = vec16<T>::width;
-            if (tid < head)
-                y[tid] = x[tid];
-            const long long nv = (n - head) / W;
-            const V *xv = reinterpret_cast<const V *>(x + head);
-            V *yv = reinterpret_cast<V *>(y + head);
-            for (long long base = tid; base < nv; base += nth * U) {
-                V xr[U];
-#pragma unroll
-                for (int u = 0; u < U; u++) {
-                    long long i = base + u * nth;
-                    if (i < nv)
-                        xr[u] = __ldg(xv + i);
-                }
-#pragma unroll
-                for (int u = 0; u < U; u++) {
-                    long long i = base + u * nth;
-                    if (i < nv)
-                        yv[i] = xr[u];
-                }
-            }
-            const long long t = head + nv * W + tid;
-            if (t < n)
-                y[t] = x[t];
-            return;
-        }
-    }
-    for (long long base = tid; base < n; base += nth * U) {
-        T xr[U];
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            long long i = base + u * nth;
-            if (i < n)
-                xr[u] = x[i * incx];
-        }
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            long long i = base + u * nth;
-            if (i < n)
-                y[i * incy] = xr[u];
-        }
-    }
+    map(n, x, incx, y, incy, copy_op());
 }
 
 } // namespace hk

@@ -120,6 +120,39 @@ __device__ __forceinline__ bool arrive_last(unsigned int *counter)
     return last;
 }
 
+// The grid-wide sums of K per-thread values s[0..K-1], through the
+// last-block-done protocol: each block sums s over its threads and stores the
+// K totals at partials[K * blockIdx.x + k]; the last block adds up every
+// block's partials in block order and leaves the grid totals in s. Returns
+// true only in thread 0 of the last block, which then writes the result and
+// must put *counter back to 0.
+template <int K>
+__device__ __forceinline__ bool grid_sum(double (&s)[K], double *partials, unsigned int *counter)
+{
+#pragma unroll
+    for (int k = 0; k < K; k++)
+        s[k] = block_sum(s[k]);
+    if (threadIdx.x == 0) {
+#pragma unroll
+        for (int k = 0; k < K; k++)
+            partials[K * blockIdx.x + k] = s[k];
+    }
+    if (!arrive_last(counter))
+        return false;
+#pragma unroll
+    for (int k = 0; k < K; k++)
+        s[k] = 0.0;
+    for (unsigned int b = threadIdx.x; b < gridDim.x; b += blockDim.x) {
+#pragma unroll
+        for (int k = 0; k < K; k++)
+            s[k] += ((volatile double *)partials)[K * b + k];
+    }
+#pragma unroll
+    for (int k = 0; k < K; k++)
+        s[k] = block_sum(s[k]);
+    return threadIdx.x == 0;
+}
+
 } // namespace hk
 
 #endif // HK_BLAS1_COMMON_CUH

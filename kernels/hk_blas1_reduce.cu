@@ -19,137 +19,56 @@
 // *result, so the result is deterministic for a given G.
 // Accuracy: sdot and snrm2 accumulate in double (float squares cannot overflow
 // or underflow there); dnrm2 uses Blue's three-accumulator scaling.
-#include "hk_blas1_common.cuh"
+#include "hk_blas1_map.cuh"
 
 namespace hk {
 
-template <typename T>
-__device__ __forceinline__ double dot_partial(long long n, const T *x, long long incx,
-                                              const T *y, long long incy)
-{
-    const long long tid = global_tid(), nth = grid_threads();
-    const int U = HK_BLAS1_UNROLL;
-    double acc = 0.0;
-    if (incx == 1 && incy == 1) {
-        long long head = head_to_align16(x, n);
-        if (head >= 0 && (((uintptr_t)(y + head)) & 15) == 0) {
-            typedef typename vec16<T>::type V;
-            const int W = vec16<T>::width;
-            if (tid < head)
-                acc += (double)x[tid] * (double)y[tid];
-            const long long nv = (n - head) / W;
-            const V *xv = reinterpret_cast<const V *>(x + head);
-            const V *yv = reinterpret_cast<const V *>(y + head);
-            for (long long base = tid; base < nv; base += nth * U) {
-                V xr[U], yr[U];
-#pragma unroll
-                for (int u = 0; u < U; u++) {
-                    long long i = base + u * nth;
-                    if (i < nv) {
-                        xr[u] = __ldg(xv + i);
-                        yr[u] = __ldg(yv + i);
-                    }
-                }
-#pragma unroll
-                for (int u = 0; u < U; u++) {
-                    long long i = base + u * nth;
-                    if (i < nv)
-                        acc += vdot(xr[u], yr[u]);
-                }
-            }
-            const long long t = head + nv * W + tid;
-            if (t < n)
-                acc += (double)x[t] * (double)y[t];
-            return acc;
-        }
+// The accumulations, op(acc, x, y), for partial_sum (hk_blas1_map.cuh).
+struct dot_op {
+    typedef double acc_type;
+    static const bool pair = true;
+    template <typename T>
+    __device__ __forceinline__ void operator()(double &acc, const T &x, const T &y) const
+    {
+        acc += (double)x * (double)y;
     }
-    for (long long base = tid; base < n; base += nth * U) {
-        T xr[U], yr[U];
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            long long i = base + u * nth;
-            xr[u] = yr[u] = T(0);
-            if (i < n) {
-                xr[u] = x[i * incx];
-                yr[u] = y[i * incy];
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < U; u++)
-            acc += (double)xr[u] * (double)yr[u];
+    __device__ __forceinline__ void operator()(double &acc, const float4 &x, const float4 &y) const
+    {
+        acc += vdot(x, y);
     }
-    return acc;
-}
+    __device__ __forceinline__ void operator()(double &acc, const double2 &x,
+                                               const double2 &y) const
+    {
+        acc += vdot(x, y);
+    }
+};
 
 template <typename T>
 __device__ __forceinline__ void dot(long long n, const T *x, long long incx, const T *y,
                                     long long incy, double *partials, unsigned int *counter,
                                     T *result)
 {
-    double acc = n > 0 ? dot_partial<T>(n, x, incx, y, incy) : 0.0;
-    acc = block_sum(acc);
-    if (threadIdx.x == 0)
-        partials[blockIdx.x] = acc;
-    if (!arrive_last(counter))
-        return;
-    double v = 0.0;
-    for (unsigned int b = threadIdx.x; b < gridDim.x; b += blockDim.x)
-        v += ((volatile double *)partials)[b];
-    v = block_sum(v);
-    if (threadIdx.x == 0) {
-        *result = (T)v;
+    double s[1] = {n > 0 ? partial_sum(n, x, incx, y, incy, dot_op()) : 0.0};
+    if (grid_sum(s, partials, counter)) {
+        *result = (T)s[0];
         *counter = 0u;
     }
 }
 
 // Sum of squares of float x in double: no scaling needed, as every float
-// square is a normal double.
-__device__ __forceinline__ double ssq_partial(long long n, const float *x, long long incx)
-{
-    const long long tid = global_tid(), nth = grid_threads();
-    const int U = HK_BLAS1_UNROLL;
-    double acc = 0.0;
-    if (incx == 1) {
-        long long head = head_to_align16(x, n);
-        if (head >= 0) {
-            if (tid < head)
-                acc += (double)x[tid] * (double)x[tid];
-            const long long nv = (n - head) / 4;
-            const float4 *xv = reinterpret_cast<const float4 *>(x + head);
-            for (long long base = tid; base < nv; base += nth * U) {
-                float4 xr[U];
-#pragma unroll
-                for (int u = 0; u < U; u++) {
-                    long long i = base + u * nth;
-                    if (i < nv)
-                        xr[u] = __ldg(xv + i);
-                }
-#pragma unroll
-                for (int u = 0; u < U; u++) {
-                    long long i = base + u * nth;
-                    if (i < nv)
-                        acc += vdot(xr[u], xr[u]);
-                }
-            }
-            const long long t = head + nv * 4 + tid;
-            if (t < n)
-                acc += (double)x[t] * (double)x[t];
-            return acc;
-        }
+// square is a normal double. x alone: partial_sum gets it as y too.
+struct ssq_op {
+    typedef double acc_type;
+    static const bool pair = false;
+    __device__ __forceinline__ void operator()(double &acc, const float &x, const float &) const
+    {
+        acc += (double)x * (double)x;
     }
-    for (long long base = tid; base < n; base += nth * U) {
-        float xr[U];
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            long long i = base + u * nth;
-            xr[u] = i < n ? x[i * incx] : 0.0f;
-        }
-#pragma unroll
-        for (int u = 0; u < U; u++)
-            acc += (double)xr[u] * (double)xr[u];
+    __device__ __forceinline__ void operator()(double &acc, const float4 &x, const float4 &) const
+    {
+        acc += vdot(x, x);
     }
-    return acc;
-}
+};
 
 // Blue's constants for IEEE double (as in reference LAPACK's dnrm2): values
 // above TBIG are scaled down by SBIG, values below TSML up by SSML, the rest
@@ -177,54 +96,21 @@ __device__ __forceinline__ void blue_add(blue_acc &a, double v)
     }
 }
 
-__device__ __forceinline__ blue_acc blue_partial(long long n, const double *x, long long incx)
-{
-    const long long tid = global_tid(), nth = grid_threads();
-    const int U = HK_BLAS1_UNROLL;
-    blue_acc a = {0.0, 0.0, 0.0};
-    if (incx == 1) {
-        long long head = head_to_align16(x, n);
-        if (head >= 0) {
-            if (tid < head)
-                blue_add(a, x[tid]);
-            const long long nv = (n - head) / 2;
-            const double2 *xv = reinterpret_cast<const double2 *>(x + head);
-            for (long long base = tid; base < nv; base += nth * U) {
-                double2 xr[U];
-#pragma unroll
-                for (int u = 0; u < U; u++) {
-                    long long i = base + u * nth;
-                    if (i < nv)
-                        xr[u] = __ldg(xv + i);
-                }
-#pragma unroll
-                for (int u = 0; u < U; u++) {
-                    long long i = base + u * nth;
-                    if (i < nv) {
-                        blue_add(a, xr[u].x);
-                        blue_add(a, xr[u].y);
-                    }
-                }
-            }
-            const long long t = head + nv * 2 + tid;
-            if (t < n)
-                blue_add(a, x[t]);
-            return a;
-        }
+// Blue's sums of double x (x alone, as for ssq_op).
+struct blue_op {
+    typedef blue_acc acc_type;
+    static const bool pair = false;
+    __device__ __forceinline__ void operator()(blue_acc &a, const double &x, const double &) const
+    {
+        blue_add(a, x);
     }
-    for (long long base = tid; base < n; base += nth * U) {
-        double xr[U];
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            long long i = base + u * nth;
-            xr[u] = i < n ? x[i * incx] : 0.0;
-        }
-#pragma unroll
-        for (int u = 0; u < U; u++)
-            blue_add(a, xr[u]);
+    __device__ __forceinline__ void operator()(blue_acc &a, const double2 &x,
+                                               const double2 &) const
+    {
+        blue_add(a, x.x);
+        blue_add(a, x.y);
     }
-    return a;
-}
+};
 
 // Combines the three sums into the norm, as reference LAPACK's dnrm2 does.
 __device__ __forceinline__ double blue_finish(double big, double med, double sml)
@@ -271,18 +157,10 @@ extern "C" __global__ void __launch_bounds__(HK_BLAS1_BLOCK)
 hk_snrm2_kernel(long long n, const float *x, long long incx, double *partials,
                 unsigned int *counter, float *result)
 {
-    double acc = (n > 0 && incx > 0) ? hk::ssq_partial(n, x, incx) : 0.0;
-    acc = hk::block_sum(acc);
-    if (threadIdx.x == 0)
-        partials[blockIdx.x] = acc;
-    if (!hk::arrive_last(counter))
-        return;
-    double v = 0.0;
-    for (unsigned int b = threadIdx.x; b < gridDim.x; b += blockDim.x)
-        v += ((volatile double *)partials)[b];
-    v = hk::block_sum(v);
-    if (threadIdx.x == 0) {
-        *result = (float)sqrt(v);
+    double s[1] = {(n > 0 && incx > 0) ? hk::partial_sum(n, x, incx, x, incx, hk::ssq_op())
+                                       : 0.0};
+    if (hk::grid_sum(s, partials, counter)) {
+        *result = (float)sqrt(s[0]);
         *counter = 0u;
     }
 }
@@ -293,28 +171,10 @@ hk_dnrm2_kernel(long long n, const double *x, long long incx, double *partials,
 {
     hk::blue_acc a = {0.0, 0.0, 0.0};
     if (n > 0 && incx > 0)
-        a = hk::blue_partial(n, x, incx);
+        a = hk::partial_sum(n, x, incx, x, incx, hk::blue_op());
     // The three sums are linear, so blocks reduce them independently.
-    const double big = hk::block_sum(a.big);
-    const double med = hk::block_sum(a.med);
-    const double sml = hk::block_sum(a.sml);
-    if (threadIdx.x == 0) {
-        partials[3 * blockIdx.x + 0] = big;
-        partials[3 * blockIdx.x + 1] = med;
-        partials[3 * blockIdx.x + 2] = sml;
-    }
-    if (!hk::arrive_last(counter))
-        return;
-    double s[3] = {0.0, 0.0, 0.0};
-    for (unsigned int b = threadIdx.x; b < gridDim.x; b += blockDim.x) {
-        s[0] += ((volatile double *)partials)[3 * b + 0];
-        s[1] += ((volatile double *)partials)[3 * b + 1];
-        s[2] += ((volatile double *)partials)[3 * b + 2];
-    }
-    s[0] = hk::block_sum(s[0]);
-    s[1] = hk::block_sum(s[1]);
-    s[2] = hk::block_sum(s[2]);
-    if (threadIdx.x == 0) {
+    double s[3] = {a.big, a.med, a.sml};
+    if (hk::grid_sum(s, partials, counter)) {
         *result = hk::blue_finish(s[0], s[1], s[2]);
         *counter = 0u;
     }

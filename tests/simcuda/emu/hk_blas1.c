@@ -37,26 +37,38 @@ static CUresult check_launch(const simcuda_launch_t *l)
     return CUDA_SUCCESS;
 }
 
+/* Both vectors of axpy, copy and dot. */
+static CUresult check_pair(const simcuda_launch_t *l, long long n, const void *x, long long incx,
+                           const void *y, long long incy, size_t esz)
+{
+    CUresult r = check_vec(l, x, n, incx, esz);
+    return r == CUDA_SUCCESS ? check_vec(l, y, n, incy, esz) : r;
+}
+
 /* ---- axpy, scal, copy ---- */
+
+/* Checks the launch, then reads alpha (params 1 and 2: alpha, alpha_ptr) as
+ * the kernels do: *alpha_ptr, checked first, when alpha_ptr is not NULL. */
+static CUresult get_alpha(const simcuda_launch_t *l, void **params, void *alpha, size_t esz)
+{
+    const void *ap = P(const void *, 2);
+    CUresult r = check_launch(l);
+    if (r == CUDA_SUCCESS && ap)
+        r = simcuda_emu_check(l, ap, esz);
+    if (r == CUDA_SUCCESS)
+        memcpy(alpha, ap ? ap : params[1], esz);
+    return r;
+}
 
 #define EMU_AXPY(T, name)                                                                    \
     static CUresult name(const simcuda_launch_t *l, void **params)                          \
     {                                                                                        \
         long long n = P(long long, 0), incx = P(long long, 4), incy = P(long long, 6);       \
-        T alpha = P(T, 1);                                                                   \
-        const T *ap = P(const T *, 2), *x = P(const T *, 3);                                 \
-        T *y = P(T *, 5);                                                                    \
-        CUresult r = check_launch(l);                                                        \
-        if (r == CUDA_SUCCESS && ap)                                                         \
-            r = simcuda_emu_check(l, ap, sizeof(T));                                         \
-        if (r != CUDA_SUCCESS)                                                               \
-            return r;                                                                        \
-        if (ap)                                                                              \
-            alpha = *ap;                                                                     \
-        if (n <= 0 || alpha == (T)0)                                                         \
-            return CUDA_SUCCESS;                                                             \
-        if ((r = check_vec(l, x, n, incx, sizeof(T))) != CUDA_SUCCESS ||                     \
-            (r = check_vec(l, y, n, incy, sizeof(T))) != CUDA_SUCCESS)                       \
+        const T *x = P(const T *, 3);                                                        \
+        T *y = P(T *, 5), alpha;                                                             \
+        CUresult r = get_alpha(l, params, &alpha, sizeof alpha);                             \
+        if (r != CUDA_SUCCESS || n <= 0 || alpha == (T)0 ||                                  \
+            (r = check_pair(l, n, x, incx, y, incy, sizeof(T))) != CUDA_SUCCESS)             \
             return r;                                                                        \
         for (long long i = 0; i < n; i++)                                                    \
             y[i * incy] = alpha * x[i * incx] + y[i * incy];                                 \
@@ -67,19 +79,10 @@ static CUresult check_launch(const simcuda_launch_t *l)
     static CUresult name(const simcuda_launch_t *l, void **params)                          \
     {                                                                                        \
         long long n = P(long long, 0), incx = P(long long, 4);                               \
-        T alpha = P(T, 1);                                                                   \
-        const T *ap = P(const T *, 2);                                                       \
-        T *x = P(T *, 3);                                                                    \
-        CUresult r = check_launch(l);                                                        \
-        if (r == CUDA_SUCCESS && ap)                                                         \
-            r = simcuda_emu_check(l, ap, sizeof(T));                                         \
-        if (r != CUDA_SUCCESS)                                                               \
-            return r;                                                                        \
-        if (ap)                                                                              \
-            alpha = *ap;                                                                     \
-        if (n <= 0 || incx <= 0)                                                             \
-            return CUDA_SUCCESS;                                                             \
-        if ((r = check_vec(l, x, n, incx, sizeof(T))) != CUDA_SUCCESS)                       \
+        T *x = P(T *, 3), alpha;                                                             \
+        CUresult r = get_alpha(l, params, &alpha, sizeof alpha);                             \
+        if (r != CUDA_SUCCESS || n <= 0 || incx <= 0 ||                                      \
+            (r = check_vec(l, x, n, incx, sizeof(T))) != CUDA_SUCCESS)                       \
             return r;                                                                        \
         for (long long i = 0; i < n; i++)                                                    \
             x[i * incx] = alpha * x[i * incx];                                               \
@@ -93,10 +96,8 @@ static CUresult check_launch(const simcuda_launch_t *l)
         const T *x = P(const T *, 1);                                                        \
         T *y = P(T *, 3);                                                                    \
         CUresult r = check_launch(l);                                                        \
-        if (r != CUDA_SUCCESS || n <= 0)                                                     \
-            return r;                                                                        \
-        if ((r = check_vec(l, x, n, incx, sizeof(T))) != CUDA_SUCCESS ||                     \
-            (r = check_vec(l, y, n, incy, sizeof(T))) != CUDA_SUCCESS)                       \
+        if (r != CUDA_SUCCESS || n <= 0 ||                                                   \
+            (r = check_pair(l, n, x, incx, y, incy, sizeof(T))) != CUDA_SUCCESS)             \
             return r;                                                                        \
         for (long long i = 0; i < n; i++)                                                    \
             y[i * incy] = x[i * incx];                                                       \
@@ -130,106 +131,95 @@ static CUresult finish_protocol(const simcuda_launch_t *l, double *partials, siz
     return CUDA_SUCCESS;
 }
 
-#define EMU_DOT(T, name)                                                                     \
-    static CUresult name(const simcuda_launch_t *l, void **params)                          \
-    {                                                                                        \
-        long long n = P(long long, 0), incx = P(long long, 2), incy = P(long long, 4);       \
-        const T *x = P(const T *, 1), *y = P(const T *, 3);                                  \
-        double *partials = P(double *, 5);                                                   \
-        unsigned *counter = P(unsigned *, 6);                                                \
-        T *result = P(T *, 7);                                                               \
-        int last = 0;                                                                        \
-        CUresult r = check_launch(l);                                                        \
-        if (r == CUDA_SUCCESS && n > 0 &&                                                    \
-            ((r = check_vec(l, x, n, incx, sizeof(T))) != CUDA_SUCCESS ||                    \
-             (r = check_vec(l, y, n, incy, sizeof(T))) != CUDA_SUCCESS))                     \
-            return r;                                                                        \
-        if (r == CUDA_SUCCESS)                                                               \
-            r = finish_protocol(l, partials, 1, counter, result, sizeof(T), &last);          \
-        if (r != CUDA_SUCCESS)                                                               \
-            return r;                                                                        \
-        unsigned g = l->grid[0];                                                             \
-        long long threads = (long long)g * EMU_BLOCK;                                        \
-        memset(partials, 0, g * sizeof(double));                                             \
-        for (long long i = 0; i < n; i++)                                                    \
-            partials[(i % threads) / EMU_BLOCK] += (double)x[i * incx] * (double)y[i * incy]; \
-        double s = 0.0;                                                                      \
-        for (unsigned b = 0; b < g; b++)                                                     \
-            s += partials[b];                                                                \
-        if (last)                                                                            \
-            *result = (T)s;                                                                  \
-        return CUDA_SUCCESS;                                                                 \
-    }
+/* One reduction kernel: add folds element i (x[i * incx], and y[i * incy] for
+ * dot, else x again) into its block's sums p; finish turns the grid's sums s
+ * into the result. Elements are read as double, which every float is. */
+typedef struct reduction {
+    int dot;       /* x and y (params n, x, incx, y, incy, ...) or x alone */
+    size_t esz;    /* sizeof(float) or sizeof(double) */
+    unsigned sums; /* doubles per block in partials */
+    void (*add)(double *p, double x, double y);
+    double (*finish)(const double *s);
+} reduction_t;
 
-EMU_DOT(float, emu_sdot)
-EMU_DOT(double, emu_ddot)
-
-static CUresult emu_snrm2(const simcuda_launch_t *l, void **params)
+static double elem(const void *v, long long i, size_t esz)
 {
-    long long n = P(long long, 0), incx = P(long long, 2);
-    const float *x = P(const float *, 1);
-    double *partials = P(double *, 3);
-    unsigned *counter = P(unsigned *, 4);
-    float *result = P(float *, 5);
+    return esz == sizeof(float) ? (double)((const float *)v)[i] : ((const double *)v)[i];
+}
+
+static CUresult emu_reduce(const simcuda_launch_t *l, void **params, const reduction_t *op)
+{
+    const int k = op->dot ? 2 : 0; /* where partials, counter, result start, less 3 */
+    long long n = P(long long, 0), incx = P(long long, 2), incy = op->dot ? P(long long, 4) : 0;
+    const void *x = P(const void *, 1), *y = op->dot ? P(const void *, 3) : NULL;
+    double *partials = P(double *, 3 + k);
+    unsigned *counter = P(unsigned *, 4 + k);
+    void *result = P(void *, 5 + k);
     int last = 0;
-    int any = n > 0 && incx > 0;
+    int any = n > 0 && (op->dot || incx > 0);
     CUresult r = check_launch(l);
     if (r == CUDA_SUCCESS && any)
-        r = check_vec(l, x, n, incx, sizeof(float));
+        r = op->dot ? check_pair(l, n, x, incx, y, incy, op->esz)
+                    : check_vec(l, x, n, incx, op->esz);
     if (r == CUDA_SUCCESS)
-        r = finish_protocol(l, partials, 1, counter, result, sizeof(float), &last);
+        r = finish_protocol(l, partials, op->sums, counter, result, op->esz, &last);
     if (r != CUDA_SUCCESS)
         return r;
     unsigned g = l->grid[0];
     long long threads = (long long)g * EMU_BLOCK;
-    memset(partials, 0, g * sizeof(double));
-    for (long long i = 0; any && i < n; i++)
-        partials[(i % threads) / EMU_BLOCK] += (double)x[i * incx] * (double)x[i * incx];
-    double s = 0.0;
+    memset(partials, 0, g * op->sums * sizeof(double));
+    for (long long i = 0; any && i < n; i++) {
+        double xi = elem(x, i * incx, op->esz);
+        op->add(partials + op->sums * ((i % threads) / EMU_BLOCK), xi,
+                op->dot ? elem(y, i * incy, op->esz) : xi);
+    }
+    double s[3] = {0.0, 0.0, 0.0};
     for (unsigned b = 0; b < g; b++)
-        s += partials[b];
-    if (last)
-        *result = (float)sqrt(s);
+        for (unsigned j = 0; j < op->sums; j++)
+            s[j] += partials[op->sums * b + j];
+    if (last) {
+        double v = op->finish(s);
+        if (op->esz == sizeof(float))
+            *(float *)result = (float)v;
+        else
+            *(double *)result = v;
+    }
     return CUDA_SUCCESS;
 }
 
-/* dnrm2 keeps three sums per block (Blue's scaling, as the kernel does). */
-static CUresult emu_dnrm2(const simcuda_launch_t *l, void **params)
+static void add_prod(double *p, double x, double y)
 {
-    const double tsml = 0x1p-511, tbig = 0x1p+486, ssml = 0x1p+537, sbig = 0x1p-538;
-    long long n = P(long long, 0), incx = P(long long, 2);
-    const double *x = P(const double *, 1);
-    double *partials = P(double *, 3);
-    unsigned *counter = P(unsigned *, 4);
-    double *result = P(double *, 5);
-    int last = 0;
-    int any = n > 0 && incx > 0;
-    CUresult r = check_launch(l);
-    if (r == CUDA_SUCCESS && any)
-        r = check_vec(l, x, n, incx, sizeof(double));
-    if (r == CUDA_SUCCESS)
-        r = finish_protocol(l, partials, 3, counter, result, sizeof(double), &last);
-    if (r != CUDA_SUCCESS)
-        return r;
-    unsigned g = l->grid[0];
-    long long threads = (long long)g * EMU_BLOCK;
-    memset(partials, 0, 3 * g * sizeof(double));
-    for (long long i = 0; any && i < n; i++) {
-        double *p = partials + 3 * ((i % threads) / EMU_BLOCK);
-        double ax = fabs(x[i * incx]);
-        if (ax > tbig)
-            p[0] += (ax * sbig) * (ax * sbig);
-        else if (ax < tsml)
-            p[2] += (ax * ssml) * (ax * ssml);
-        else
-            p[1] += ax * ax;
-    }
-    double big = 0.0, med = 0.0, sml = 0.0;
-    for (unsigned b = 0; b < g; b++) {
-        big += partials[3 * b];
-        med += partials[3 * b + 1];
-        sml += partials[3 * b + 2];
-    }
+    p[0] += x * y;
+}
+
+static double sum_of(const double *s)
+{
+    return s[0];
+}
+
+static double sqrt_of(const double *s)
+{
+    return sqrt(s[0]);
+}
+
+/* dnrm2 keeps three sums per block (Blue's scaling, as the kernel does). */
+static const double tsml = 0x1p-511, tbig = 0x1p+486, ssml = 0x1p+537, sbig = 0x1p-538;
+
+static void add_blue(double *p, double x, double y)
+{
+    (void)y;
+    double ax = fabs(x);
+    if (ax > tbig)
+        p[0] += (ax * sbig) * (ax * sbig);
+    else if (ax < tsml)
+        p[2] += (ax * ssml) * (ax * ssml);
+    else
+        p[1] += ax * ax;
+}
+
+static double blue_finish(const double *s)
+{
+    double big = s[0], med = s[1], sml = s[2];
     double scl = 1.0, sumsq = med;
     if (big > 0.0) {
         if (med > 0.0 || isnan(med))
@@ -238,18 +228,28 @@ static CUresult emu_dnrm2(const simcuda_launch_t *l, void **params)
         sumsq = big;
     } else if (sml > 0.0) {
         if (med > 0.0 || isnan(med)) {
-            double m = sqrt(med), s = sqrt(sml) / ssml;
-            double ymin = m > s ? s : m, ymax = m > s ? m : s;
+            double m = sqrt(med), q = sqrt(sml) / ssml;
+            double ymin = m > q ? q : m, ymax = m > q ? m : q;
             sumsq = ymax * ymax * (1.0 + (ymin / ymax) * (ymin / ymax));
         } else {
             scl = 1.0 / ssml;
             sumsq = sml;
         }
     }
-    if (last)
-        *result = scl * sqrt(sumsq);
-    return CUDA_SUCCESS;
+    return scl * sqrt(sumsq);
 }
+
+#define EMU_REDUCE(name, dot, T, sums, add, finish)                                          \
+    static CUresult name(const simcuda_launch_t *l, void **params)                          \
+    {                                                                                        \
+        static const reduction_t op = {dot, sizeof(T), sums, add, finish};                   \
+        return emu_reduce(l, params, &op);                                                   \
+    }
+
+EMU_REDUCE(emu_sdot, 1, float, 1, add_prod, sum_of)
+EMU_REDUCE(emu_ddot, 1, double, 1, add_prod, sum_of)
+EMU_REDUCE(emu_snrm2, 0, float, 1, add_prod, sqrt_of)
+EMU_REDUCE(emu_dnrm2, 0, double, 3, add_blue, blue_finish)
 
 #define SZ_LL sizeof(long long)
 #define SZ_P sizeof(void *)

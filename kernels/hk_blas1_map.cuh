@@ -1,0 +1,186 @@
+// The two loop skeletons of the level-1 BLAS kernels: map (axpy, scal, copy)
+// and partial_sum (the per-thread sums of dot and nrm2). Both cover the n
+// logical elements with a grid-stride loop, element i belonging to thread
+// i mod (gridDim.x * blockDim.x) on the strided path, and take one of two
+// paths:
+// - vector path, when the increments are 1 and both vectors can be brought to
+//   a 16-byte boundary at the same element: a scalar head up to that boundary
+//   (at most one element per thread), then 16-byte vectors with
+//   HK_BLAS1_UNROLL independent loads in flight per thread before any store or
+//   accumulation, then a scalar tail (fewer than one vector's worth). Vectors
+//   that are only read are loaded through the read-only cache (__ldg).
+// - strided path otherwise: HK_BLAS1_UNROLL scalar loads in flight per thread.
+// The operation is a small functor giving both the scalar and the 16-byte
+// vector form (vec16<T>::type); see each kernel file for the functors.
+#ifndef HK_BLAS1_MAP_CUH
+#define HK_BLAS1_MAP_CUH
+
+#include "hk_blas1_common.cuh"
+
+namespace hk {
+
+// One element of map: y[iy] = op(x[ix], y[iy]), loading only what op reads.
+template <typename T, typename Op>
+__device__ __forceinline__ void map_one(const Op &op, const T *x, long long ix, T *y, long long iy)
+{
+    T xs, ys;
+    if (Op::reads_x)
+        xs = x[ix];
+    if (Op::reads_y)
+        ys = y[iy];
+    y[iy] = op(xs, ys);
+}
+
+// y[i * incy] = op(x[i * incx], y[i * incy]) for i in [0, n), n > 0.
+// Op: T operator()(const T &x, const T &y) and the same over vec16<T>::type;
+// Op::reads_x and Op::reads_y say which of the two it reads (an operand it does
+// not read is never loaded). y is aligned first, as the stores go there. An
+// in-place operation (scal) passes the vector as y, with x == y, and reads y
+// only; x, being written, then never goes through __ldg.
+template <typename T, typename Op>
+__device__ __forceinline__ void map(long long n, const T *x, long long incx, T *y, long long incy,
+                                    const Op &op)
+{
+    const long long tid = global_tid(), nth = grid_threads();
+    const int U = HK_BLAS1_UNROLL;
+    if ((!Op::reads_x || incx == 1) && incy == 1) {
+        const long long head = head_to_align16(y, n);
+        if (head >= 0 && (!Op::reads_x || (((uintptr_t)(x + head)) & 15) == 0)) {
+            typedef typename vec16<T>::type V;
+            const int W = vec16<T>::width;
+            if (tid < head)
+                map_one(op, x, tid, y, tid);
+            const long long nv = (n - head) / W;
+            const V *xv = reinterpret_cast<const V *>(x + head);
+            V *yv = reinterpret_cast<V *>(y + head);
+            for (long long base = tid; base < nv; base += nth * U) {
+                V xr[U], yr[U];
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    const long long i = base + u * nth;
+                    if (i < nv) {
+                        if (Op::reads_x)
+                            xr[u] = __ldg(xv + i);
+                        if (Op::reads_y)
+                            yr[u] = yv[i];
+                    }
+                }
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    const long long i = base + u * nth;
+                    if (i < nv)
+                        yv[i] = op(xr[u], yr[u]);
+                }
+            }
+            const long long t = head + nv * W + tid;
+            if (t < n)
+                map_one(op, x, t, y, t);
+            return;
+        }
+    }
+    for (long long base = tid; base < n; base += nth * U) {
+        T xr[U], yr[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const long long i = base + u * nth;
+            if (i < n) {
+                if (Op::reads_x)
+                    xr[u] = x[i * incx];
+                if (Op::reads_y)
+                    yr[u] = y[i * incy];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const long long i = base + u * nth;
+            if (i < n)
+                y[i * incy] = op(xr[u], yr[u]);
+        }
+    }
+}
+
+// One element of partial_sum: op(acc, x[ix], y[iy]), y loaded only for pairs.
+template <typename T, typename Op>
+__device__ __forceinline__ void sum_one(const Op &op, typename Op::acc_type &acc, const T *x,
+                                        long long ix, const T *y, long long iy)
+{
+    const T xs = x[ix];
+    T ys;
+    if (Op::pair)
+        ys = y[iy];
+    op(acc, xs, ys);
+}
+
+// This thread's share of the sum over i in [0, n) of op(x[i * incx], y[i * incy]).
+// Op::acc_type: the accumulator (value-initialised to zero); Op::pair: whether
+// op reads y (dot) or x alone (nrm2: pass x, incx again as y, incy; y is then
+// never loaded); void operator()(acc_type &, const T &x, const T &y) and the
+// same over vec16<T>::type. x is aligned first. The strided path pads the
+// last round with zeros and accumulates all HK_BLAS1_UNROLL values, so op(acc,
+// 0, 0) must leave the sums as they are.
+template <typename T, typename Op>
+__device__ __forceinline__ typename Op::acc_type partial_sum(long long n, const T *x,
+                                                             long long incx, const T *y,
+                                                             long long incy, const Op &op)
+{
+    const long long tid = global_tid(), nth = grid_threads();
+    const int U = HK_BLAS1_UNROLL;
+    typename Op::acc_type acc{};
+    if (incx == 1 && (!Op::pair || incy == 1)) {
+        const long long head = head_to_align16(x, n);
+        if (head >= 0 && (!Op::pair || (((uintptr_t)(y + head)) & 15) == 0)) {
+            typedef typename vec16<T>::type V;
+            const int W = vec16<T>::width;
+            if (tid < head)
+                sum_one(op, acc, x, tid, y, tid);
+            const long long nv = (n - head) / W;
+            const V *xv = reinterpret_cast<const V *>(x + head);
+            const V *yv = reinterpret_cast<const V *>(y + head);
+            for (long long base = tid; base < nv; base += nth * U) {
+                V xr[U], yr[U];
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    const long long i = base + u * nth;
+                    if (i < nv) {
+                        xr[u] = __ldg(xv + i);
+                        if (Op::pair)
+                            yr[u] = __ldg(yv + i);
+                    }
+                }
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    const long long i = base + u * nth;
+                    if (i < nv)
+                        op(acc, xr[u], yr[u]);
+                }
+            }
+            const long long t = head + nv * W + tid;
+            if (t < n)
+                sum_one(op, acc, x, t, y, t);
+            return acc;
+        }
+    }
+    for (long long base = tid; base < n; base += nth * U) {
+        T xr[U], yr[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const long long i = base + u * nth;
+            xr[u] = T(0);
+            if (Op::pair)
+                yr[u] = T(0);
+            if (i < n) {
+                xr[u] = x[i * incx];
+                if (Op::pair)
+                    yr[u] = y[i * incy];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            op(acc, xr[u], yr[u]);
+    }
+    return acc;
+}
+
+} // namespace hk
+
+#endif // HK_BLAS1_MAP_CUH
