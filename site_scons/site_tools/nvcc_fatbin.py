@@ -72,7 +72,8 @@ def generate(env):
     env['HK_HAVE_NVCC'] = _nvcc_path(env) is not None
     env.SetDefault(NVCCFLAGS='')
     scanner = SCons.Scanner.C.CScanner()
-    SCons.Tool.SourceFileScanner.add_scanner('.cu', scanner)
+    for suffix in ('.cu', '.cuh'):  # the unity file is .cuh; headers are .cuh
+        SCons.Tool.SourceFileScanner.add_scanner(suffix, scanner)
     env.AddMethod(_hk_fatbin, 'HkFatbin')
     env.AddMethod(_hk_embed, 'HkEmbed')
 
