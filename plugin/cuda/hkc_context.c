@@ -34,10 +34,14 @@ static hk_status_t arm(hk_handle_t *h, hk_handle_t *err_to)
         goto fail;
     }
     /* The reduction counter must start at 0; finish before any stream (even a
-     * non-blocking one) can run a kernel that reads it. */
-    r = hk__cu.cuMemsetD8Async(a->ws, 0, HK__WS_BYTES, NULL);
+     * non-blocking one) can run a kernel that reads it. On this thread's
+     * per-thread stream, so that create waits for its own clear and not, as
+     * the legacy stream would, for all work queued in the context. The
+     * partials need no clearing: every launch writes them before reading. */
+    r = hk__cu.cuMemsetD8Async(a->ws + HK__WS_COUNTER, 0, HK__WS_BYTES - HK__WS_COUNTER,
+                               CU_STREAM_PER_THREAD);
     if (r == CUDA_SUCCESS)
-        r = hk__cu.cuStreamSynchronize(NULL);
+        r = hk__cu.cuStreamSynchronize(CU_STREAM_PER_THREAD);
     if (r != CUDA_SUCCESS) {
         st = hk__fail_cu(err_to, r, "clearing the handle's workspace");
         goto fail;
