@@ -15,8 +15,9 @@ typedef struct hk_host_opts {
     unsigned seed;
 } hk_host_opts_t;
 
-/* Loads every plugin of the search path; NULL on failure (message on stderr). */
-hk_loader_t *hk_host_loader(int verbose);
+/* Loads every plugin of the search path; NULL on failure (message on stderr).
+ * Loader messages go to stderr: warnings unless quiet, everything if verbose. */
+hk_loader_t *hk_host_loader(int verbose, int quiet);
 
 /* A chosen plugin and a live handle on it. */
 typedef struct hk_host_target {

@@ -9,10 +9,10 @@
 #include "hk_host.h"
 #include "hk_status_text.h"
 
+/* user: the log level to print up to (HK_LOG_ERROR .. HK_LOG_DEBUG). */
 static void log_line(void *user, hk_log_level_t level, const char *msg)
 {
-    int verbose = *(const int *)user;
-    if (level <= HK_LOG_WARN || verbose)
+    if ((int)level <= *(const int *)user)
         fprintf(stderr, "hk-host: %s\n", msg);
 }
 
@@ -32,12 +32,12 @@ static int default_plugin_dir(char *buf, size_t len)
     return (w < 0 || (size_t)w >= len) ? -1 : 0;
 }
 
-hk_loader_t *hk_host_loader(int verbose)
+hk_loader_t *hk_host_loader(int verbose, int quiet)
 {
-    static int verbose_flag;
+    static int max_level;
     static char dir[PATH_MAX];
-    verbose_flag = verbose;
-    hk_loader_options_t lo = {.size = sizeof lo, .log = log_line, .log_user = &verbose_flag};
+    max_level = verbose ? HK_LOG_DEBUG : quiet ? HK_LOG_ERROR : HK_LOG_WARN;
+    hk_loader_options_t lo = {.size = sizeof lo, .log = log_line, .log_user = &max_level};
     if (default_plugin_dir(dir, sizeof dir) == 0)
         lo.default_dir = dir;
     hk_loader_t *loader = NULL;
@@ -143,7 +143,8 @@ void hk_host_release(hk_host_target_t *t)
 
 int hk_host_cmd_list(const hk_host_opts_t *opts)
 {
-    hk_loader_t *loader = hk_host_loader(opts->verbose);
+    /* Refusals are this command's output: no warning lines besides. */
+    hk_loader_t *loader = hk_host_loader(opts->verbose, 1);
     if (!loader)
         return 1;
     size_t np = hk_loader_plugin_count(loader), nr = hk_loader_report_count(loader);
@@ -171,7 +172,7 @@ int hk_host_cmd_list(const hk_host_opts_t *opts)
 
 int hk_host_cmd_info(const hk_host_opts_t *opts)
 {
-    hk_loader_t *loader = hk_host_loader(opts->verbose);
+    hk_loader_t *loader = hk_host_loader(opts->verbose, 0);
     if (!loader)
         return 1;
     hk_host_target_t t;

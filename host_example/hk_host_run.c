@@ -197,7 +197,7 @@ HK_HOST_RUN(double, d, 1e-15, 1e-13)
 
 int hk_host_cmd_run(const hk_host_opts_t *opts)
 {
-    hk_loader_t *loader = hk_host_loader(opts->verbose);
+    hk_loader_t *loader = hk_host_loader(opts->verbose, 0);
     if (!loader)
         return 1;
     hk_host_target_t t;
