@@ -26,10 +26,9 @@ const char *hkct_plugin_path(void)
     return path;
 }
 
-int hkct_plugin_open(hkct_plugin_t *p)
+static int open_path(hkct_plugin_t *p, const char *path)
 {
     memset(p, 0, sizeof *p);
-    const char *path = hkct_plugin_path();
     p->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!p->dl) {
         snprintf(p->why, sizeof p->why, "cannot open %s: %s", path, dlerror());
@@ -62,6 +61,21 @@ int hkct_plugin_open(hkct_plugin_t *p)
         return -1;
     }
     return 0;
+}
+
+int hkct_plugin_open(hkct_plugin_t *p)
+{
+    return open_path(p, hkct_plugin_path());
+}
+
+int hkct_plugin_open_sibling(hkct_plugin_t *p, const char *name)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s", hkct_plugin_path());
+    char *slash = strrchr(path, '/');
+    size_t dir = slash ? (size_t)(slash + 1 - path) : 0;
+    snprintf(path + dir, sizeof path - dir, "%s", name);
+    return open_path(p, path);
 }
 
 static double next_value(unsigned *s)

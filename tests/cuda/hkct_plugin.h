@@ -24,6 +24,10 @@ const char *hkct_plugin_path(void);
  * with p->why set. */
 int hkct_plugin_open(hkct_plugin_t *p);
 
+/* The same for the plugin file `name` in hk-cuda's directory (e.g.
+ * "hk-cpu.so", the oracle the numbers are compared with). */
+int hkct_plugin_open_sibling(hkct_plugin_t *p, const char *name);
+
 /* Deterministic values in [-1, 1). */
 void hkct_fill_float(float *v, size_t n, unsigned seed);
 void hkct_fill_double(double *v, size_t n, unsigned seed);

@@ -1,6 +1,7 @@
 /* hk-cuda numbers: every blas1 op in float and double, host and device
  * pointer modes, n = 0, 1, 31, 2^20 + 3, increments 1, 3 and negative ones,
- * checked against a double-precision reference on the host. Also the
+ * checked against a double-precision reference on the host and against
+ * hk-cpu, the project's oracle, run on the same inputs. Also the
  * documented statuses for bad input. Runs on the simulated driver in CI and
  * unchanged on a GPU; without a driver its tests are skipped. */
 #include <math.h>
@@ -13,6 +14,8 @@
 
 static hkct_plugin_t plug;
 static hk_handle_t *h;
+static hkct_plugin_t oracle; /* hk-cpu */
+static hk_handle_t *oh;
 
 enum op { OP_AXPY, OP_SCAL, OP_COPY, OP_DOT, OP_NRM2 };
 
@@ -101,6 +104,36 @@ static void run_case(enum op op, int dbl, int device_mode, long long n, long lon
     CU_ASSERT_EQUAL(st, HK_STATUS_OK);
     const double eps = dbl ? 0x1p-52 : 0x1p-23;
 
+    /* The oracle: hk-cpu on copies of the inputs (its memory is host memory). */
+    void *ox = malloc(lx * esz), *oy = malloc(ly * esz);
+    double ores_d = 0.0;
+    float ores_f = 0.0f;
+    void *ores = dbl ? (void *)&ores_d : (void *)&ores_f;
+    CU_ASSERT_FATAL(ox && oy);
+    memcpy(ox, hx, lx * esz);
+    memcpy(oy, hy, ly * esz);
+    const hk_blas1_v1_t *ob = oracle.blas;
+    hk_status_t ost = HK_STATUS_INTERNAL;
+    switch (op) {
+    case OP_AXPY:
+        ost = dbl ? ob->daxpy(oh, n, &dalpha, ox, incx, oy, incy)
+                  : ob->saxpy(oh, n, &falpha, ox, incx, oy, incy);
+        break;
+    case OP_SCAL:
+        ost = dbl ? ob->dscal(oh, n, &dalpha, ox, incx) : ob->sscal(oh, n, &falpha, ox, incx);
+        break;
+    case OP_COPY:
+        ost = dbl ? ob->dcopy(oh, n, ox, incx, oy, incy) : ob->scopy(oh, n, ox, incx, oy, incy);
+        break;
+    case OP_DOT:
+        ost = dbl ? ob->ddot(oh, n, ox, incx, oy, incy, ores) : ob->sdot(oh, n, ox, incx, oy, incy, ores);
+        break;
+    case OP_NRM2:
+        ost = dbl ? ob->dnrm2(oh, n, ox, incx, ores) : ob->snrm2(oh, n, ox, incx, ores);
+        break;
+    }
+    CU_ASSERT_EQUAL(ost, HK_STATUS_OK);
+
     if (op == OP_DOT || op == OP_NRM2) {
         double got;
         if (device_mode) {
@@ -127,6 +160,11 @@ static void run_case(enum op op, int dbl, int device_mode, long long n, long lon
             printf("\n  op %d dbl %d mode %d n %lld inc %lld,%lld: got %.17g want %.17g\n",
                    (int)op, dbl, device_mode, n, incx, incy, got, want);
         CU_ASSERT(fabs(got - want) <= tol);
+        double oracle_got = dbl ? ores_d : ores_f;
+        if (fabs(got - oracle_got) > 2 * tol)
+            printf("\n  op %d dbl %d mode %d n %lld inc %lld,%lld: got %.17g, hk-cpu %.17g\n",
+                   (int)op, dbl, device_mode, n, incx, incy, got, oracle_got);
+        CU_ASSERT(fabs(got - oracle_got) <= 2 * tol);
     } else {
         /* The whole written array, strides' gaps included, against the reference. */
         const int in_x = op == OP_SCAL;
@@ -152,7 +190,20 @@ static void run_case(enum op op, int dbl, int device_mode, long long n, long lon
                        (int)op, dbl, device_mode, n, incx, incy, i, get(out, dbl, i), ref[i]);
         }
         CU_ASSERT_EQUAL(bad, 0);
+        /* and element for element against hk-cpu, gaps included */
+        const void *theirs = in_x ? ox : oy;
+        long long differ = 0;
+        for (long long i = 0; i < len; i++) {
+            double tol = 4 * eps * (fabs(ref[i]) + fabs(get(orig, dbl, i)) + 1.0);
+            differ += !(fabs(get(out, dbl, i) - get(theirs, dbl, i)) <= tol);
+        }
+        if (differ)
+            printf("\n  op %d dbl %d mode %d n %lld inc %lld,%lld: %lld elements differ from "
+                   "hk-cpu\n", (int)op, dbl, device_mode, n, incx, incy, differ);
+        CU_ASSERT_EQUAL(differ, 0);
     }
+    free(ox);
+    free(oy);
     plug.mem->free_(h, dx);
     plug.mem->free_(h, dy);
     plug.mem->free_(h, alpha_dev);
@@ -265,9 +316,25 @@ static void t_checked_mode(void)
     CU_ASSERT_EQUAL(plug.vt->handle_destroy(c), HK_STATUS_OK);
 }
 
+static int suite_clean(void)
+{
+    int bad = 0;
+    if (h)
+        bad |= plug.vt->handle_destroy(h) != HK_STATUS_OK;
+    if (oh)
+        bad |= oracle.vt->handle_destroy(oh) != HK_STATUS_OK;
+    h = oh = NULL;
+    return bad;
+}
+
 int hk_test_register(void)
 {
-    CU_pSuite s = hk_test_suite("hk-cuda blas1 numbers", NULL, NULL);
+    CU_pSuite s = hk_test_suite("hk-cuda blas1 numbers", NULL, suite_clean);
+    if (hkct_plugin_open_sibling(&oracle, "hk-cpu.so") != 0 ||
+        oracle.vt->handle_create(NULL, &oh) != HK_STATUS_OK) {
+        fprintf(stderr, "the oracle hk-cpu is unusable: %s\n", oracle.why);
+        return 1;
+    }
     struct {
         const char *name;
         CU_TestFunc fn;
