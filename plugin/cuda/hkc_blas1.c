@@ -100,6 +100,42 @@ static hk_status_t check_mem(hk_handle_t *h, const void *p, int64_t n, int64_t i
 
 /* ---- axpy, scal, copy ---- */
 
+/* Both vectors' spans fit in memory (y may be NULL: one vector). */
+static hk_status_t check_spans(hk_handle_t *h, int64_t n, int64_t incx, int64_t incy, size_t esz,
+                               const char *op, int two)
+{
+    hk_status_t st = check_span(h, n, incx, esz, op);
+    return st == HK_STATUS_OK && two ? check_span(h, n, incy, esz, op) : st;
+}
+
+/* alpha as the kernels take it: by value in host pointer mode (*a), as a
+ * device pointer in device pointer mode (*dev). Returns the mode. */
+static int take_alpha(const hk_handle_t *h, const void *alpha, size_t esz, scalar_t *a,
+                      const void **dev)
+{
+    int device_mode = atomic_load_explicit(&h->pointer_mode, memory_order_relaxed);
+    a->d = 0.0;
+    *dev = device_mode ? alpha : NULL;
+    if (!device_mode)
+        memcpy(a, alpha, esz);
+    return device_mode;
+}
+
+/* Checked mode: the two vectors, and alpha when it is a device pointer. */
+static hk_status_t check_operands(hk_handle_t *h, int64_t n, const void *x, int64_t incx,
+                                  const void *y, int64_t incy, const void *alpha_dev,
+                                  size_t esz)
+{
+    if (!(h->flags & HK_CREATE_CHECKED))
+        return HK_STATUS_OK; /* the per-call path pays one test */
+    hk_status_t st = check_mem(h, x, n, incx, esz, "x");
+    if (st == HK_STATUS_OK && y)
+        st = check_mem(h, y, n, incy, esz, "y");
+    if (st == HK_STATUS_OK && alpha_dev)
+        st = check_mem(h, alpha_dev, 1, 1, esz, "alpha");
+    return st;
+}
+
 static hk_status_t axpy(hk_handle_t *h, int64_t n, const void *alpha, const void *x, int64_t incx,
                         void *y, int64_t incy, size_t esz, hk__kernel_id_t k, const char *op)
 {
@@ -112,29 +148,19 @@ static hk_status_t axpy(hk_handle_t *h, int64_t n, const void *alpha, const void
                         !alpha ? "alpha" : !x ? "x" : "y");
     if (incy == 0)
         return hk__fail(h, HK_STATUS_INVALID_VALUE, "%s: incy is 0 (the destination)", op);
-    hk_status_t st = check_span(h, n, incx, esz, op);
-    if (st == HK_STATUS_OK)
-        st = check_span(h, n, incy, esz, op);
+    hk_status_t st = check_spans(h, n, incx, incy, esz, op, 1);
     if (st != HK_STATUS_OK)
         return st;
-    int device_mode = atomic_load_explicit(&h->pointer_mode, memory_order_relaxed);
-    scalar_t a = {0};
-    const void *alpha_ptr = NULL;
-    if (device_mode)
-        alpha_ptr = alpha;
-    else
-        memcpy(&a, alpha, esz);
+    scalar_t a;
+    const void *alpha_ptr;
+    int device_mode = take_alpha(h, alpha, esz, &a, &alpha_ptr);
     if (!device_mode && (esz == 4 ? a.f == 0.0f : a.d == 0.0))
         return HK_STATUS_OK; /* reference BLAS returns early; y is left alone */
     hk__call_t c;
     st = hk__call_begin(h, &c);
     if (st != HK_STATUS_OK)
         return st;
-    st = check_mem(h, x, n, incx, esz, "x");
-    if (st == HK_STATUS_OK)
-        st = check_mem(h, y, n, incy, esz, "y");
-    if (st == HK_STATUS_OK && device_mode)
-        st = check_mem(h, alpha, 1, 1, esz, "alpha");
+    st = check_operands(h, n, x, incx, y, incy, alpha_ptr, esz);
     if (st == HK_STATUS_OK) {
         long long nn = n, ix = incx, iy = incy;
         const void *x0 = first(x, n, incx, esz);
@@ -154,23 +180,17 @@ static hk_status_t scal(hk_handle_t *h, int64_t n, const void *alpha, void *x, i
         return HK_STATUS_OK; /* reference BLAS: nothing to do */
     if (!alpha || !x)
         return hk__fail(h, HK_STATUS_NULL_POINTER, "%s: %s is NULL", op, !alpha ? "alpha" : "x");
-    hk_status_t st = check_span(h, n, incx, esz, op);
+    hk_status_t st = check_spans(h, n, incx, 0, esz, op, 0);
     if (st != HK_STATUS_OK)
         return st;
-    int device_mode = atomic_load_explicit(&h->pointer_mode, memory_order_relaxed);
-    scalar_t a = {0};
-    const void *alpha_ptr = NULL;
-    if (device_mode)
-        alpha_ptr = alpha;
-    else
-        memcpy(&a, alpha, esz);
+    scalar_t a;
+    const void *alpha_ptr;
+    take_alpha(h, alpha, esz, &a, &alpha_ptr);
     hk__call_t c;
     st = hk__call_begin(h, &c);
     if (st != HK_STATUS_OK)
         return st;
-    st = check_mem(h, x, n, incx, esz, "x");
-    if (st == HK_STATUS_OK && device_mode)
-        st = check_mem(h, alpha, 1, 1, esz, "alpha");
+    st = check_operands(h, n, x, incx, NULL, 0, alpha_ptr, esz);
     if (st == HK_STATUS_OK) {
         long long nn = n, ix = incx;
         void *params[] = {&nn, &a, &alpha_ptr, &x, &ix};
@@ -190,18 +210,14 @@ static hk_status_t copy(hk_handle_t *h, int64_t n, const void *x, int64_t incx, 
         return hk__fail(h, HK_STATUS_NULL_POINTER, "%s: %s is NULL", op, !x ? "x" : "y");
     if (incy == 0)
         return hk__fail(h, HK_STATUS_INVALID_VALUE, "%s: incy is 0 (the destination)", op);
-    hk_status_t st = check_span(h, n, incx, esz, op);
-    if (st == HK_STATUS_OK)
-        st = check_span(h, n, incy, esz, op);
+    hk_status_t st = check_spans(h, n, incx, incy, esz, op, 1);
     if (st != HK_STATUS_OK)
         return st;
     hk__call_t c;
     st = hk__call_begin(h, &c);
     if (st != HK_STATUS_OK)
         return st;
-    st = check_mem(h, x, n, incx, esz, "x");
-    if (st == HK_STATUS_OK)
-        st = check_mem(h, y, n, incy, esz, "y");
+    st = check_operands(h, n, x, incx, y, incy, NULL, esz);
     if (st == HK_STATUS_OK) {
         long long nn = n, ix = incx, iy = incy;
         const void *x0 = first(x, n, incx, esz);
@@ -236,9 +252,7 @@ static hk_status_t reduce(hk_handle_t *h, int64_t n, const void *x, int64_t incx
     }
     hk_status_t st = HK_STATUS_OK;
     if (!empty) {
-        st = check_span(h, n, incx, esz, op);
-        if (st == HK_STATUS_OK && is_dot)
-            st = check_span(h, n, incy, esz, op);
+        st = check_spans(h, n, incx, incy, esz, op, is_dot);
         if (st != HK_STATUS_OK)
             return st;
     }
@@ -246,11 +260,8 @@ static hk_status_t reduce(hk_handle_t *h, int64_t n, const void *x, int64_t incx
     st = hk__call_begin(h, &c);
     if (st != HK_STATUS_OK)
         return st;
-    if (!empty) {
-        st = check_mem(h, x, n, incx, esz, "x");
-        if (st == HK_STATUS_OK && is_dot)
-            st = check_mem(h, y, n, incy, esz, "y");
-    }
+    if (!empty)
+        st = check_operands(h, n, x, incx, is_dot ? y : NULL, incy, NULL, esz);
     if (st == HK_STATUS_OK && device_mode)
         st = check_mem(h, result, 1, 1, esz, "result");
     if (st != HK_STATUS_OK)
