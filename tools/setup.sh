@@ -8,7 +8,7 @@ set -euo pipefail
 
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
-for p in scons libcunit1-dev libltdl-dev gcc python3; do
+for p in scons libcunit1-dev libltdl-dev gcc python3 valgrind; do
     have_pkg "$p" || need+=("$p")
 done
 

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it:
+#   1. every test program in the debug build          (scons test)
+#   2. the same suite built with ASan + UBSan         (scons --sanitize=address,undefined test)
+#   3. the same suite built with TSan                 (scons --sanitize=thread test)
+#   4. valgrind over hk-host and the loader tests     (no error, no definite leak)
+# Each step prints its own output; the last line is the sum of every step's
+# counts, "total: N passed, N failed, N skipped". The exit status is non-zero
+# when any step failed.
+#
+# usage: tools/check.sh [-j N] [--quick]
+#   --quick   only step 1 (the same as `scons -Q -j2 test`)
+set -u
+cd "$(dirname "$0")/.."
+jobs=2; quick=0
+while [ $# -gt 0 ]; do
+    case $1 in
+        -j) jobs=${2:?-j needs a number}; shift;;
+        --quick) quick=1;;
+        *) echo "usage: tools/check.sh [-j N] [--quick]" >&2; exit 2;;
+    esac
+    shift
+done
+
+sum_p=0; sum_f=0; sum_s=0; failed=()
+count() { # step name, log file, exit status
+    local line p f s
+    line=$(grep -E '^(total: )?[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$2" | tail -n 1)
+    if [ -z "$line" ]; then
+        echo "check: $1 printed no result line (exit status $3)"
+        sum_f=$((sum_f + 1)); failed+=("$1"); return
+    fi
+    read -r p f s < <(echo "$line" | sed -E 's/^(total: )?([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped$/\2 \3 \4/')
+    sum_p=$((sum_p + p)); sum_f=$((sum_f + f)); sum_s=$((sum_s + s))
+    if [ "$3" -ne 0 ] || [ "$f" -ne 0 ]; then
+        failed+=("$1")
+        [ "$f" -ne 0 ] || sum_f=$((sum_f + 1))
+    fi
+}
+
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+step() { # name, command...
+    local name=$1; shift
+    echo "######## $name: $*"
+    local t0=$SECONDS
+    set -o pipefail
+    "$@" 2>&1 | tee "$log/$name.txt"
+    local rc=$?
+    set +o pipefail
+    echo "######## $name: exit status $rc ($((SECONDS - t0)) s)"
+    count "$name" "$log/$name.txt" "$rc"
+}
+
+# valgrind over one program: one test, passed when valgrind reports no error
+# and no definite leak and the program itself succeeded.
+vg() { # name, program, args...
+    local name=$1; shift
+    if ! command -v valgrind >/dev/null 2>&1; then
+        echo "0 passed, 1 failed, 0 skipped  (valgrind is not installed: run tools/setup.sh)"
+        return 1
+    fi
+    valgrind -q --error-exitcode=97 --leak-check=full --errors-for-leak-kinds=definite \
+        --show-leak-kinds=definite --track-fds=no "$@"
+    local rc=$?
+    if [ $rc -eq 0 ]; then echo "1 passed, 0 failed, 0 skipped"; else
+        echo "valgrind $name: exit status $rc (97: valgrind found an error or a leak)"
+        echo "0 passed, 1 failed, 0 skipped"
+    fi
+    return $rc
+}
+
+step test scons -Q -j"$jobs" test
+if [ $quick -eq 0 ]; then
+    step asan-ubsan scons -Q -j"$jobs" --sanitize=address,undefined test
+    step tsan scons -Q -j"$jobs" --sanitize=thread test
+    step valgrind-hk-host-list vg hk-host-list build/debug/bin/hk-host list
+    step valgrind-hk-host-run vg hk-host-run env HK_CUDA_DRIVER=/nonexistent build/debug/bin/hk-host run -n 4096
+    step valgrind-test-loader vg test-loader build/debug/tests/test_loader
+fi
+
+echo
+[ ${#failed[@]} -eq 0 ] || echo "failing steps: ${failed[*]}"
+echo "total: $sum_p passed, $sum_f failed, $sum_s skipped"
+[ ${#failed[@]} -eq 0 ]
