@@ -65,6 +65,7 @@ struct hk_loader {
     size_t capplugins;
     const char *last_error; /* a report's line or a static string; never NULL */
     int env_notice_done;    /* the "HK_PLUGIN_PATH ignored" report was made */
+    struct hk__select_texts *select_texts; /* hk_loader_select.c; freed by hk__select_free */
 };
 
 /* ---- hk_loader.c ---- */
@@ -98,6 +99,8 @@ void hk__file_id_set(hk__file_id_t *id, const struct stat *st);
  * caller already refused a writable directory. Caller holds open_lock. */
 hk_status_t hk__loader_candidate(hk_loader_t *loader, const char *path, int dir_checked,
                                  hk_plugin_t **out);
+
+void hk__select_free(hk_loader_t *loader); /* hk_loader_select.c, at destroy */
 
 /* ---- hk_loader_ltdl.c: every libltdl call goes through these ---- */
 

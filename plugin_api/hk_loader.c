@@ -114,6 +114,7 @@ hk_status_t hk_loader_destroy(hk_loader_t *loader)
         free(r->line);
         free(r);
     }
+    hk__select_free(loader);
     free(loader->plugins);
     free(loader->reports);
     hk__ltdl_exit(&loader->advise);

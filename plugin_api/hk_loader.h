@@ -137,6 +137,126 @@ void hk_plugin_release(hk_plugin_t *plugin);
 /* Name of a stage ("open", "symbol", ...); never NULL. */
 const char *hk_load_stage_name(hk_load_stage_t stage);
 
+/* ==== Version selection (hk_loader_select.c) ===========================
+ *
+ * A request names what a host wants:
+ *   "NAME"          the highest release of plugin NAME ("NAME@*")
+ *   "NAME@RANGE"    the highest version of NAME in RANGE (grammar, precedence
+ *                   and the pre-release rule in hk_semver.h; build metadata
+ *                   is ignored)
+ *   a path          a request that contains '/' or ends in ".so" is a file:
+ *                   it is loaded with hk_loader_open, exactly that file, and
+ *                   neither HK_PLUGIN_PIN nor HK_PLUGIN_EXCLUDE applies.
+ * Only plugins already loaded (hk_loader_scan, hk_loader_open) are
+ * candidates. Among the candidates of that name that are selectable, the
+ * highest version wins; between equal versions (same numbers and pre-release,
+ * build metadata aside) the one loaded first wins, i.e. the first in
+ * hk_loader_plugin order: after hk_loader_scan, the earlier directory of the
+ * search path, and within a directory the earlier file name.
+ *
+ * A candidate is not selectable, checked in this order, when:
+ *   an HK_PLUGIN_EXCLUDE entry matches it           HK_SELECT_EXCLUDED
+ *   its version is not a semantic version           HK_SELECT_BAD_VERSION
+ *   it is outside the request's range               HK_SELECT_OUT_OF_RANGE
+ *   it is outside an HK_PLUGIN_PIN range of NAME    HK_SELECT_PINNED
+ *   it is a pre-release that neither the request's
+ *   range nor a pin of NAME names                   HK_SELECT_OUT_OF_RANGE
+ * The pre-release rule of hk_semver.h applies to the request and its pins
+ * together: a pre-release is selectable when one of them names a
+ * pre-release of its MAJOR.MINOR.PATCH and it satisfies every operator
+ * ("NAME" with HK_PLUGIN_PIN="NAME@2.0.0-rc.1" selects 2.0.0-rc.1, and
+ * "NAME@^2" with that pin selects nothing, as 2.0.0-rc.1 < 2.0.0).
+ *
+ * Environment, read with secure_getenv at every call (so ignored in a
+ * process with elevated privileges, AT_SECURE, where a report with path
+ * "HK_PLUGIN_PIN" or "HK_PLUGIN_EXCLUDE", stage scan, status INSECURE says
+ * so); each is a comma-separated list of entries, and empty entries are
+ * skipped:
+ *   HK_PLUGIN_PIN="hk-cuda@1.4.1,hk-cpu@^1"
+ *       each entry is NAME@RANGE and narrows what a request for NAME may
+ *       select: a candidate must be in the request's range AND in every pin
+ *       range of its name (an intersection; "hk-cuda@^2" with a pin
+ *       "hk-cuda@1.4.1" selects nothing).
+ *   HK_PLUGIN_EXCLUDE="hk-cuda@1.3.0,/opt/hk/old/hk-cpu.so,hk-test"
+ *       each entry removes candidates: NAME@RANGE the versions of NAME in
+ *       RANGE (pre-release rule included), NAME every version of NAME,
+ *       pre-releases too, and a path (contains '/' or ends in ".so") the
+ *       plugin loaded from that file (same path text, or the same file
+ *       reached through another path).
+ * A malformed entry (no name, a bad range, a pin without "@RANGE", spaces
+ * or control characters) is ignored and the others still apply; it is
+ * reported once per loader: a report with the variable's name as path, stage
+ * scan, status INVALID_VALUE, and the reason "entry 'E' ignored: WHY", logged
+ * like a refused candidate. A malformed variable never fails a request.
+ *
+ * Thread rule of both functions: [thread-safe]; they may run while other
+ * threads scan or open. They must not be called from the loader's log
+ * callback (they may add a report under the lock scan holds), and the
+ * environment must not be changed while they run (setenv is not
+ * thread-safe). */
+
+typedef enum hk_select_verdict {
+    HK_SELECT_CHOSEN = 0,       /* the request resolves to this plugin */
+    HK_SELECT_LOWER = 1,        /* selectable, but a higher version was chosen */
+    HK_SELECT_DUPLICATE = 2,    /* the chosen version, from a file loaded later */
+    HK_SELECT_OUT_OF_RANGE = 3, /* outside the request's range */
+    HK_SELECT_PINNED = 4,       /* outside an HK_PLUGIN_PIN range */
+    HK_SELECT_EXCLUDED = 5,     /* removed by an HK_PLUGIN_EXCLUDE entry */
+    HK_SELECT_BAD_VERSION = 6   /* its version text is not a semantic version */
+} hk_select_verdict_t;
+
+#define HK_SELECT_REASON_MAX 320
+
+/* Why one candidate was or was not chosen. */
+typedef struct hk_select_entry {
+    hk_plugin_t *plugin;              /* owned by the loader */
+    hk_select_verdict_t verdict;
+    char reason[HK_SELECT_REASON_MAX]; /* one line, cut to fit; e.g.
+                                          "chosen: highest version in ^1",
+                                          "lower than 1.10.0, the chosen version",
+                                          "outside ^2",
+                                          "pinned to 1.4.1 by HK_PLUGIN_PIN",
+                                          "excluded by HK_PLUGIN_EXCLUDE entry hk-cuda@1.3.0" */
+} hk_select_entry_t;
+
+/* [thread-safe] Resolves request (see above) to one loaded plugin. *out
+ * receives it (owned by the loader; NULL on failure). Returns:
+ *   OK             *out is the chosen plugin
+ *   NOT_FOUND      no plugin of that name is loaded, or none is selectable;
+ *                  hk_loader_last_error names every candidate, e.g.
+ *                  "hk-cuda@^2: found 1.0.0 (/p/a.so: outside ^2), 1.4.1
+ *                  (/p/b.so: outside ^2); none in range"
+ *   INVALID_VALUE  the request is empty, has no name before '@', a name
+ *                  with spaces or control characters, or a malformed range;
+ *                  the last error says which
+ *   NULL_POINTER   loader, request or out is NULL (no last error without a
+ *                  loader)
+ *   OUT_OF_MEMORY  copying the environment or the candidate list failed
+ *   a path request returns what hk_loader_open returns.
+ * The failure's line stays readable through hk_loader_last_error for the
+ * loader's lifetime. */
+hk_status_t hk_loader_select(hk_loader_t *loader, const char *request, hk_plugin_t **out);
+
+/* [thread-safe] Says, for a NAME or NAME@RANGE request, what hk_loader_select
+ * would decide about every loaded plugin of that name, in load order. Fills
+ * entries[0 .. min(capacity, *count)) (entries may be NULL when capacity is
+ * 0) and sets *count to the number of plugins of that name, which may exceed
+ * capacity. Returns the status hk_loader_select would return (OK with one
+ * entry HK_SELECT_CHOSEN, NOT_FOUND with none, INVALID_VALUE for a malformed
+ * request and also for a path request, which selects nothing: *count 0) and
+ * sets the last error as it would. NULL loader, request or count:
+ * NULL_POINTER. Nothing is allocated for the caller. */
+hk_status_t hk_loader_select_explain(hk_loader_t *loader, const char *request,
+                                     hk_select_entry_t *entries, size_t capacity,
+                                     size_t *count);
+
+/* [thread-safe] Name of a verdict ("chosen", "lower", "duplicate",
+ * "out-of-range", "pinned", "excluded", "bad-version"); "unknown" outside
+ * the list; never NULL. */
+const char *hk_select_verdict_name(hk_select_verdict_t verdict);
+
+/* ==== end of version selection ======================================== */
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,130 @@
+/* handlekit semantic versions: strict parsing, precedence and ranges.
+ *
+ * Versions follow semantic versioning 2.0.0:
+ *   MAJOR.MINOR.PATCH[-PRERELEASE][+BUILD]
+ * - MAJOR, MINOR, PATCH: "0" or a decimal number without leading zero that
+ *   fits in 64 bits. No leading "v", no spaces, nothing after the version.
+ * - PRERELEASE: dot-separated identifiers of [0-9A-Za-z-], none empty; a
+ *   numeric identifier has no leading zero and fits in 64 bits.
+ * - BUILD: dot-separated identifiers of [0-9A-Za-z-], none empty (leading
+ *   zeros allowed). Build metadata never takes part in a comparison.
+ *
+ * Precedence: major, minor, patch numerically; then a version with a
+ * pre-release is lower than the same version without one; two pre-releases
+ * compare identifier by identifier, numeric ones numerically, alphanumeric
+ * ones by ASCII order, a numeric identifier below an alphanumeric one, and
+ * when one list is a prefix of the other the shorter is lower:
+ *   1.0.0-alpha < 1.0.0-alpha.1 < 1.0.0-alpha.beta < 1.0.0-beta < 1.0.0-beta.2
+ *   < 1.0.0-beta.11 < 1.0.0-rc.1 < 1.0.0 < 1.2.0 < 1.10.0
+ *
+ * Ranges (the text after '@' in a plugin request):
+ *   "" or "*"   any release
+ *   "1.2.3"     exactly this version (a pre-release may be given; build
+ *               metadata is allowed and ignored)
+ *   "^1.2.3"    >= 1.2.3 with the same major; for major 0 the same minor
+ *               ("^0.2.3": >= 0.2.3, < 0.3.0), and for 0.0.P the same patch
+ *               ("^0.0.3": only 0.0.3). "^1.2" is "^1.2.0"; "^1" is >= 1.0.0,
+ *               < 2.0.0; "^0" is < 1.0.0; "^0.0" is < 0.1.0.
+ *   "~1.2.3"    >= 1.2.3 with the same major and minor; "~1.2" is "~1.2.0";
+ *               "~1" is >= 1.0.0 with the same major.
+ *   ">=1.2.3"   this version or any higher one; ">=1.2" is ">=1.2.0".
+ * After an operator, MINOR and PATCH may be left out (they count as 0); a
+ * pre-release or build part needs all three numbers. Nothing else is
+ * accepted: no spaces, no "v", no "x" wildcards, no lists of ranges.
+ *
+ * Pre-releases: a version with a pre-release matches a range only when the
+ * range's own version is a pre-release of the same MAJOR.MINOR.PATCH (and the
+ * operator's condition holds). So "^2.0.0-rc.1" matches 2.0.0-rc.1,
+ * 2.0.0-rc.2, 2.0.0 and 2.5.0 but not 2.1.0-beta, and "*", "^2" and ">=1"
+ * match no pre-release at all: a pre-release is only ever chosen when asked
+ * for by name.
+ *
+ * Parsed structs borrow the text they were parsed from (pre and build point
+ * into it): keep the text alive and unchanged while the struct is used.
+ * Every function is [thread-safe]: none keeps state. */
+#ifndef HK_SEMVER_H
+#define HK_SEMVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hk_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A parsed version. pre/build point into the parsed text, without the '-'
+ * or '+', and are not NUL-terminated: use pre_len/build_len. Both are NULL
+ * with length 0 when absent. */
+typedef struct hk_semver {
+    uint64_t major;
+    uint64_t minor;
+    uint64_t patch;
+    const char *pre;
+    size_t pre_len;
+    const char *build;
+    size_t build_len;
+} hk_semver_t;
+
+typedef enum hk_semver_op {
+    HK_SEMVER_ANY = 0,   /* "" or "*" */
+    HK_SEMVER_EXACT = 1, /* "1.2.3" */
+    HK_SEMVER_CARET = 2, /* "^1.2.3" */
+    HK_SEMVER_TILDE = 3, /* "~1.2.3" */
+    HK_SEMVER_GE = 4     /* ">=1.2.3" */
+} hk_semver_op_t;
+
+/* A parsed range: the operator, the version written after it (numbers left
+ * out are 0) and how many numbers were written (1 to 3; 0 for ANY). */
+typedef struct hk_semver_range {
+    hk_semver_op_t op;
+    unsigned parts;
+    hk_semver_t base;
+} hk_semver_range_t;
+
+/* Parses text[0..len) as one version (all of it: nothing may follow).
+ * Returns HK_STATUS_OK and fills *out; HK_STATUS_INVALID_VALUE for malformed
+ * text (a number with a leading zero or too big for 64 bits, a missing or
+ * empty part, a character out of place), *out then zeroed; HK_STATUS_NULL_POINTER
+ * when out is NULL, or text is NULL with len > 0. When reason is not NULL and
+ * reason_size > 0, a failure writes one NUL-terminated line there naming the
+ * text and what is wrong ("'1.02.3': minor has a leading zero"), truncated to
+ * reason_size; on success reason gets "". out borrows text. */
+hk_status_t hk_semver_parse_n(const char *text, size_t len, hk_semver_t *out,
+                              char *reason, size_t reason_size);
+
+/* hk_semver_parse_n over the NUL-terminated text (NULL: NULL_POINTER). */
+hk_status_t hk_semver_parse(const char *text, hk_semver_t *out, char *reason,
+                            size_t reason_size);
+
+/* Precedence of a and b: < 0 when a is lower, 0 when equal (build metadata
+ * ignored), > 0 when a is higher. NULL is lower than any version and equal
+ * to NULL. */
+int hk_semver_compare(const hk_semver_t *a, const hk_semver_t *b);
+
+/* Parses text[0..len) as one range (grammar above). Statuses, reason and
+ * borrowing as hk_semver_parse_n; on failure *out is an ANY range. */
+hk_status_t hk_semver_range_parse_n(const char *text, size_t len, hk_semver_range_t *out,
+                                    char *reason, size_t reason_size);
+
+/* hk_semver_range_parse_n over the NUL-terminated text (NULL: NULL_POINTER). */
+hk_status_t hk_semver_range_parse(const char *text, hk_semver_range_t *out, char *reason,
+                                  size_t reason_size);
+
+/* 1 when version v is in range r (pre-release rule above), else 0; 0 when
+ * either is NULL. */
+int hk_semver_range_match(const hk_semver_range_t *r, const hk_semver_t *v);
+
+/* 1 when v is not in r only because of the pre-release rule: v is a
+ * pre-release, r's operator condition holds for v, but r names no
+ * pre-release of v's MAJOR.MINOR.PATCH ("*" and 2.0.0-rc.1, "^1" and
+ * 1.5.0-beta). Lets a caller explain why a pre-release was passed over.
+ * Otherwise 0, and 0 when either is NULL. */
+int hk_semver_range_skips_pre(const hk_semver_range_t *r, const hk_semver_t *v);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HK_SEMVER_H */
