@@ -10,6 +10,8 @@ import json
 import os
 import sys
 
+import SCons.Action
+
 _RUNS = []
 
 
@@ -21,25 +23,32 @@ def _hk_test(env, name, program, args=None, envvars=None):
     return prog
 
 
-def _write_manifest(target, source, env):
+def _manifest_text():
     runs = []
     for r in _RUNS:
         runs.append({'name': r['name'],
                      'argv': [r['program'].path] + [str(a) for a in r['args']],
                      'env': {k: str(v) for k, v in r['env'].items()}})
+    return json.dumps(runs, indent=1)
+
+
+def _write_manifest(target, source, env):
     with open(target[0].abspath, 'w') as f:
-        json.dump(runs, f, indent=1)
+        f.write(source[0].read())
     return 0
 
 
 def _hk_test_alias(env, alias):
     manifest = env.File('#' + env['HK_BUILD'] + '/tests.json')
-    env.Command(manifest, [], env.Action(_write_manifest, 'writing test manifest $TARGET'))
-    env.AlwaysBuild(manifest)
+    # The manifest's text is its source: it is rewritten only when a run changes.
+    # SCons.Action, not env.Action: env.Action would substitute $TARGET at once.
+    env.Command(manifest, env.Value(_manifest_text()),
+                SCons.Action.Action(_write_manifest, 'GEN    $TARGET'))
     runner = env.File('#site_scons/hk_runtests.py')
     progs = [r['program'] for r in _RUNS]
+    run = '"%s" "%s" "%s"' % (sys.executable, runner.abspath, manifest.abspath)
     cmd = env.Command(alias + '-run', [manifest, runner] + progs,
-                      '"%s" "%s" "%s"' % (sys.executable, runner.abspath, manifest.abspath))
+                      SCons.Action.Action(run, '$HKTESTCOMSTR'))
     env.AlwaysBuild(cmd)
     env.Alias(alias, cmd)
 
