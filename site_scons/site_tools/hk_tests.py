@@ -1,10 +1,14 @@
-"""SCons tool: register CUnit test programs and run them all under one alias.
+"""SCons tool: register test programs and run them all under one alias.
 
-env.HkTest(name, program, args=[], envvars={}) records one run of a test program
-(the same program may be recorded several times with other environments, e.g.
-2 and 4 simulated devices). env.HkTestAlias('test') makes `scons test` build
-every recorded program and run them through site_scons/hk_runtests.py, which
-prints each program's output and a closing total line.
+env.HkTest(name, program, args=[], envvars={}, interpreter=None, deps=[]) records
+one run of a test program (the same program may be recorded several times with
+other environments, e.g. 2 and 4 simulated devices). With interpreter (e.g.
+sys.executable) the program is a script run by it; deps are further nodes the
+run needs built first (a staged install, plugins). Every program must end with
+a line "N passed, N failed, N skipped". env.HkTestAlias('test') makes
+`scons test` build every recorded program and run them through
+site_scons/hk_runtests.py, which prints each program's output and a closing
+total line.
 """
 import json
 import os
@@ -15,19 +19,21 @@ import SCons.Action
 _RUNS = []
 
 
-def _hk_test(env, name, program, args=None, envvars=None):
+def _hk_test(env, name, program, args=None, envvars=None, interpreter=None, deps=None):
     prog = env.Flatten([program])[0]  # a Program() result is a node list
     prog = env.File(prog) if isinstance(prog, str) else prog
     _RUNS.append({'name': name, 'program': prog, 'args': list(args or []),
-                  'env': dict(envvars or {})})
+                  'env': dict(envvars or {}), 'interpreter': interpreter,
+                  'deps': env.Flatten([deps or []])})
     return prog
 
 
 def _manifest_text():
     runs = []
     for r in _RUNS:
+        lead = [str(r['interpreter'])] if r['interpreter'] else []
         runs.append({'name': r['name'],
-                     'argv': [r['program'].path] + [str(a) for a in r['args']],
+                     'argv': lead + [r['program'].path] + [str(a) for a in r['args']],
                      'env': {k: str(v) for k, v in r['env'].items()}})
     return json.dumps(runs, indent=1)
 
@@ -45,7 +51,7 @@ def _hk_test_alias(env, alias):
     env.Command(manifest, env.Value(_manifest_text()),
                 SCons.Action.Action(_write_manifest, 'GEN    $TARGET'))
     runner = env.File('#site_scons/hk_runtests.py')
-    progs = [r['program'] for r in _RUNS]
+    progs = [r['program'] for r in _RUNS] + [d for r in _RUNS for d in r['deps']]
     run = '"%s" "%s" "%s"' % (sys.executable, runner.abspath, manifest.abspath)
     cmd = env.Command(alias + '-run', [manifest, runner] + progs,
                       SCons.Action.Action(run, '$HKTESTCOMSTR'))
