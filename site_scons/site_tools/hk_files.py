@@ -25,8 +25,8 @@ def _make_link(target, source, env):
 def _hk_symlink(env, link, points_to):
     link = env.File(link)
     # SCons.Action, not env.Action: env.Action would substitute $TARGET at once.
-    node = env.Command(link, env.Value(points_to), SCons.Action.Action(_make_link, 'LN     $TARGET'))
-    return node
+    return env.Command(link, env.Value(points_to),
+                       SCons.Action.Action(_make_link, 'LN     $TARGET'))
 
 
 def _fill(target, source, env):

@@ -177,7 +177,8 @@ def main():
     result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2).run(suite)
     failed = len(result.failures) + len(result.errors)
     skipped = len(result.skipped)
-    print('%d passed, %d failed, %d skipped' % (result.testsRun - failed - skipped, failed, skipped))
+    passed = result.testsRun - failed - skipped
+    print('%d passed, %d failed, %d skipped' % (passed, failed, skipped))
     return 0 if failed == 0 else 1
 
 
