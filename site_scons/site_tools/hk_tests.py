@@ -5,13 +5,15 @@ one run of a test program (the same program may be recorded several times with
 other environments, e.g. 2 and 4 simulated devices). With interpreter (e.g.
 sys.executable) the program is a script run by it; deps are further nodes the
 run needs built first (a staged install, plugins). Every program must end with
-a line "N passed, N failed, N skipped". env.HkTestAlias('test') makes
+a line "N passed, N failed, N skipped". env.HkPreloadEnv() gives the variables
+a script needs in a sanitizer build. env.HkTestAlias('test') makes
 `scons test` build every recorded program and run them through
 site_scons/hk_runtests.py, which prints each program's output and a closing
 total line.
 """
 import json
 import os
+import subprocess
 import sys
 
 import SCons.Action
@@ -59,7 +61,30 @@ def _hk_test_alias(env, alias):
     env.Alias(alias, cmd)
 
 
+_RUNTIMES = (('address', 'libasan.so'), ('thread', 'libtsan.so'), ('leak', 'liblsan.so'),
+             ('undefined', 'libubsan.so'))  # libasan first: it must be loaded first
+
+
+def _hk_preload_env(env):
+    """Variables that let a program built without the sanitizers (python3) load
+    this build's instrumented libraries: their runtimes preloaded, and leak
+    checking off (the interpreter's own memory is never freed). {} without
+    sanitizers."""
+    san = env.get('HK_SANITIZE') or []
+    paths = []
+    for name, lib in _RUNTIMES:
+        if name in san:
+            out = subprocess.run([env.subst('$CC'), '-print-file-name=' + lib],
+                                 stdout=subprocess.PIPE, text=True).stdout.strip()
+            paths.append(out or lib)
+    if not paths:
+        return {}
+    return {'LD_PRELOAD': ' '.join(paths), 'ASAN_OPTIONS': 'detect_leaks=0',
+            'LSAN_OPTIONS': 'detect_leaks=0'}
+
+
 def generate(env):
+    env.AddMethod(_hk_preload_env, 'HkPreloadEnv')
     env.AddMethod(_hk_test, 'HkTest')
     env.AddMethod(_hk_test_alias, 'HkTestAlias')
 

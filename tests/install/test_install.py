@@ -116,7 +116,7 @@ class PkgConfig(unittest.TestCase):
     def test_shared_host_finds_the_installed_plugins(self):
         exe = os.path.join(self.tmp, 'host')
         run([ARGS.cc, '-std=c11', '-Wall', '-Werror', '-o', exe, os.path.join(HERE, 'host.c')]
-            + self.pkg('--cflags', '--libs'), env=self.env, cwd=self.tmp)
+            + ARGS.sanflags + self.pkg('--cflags', '--libs'), env=self.env, cwd=self.tmp)
         env = clean_env(LD_LIBRARY_PATH=staged(ARGS.libdir))
         out = run([exe], env=env, cwd=self.tmp).splitlines()
         plugdir = os.path.realpath(staged(os.path.join(ARGS.libdir, 'handlekit', 'plugins')))
@@ -131,7 +131,7 @@ class PkgConfig(unittest.TestCase):
         libs = ['-l:libhkloader.a' if f == '-lhkloader' else f
                 for f in self.pkg('--static', '--libs')]
         run([ARGS.cc, '-std=c11', '-Wall', '-Werror', '-o', exe, os.path.join(HERE, 'host.c')]
-            + self.pkg('--cflags') + libs, env=self.env, cwd=self.tmp)
+            + ARGS.sanflags + self.pkg('--cflags') + libs, env=self.env, cwd=self.tmp)
         self.assertNotIn('libhkloader', run(['readelf', '-d', exe]))
         plugdir = run(['pkg-config', '--variable=plugindir', 'handlekit'], env=self.env).strip()
         out = run([exe, plugdir], env=clean_env(), cwd=self.tmp).splitlines()
@@ -145,8 +145,10 @@ class CMakePackage(unittest.TestCase):
         tmp = tempfile.mkdtemp(prefix='hk-cmake-')
         try:
             env = clean_env(CC=ARGS.cc)
+            flags = ' '.join(ARGS.sanflags)
             run(['cmake', '-S', HERE, '-B', tmp, '-DCMAKE_PREFIX_PATH=' + staged(ARGS.prefix),
-                 '-DCMAKE_BUILD_TYPE=Release'], env=env)
+                 '-DCMAKE_BUILD_TYPE=Release', '-DCMAKE_C_FLAGS=' + flags,
+                 '-DCMAKE_EXE_LINKER_FLAGS=' + flags], env=env)
             run(['cmake', '--build', tmp], env=env)
             for exe in ('host_shared', 'host_static'):
                 # No LD_LIBRARY_PATH: CMake gives the build an rpath to the imported library.
@@ -171,7 +173,9 @@ def main():
     ap = argparse.ArgumentParser()
     for opt in ('stage', 'prefix', 'libdir', 'bindir', 'includedir', 'version', 'cc', 'root'):
         ap.add_argument('--' + opt, required=True)
+    ap.add_argument('--sanflags', default='', help='flags of a sanitizer build, for the hosts')
     ARGS = ap.parse_args()
+    ARGS.sanflags = ARGS.sanflags.split()
     ARGS.stage = os.path.abspath(ARGS.stage)
     suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__])
     result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2).run(suite)
