@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian 12 (or Ubuntu) machine lacks to build and test
-# handlekit: SCons, CUnit, GNU libltdl and a C compiler. Idempotent and quiet
-# when nothing is missing. The CUDA toolkit is not installed here (it is large
+# handlekit: SCons, CUnit, GNU libltdl and a C compiler; for the tests of the
+# installed tree and of the Python package also pkg-config (pkgconf), CMake and
+# NumPy. Idempotent and quiet when nothing is missing. The CUDA toolkit is not installed here (it is large
 # and comes from NVIDIA's repository); without it hk-cuda is not built and the
 # CPU parts still build and test.
 set -euo pipefail
 
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
-for p in scons libcunit1-dev libltdl-dev gcc python3 valgrind; do
+for p in scons libcunit1-dev libltdl-dev gcc python3 python3-numpy cmake valgrind; do
     have_pkg "$p" || need+=("$p")
 done
+# pkgconf and the older pkg-config both provide the pkg-config command.
+command -v pkg-config >/dev/null 2>&1 || need+=(pkgconf)
 
 if [ ${#need[@]} -gt 0 ]; then
     echo "setup: installing ${need[*]}"

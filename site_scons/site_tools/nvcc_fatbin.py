@@ -11,6 +11,7 @@ object and everything that links it.
 import os
 import shutil
 
+import SCons.Action
 import SCons.Scanner.C
 
 
@@ -43,14 +44,16 @@ def _write_unity(target, source, env):
 def _hk_fatbin(env, target, sources):
     target = env.File(target)
     unity = env.File(target.abspath + '.unity.cuh')  # not *.cu: kernel globs must not see it
-    env.Command(unity, sources, env.Action(_write_unity, 'writing $TARGET'))
+    # SCons.Action, not env.Action: env.Action would substitute $TARGET now, while
+    # there is no target yet, and print an empty name.
+    env.Command(unity, sources, SCons.Action.Action(_write_unity, 'GEN    $TARGET'))
     # The unity file includes the kernels by absolute path; depend on them so the
     # C scanner's findings and direct edits both trigger a rebuild.
     nvcc = env['NVCC']
     flags = ' '.join(_gencode(env))
-    out = env.Command(target, unity,
-                      '"%s" -x cu -fatbin -std=c++17 -O3 -lineinfo %s $NVCCFLAGS -o $TARGET $SOURCE'
-                      % (nvcc, flags))
+    cmd = ('"%s" -x cu -fatbin -std=c++17 -O3 -lineinfo %s $NVCCFLAGS -o $TARGET $SOURCE'
+           % (nvcc, flags))
+    out = env.Command(target, unity, SCons.Action.Action(cmd, '$NVCCCOMSTR'))
     env.Depends(out, sources)
     env.Depends(out, env.Value(flags))
     return out

@@ -1,0 +1,167 @@
+"""Vectors and scalars from array objects: what a handle's ops pass to C.
+
+Host memory (hk-cpu) comes from __array_interface__ (NumPy) or a DLPack
+capsule of a CPU tensor; CUDA memory from __cuda_array_interface__ (PyTorch,
+CuPy, Numba) or a DLPack capsule of a CUDA tensor. The element type (float32
+or float64) is the array's own; a 1-D array's stride becomes the increment,
+and a negative stride gives the BLAS convention (the pointer to the element
+at the lowest address, walked from its far end).
+"""
+import ctypes
+from ctypes import POINTER, Structure, c_int32, c_int64, c_uint8, c_uint16, c_uint64, c_void_p
+
+HOST, CUDA = 'host', 'cuda'
+_DTYPES = {'f4': ('float32', 4), 'f8': ('float64', 8)}
+
+# DLPack (dlpack.h, version 0.x capsules named "dltensor")
+_DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED = 1, 2, 3, 13
+_DL_FLOAT = 2
+
+
+class _DLDevice(Structure):
+    _fields_ = [('device_type', c_int32), ('device_id', c_int32)]
+
+
+class _DLDataType(Structure):
+    _fields_ = [('code', c_uint8), ('bits', c_uint8), ('lanes', c_uint16)]
+
+
+class _DLTensor(Structure):
+    _fields_ = [('data', c_void_p), ('device', _DLDevice), ('ndim', c_int32),
+                ('dtype', _DLDataType), ('shape', POINTER(c_int64)),
+                ('strides', POINTER(c_int64)), ('byte_offset', c_uint64)]
+
+
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+class View:
+    """One array as C sees it: base address, length, increment, element type."""
+    __slots__ = ('ptr', 'first', 'n', 'inc', 'shape', 'dtype', 'itemsize', 'domain', 'device',
+                 'readonly', 'stream', 'keep')
+
+    def __init__(self, data, shape, strides, dtype, domain, device=None, readonly=False,
+                 stream=None, keep=None):
+        self.dtype, self.itemsize = dtype
+        self.domain, self.device, self.readonly = domain, device, readonly
+        self.stream, self.keep = stream, keep  # keep: what must live while C uses data
+        self.shape = tuple(int(d) for d in shape)
+        self.n = 1
+        for d in self.shape:
+            self.n *= d
+        self.first = int(data or 0)  # element 0 (of a scalar)
+        self.ptr, self.inc = self.first, 1
+        if len(shape) == 1 and strides is not None:
+            self.inc = int(strides[0])
+            if self.inc < 0 and self.n > 0:
+                # Lowest address first, as BLAS wants for a negative increment.
+                self.ptr += (self.n - 1) * self.inc * self.itemsize
+
+
+def _dtype_of_typestr(typestr, what):
+    if len(typestr) != 3 or typestr[0] not in '<=|' or typestr[1:] not in _DTYPES:
+        raise TypeError('%s: the element type must be float32 or float64 (typestr "<f4" or '
+                        '"<f8"), not %r' % (what, typestr))
+    return _DTYPES[typestr[1:]]
+
+
+def _from_interface(iface, domain, what, keep):
+    dtype = _dtype_of_typestr(iface['typestr'], what)
+    if iface.get('mask') is not None:
+        raise TypeError('%s: masked arrays are not supported' % what)
+    data = iface['data']
+    if not isinstance(data, tuple):
+        raise TypeError('%s: the array interface gives no data pointer' % what)
+    ptr, readonly = data
+    shape = tuple(iface['shape'])
+    strides = iface.get('strides')
+    if strides is not None:
+        if any(s % dtype[1] for s in strides):
+            raise ValueError('%s: strides %s are not whole elements of %d bytes'
+                             % (what, strides, dtype[1]))
+        strides = tuple(s // dtype[1] for s in strides)
+    elif len(shape) == 1:
+        strides = (1,)
+    return shape, strides, ptr, readonly, dtype, iface.get('stream')
+
+
+def _from_dlpack(obj, what, stream):
+    try:
+        capsule = obj.__dlpack__(stream=stream) if stream is not None else obj.__dlpack__()
+    except TypeError:
+        capsule = obj.__dlpack__()
+    addr = _capsule_pointer(capsule, b'dltensor')  # a DLManagedTensor starts with its DLTensor
+    t = _DLTensor.from_address(addr)
+    if t.dtype.code != _DL_FLOAT or t.dtype.bits not in (32, 64) or t.dtype.lanes != 1:
+        raise TypeError('%s: the element type must be float32 or float64 (DLPack code %d, '
+                        '%d bits, %d lanes)' % (what, t.dtype.code, t.dtype.bits, t.dtype.lanes))
+    dtype = _DTYPES['f4' if t.dtype.bits == 32 else 'f8']
+    shape = tuple(t.shape[i] for i in range(t.ndim))
+    strides = tuple(t.strides[i] for i in range(t.ndim)) if t.strides else None
+    if strides is None and len(shape) == 1:
+        strides = (1,)
+    kind = t.device.device_type
+    domain = CUDA if kind in (_DL_CUDA, _DL_CUDA_MANAGED) else HOST
+    if kind not in (_DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED):
+        raise TypeError('%s: DLPack device type %d is neither CPU nor CUDA' % (what, kind))
+    data = (t.data or 0) + t.byte_offset
+    # The capsule owns a reference to the tensor until it is collected.
+    return View(data, shape, strides, dtype, domain, device=t.device.device_id, keep=capsule)
+
+
+def view(obj, domain, what, dlpack_stream=None):
+    """The View of obj for a plugin whose memory is domain (HOST or CUDA)."""
+    if domain == CUDA and hasattr(obj, '__cuda_array_interface__'):
+        iface = obj.__cuda_array_interface__
+        shape, strides, ptr, ro, dtype, stream = _from_interface(iface, CUDA, what, obj)
+        return View(ptr, shape, strides, dtype, CUDA, readonly=ro, stream=stream, keep=obj)
+    if domain == HOST and hasattr(obj, '__array_interface__'):
+        iface = obj.__array_interface__
+        shape, strides, ptr, ro, dtype, _ = _from_interface(iface, HOST, what, obj)
+        return View(ptr, shape, strides, dtype, HOST, readonly=ro, keep=obj)
+    if hasattr(obj, '__dlpack__'):
+        stream = None
+        if hasattr(obj, '__dlpack_device__'):
+            # Ask where the data is first: only a CUDA producer takes a stream.
+            kind = int(obj.__dlpack_device__()[0])
+            there = CUDA if kind in (_DL_CUDA, _DL_CUDA_MANAGED) else HOST
+            if there != domain:
+                raise TypeError('%s: a %s array, but this plugin works on %s memory'
+                                % (what, there, domain))
+            stream = dlpack_stream if there == CUDA else None
+        elif domain == CUDA:
+            stream = dlpack_stream
+        v = _from_dlpack(obj, what, stream)
+        if v.domain != domain:
+            raise TypeError('%s: a %s array, but this plugin works on %s memory'
+                            % (what, v.domain, domain))
+        return v
+    other = hasattr(obj, '__cuda_array_interface__') or hasattr(obj, '__array_interface__')
+    if other:
+        raise TypeError('%s: a %s array, but this plugin works on %s memory'
+                        % (what, CUDA if domain == HOST else HOST, domain))
+    raise TypeError('%s: %s is not an array (no __array_interface__, '
+                    '__cuda_array_interface__ or __dlpack__)' % (what, type(obj).__name__))
+
+
+def vector(obj, domain, what, writable=False, dlpack_stream=None):
+    v = view(obj, domain, what, dlpack_stream)
+    if len(v.shape) != 1:
+        raise ValueError('%s: a 1-D array is needed, not shape %s' % (what, v.shape))
+    if writable and v.readonly:
+        raise ValueError('%s: the array is read-only' % what)
+    return v
+
+
+def scalar(obj, domain, what, dtype, writable=False, dlpack_stream=None):
+    """A one-element array of dtype in domain (alpha or result in device pointer mode)."""
+    v = view(obj, domain, what, dlpack_stream)
+    if v.n < 1:
+        raise ValueError('%s: the array is empty' % what)
+    if v.dtype != dtype:
+        raise TypeError('%s: %s, but the vectors are %s' % (what, v.dtype, dtype))
+    if writable and v.readonly:
+        raise ValueError('%s: the array is read-only' % what)
+    return v

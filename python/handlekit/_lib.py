@@ -1,0 +1,82 @@
+"""Finding and declaring the shared loader library, libhkloader.so.
+
+Looked for, in order: the file named by HK_LOADER_LIBRARY; libhkloader.so.1
+through the dynamic linker's search (LD_LIBRARY_PATH, the system's library
+directories, /usr/local/lib once `scons install` ran and ldconfig knows it);
+then <prefix>/lib/libhkloader.so.1 for the prefixes this package sits under.
+"""
+import ctypes
+import os
+from ctypes import POINTER, c_char_p, c_size_t, c_uint32, c_void_p
+
+from . import _abi
+
+SONAME = 'libhkloader.so.%d' % _abi.ABI_MAJOR
+
+_lib = None
+
+
+def _candidates():
+    env = os.environ.get('HK_LOADER_LIBRARY')
+    if env:
+        return [env]
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = [SONAME]
+    # An installed package: <prefix>/lib/pythonX.Y/site-packages/handlekit.
+    for up in (3, 4):
+        prefix = os.path.normpath(os.path.join(here, *(['..'] * up)))
+        out.append(os.path.join(prefix, 'lib', SONAME))
+    return out
+
+
+def _declare(lib):
+    plugin, loader = c_void_p, c_void_p
+    sigs = {
+        'hk_loader_create': (_abi.status_t, [POINTER(_abi.LoaderOptions), POINTER(c_void_p)]),
+        'hk_loader_destroy': (_abi.status_t, [loader]),
+        'hk_loader_scan': (_abi.status_t, [loader]),
+        'hk_loader_open': (_abi.status_t, [loader, c_char_p, POINTER(c_void_p)]),
+        'hk_loader_report_count': (c_size_t, [loader]),
+        'hk_loader_report': (POINTER(_abi.LoadReport), [loader, c_size_t]),
+        'hk_loader_plugin_count': (c_size_t, [loader]),
+        'hk_loader_plugin': (plugin, [loader, c_size_t]),
+        'hk_loader_find': (plugin, [loader, c_char_p]),
+        'hk_loader_last_error': (c_char_p, [loader]),
+        'hk_plugin_name': (c_char_p, [plugin]),
+        'hk_plugin_version': (c_char_p, [plugin]),
+        'hk_plugin_path': (c_char_p, [plugin]),
+        'hk_plugin_abi': (c_uint32, [plugin]),
+        'hk_plugin_flags': (c_uint32, [plugin]),
+        'hk_plugin_vtable': (c_void_p, [plugin]),
+        'hk_plugin_table': (c_void_p, [plugin, c_char_p]),
+        'hk_load_stage_name': (c_char_p, [ctypes.c_int]),
+    }
+    for name, (res, args) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = res, args
+    # ABI 1.2 loaders copy tables for the host; older ones do not have it.
+    if hasattr(lib, 'hk_plugin_get_table'):
+        fn = lib.hk_plugin_get_table
+        fn.restype, fn.argtypes = _abi.status_t, [plugin, c_char_p, c_void_p, c_size_t]
+    return lib
+
+
+def lib():
+    """The loaded library, declared; OSError naming every place tried when none loads."""
+    global _lib
+    if _lib is None:
+        errors = []
+        for cand in _candidates():
+            if os.sep in cand and not os.path.exists(cand):
+                errors.append('%s: no such file' % cand)
+                continue
+            try:
+                _lib = _declare(ctypes.CDLL(cand))
+                break
+            except OSError as e:
+                errors.append(str(e))
+        if _lib is None:
+            raise OSError('handlekit: cannot load the loader library %s (set HK_LOADER_LIBRARY '
+                          'to its path, or install it with `scons install`): %s'
+                          % (SONAME, '; '.join(errors)))
+    return _lib

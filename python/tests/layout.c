@@ -1,0 +1,151 @@
+/* Prints the layout of every struct the Python package mirrors, and the
+ * constants it copies, as the C compiler sees them in plugin_api/:
+ *   size STRUCT BYTES
+ *   offset STRUCT FIELD BYTES
+ *   const NAME VALUE
+ *   status NAME VALUE MESSAGE
+ * python/tests/test_layout.py compares them with handlekit._abi. */
+#include <stddef.h>
+#include <stdio.h>
+
+#include "hk_abi.h"
+#include "hk_blas1.h"
+#include "hk_loader.h"
+#include "hk_memory.h"
+#include "hk_status_text.h"
+
+#define SIZE(t) printf("size %s %zu\n", #t, sizeof(t))
+#define OFF(t, f) printf("offset %s %s %zu\n", #t, #f, offsetof(t, f))
+#define CONST(n) printf("const %s %lld\n", #n, (long long)(n))
+
+static void structs_abi(void)
+{
+    SIZE(hk_struct_header_t);
+    OFF(hk_struct_header_t, struct_type);
+    OFF(hk_struct_header_t, struct_size);
+    OFF(hk_struct_header_t, struct_version);
+    SIZE(hk_negotiate_request_t);
+    OFF(hk_negotiate_request_t, header);
+    OFF(hk_negotiate_request_t, abi_min);
+    OFF(hk_negotiate_request_t, abi_max);
+    OFF(hk_negotiate_request_t, log);
+    OFF(hk_negotiate_request_t, log_user);
+    SIZE(hk_negotiate_answer_t);
+    OFF(hk_negotiate_answer_t, header);
+    OFF(hk_negotiate_answer_t, abi_version);
+    OFF(hk_negotiate_answer_t, flags);
+    OFF(hk_negotiate_answer_t, name);
+    OFF(hk_negotiate_answer_t, version);
+    OFF(hk_negotiate_answer_t, vtable);
+    SIZE(hk_create_info_t);
+    OFF(hk_create_info_t, size);
+    OFF(hk_create_info_t, device);
+    OFF(hk_create_info_t, flags);
+    SIZE(hk_handle_info_t);
+    OFF(hk_handle_info_t, size);
+    OFF(hk_handle_info_t, device);
+    OFF(hk_handle_info_t, context_id);
+    OFF(hk_handle_info_t, owns_primary);
+    OFF(hk_handle_info_t, flags);
+    OFF(hk_handle_info_t, plugin_name);
+}
+
+static void struct_vtable(void)
+{
+    SIZE(hk_vtable_t);
+    OFF(hk_vtable_t, size);
+    OFF(hk_vtable_t, handle_create);
+    OFF(hk_vtable_t, handle_destroy);
+    OFF(hk_vtable_t, set_stream);
+    OFF(hk_vtable_t, get_stream);
+    OFF(hk_vtable_t, set_pointer_mode);
+    OFF(hk_vtable_t, get_pointer_mode);
+    OFF(hk_vtable_t, last_error);
+    OFF(hk_vtable_t, get_table);
+    OFF(hk_vtable_t, enum_tables);
+    OFF(hk_vtable_t, handle_info);
+    OFF(hk_vtable_t, synchronize);
+#if HK_ABI_MINOR >= 2
+    OFF(hk_vtable_t, last_error_copy);
+#endif
+}
+
+static void structs_tables(void)
+{
+    SIZE(hk_blas1_v1_t);
+    OFF(hk_blas1_v1_t, size);
+    OFF(hk_blas1_v1_t, saxpy);
+    OFF(hk_blas1_v1_t, daxpy);
+    OFF(hk_blas1_v1_t, sscal);
+    OFF(hk_blas1_v1_t, dscal);
+    OFF(hk_blas1_v1_t, scopy);
+    OFF(hk_blas1_v1_t, dcopy);
+    OFF(hk_blas1_v1_t, sdot);
+    OFF(hk_blas1_v1_t, ddot);
+    OFF(hk_blas1_v1_t, snrm2);
+    OFF(hk_blas1_v1_t, dnrm2);
+    SIZE(hk_memory_v1_t);
+    OFF(hk_memory_v1_t, size);
+    OFF(hk_memory_v1_t, alloc);
+    OFF(hk_memory_v1_t, free_);
+    OFF(hk_memory_v1_t, copy_to_device);
+    OFF(hk_memory_v1_t, copy_to_host);
+    OFF(hk_memory_v1_t, memset_);
+}
+
+static void structs_loader(void)
+{
+    SIZE(hk_load_report_t);
+    OFF(hk_load_report_t, path);
+    OFF(hk_load_report_t, stage);
+    OFF(hk_load_report_t, status);
+    OFF(hk_load_report_t, reason);
+    OFF(hk_load_report_t, plugin);
+    SIZE(hk_loader_options_t);
+    OFF(hk_loader_options_t, size);
+    OFF(hk_loader_options_t, default_dir);
+    OFF(hk_loader_options_t, ignore_env);
+    OFF(hk_loader_options_t, log);
+    OFF(hk_loader_options_t, log_user);
+    OFF(hk_loader_options_t, abi_min);
+    OFF(hk_loader_options_t, abi_max);
+}
+
+static void constants(void)
+{
+    CONST(HK_ABI_MAJOR);
+    CONST(HK_ABI_MINOR);
+    CONST(HK_STRUCT_NEGOTIATE_REQUEST);
+    CONST(HK_STRUCT_NEGOTIATE_ANSWER);
+    CONST(HK_PLUGIN_UNLOAD_SAFE);
+#ifdef HK_PLUGIN_MEMORY_HOST
+    CONST(HK_PLUGIN_MEMORY_HOST);
+    CONST(HK_PLUGIN_MEMORY_CUDA);
+#endif
+    CONST(HK_DEVICE_CURRENT);
+    CONST(HK_CREATE_CHECKED);
+    CONST(HK_POINTER_MODE_HOST);
+    CONST(HK_POINTER_MODE_DEVICE);
+    CONST(HK_LOG_ERROR);
+    CONST(HK_LOG_WARN);
+    CONST(HK_LOG_INFO);
+    CONST(HK_LOG_DEBUG);
+    CONST(HK_STAGE_SCAN);
+    CONST(HK_STAGE_OPEN);
+    CONST(HK_STAGE_SYMBOL);
+    CONST(HK_STAGE_NEGOTIATE);
+    CONST(HK_STAGE_VALIDATE);
+    CONST(HK_STAGE_LOADED);
+    for (int s = 0; s < HK_STATUS__COUNT; s++)
+        printf("status %s %d %s\n", hk_status_name(s), s, hk_status_string(s));
+}
+
+int main(void)
+{
+    structs_abi();
+    struct_vtable();
+    structs_tables();
+    structs_loader();
+    constants();
+    return 0;
+}
