@@ -55,7 +55,7 @@ static void test_list(void)
     char *out;
     CU_ASSERT_EQUAL(run(NO_DRIVER HK_TEST_HOST " list", &out), 0);
     CU_ASSERT(has(out, "2 plugin(s) loaded"));
-    CU_ASSERT(has(out, "hk-cpu     1.0.0    ABI 1.1"));
+    CU_ASSERT(has(out, "hk-cpu     1.0.0    ABI 1.2"));
     CU_ASSERT(has(out, "hk-cuda"));
     free(out);
 }
