@@ -43,7 +43,12 @@ static hk_status_t mem_free(hk_handle_t *h, void *ptr)
     if (st != HK_STATUS_OK)
         return st;
     CUresult r = hk__cu.cuMemFree((CUdeviceptr)(uintptr_t)ptr);
-    if (r != CUDA_SUCCESS)
+    if (r == CUDA_ERROR_INVALID_VALUE) /* the driver knows no such allocation */
+        st = hk__fail(h, HK_STATUS_INVALID_VALUE,
+                      "free_: %p is not the start of a live hk-cuda allocation (foreign, "
+                      "already freed, or inside a block); cuMemFree: CUDA_ERROR_INVALID_VALUE",
+                      ptr);
+    else if (r != CUDA_SUCCESS)
         st = hk__fail_cu(h, r, "free: cuMemFree");
     return hk__call_end(&c, st);
 }
