@@ -201,7 +201,8 @@ typedef struct hk_vtable {
     hk_status_t (*handle_destroy)(hk_handle_t *handle);
 
     /* [handle-safe] Sets the stream of later calls: a CUstream of the
-     * handle's context, or NULL for the default stream. The stream stays
+     * handle's context, or NULL for the default stream (where a new handle
+     * starts). The stream stays
      * owned by the caller and must outlive its use by the handle. A stream of
      * another context → HK_STATUS_STREAM_MISMATCH (naming both devices) and
      * the setting is unchanged; a plugin without streams (hk-cpu) takes only
@@ -214,7 +215,9 @@ typedef struct hk_vtable {
      * default stream) to *stream. stream NULL → HK_STATUS_NULL_POINTER. */
     hk_status_t (*get_stream)(hk_handle_t *handle, void **stream);
 
-    /* [handle-safe] Sets where scalars and results live for later calls.
+    /* [handle-safe] Sets where scalars and results live for later calls; a
+     * new handle starts in HK_POINTER_MODE_HOST (so a host may run host-mode
+     * work on a plugin without this slot).
      * A mode other than HK_POINTER_MODE_HOST or HK_POINTER_MODE_DEVICE →
      * HK_STATUS_INVALID_VALUE and the setting is unchanged. A call running at
      * the same time uses the old or the new mode, never a mix. */
