@@ -179,7 +179,9 @@ typedef struct hk_vtable {
      * device, no flags); info->size below 12 → HK_STATUS_INVALID_VALUE.
      * A device that does not exist → HK_STATUS_INVALID_DEVICE; no driver or
      * device → HK_STATUS_NO_DRIVER, DRIVER_TOO_OLD or NO_DEVICE; no memory →
-     * HK_STATUS_OUT_OF_MEMORY; after fork() in a CUDA process → HK_STATUS_FORKED.
+     * HK_STATUS_OUT_OF_MEMORY; after fork() in a CUDA process → HK_STATUS_FORKED;
+     * another driver failure → the status naming it (CONTEXT_DESTROYED,
+     * CUDA_ERROR...).
      * On success the caller owns *out and frees it with handle_destroy; on
      * failure *out is NULL and last_error(NULL) on this thread says why.
      * out NULL → HK_STATUS_NULL_POINTER.
@@ -202,50 +204,55 @@ typedef struct hk_vtable {
 
     /* [handle-safe] Sets the stream of later calls: a CUstream of the
      * handle's context, or NULL for the default stream (where a new handle
-     * starts). The stream stays
-     * owned by the caller and must outlive its use by the handle. A stream of
-     * another context → HK_STATUS_STREAM_MISMATCH (naming both devices) and
-     * the setting is unchanged; a plugin without streams (hk-cpu) takes only
-     * NULL and answers HK_STATUS_NOT_SUPPORTED otherwise. A call running at
-     * the same time uses the old or the new stream, never a mix. Leaves the
+     * starts). The stream stays owned by the caller and must outlive its use
+     * by the handle. A stream of another context → HK_STATUS_STREAM_MISMATCH
+     * (naming both devices) and the setting is unchanged; a plugin without
+     * streams (hk-cpu) takes only NULL and answers HK_STATUS_NOT_SUPPORTED
+     * otherwise. Not live → HK_STATUS_INVALID_HANDLE. A call running at the
+     * same time uses the old or the new stream, never a mix. Leaves the
      * caller's current context as it was. */
     hk_status_t (*set_stream)(hk_handle_t *handle, void *stream);
 
     /* [handle-safe] Writes the handle's stream (not owned; NULL for the
-     * default stream) to *stream. stream NULL → HK_STATUS_NULL_POINTER. */
+     * default stream) to *stream. stream NULL → HK_STATUS_NULL_POINTER; not
+     * live → HK_STATUS_INVALID_HANDLE. Makes no CUDA call. */
     hk_status_t (*get_stream)(hk_handle_t *handle, void **stream);
 
     /* [handle-safe] Sets where scalars and results live for later calls; a
      * new handle starts in HK_POINTER_MODE_HOST (so a host may run host-mode
      * work on a plugin without this slot).
      * A mode other than HK_POINTER_MODE_HOST or HK_POINTER_MODE_DEVICE →
-     * HK_STATUS_INVALID_VALUE and the setting is unchanged. A call running at
-     * the same time uses the old or the new mode, never a mix. */
+     * HK_STATUS_INVALID_VALUE and the setting is unchanged; not live →
+     * HK_STATUS_INVALID_HANDLE. A call running at the same time uses the old
+     * or the new mode, never a mix. Makes no CUDA call. */
     hk_status_t (*set_pointer_mode)(hk_handle_t *handle, hk_pointer_mode_t mode);
 
     /* [handle-safe] Writes the pointer mode to *mode. mode NULL →
-     * HK_STATUS_NULL_POINTER. */
+     * HK_STATUS_NULL_POINTER; not live → HK_STATUS_INVALID_HANDLE. Makes no
+     * CUDA call. */
     hk_status_t (*get_pointer_mode)(hk_handle_t *handle, hk_pointer_mode_t *mode);
 
     /* [handle-safe] Returns the one-line message of the last failed call on
      * this handle (naming the argument, the value, the CUDA error name and
      * the devices where they apply), or "" when none failed. Owned by the
-     * plugin, valid until the next call on this handle from any thread; use
-     * last_error_copy to keep it. NULL handle → the message of the calling
-     * thread's last failed handle_create ("" when none). A handle that is not
-     * live → a message saying so. Never NULL; records nothing itself. */
+     * plugin; valid until the next call on this handle from any thread or the
+     * next last_error call on the calling thread, whichever comes first
+     * (last_error_copy keeps a copy instead). NULL handle → the message of the
+     * calling thread's last failed handle_create ("" when none). A handle
+     * that is not live → a line saying so. Never NULL; changes no handle's
+     * message and no create message. Makes no CUDA call. */
     const char *(*last_error)(const hk_handle_t *handle);
 
     /* [thread-safe] Looks up a function table by versioned name ("hk.blas1/1").
      * *table points to static storage of the plugin whose first field is its
      * size (hosts take a clamped copy through hk_plugin_get_table). Unknown
      * name → HK_STATUS_NOT_FOUND and *table = NULL. name or table NULL →
-     * HK_STATUS_NULL_POINTER. */
+     * HK_STATUS_NULL_POINTER. Makes no CUDA call. */
     hk_status_t (*get_table)(const char *name, const void **table);
 
     /* [thread-safe] Writes the name of the index-th table to *name (static
      * storage). index past the end → HK_STATUS_NOT_FOUND. name NULL →
-     * HK_STATUS_NULL_POINTER. */
+     * HK_STATUS_NULL_POINTER. Makes no CUDA call. */
     hk_status_t (*enum_tables)(size_t index, const char **name);
 
     /* ---- ABI 1.1 ---- */
@@ -253,13 +260,15 @@ typedef struct hk_vtable {
     /* [handle-safe] Describes the handle: info->size below 4 →
      * HK_STATUS_INVALID_VALUE; otherwise writes n = min(info->size, sizeof)
      * bytes of hk_handle_info_t and sets info->size to n. info NULL →
-     * HK_STATUS_NULL_POINTER. */
+     * HK_STATUS_NULL_POINTER; not live → HK_STATUS_INVALID_HANDLE. Makes no
+     * CUDA call. */
     hk_status_t (*handle_info)(hk_handle_t *handle, hk_handle_info_t *info);
 
     /* [handle-safe] Waits until all work issued on the handle's stream is
-     * done; a failure of that work is reported as its status (CUDA_ERROR,
-     * LAUNCH_FAILED, CONTEXT_DESTROYED...). Leaves the caller's current
-     * context as it was. */
+     * done (a CPU plugin's work is done on return: HK_STATUS_OK); a failure of
+     * that work is reported as its status (CUDA_ERROR, LAUNCH_FAILED,
+     * CONTEXT_DESTROYED...). Not live → HK_STATUS_INVALID_HANDLE. Leaves the
+     * caller's current context as it was. */
     hk_status_t (*synchronize)(hk_handle_t *handle);
 
     /* ---- ABI 1.2 ---- */
@@ -273,7 +282,8 @@ typedef struct hk_vtable {
      * written. A message longer than len - 1 bytes is cut to len - 1 bytes
      * plus the NUL (still HK_STATUS_OK). needed may be NULL; otherwise it
      * receives strlen(message) + 1 on HK_STATUS_OK (also for len 0, so a
-     * caller can size its buffer) and 0 on failure. Records nothing. */
+     * caller can size its buffer) and 0 on failure. Changes no message and
+     * makes no CUDA call. */
     hk_status_t (*last_error_copy)(const hk_handle_t *handle, char *buf, size_t len,
                                    size_t *needed);
 } hk_vtable_t;

@@ -246,6 +246,11 @@ static void test_free_foreign(void)
     CU_ASSERT_EQUAL_FATAL(plug.mem->alloc(h, 256, &d), HK_STATUS_OK);
     CU_ASSERT_EQUAL(plug.mem->free_(h, d), HK_STATUS_OK);
     CU_ASSERT_EQUAL(plug.mem->free_(h, d), HK_STATUS_INVALID_VALUE);
+    /* A size no device has: OUT_OF_MEMORY naming it, *out NULL. */
+    d = (void *)&local;
+    CU_ASSERT_EQUAL(plug.mem->alloc(h, SIZE_MAX, &d), HK_STATUS_OUT_OF_MEMORY);
+    CU_ASSERT_PTR_NULL(d);
+    CU_ASSERT_PTR_NOT_NULL(strstr(plug.vt->last_error(h), "18446744073709551615 bytes"));
     CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
 }
 
@@ -263,7 +268,8 @@ int hk_test_register(void)
         {"destroyed and stray handles: every slot INVALID_HANDLE", test_destroyed_and_stray},
         {"hk-cpu's handles refused, and hk-cuda's by hk-cpu", test_other_plugin},
         {"another loaded copy of hk-cuda: handles refused both ways", test_other_copy},
-        {"free_ of a pointer it did not allocate: INVALID_VALUE", test_free_foreign},
+        {"free_ of a foreign pointer: INVALID_VALUE; impossible alloc: OOM",
+         test_free_foreign},
     };
     const char *skip = NULL;
     static char why[600];
