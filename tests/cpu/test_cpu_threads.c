@@ -166,9 +166,79 @@ static void test_eight_threads_one_handle(void)
     shared = NULL;
 }
 
+/* handle_create and handle_destroy are [thread-safe]: 8 threads make and
+ * destroy handles at once. The registry never gives one slot to two live
+ * handles (every held handle is recorded and compared), and each handle keeps
+ * its own settings while held. */
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+static hk_handle_t *held[THREADS * 4];
+
+/* Records h as held in slot i; 0 when another held handle is the same. */
+static int hold(int i, hk_handle_t *h)
+{
+    int unique = 1;
+    pthread_mutex_lock(&held_lock);
+    for (int k = 0; k < THREADS * 4; k++)
+        unique &= held[k] != h;
+    held[i] = h;
+    pthread_mutex_unlock(&held_lock);
+    return unique;
+}
+
+static void unhold(int i)
+{
+    pthread_mutex_lock(&held_lock);
+    held[i] = NULL;
+    pthread_mutex_unlock(&held_lock);
+}
+
+static void *churn(void *arg)
+{
+    worker_t *w = arg;
+    for (int it = 0; it < ITERS; it++) {
+        hk_handle_t *h[4] = {NULL, NULL, NULL, NULL};
+        for (int k = 0; k < 4; k++) {
+            EXPECT(vt->handle_create(NULL, &h[k]) == HK_STATUS_OK && h[k], "create");
+            EXPECT(hold(w->id * 4 + k, h[k]), "one slot given to two live handles");
+        }
+        for (int k = 0; k < 4; k++) {
+            hk_pointer_mode_t m = (k + w->id) % 2 ? HK_POINTER_MODE_DEVICE : HK_POINTER_MODE_HOST;
+            hk_pointer_mode_t got = (hk_pointer_mode_t)-1;
+            EXPECT(vt->set_pointer_mode(h[k], m) == HK_STATUS_OK, "set_pointer_mode");
+            EXPECT(vt->get_pointer_mode(h[k], &got) == HK_STATUS_OK && got == m,
+                   "a handle keeps its own settings while held");
+        }
+        for (int k = 0; k < 4; k++) {
+            unhold(w->id * 4 + k);
+            EXPECT(vt->handle_destroy(h[k]) == HK_STATUS_OK, "destroy");
+        }
+    }
+    return NULL;
+}
+
+static void test_create_destroy_threads(void)
+{
+    pthread_t t[THREADS];
+    worker_t w[THREADS];
+    for (int k = 0; k < THREADS; k++) {
+        memset(&w[k], 0, sizeof w[k]);
+        w[k].id = k;
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&t[k], NULL, churn, &w[k]), 0);
+    }
+    int errors = 0;
+    for (int k = 0; k < THREADS; k++) {
+        pthread_join(t[k], NULL);
+        if (w[k].errors)
+            fprintf(stderr, "\n    %d wrong, first: %s\n", w[k].errors, w[k].first);
+        errors += w[k].errors;
+    }
+    CU_ASSERT_EQUAL(errors, 0);
+}
+
 void tcpu_register_threads(void)
 {
     CU_pSuite s = hk_test_suite("hk-cpu handle-safe", tcpu_open, tcpu_close);
     hk_test_add(s, "8 threads, one handle: every slot, every result, last_error_copy",
                 test_eight_threads_one_handle);
+    hk_test_add(s, "create and destroy from 8 threads at once", test_create_destroy_threads);
 }
