@@ -1,13 +1,15 @@
-/* hk-bench: opening hk-cuda the way a host does (dlopen, negotiate, validate,
- * copy the vtable and tables). The bench does not use the host loader library:
- * it measures one named file and wants every refusal reason verbatim. */
-#include <dlfcn.h>
+/* hk-bench: opening hk-cuda the way a host does, through the host loader
+ * library: one named file (hk_loader_open, local binding), the loader's
+ * validated copy of the vtable, and the host's own copies of the tables
+ * (hk_plugin_get_table), every slot the bench calls checked for NULL. A
+ * refusal is reported with the loader's reason verbatim. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "hk_loader.h"
 #include "hk_status_text.h"
 #include "hkb.h"
 
@@ -46,100 +48,54 @@ int hkb_hk_ok(const hkb_plugin_t *p, hk_handle_t *h, hk_status_t st, const char 
                     detail && detail[0] ? ": " : "", detail ? detail : "");
 }
 
-/* Copies a plugin struct that starts with its size: the bytes both sides know,
- * the rest zero (a NULL slot means "not supported"). */
-static int copy_sized(void *dst, size_t dst_size, const void *src, const char *what)
+static int get_table(hkb_plugin_t *p, hk_plugin_t *plugin, const char *name, void *dst,
+                     size_t dst_size)
 {
-    size_t have;
-    memcpy(&have, src, sizeof have);
-    if (have < sizeof(size_t))
-        return hkb_fail("%s: size field %zu is too small", what, have);
-    memset(dst, 0, dst_size);
-    memcpy(dst, src, have < dst_size ? have : dst_size);
-    return 0;
-}
-
-static int get_table(hkb_plugin_t *p, const char *name, void *dst, size_t dst_size)
-{
-    const void *t = NULL;
-    hk_status_t st = p->vt.get_table(name, &t);
-    char what[96];
-
-    snprintf(what, sizeof what, "get_table(\"%s\")", name);
-    if (hkb_hk_ok(p, NULL, st, what) != 0)
-        return -1;
-    if (!t)
-        return hkb_fail("%s returned OK and a NULL table", what);
-    return copy_sized(dst, dst_size, t, name);
+    hk_status_t st = hk_plugin_get_table(plugin, name, dst, dst_size);
+    if (st == HK_STATUS_OK)
+        return 0;
+    return hkb_fail("plugin %s: table %s: %s: %s", p->path, name, hk_status_name(st),
+                    st == HK_STATUS_NOT_FOUND ? "the plugin has none"
+                                              : hk_loader_last_error(p->dl));
 }
 
 int hkb_plugin_open(hkb_plugin_t *p, const char *path)
 {
     char real[PATH_MAX];
+    hk_loader_t *loader = NULL;
+    hk_plugin_t *plugin = NULL;
 
     memset(p, 0, sizeof *p);
     /* The resolved path is the one the table header prints; a missing file
-     * keeps the given path, and dlopen reports why it is missing. */
+     * keeps the given path, and the loader reports why it is missing. */
     snprintf(p->path, sizeof p->path, "%s", realpath(path, real) ? real : path);
 
-    /* RTLD_LOCAL as the contract asks of hosts: the plugin's symbols must not
-     * resolve the bench's own CUDA or cuBLAS symbols, nor the reverse. */
-    p->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!p->dl) {
-        const char *e = dlerror();
-        return hkb_fail("cannot load plugin %s: %s (build it with `scons mode=release "
-                        "builddir=...`, or pass --plugin PATH)",
-                        path, e ? e : "unknown dlopen error");
-    }
-    hk_negotiate_fn negotiate;
-    void *sym = dlsym(p->dl, HK_ENTRY_SYMBOL);
-    if (!sym)
-        goto no_entry;
-    /* dlsym returns data pointers; POSIX guarantees this conversion works. */
-    memcpy(&negotiate, &sym, sizeof negotiate);
-
-    hk_negotiate_request_t req = {
-        {HK_STRUCT_NEGOTIATE_REQUEST, sizeof req, 1},
-        HK_ABI_VERSION(HK_ABI_MAJOR, 0),
-        HK_ABI_CURRENT,
-        NULL,
-        NULL,
-    };
-    hk_negotiate_answer_t ans;
-    memset(&ans, 0, sizeof ans);
-    ans.header.struct_type = HK_STRUCT_NEGOTIATE_ANSWER;
-    ans.header.struct_size = sizeof ans;
-    ans.header.struct_version = 1;
-    hk_status_t st = negotiate(&req, &ans);
+    /* The loader opens with local binding, as the contract asks of hosts: the
+     * plugin's symbols must not resolve the bench's own CUDA or cuBLAS
+     * symbols, nor the reverse. It negotiates ABI 1.0..current. */
+    hk_loader_options_t o = {.size = sizeof o, .ignore_env = 1};
+    hk_status_t st = hk_loader_create(&o, &loader);
+    if (st != HK_STATUS_OK)
+        return hkb_fail("cannot create the plugin loader: %s", hk_status_string(st));
+    p->dl = loader; /* the loader holds the module; hkb_plugin_close destroys it */
+    st = hk_loader_open(loader, path, &plugin);
     if (st != HK_STATUS_OK) {
-        hkb_fail("plugin %s refused negotiation: %s (%s); it offers ABI %u.%u, the bench "
-                 "knows %u.0..%u.%u",
-                 path, hk_status_name(st), hk_status_string(st),
-                 HK_ABI_VERSION_MAJOR(ans.abi_version), HK_ABI_VERSION_MINOR(ans.abi_version),
-                 HK_ABI_MAJOR, HK_ABI_MAJOR, HK_ABI_MINOR);
+        hkb_fail("cannot load plugin %s (build it with `scons mode=release builddir=...`, or "
+                 "pass --plugin PATH)", hk_loader_last_error(loader));
         goto fail;
     }
-    if (HK_ABI_VERSION_MAJOR(ans.abi_version) != HK_ABI_MAJOR || ans.abi_version > HK_ABI_CURRENT) {
-        hkb_fail("plugin %s answered ABI %u.%u outside the requested range", path,
-                 HK_ABI_VERSION_MAJOR(ans.abi_version), HK_ABI_VERSION_MINOR(ans.abi_version));
-        goto fail;
-    }
-    if (!ans.vtable || !ans.name || !ans.version) {
-        hkb_fail("plugin %s answered without vtable, name or version", path);
-        goto fail;
-    }
-    p->abi = ans.abi_version;
-    p->name = ans.name;
-    p->version = ans.version;
-    HKB_TRY(copy_sized(&p->vt, sizeof p->vt, ans.vtable, "vtable"), fail);
+    p->abi = hk_plugin_abi(plugin);
+    p->name = hk_plugin_name(plugin);
+    p->version = hk_plugin_version(plugin);
+    p->vt = *hk_plugin_vtable(plugin); /* clamped to the negotiated minor */
     if (!p->vt.handle_create || !p->vt.handle_destroy || !p->vt.set_stream ||
         !p->vt.set_pointer_mode || !p->vt.get_table || !p->vt.last_error) {
         hkb_fail("plugin %s lacks a core slot the bench needs (handle_create, handle_destroy, "
                  "set_stream, set_pointer_mode, get_table, last_error)", path);
         goto fail;
     }
-    HKB_TRY(get_table(p, HK_TABLE_BLAS1_V1, &p->blas, sizeof p->blas), fail);
-    HKB_TRY(get_table(p, HK_TABLE_MEMORY_V1, &p->mem, sizeof p->mem), fail);
+    HKB_TRY(get_table(p, plugin, HK_TABLE_BLAS1_V1, &p->blas, sizeof p->blas), fail);
+    HKB_TRY(get_table(p, plugin, HK_TABLE_MEMORY_V1, &p->mem, sizeof p->mem), fail);
     if (!p->blas.saxpy || !p->blas.daxpy || !p->blas.sscal || !p->blas.dscal ||
         !p->blas.scopy || !p->blas.dcopy || !p->blas.sdot || !p->blas.ddot ||
         !p->blas.snrm2 || !p->blas.dnrm2) {
@@ -153,10 +109,8 @@ int hkb_plugin_open(hkb_plugin_t *p, const char *path)
     }
     return 0;
 
-no_entry:
-    hkb_fail("plugin %s does not export %s", path, HK_ENTRY_SYMBOL);
 fail:
-    dlclose(p->dl);
+    hk_loader_destroy(loader);
     p->dl = NULL;
     return -1;
 }
@@ -164,6 +118,6 @@ fail:
 void hkb_plugin_close(hkb_plugin_t *p)
 {
     if (p->dl)
-        dlclose(p->dl);
+        hk_loader_destroy(p->dl);
     p->dl = NULL;
 }

@@ -1,6 +1,7 @@
 /* hk-host: list, inspect and run handlekit plugins. */
 #include <errno.h>
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,13 +20,19 @@ static void usage(FILE *f)
             "              exits non-zero on a wrong result\n"
             "options:\n"
             "  -p, --plugin NAME|PATH  plugin to use (default: hk-cuda when usable, else hk-cpu)\n"
-            "  -n, --size N            vector length for run (default 1048576)\n"
+            "  -n, --size N            vector length for run (default 1048576); a size whose\n"
+            "                          memory cannot be had is refused (exit status 3)\n"
             "  -d, --device N          device ordinal (default: the current one)\n"
             "  -s, --seed N            random seed for run's data (default 1)\n"
             "  -v, --verbose           more detail\n"
             "  -h, --help              this text\n"
             "environment: HK_PLUGIN_PATH (colon-separated directories searched before the\n"
-            "built-in plugin directory), HK_CUDA_DRIVER (path of the CUDA driver library)\n");
+            "built-in plugin directory), HK_CUDA_DRIVER (path of the CUDA driver library)\n"
+            "exit status: 0 everything that ran was right (ops a plugin lacks are shown as\n"
+            "\"not supported\" and not counted), 1 a wrong result, a failed call or no usable\n"
+            "plugin, 2 bad usage, 3 the workload's host or device memory cannot be had\n"
+            "text from plugins and file names is shown with control characters and other\n"
+            "non-printable bytes as \\xNN\n");
 }
 
 static int parse_long(const char *s, long long lo, long long hi, long long *out)
@@ -55,23 +62,25 @@ int main(int argc, char **argv)
             opts.plugin = optarg;
             break;
         case 'n':
-            if (parse_long(optarg, 0, (1LL << 31), &v)) {
-                fprintf(stderr, "hk-host: --size %s: not a number in 0..2^31\n", optarg);
-                return 2;
+            if (parse_long(optarg, 0, INT64_MAX, &v)) {
+                fprintf(stderr, "hk-host: --size %s: not a number in 0..2^63-1\n",
+                        hk_host_esc(optarg));
+                return HK_HOST_EXIT_USAGE;
             }
             opts.n = v;
             break;
         case 'd':
             if (parse_long(optarg, 0, 1024, &v)) {
-                fprintf(stderr, "hk-host: --device %s: not a device ordinal\n", optarg);
-                return 2;
+                fprintf(stderr, "hk-host: --device %s: not a device ordinal\n",
+                        hk_host_esc(optarg));
+                return HK_HOST_EXIT_USAGE;
             }
             opts.device = (int)v;
             break;
         case 's':
             if (parse_long(optarg, 0, 0xffffffffLL, &v)) {
-                fprintf(stderr, "hk-host: --seed %s: not a number\n", optarg);
-                return 2;
+                fprintf(stderr, "hk-host: --seed %s: not a number\n", hk_host_esc(optarg));
+                return HK_HOST_EXIT_USAGE;
             }
             opts.seed = (unsigned)v;
             break;
@@ -97,6 +106,6 @@ int main(int argc, char **argv)
         return hk_host_cmd_info(&opts);
     if (strcmp(cmd, "run") == 0)
         return hk_host_cmd_run(&opts);
-    fprintf(stderr, "hk-host: unknown command \"%s\" (try --help)\n", cmd);
-    return 2;
+    fprintf(stderr, "hk-host: unknown command \"%s\" (try --help)\n", hk_host_esc(cmd));
+    return HK_HOST_EXIT_USAGE;
 }

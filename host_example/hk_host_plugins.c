@@ -9,11 +9,51 @@
 #include "hk_host.h"
 #include "hk_status_text.h"
 
-/* user: the log level to print up to (HK_LOG_ERROR .. HK_LOG_DEBUG). */
+const char *hk_host_esc(const char *s)
+{
+    static char ring[8][8192];
+    static unsigned next;
+    char *out = ring[next++ % 8];
+    const size_t cap = sizeof ring[0];
+    size_t k = 0;
+    if (!s)
+        s = "(null)";
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        char piece[8];
+        if (c == '\\')
+            snprintf(piece, sizeof piece, "\\\\");
+        else if (c < 0x20 || c >= 0x7f)
+            snprintf(piece, sizeof piece, "\\x%02x", c);
+        else
+            snprintf(piece, sizeof piece, "%c", c);
+        size_t len = strlen(piece);
+        if (k + len + 4 > cap) { /* room for "..." and the NUL */
+            memcpy(out + k, "...", 3);
+            k += 3;
+            break;
+        }
+        memcpy(out + k, piece, len);
+        k += len;
+    }
+    out[k] = '\0';
+    return out;
+}
+
+const char *hk_host_error(const hk_host_target_t *t, const hk_handle_t *handle)
+{
+    char msg[1024];
+    if (hk_plugin_last_error_copy(t->plugin, handle, msg, sizeof msg, NULL) != HK_STATUS_OK)
+        snprintf(msg, sizeof msg, "(no message: the handle is not live)");
+    return hk_host_esc(msg);
+}
+
+/* user: the log level to print up to (HK_LOG_ERROR .. HK_LOG_DEBUG). Lines
+ * come from the loader and from plugins: shown escaped. */
 static void log_line(void *user, hk_log_level_t level, const char *msg)
 {
     if ((int)level <= *(const int *)user)
-        fprintf(stderr, "hk-host: %s\n", msg);
+        fprintf(stderr, "hk-host: %s\n", hk_host_esc(msg));
 }
 
 /* The plugins built beside this program: <dir of exe>/../plugins. */
@@ -48,7 +88,8 @@ hk_loader_t *hk_host_loader(int verbose, int quiet)
     }
     st = hk_loader_scan(loader);
     if (st != HK_STATUS_OK) {
-        fprintf(stderr, "hk-host: plugin scan failed: %s\n", hk_loader_last_error(loader));
+        fprintf(stderr, "hk-host: plugin scan failed: %s\n",
+                hk_host_esc(hk_loader_last_error(loader)));
         hk_loader_destroy(loader);
         return NULL;
     }
@@ -71,11 +112,16 @@ static const char *refusal_of(hk_loader_t *loader, const char *name)
 static int make_handle(hk_host_target_t *t, const hk_host_opts_t *opts, char *why, size_t len)
 {
     t->vt = hk_plugin_vtable(t->plugin);
+    t->handle = NULL;
+    if (!t->vt->handle_create || !t->vt->handle_destroy) { /* the loader refuses these */
+        snprintf(why, len, "NOT_SUPPORTED: the plugin has no handle_create or handle_destroy");
+        return -1;
+    }
     hk_create_info_t ci = {sizeof ci, opts->device, 0};
     hk_status_t st = t->vt->handle_create(&ci, &t->handle);
     if (st == HK_STATUS_OK)
         return 0;
-    snprintf(why, len, "%s: %s", hk_status_name(st), t->vt->last_error(NULL));
+    snprintf(why, len, "%s: %s", hk_status_name(st), hk_host_error(t, NULL));
     t->handle = NULL;
     return -1;
 }
@@ -87,43 +133,46 @@ int hk_host_pick(hk_loader_t *loader, const hk_host_opts_t *opts, hk_host_target
     if (opts->plugin) {
         if (strchr(opts->plugin, '/')) {
             if (hk_loader_open(loader, opts->plugin, &out->plugin) != HK_STATUS_OK) {
-                fprintf(stderr, "hk-host: %s\n", hk_loader_last_error(loader));
+                fprintf(stderr, "hk-host: %s\n", hk_host_esc(hk_loader_last_error(loader)));
                 return 1;
             }
         } else if (!(out->plugin = hk_loader_find(loader, opts->plugin))) {
             const char *r = refusal_of(loader, opts->plugin);
-            fprintf(stderr, "hk-host: plugin \"%s\" %s%s (see hk-host list)\n", opts->plugin,
-                    r ? "was refused: " : "was not found", r ? r : "");
+            fprintf(stderr, "hk-host: plugin \"%s\" %s%s (see hk-host list)\n",
+                    hk_host_esc(opts->plugin), r ? "was refused: " : "was not found",
+                    r ? hk_host_esc(r) : "");
             return 1;
         }
         if (make_handle(out, opts, why, sizeof why) != 0) {
             fprintf(stderr, "hk-host: %s: cannot create a handle: %s\n",
-                    hk_plugin_name(out->plugin), why);
+                    hk_host_esc(hk_plugin_name(out->plugin)), why);
             return 1;
         }
-        printf("plugin: %s %s (chosen with --plugin)\n", hk_plugin_name(out->plugin),
-               hk_plugin_version(out->plugin));
+        printf("plugin: %s %s (chosen with --plugin)\n", hk_host_esc(hk_plugin_name(out->plugin)),
+               hk_host_esc(hk_plugin_version(out->plugin)));
         return 0;
     }
     /* Default: the GPU when one is usable, else the CPU, saying why. */
     out->plugin = hk_loader_find(loader, "hk-cuda");
     if (out->plugin && make_handle(out, opts, why, sizeof why) == 0) {
-        printf("plugin: hk-cuda %s (a CUDA device is usable)\n", hk_plugin_version(out->plugin));
+        printf("plugin: hk-cuda %s (a CUDA device is usable)\n",
+               hk_host_esc(hk_plugin_version(out->plugin)));
         return 0;
     }
     if (!out->plugin) {
         const char *r = refusal_of(loader, "hk-cuda");
         snprintf(why, sizeof why, "%s%s", r ? "refused: " : "not found in the plugin path",
-                 r ? r : "");
+                 r ? hk_host_esc(r) : "");
     }
     out->plugin = hk_loader_find(loader, "hk-cpu");
     if (!out->plugin) {
         const char *r = refusal_of(loader, "hk-cpu");
         fprintf(stderr, "hk-host: hk-cuda is unusable (%s) and hk-cpu %s%s\n", why,
-                r ? "was refused: " : "was not found", r ? r : "");
+                r ? "was refused: " : "was not found", r ? hk_host_esc(r) : "");
         return 1;
     }
-    printf("plugin: hk-cpu %s (hk-cuda is unusable: %s)\n", hk_plugin_version(out->plugin), why);
+    printf("plugin: hk-cpu %s (hk-cuda is unusable: %s)\n",
+           hk_host_esc(hk_plugin_version(out->plugin)), why);
     if (make_handle(out, opts, why, sizeof why) != 0) {
         fprintf(stderr, "hk-host: hk-cpu: cannot create a handle: %s\n", why);
         return 1;
@@ -133,7 +182,7 @@ int hk_host_pick(hk_loader_t *loader, const hk_host_opts_t *opts, hk_host_target
 
 void hk_host_release(hk_host_target_t *t)
 {
-    if (t->handle) {
+    if (t->handle && t->vt->handle_destroy) {
         hk_status_t st = t->vt->handle_destroy(t->handle);
         if (st != HK_STATUS_OK)
             fprintf(stderr, "hk-host: handle_destroy: %s\n", hk_status_name(st));
@@ -152,8 +201,9 @@ int hk_host_cmd_list(const hk_host_opts_t *opts)
     for (size_t i = 0; i < np; i++) {
         hk_plugin_t *p = hk_loader_plugin(loader, i);
         uint32_t abi = hk_plugin_abi(p);
-        printf("  %-10s %-8s ABI %u.%u  %s\n", hk_plugin_name(p), hk_plugin_version(p),
-               HK_ABI_VERSION_MAJOR(abi), HK_ABI_VERSION_MINOR(abi), hk_plugin_path(p));
+        printf("  %-10s %-8s ABI %u.%u  %s\n", hk_host_esc(hk_plugin_name(p)),
+               hk_host_esc(hk_plugin_version(p)), HK_ABI_VERSION_MAJOR(abi),
+               HK_ABI_VERSION_MINOR(abi), hk_host_esc(hk_plugin_path(p)));
     }
     size_t refused = 0;
     for (size_t i = 0; i < nr; i++)
@@ -163,7 +213,8 @@ int hk_host_cmd_list(const hk_host_opts_t *opts)
         for (size_t i = 0; i < nr; i++) {
             const hk_load_report_t *r = hk_loader_report(loader, i);
             if (r->stage != HK_STAGE_LOADED)
-                printf("  %s: %s: %s\n", r->path, hk_load_stage_name(r->stage), r->reason);
+                printf("  %s: %s: %s\n", hk_host_esc(r->path), hk_load_stage_name(r->stage),
+                       hk_host_esc(r->reason));
         }
     }
     hk_loader_destroy(loader);
@@ -179,13 +230,17 @@ int hk_host_cmd_info(const hk_host_opts_t *opts)
     int rc = hk_host_pick(loader, opts, &t);
     if (rc == 0) {
         uint32_t abi = hk_plugin_abi(t.plugin);
-        printf("path: %s\nABI: %u.%u%s\ntables:", hk_plugin_path(t.plugin),
+        printf("path: %s\nABI: %u.%u%s\ntables:", hk_host_esc(hk_plugin_path(t.plugin)),
                HK_ABI_VERSION_MAJOR(abi), HK_ABI_VERSION_MINOR(abi),
                (hk_plugin_flags(t.plugin) & HK_PLUGIN_UNLOAD_SAFE) ? " (unload-safe)" : "");
         const char *name;
         for (size_t i = 0; t.vt->enum_tables && t.vt->enum_tables(i, &name) == HK_STATUS_OK; i++)
-            printf(" %s", name);
-        printf("\n");
+            printf(" %s", hk_host_esc(name));
+        printf("%s\n", t.vt->enum_tables ? "" : " (not supported: no enum_tables)");
+        uint32_t mem = hk_plugin_flags(t.plugin) & HK_PLUGIN_MEMORY_MASK;
+        printf("memory: %s\n", mem == HK_PLUGIN_MEMORY_HOST   ? "host"
+                               : mem == HK_PLUGIN_MEMORY_CUDA ? "CUDA device"
+                                                              : "not stated (ABI before 1.2)");
         hk_handle_info_t hi = {.size = sizeof hi};
         if (t.vt->handle_info && t.vt->handle_info(t.handle, &hi) == HK_STATUS_OK)
             printf("handle: device %d, context id %llu, owns primary: %s\n", hi.device,

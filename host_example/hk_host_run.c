@@ -1,11 +1,19 @@
 /* hk-host run: every hk.blas1/1 op in float and double, in host and device
  * pointer mode, on data placed through hk.memory/1, checked against a
- * double-precision reference computed here. Exits 1 on a wrong result. */
+ * double-precision reference computed here.
+ *
+ * The tables are the host's own copies (hk_plugin_get_table), and every slot
+ * is checked for NULL before it is called: an op the plugin lacks, or device
+ * pointer mode without set_pointer_mode, is reported as a "not supported" row
+ * and the run goes on. Exit status: 0 when everything that ran was right, 1
+ * on a wrong result or a failed call, 3 when the workload's memory cannot be
+ * had (HK_HOST_EXIT_*). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "hk_blas1.h"
 #include "hk_host.h"
@@ -14,13 +22,25 @@
 
 typedef struct run_ctx {
     hk_host_target_t *t;
-    const hk_blas1_v1_t *b;
-    const hk_memory_v1_t *m;
+    hk_blas1_v1_t b; /* the host's copies: a missing slot reads NULL */
+    hk_memory_v1_t m;
     int64_t n;
     unsigned seed;
     int failures;
     int checks;
+    int unsupported;
+    int no_memory; /* the plugin could not allocate the workload's device memory */
 } run_ctx_t;
+
+/* One element type in one pointer mode. */
+typedef struct lane {
+    const char *mode;
+    hk_pointer_mode_t pm;
+    size_t bytes;          /* n elements */
+    void *x, *y, *out;     /* host: inputs, and results read back */
+    double *ref;           /* what device y holds after each step */
+    void *dx, *dy, *dscal; /* device: x, y, one scalar (alpha, then results) */
+} lane_t;
 
 static double rnd(unsigned *s)
 {
@@ -42,7 +62,7 @@ static int report(run_ctx_t *c, const char *op, const char *mode, hk_status_t st
     if (st != HK_STATUS_OK) {
         c->failures++;
         printf("  %-6s %-6s n=%-9lld FAILED: %s: %s\n", op, mode, (long long)c->n,
-               hk_status_name(st), c->t->vt->last_error(c->t->handle));
+               hk_status_name(st), hk_host_error(c->t, c->t->handle));
         return -1;
     }
     int ok = err <= tol; /* NaN fails too */
@@ -54,163 +74,281 @@ static int report(run_ctx_t *c, const char *op, const char *mode, hk_status_t st
     return ok ? 0 : -1;
 }
 
+static void unsupported(run_ctx_t *c, const char *op, const char *mode, const char *why)
+{
+    c->unsupported++;
+    printf("  %-6s %-6s n=%-9lld not supported (%s)\n", op, mode, (long long)c->n, why);
+    fflush(stdout);
+}
+
+/* Waits for the op's work when the plugin can say so, and times it. */
+static hk_status_t finish(run_ctx_t *c, hk_status_t st, double t0, double *dt)
+{
+    if (st == HK_STATUS_OK && c->t->vt->synchronize)
+        st = c->t->vt->synchronize(c->t->handle);
+    *dt = seconds() - t0;
+    return st;
+}
+
 /* Allocates and uploads; returns NULL after reporting on failure. */
 static void *upload(run_ctx_t *c, const void *src, size_t bytes)
 {
     void *d = NULL;
-    hk_status_t st = c->m->alloc(c->t->handle, bytes, &d);
+    hk_status_t st = c->m.alloc(c->t->handle, bytes, &d);
     if (st == HK_STATUS_OK)
-        st = c->m->copy_to_device(c->t->handle, d, src, bytes);
+        st = c->m.copy_to_device(c->t->handle, d, src, bytes);
     if (st != HK_STATUS_OK) {
         fprintf(stderr, "hk-host: device memory (%zu bytes): %s: %s\n", bytes,
-                hk_status_name(st), c->t->vt->last_error(c->t->handle));
+                hk_status_name(st), hk_host_error(c->t, c->t->handle));
+        if (st == HK_STATUS_OUT_OF_MEMORY)
+            c->no_memory = 1;
         if (d)
-            c->m->free_(c->t->handle, d);
+            c->m.free_(c->t->handle, d);
         return NULL;
     }
     return d;
 }
 
-/* One workload per element type. T: type, P: s or d, TOL: relative tolerance
- * for element-wise results, RTOL: for reductions (scaled by their magnitude). */
-#define HK_HOST_RUN(T, P, TOL, RTOL)                                                    \
-    static int run_##P(run_ctx_t *c, hk_pointer_mode_t mode)                            \
+static void lane_free(run_ctx_t *c, lane_t *l)
+{
+    void *dev[] = {l->dx, l->dy, l->dscal};
+    for (int i = 0; i < 3; i++)
+        if (dev[i])
+            c->m.free_(c->t->handle, dev[i]);
+    free(l->x);
+    free(l->y);
+    free(l->out);
+    free(l->ref);
+}
+
+/* The ops of one element type. T: type, P: s or d, TOL: relative tolerance
+ * of element-wise results, RTOL: of reductions (scaled by their magnitude).
+ * Each op checks its slot first; a missing one leaves the device data as the
+ * next op expects it. */
+#define HK_HOST_OPS(T, P, TOL, RTOL)                                                    \
+    static void axpy_##P(run_ctx_t *c, lane_t *l, T alpha, const T *pa)                 \
     {                                                                                   \
-        const char *mname = mode == HK_POINTER_MODE_HOST ? "host" : "device";           \
-        int64_t n = c->n;                                                               \
-        size_t bytes = (size_t)n * sizeof(T);                                           \
-        T *x = malloc(bytes + sizeof(T)), *y = malloc(bytes + sizeof(T));               \
-        T *out = malloc(bytes + sizeof(T));                                             \
-        double *ref = malloc((size_t)n * sizeof(double) + sizeof(double));              \
-        T *dx = NULL, *dy = NULL, *dscal = NULL;                                        \
-        int rc = -1;                                                                    \
-        if (!x || !y || !out || !ref) {                                                 \
-            fprintf(stderr, "hk-host: out of host memory for n=%lld\n", (long long)n);  \
-            goto out;                                                                   \
+        const T *x = l->x, *y = l->y;                                                   \
+        T *out = l->out;                                                                \
+        if (!c->b.P##axpy) {                                                            \
+            for (int64_t i = 0; i < c->n; i++)                                          \
+                l->ref[i] = y[i]; /* y stays as uploaded */                             \
+            unsupported(c, #P "axpy", l->mode, "hk.blas1/1 has no " #P "axpy");         \
+            return;                                                                     \
         }                                                                               \
-        unsigned s = c->seed;                                                           \
-        for (int64_t i = 0; i < n; i++) {                                               \
-            x[i] = (T)rnd(&s);                                                          \
-            y[i] = (T)rnd(&s);                                                          \
-        }                                                                               \
-        T alpha = (T)0.75;                                                              \
-        if (!(dx = upload(c, x, bytes)) && n)                                           \
-            goto out;                                                                   \
-        if (!(dy = upload(c, y, bytes)) && n)                                           \
-            goto out;                                                                   \
-        if (!(dscal = upload(c, &alpha, sizeof alpha)))                                 \
-            goto out;                                                                   \
-        hk_status_t st = c->t->vt->set_pointer_mode(c->t->handle, mode);                \
-        if (st != HK_STATUS_OK) {                                                       \
-            report(c, "mode", mname, st, 0, 0, 0);                                      \
-            goto out;                                                                   \
-        }                                                                               \
-        const T *pa = mode == HK_POINTER_MODE_HOST ? &alpha : dscal;                    \
-        T res = 0, *pres = mode == HK_POINTER_MODE_HOST ? &res : dscal;                 \
-        double t0, err;                                                                 \
-        /* axpy: y := alpha x + y */                                                    \
-        t0 = seconds();                                                                 \
-        st = c->b->P##axpy(c->t->handle, n, pa, dx, 1, dy, 1);                          \
-        if (st == HK_STATUS_OK && c->t->vt->synchronize)                                \
-            st = c->t->vt->synchronize(c->t->handle);                                   \
-        double dt = seconds() - t0;                                                     \
+        double dt, err = 0;                                                             \
+        hk_status_t st = finish(c, c->b.P##axpy(c->t->handle, c->n, pa, l->dx, 1, l->dy, 1), \
+                                seconds(), &dt);                                        \
         if (st == HK_STATUS_OK)                                                         \
-            st = c->m->copy_to_host(c->t->handle, out, dy, bytes);                      \
-        err = 0;                                                                        \
-        for (int64_t i = 0; i < n; i++) {                                               \
-            ref[i] = (double)alpha * x[i] + y[i];                                       \
+            st = c->m.copy_to_host(c->t->handle, out, l->dy, l->bytes);                 \
+        for (int64_t i = 0; i < c->n; i++) {                                            \
+            l->ref[i] = (double)alpha * x[i] + y[i];                                    \
             double scale = fabs((double)alpha * x[i]) + fabs((double)y[i]) + 1e-30;     \
-            double e = fabs(out[i] - ref[i]) / scale;                                   \
+            double e = fabs(out[i] - l->ref[i]) / scale;                                \
             if (!(e <= err))                                                            \
                 err = e;                                                                \
         }                                                                               \
-        report(c, #P "axpy", mname, st, err, TOL, dt);                                  \
-        /* scal: y := alpha y (y now holds axpy's result, ref too) */                   \
-        t0 = seconds();                                                                 \
-        st = c->b->P##scal(c->t->handle, n, pa, dy, 1);                                 \
-        if (st == HK_STATUS_OK && c->t->vt->synchronize)                                \
-            st = c->t->vt->synchronize(c->t->handle);                                   \
-        dt = seconds() - t0;                                                            \
+        report(c, #P "axpy", l->mode, st, err, TOL, dt);                                \
+    }                                                                                   \
+                                                                                        \
+    /* y := alpha y; y holds ref. */                                                    \
+    static void scal_##P(run_ctx_t *c, lane_t *l, T alpha, const T *pa)                 \
+    {                                                                                   \
+        T *out = l->out;                                                                \
+        if (!c->b.P##scal) {                                                            \
+            unsupported(c, #P "scal", l->mode, "hk.blas1/1 has no " #P "scal");         \
+            return;                                                                     \
+        }                                                                               \
+        double dt, err = 0;                                                             \
+        hk_status_t st =                                                                \
+            finish(c, c->b.P##scal(c->t->handle, c->n, pa, l->dy, 1), seconds(), &dt);  \
         if (st == HK_STATUS_OK)                                                         \
-            st = c->m->copy_to_host(c->t->handle, out, dy, bytes);                      \
-        err = 0;                                                                        \
-        for (int64_t i = 0; i < n; i++) {                                               \
-            double r = (double)alpha * ref[i];                                          \
-            double e = fabs(out[i] - r) / (fabs(r) + fabs(ref[i]) + 1e-30);             \
+            st = c->m.copy_to_host(c->t->handle, out, l->dy, l->bytes);                 \
+        for (int64_t i = 0; i < c->n; i++) {                                            \
+            double r = (double)alpha * l->ref[i];                                       \
+            double e = fabs(out[i] - r) / (fabs(r) + fabs(l->ref[i]) + 1e-30);          \
             if (!(e <= err))                                                            \
                 err = e;                                                                \
         }                                                                               \
-        report(c, #P "scal", mname, st, err, 2 * TOL, dt);                              \
-        /* copy: y := x, every element exact */                                         \
-        t0 = seconds();                                                                 \
-        st = c->b->P##copy(c->t->handle, n, dx, 1, dy, 1);                              \
-        if (st == HK_STATUS_OK && c->t->vt->synchronize)                                \
-            st = c->t->vt->synchronize(c->t->handle);                                   \
-        dt = seconds() - t0;                                                            \
+        report(c, #P "scal", l->mode, st, err, 2 * TOL, dt);                            \
+    }                                                                                   \
+                                                                                        \
+    /* y := x, every element exact. Without copy, y gets x by an upload, so that    \
+     * dot still computes x . x. */                                                     \
+    static void copy_##P(run_ctx_t *c, lane_t *l)                                       \
+    {                                                                                   \
+        if (!c->b.P##copy) {                                                            \
+            unsupported(c, #P "copy", l->mode, "hk.blas1/1 has no " #P "copy");         \
+            hk_status_t st = c->m.copy_to_device(c->t->handle, l->dy, l->x, l->bytes);  \
+            if (st != HK_STATUS_OK)                                                     \
+                report(c, "upload", l->mode, st, 0, 0, 0);                              \
+            return;                                                                     \
+        }                                                                               \
+        double dt;                                                                      \
+        hk_status_t st =                                                                \
+            finish(c, c->b.P##copy(c->t->handle, c->n, l->dx, 1, l->dy, 1), seconds(), &dt); \
         if (st == HK_STATUS_OK)                                                         \
-            st = c->m->copy_to_host(c->t->handle, out, dy, bytes);                      \
-        err = (st == HK_STATUS_OK && memcmp(out, x, bytes) != 0) ? 1.0 : 0.0;           \
-        report(c, #P "copy", mname, st, err, 0.0, dt);                                  \
-        /* dot: x . x, after copy y == x */                                             \
-        double want = 0, mag = 0;                                                       \
-        for (int64_t i = 0; i < n; i++) {                                               \
+            st = c->m.copy_to_host(c->t->handle, l->out, l->dy, l->bytes);              \
+        double err = (st == HK_STATUS_OK && memcmp(l->out, l->x, l->bytes) != 0) ? 1.0 : 0.0; \
+        report(c, #P "copy", l->mode, st, err, 0.0, dt);                                \
+    }                                                                                   \
+                                                                                        \
+    /* dot: x . y with y == x; nrm2: sqrt(x . x). */                                    \
+    static void reduce_##P(run_ctx_t *c, lane_t *l, T alpha, T *pres)                   \
+    {                                                                                   \
+        const T *x = l->x;                                                              \
+        double want = 0, mag = 0, dt;                                                   \
+        for (int64_t i = 0; i < c->n; i++) {                                            \
             want += (double)x[i] * x[i];                                                \
             mag += fabs((double)x[i] * x[i]);                                           \
         }                                                                               \
-        t0 = seconds();                                                                 \
-        st = c->b->P##dot(c->t->handle, n, dx, 1, dy, 1, pres);                         \
-        if (st == HK_STATUS_OK && c->t->vt->synchronize)                                \
-            st = c->t->vt->synchronize(c->t->handle);                                   \
-        dt = seconds() - t0;                                                            \
-        if (st == HK_STATUS_OK && mode == HK_POINTER_MODE_DEVICE)                       \
-            st = c->m->copy_to_host(c->t->handle, &res, dscal, sizeof res);             \
-        report(c, #P "dot", mname, st, fabs(res - want) / (mag + 1e-300), RTOL, dt);    \
-        /* nrm2: sqrt(x . x) */                                                         \
-        if (mode == HK_POINTER_MODE_DEVICE)                                             \
-            c->m->copy_to_device(c->t->handle, dscal, &alpha, sizeof alpha);            \
-        t0 = seconds();                                                                 \
-        st = c->b->P##nrm2(c->t->handle, n, dx, 1, pres);                               \
-        if (st == HK_STATUS_OK && c->t->vt->synchronize)                                \
-            st = c->t->vt->synchronize(c->t->handle);                                   \
-        dt = seconds() - t0;                                                            \
-        if (st == HK_STATUS_OK && mode == HK_POINTER_MODE_DEVICE)                       \
-            st = c->m->copy_to_host(c->t->handle, &res, dscal, sizeof res);             \
+        T res = 0;                                                                      \
+        int dev = l->pm == HK_POINTER_MODE_DEVICE;                                      \
+        if (!c->b.P##dot) {                                                             \
+            unsupported(c, #P "dot", l->mode, "hk.blas1/1 has no " #P "dot");           \
+        } else {                                                                        \
+            hk_status_t st = finish(                                                    \
+                c, c->b.P##dot(c->t->handle, c->n, l->dx, 1, l->dy, 1, dev ? (T *)l->dscal : pres), \
+                seconds(), &dt);                                                        \
+            res = *pres;                                                                \
+            if (st == HK_STATUS_OK && dev)                                              \
+                st = c->m.copy_to_host(c->t->handle, &res, l->dscal, sizeof res);       \
+            report(c, #P "dot", l->mode, st, fabs(res - want) / (mag + 1e-300), RTOL, dt); \
+        }                                                                               \
+        if (!c->b.P##nrm2) {                                                            \
+            unsupported(c, #P "nrm2", l->mode, "hk.blas1/1 has no " #P "nrm2");         \
+            return;                                                                     \
+        }                                                                               \
+        if (dev)                                                                        \
+            c->m.copy_to_device(c->t->handle, l->dscal, &alpha, sizeof alpha);          \
+        hk_status_t st = finish(                                                        \
+            c, c->b.P##nrm2(c->t->handle, c->n, l->dx, 1, dev ? (T *)l->dscal : pres),  \
+            seconds(), &dt);                                                            \
+        res = *pres;                                                                    \
+        if (st == HK_STATUS_OK && dev)                                                  \
+            st = c->m.copy_to_host(c->t->handle, &res, l->dscal, sizeof res);           \
         double nrm = sqrt(want);                                                        \
-        report(c, #P "nrm2", mname, st, fabs(res - nrm) / (nrm + 1e-300), RTOL, dt);    \
+        report(c, #P "nrm2", l->mode, st, fabs(res - nrm) / (nrm + 1e-300), RTOL, dt);  \
+    }                                                                                   \
+                                                                                        \
+    /* The workload of one type in one mode; -1 when it could not be set up. */     \
+    static int run_##P(run_ctx_t *c, hk_pointer_mode_t mode)                            \
+    {                                                                                   \
+        lane_t l = {mode == HK_POINTER_MODE_HOST ? "host" : "device", mode,             \
+                    (size_t)c->n * sizeof(T), NULL, NULL, NULL, NULL, NULL, NULL, NULL}; \
+        if (mode != HK_POINTER_MODE_HOST && !c->t->vt->set_pointer_mode) {              \
+            static const char *const ops[] = {#P "axpy", #P "scal", #P "copy", #P "dot", \
+                                              #P "nrm2"};                               \
+            for (int k = 0; k < 5; k++)                                                 \
+                unsupported(c, ops[k], l.mode, "the plugin has no set_pointer_mode");   \
+            return 0;                                                                   \
+        }                                                                               \
+        l.x = malloc(l.bytes + sizeof(T));                                              \
+        l.y = malloc(l.bytes + sizeof(T));                                              \
+        l.out = malloc(l.bytes + sizeof(T));                                            \
+        l.ref = malloc((size_t)c->n * sizeof(double) + sizeof(double));                 \
+        int rc = -1;                                                                    \
+        if (!l.x || !l.y || !l.out || !l.ref) {                                         \
+            fprintf(stderr, "hk-host: --size %lld: cannot allocate %zu bytes of host "  \
+                    "memory\n", (long long)c->n, 3 * l.bytes + (size_t)c->n * 8);       \
+            c->no_memory = 1;                                                           \
+            goto out;                                                                   \
+        }                                                                               \
+        unsigned s = c->seed;                                                           \
+        T *x = l.x, *y = l.y;                                                           \
+        for (int64_t i = 0; i < c->n; i++) {                                            \
+            x[i] = (T)rnd(&s);                                                          \
+            y[i] = (T)rnd(&s);                                                          \
+        }                                                                               \
+        T alpha = (T)0.75, res = 0;                                                     \
+        if ((!(l.dx = upload(c, x, l.bytes)) && c->n) ||                                \
+            (!(l.dy = upload(c, y, l.bytes)) && c->n) ||                                \
+            !(l.dscal = upload(c, &alpha, sizeof alpha)))                               \
+            goto out;                                                                   \
+        if (c->t->vt->set_pointer_mode) {                                               \
+            hk_status_t st = c->t->vt->set_pointer_mode(c->t->handle, mode);            \
+            if (st != HK_STATUS_OK) {                                                   \
+                report(c, "mode", l.mode, st, 0, 0, 0);                                 \
+                goto out;                                                               \
+            }                                                                           \
+        }                                                                               \
+        const T *pa = mode == HK_POINTER_MODE_HOST ? &alpha : (const T *)l.dscal;       \
+        axpy_##P(c, &l, alpha, pa);                                                     \
+        scal_##P(c, &l, alpha, pa);                                                     \
+        copy_##P(c, &l);                                                                \
+        reduce_##P(c, &l, alpha, &res);                                                 \
         rc = 0;                                                                         \
     out:                                                                                \
-        if (dx)                                                                         \
-            c->m->free_(c->t->handle, dx);                                              \
-        if (dy)                                                                         \
-            c->m->free_(c->t->handle, dy);                                              \
-        if (dscal)                                                                      \
-            c->m->free_(c->t->handle, dscal);                                           \
-        free(x);                                                                        \
-        free(y);                                                                        \
-        free(out);                                                                      \
-        free(ref);                                                                      \
+        lane_free(c, &l);                                                               \
         return rc;                                                                      \
     }
 
-HK_HOST_RUN(float, s, 1e-6, 1e-5)
-HK_HOST_RUN(double, d, 1e-15, 1e-13)
+HK_HOST_OPS(float, s, 1e-6, 1e-5)
+HK_HOST_OPS(double, d, 1e-15, 1e-13)
+
+/* Refuses a size whose memory cannot be had before anything is loaded: the
+ * double lane needs x, y, the read-back and the reference, n + 1 elements of
+ * 8 bytes each. Returns 0 or prints the reason and returns -1. */
+static int size_fits(int64_t n)
+{
+    size_t need;
+    if (__builtin_mul_overflow((uint64_t)n + 1, (uint64_t)4 * sizeof(double), &need)) {
+        fprintf(stderr, "hk-host: --size %lld: the workload needs 32 bytes per element, more "
+                "than this machine can address\n", (long long)n);
+        return -1;
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    size_t have;
+    if (pages > 0 && page > 0 && !__builtin_mul_overflow((size_t)pages, (size_t)page, &have) &&
+        need > have) {
+        fprintf(stderr, "hk-host: --size %lld: the workload needs %zu bytes of host memory, "
+                "this machine has %zu\n", (long long)n, need, have);
+        return -1;
+    }
+    return 0;
+}
+
+/* The tables as the host's own copies; the memory slots the workload cannot
+ * do without. Returns 0 or prints why and returns -1. */
+static int take_tables(run_ctx_t *c)
+{
+    const char *name = hk_host_esc(hk_plugin_name(c->t->plugin));
+    hk_status_t st = hk_plugin_get_table(c->t->plugin, HK_TABLE_BLAS1_V1, &c->b, sizeof c->b);
+    if (st == HK_STATUS_OK)
+        st = hk_plugin_get_table(c->t->plugin, HK_TABLE_MEMORY_V1, &c->m, sizeof c->m);
+    if (st != HK_STATUS_OK) {
+        fprintf(stderr, "hk-host: %s: cannot take table %s: %s: %s\n", name,
+                c->b.size ? HK_TABLE_MEMORY_V1 : HK_TABLE_BLAS1_V1, hk_status_name(st),
+                st == HK_STATUS_NOT_FOUND ? "the plugin has none" : hk_status_string(st));
+        return -1;
+    }
+    const char *missing = !c->m.alloc            ? "alloc"
+                          : !c->m.free_          ? "free_"
+                          : !c->m.copy_to_device ? "copy_to_device"
+                          : !c->m.copy_to_host   ? "copy_to_host"
+                                                 : NULL;
+    if (missing) {
+        fprintf(stderr, "hk-host: %s: %s has no %s: the workload cannot place its data\n",
+                name, HK_TABLE_MEMORY_V1, missing);
+        return -1;
+    }
+    return 0;
+}
 
 int hk_host_cmd_run(const hk_host_opts_t *opts)
 {
+    if (size_fits(opts->n) != 0)
+        return HK_HOST_EXIT_MEMORY;
     hk_loader_t *loader = hk_host_loader(opts->verbose, 0);
     if (!loader)
-        return 1;
+        return HK_HOST_EXIT_FAIL;
     hk_host_target_t t;
     int rc = hk_host_pick(loader, opts, &t);
     if (rc != 0)
         goto out;
     run_ctx_t c = {.t = &t, .n = opts->n, .seed = opts->seed};
-    c.b = hk_plugin_table(t.plugin, HK_TABLE_BLAS1_V1);
-    c.m = hk_plugin_table(t.plugin, HK_TABLE_MEMORY_V1);
-    if (!c.b || !c.m) {
-        fprintf(stderr, "hk-host: %s lacks table %s\n", hk_plugin_name(t.plugin),
-                !c.b ? HK_TABLE_BLAS1_V1 : HK_TABLE_MEMORY_V1);
-        rc = 1;
+    if (take_tables(&c) != 0) {
+        rc = HK_HOST_EXIT_FAIL;
         goto release;
     }
     printf("workload: hk.blas1/1, every op in float and double, n = %lld, seed %u\n",
@@ -218,13 +356,17 @@ int hk_host_cmd_run(const hk_host_opts_t *opts)
     static const hk_pointer_mode_t modes[] = {HK_POINTER_MODE_HOST, HK_POINTER_MODE_DEVICE};
     for (int k = 0; k < 2; k++) {
         if (run_s(&c, modes[k]) != 0 || run_d(&c, modes[k]) != 0) {
-            rc = 1;
+            rc = c.no_memory ? HK_HOST_EXIT_MEMORY : HK_HOST_EXIT_FAIL;
             goto release;
         }
     }
-    printf("%d checks, %d wrong or failed: %s\n", c.checks, c.failures,
-           c.failures ? "FAILED" : "all results verified");
-    rc = c.failures ? 1 : 0;
+    if (c.unsupported)
+        printf("%d checks, %d wrong or failed, %d not supported: %s\n", c.checks, c.failures,
+               c.unsupported, c.failures ? "FAILED" : "all results verified");
+    else
+        printf("%d checks, %d wrong or failed: %s\n", c.checks, c.failures,
+               c.failures ? "FAILED" : "all results verified");
+    rc = c.failures ? HK_HOST_EXIT_FAIL : HK_HOST_EXIT_OK;
 release:
     hk_host_release(&t);
 out:

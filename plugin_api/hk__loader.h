@@ -42,6 +42,7 @@ struct hk_plugin {
     uint32_t abi;
     uint32_t flags;
     hk_vtable_t vtable; /* the host's zero-filled copy, see hk__plugin_validate */
+    struct hk__table_copy *tables; /* hk_plugin_table's copies; under loader->lock */
     atomic_uint refs;
     dev_t dev;
     ino_t ino;
@@ -88,6 +89,11 @@ hk__report_t *hk__loader_report_find(hk_loader_t *loader, const char *path,
 hk_status_t hk__loader_plugin_add(hk_loader_t *loader, hk_plugin_t *plugin);
 
 void hk__loader_set_error(hk_loader_t *loader, const char *line);
+
+/* Checks an answer's flags for its ABI version and writes the flags the host
+ * sees to *out (memory-domain flags cleared below 1.2). On refusal writes the
+ * reason and returns HK_STATUS_INVALID_VALUE. */
+hk_status_t hk__answer_flags(uint32_t abi, uint32_t flags, uint32_t *out, char *reason, size_t n);
 
 /* Fills *id from st (NULL st: an invalid id). */
 void hk__file_id_set(hk__file_id_t *id, const struct stat *st);

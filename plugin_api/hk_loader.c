@@ -1,11 +1,23 @@
-/* handlekit loader: lifetime, reports, plugin list and accessors.
+/* handlekit loader: lifetime, reports, plugin list and accessors, and the
+ * host's copies of what a plugin hands out (answer flags, tables).
  * Scanning is in hk_loader_scan.c, one candidate's path in hk_loader_open.c,
  * libltdl in hk_loader_ltdl.c. */
 #include "hk__loader.h"
 
+#include <stdalign.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "hk_blas1.h"
+#include "hk_memory.h"
+
+/* One copy made by hk_plugin_table, kept for the plugin's life. */
+struct hk__table_copy {
+    struct hk__table_copy *next;
+    char *name;
+    alignas(max_align_t) unsigned char data[]; /* the table; starts with its size */
+};
 
 static const char hk__oom[] = "out of memory";
 
@@ -79,6 +91,12 @@ fail:
 
 static void hk__plugin_free(hk_plugin_t *p)
 {
+    while (p->tables) {
+        struct hk__table_copy *next = p->tables->next;
+        free(p->tables->name);
+        free(p->tables);
+        p->tables = next;
+    }
     if (p->flags & HK_PLUGIN_UNLOAD_SAFE)
         hk__ltdl_close(p->module);
     /* Otherwise the module stays mapped (hk__ltdl_keep made it resident):
@@ -351,14 +369,192 @@ const hk_vtable_t *hk_plugin_vtable(const hk_plugin_t *plugin)
     return plugin ? &plugin->vtable : NULL;
 }
 
+/* ---- answers and tables ---- */
+
+hk_status_t hk__answer_flags(uint32_t abi, uint32_t flags, uint32_t *out, char *reason, size_t n)
+{
+    if (HK_ABI_VERSION_MINOR(abi) < 2) {
+        /* Those bits meant nothing before 1.2: whatever such a plugin set
+         * there is not a memory domain. */
+        *out = flags & ~HK_PLUGIN_MEMORY_MASK;
+        return HK_STATUS_OK;
+    }
+    if ((flags & HK_PLUGIN_MEMORY_MASK) == HK_PLUGIN_MEMORY_MASK) {
+        snprintf(reason, n, "answer flags 0x%x name more than one memory domain "
+                 "(HK_PLUGIN_MEMORY_HOST and HK_PLUGIN_MEMORY_CUDA)", (unsigned)flags);
+        return HK_STATUS_INVALID_VALUE;
+    }
+    *out = flags;
+    return HK_STATUS_OK;
+}
+
+/* Tables whose layout the loader knows: the bytes each ABI minor defines.
+ * A slot added to a table within its major is tied to the minor that
+ * introduced it; every slot of these two is a 1.0 slot. */
+static const struct {
+    const char *name;
+    size_t sizeof_now;                 /* sizeof the struct in these headers */
+    size_t end_at_minor[HK_ABI_MINOR + 1];
+} hk__known_tables[] = {
+    {HK_TABLE_BLAS1_V1, sizeof(hk_blas1_v1_t),
+     {sizeof(hk_blas1_v1_t), sizeof(hk_blas1_v1_t), sizeof(hk_blas1_v1_t)}},
+    {HK_TABLE_MEMORY_V1, sizeof(hk_memory_v1_t),
+     {sizeof(hk_memory_v1_t), sizeof(hk_memory_v1_t), sizeof(hk_memory_v1_t)}},
+};
+
+_Static_assert(HK_ABI_MINOR == 2, "add the new minor's column to hk__known_tables");
+
+/* Index into hk__known_tables, or -1 for a name the loader does not know. */
+static int hk__known_table(const char *name)
+{
+    for (size_t i = 0; i < sizeof hk__known_tables / sizeof hk__known_tables[0]; i++)
+        if (strcmp(hk__known_tables[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* Asks the plugin for a table and checks its size field. On success *raw is
+ * the plugin's table and *take the bytes a host may take from it (at most
+ * the size field, and for a known table what the negotiated minor defines). */
+static hk_status_t hk__table_lookup(const hk_plugin_t *plugin, const char *name,
+                                    const void **raw, size_t *take)
+{
+    hk_loader_t *loader = plugin->loader;
+    if (!plugin->vtable.get_table) {
+        hk__loader_set_error(loader, "get_table: the plugin's vtable has no get_table slot");
+        return HK_STATUS_NOT_SUPPORTED;
+    }
+    *raw = NULL;
+    hk_status_t st = plugin->vtable.get_table(name, raw);
+    if (st != HK_STATUS_OK) {
+        /* NOT_FOUND is an answer, not a failure of the loader: a host probing
+         * for optional tables must not bury a real error under it. */
+        if (st != HK_STATUS_NOT_FOUND)
+            hk__loader_set_error(loader, "get_table: the plugin's get_table failed");
+        return st;
+    }
+    if (!*raw) {
+        hk__loader_set_error(loader, "get_table: the plugin answered OK with a NULL table");
+        return HK_STATUS_INVALID_VALUE;
+    }
+    size_t have;
+    memcpy(&have, *raw, sizeof have);
+    if (have < sizeof(size_t) || have > HK_TABLE_SIZE_MAX) {
+        hk__loader_set_error(loader, have < sizeof(size_t)
+                                         ? "get_table: the table's size field is below sizeof(size_t)"
+                                         : "get_table: the table's size field is above "
+                                           "HK_TABLE_SIZE_MAX (64 KiB): a corrupt table");
+        return HK_STATUS_INVALID_VALUE;
+    }
+    int k = hk__known_table(name);
+    if (k >= 0) {
+        uint32_t minor = HK_ABI_VERSION_MINOR(plugin->abi);
+        size_t end = hk__known_tables[k].end_at_minor[minor < HK_ABI_MINOR ? minor : HK_ABI_MINOR];
+        if (have > end)
+            have = end;
+    }
+    *take = have;
+    return HK_STATUS_OK;
+}
+
+hk_status_t hk_plugin_get_table(const hk_plugin_t *plugin, const char *name, void *table,
+                                size_t size)
+{
+    if (!plugin || !name || !table) {
+        if (plugin)
+            hk__loader_set_error(plugin->loader, "hk_plugin_get_table: name or table is NULL");
+        return HK_STATUS_NULL_POINTER;
+    }
+    if (size < sizeof(size_t)) {
+        hk__loader_set_error(plugin->loader,
+                             "hk_plugin_get_table: size is below sizeof(size_t)");
+        return HK_STATUS_INVALID_VALUE;
+    }
+    memset(table, 0, size);
+    const void *raw;
+    size_t take;
+    hk_status_t st = hk__table_lookup(plugin, name, &raw, &take);
+    if (st != HK_STATUS_OK)
+        return st;
+    if (take > size)
+        take = size;
+    memcpy(table, raw, take);
+    memcpy(table, &take, sizeof take);
+    return HK_STATUS_OK;
+}
+
 const void *hk_plugin_table(const hk_plugin_t *plugin, const char *name)
 {
-    const void *table = NULL;
-    if (!plugin || !name || !plugin->vtable.get_table)
+    if (!plugin || !name)
         return NULL;
-    if (plugin->vtable.get_table(name, &table) != HK_STATUS_OK)
+    hk_plugin_t *p = (hk_plugin_t *)plugin; /* the cache is not part of its value */
+    const void *found = NULL;
+    hk__lock(p->loader);
+    for (struct hk__table_copy *c = p->tables; c && !found; c = c->next)
+        if (strcmp(c->name, name) == 0)
+            found = c->data;
+    hk__unlock(p->loader);
+    if (found)
+        return found;
+
+    const void *raw;
+    size_t take;
+    if (hk__table_lookup(plugin, name, &raw, &take) != HK_STATUS_OK)
         return NULL;
-    return table;
+    int k = hk__known_table(name);
+    size_t room = k >= 0 && hk__known_tables[k].sizeof_now > take ? hk__known_tables[k].sizeof_now
+                                                                   : take;
+    struct hk__table_copy *c = calloc(1, sizeof *c + room);
+    char *dup = strdup(name);
+    if (!c || !dup) {
+        free(c);
+        free(dup);
+        hk__loader_set_error(p->loader, "hk_plugin_table: out of memory");
+        return NULL;
+    }
+    c->name = dup;
+    memcpy(c->data, raw, take);
+    memcpy(c->data, &take, sizeof take);
+
+    hk__lock(p->loader);
+    for (struct hk__table_copy *o = p->tables; o && !found; o = o->next)
+        if (strcmp(o->name, name) == 0)
+            found = o->data; /* another thread made it meanwhile: keep one */
+    if (!found) {
+        c->next = p->tables;
+        p->tables = c;
+        found = c->data;
+        c = NULL;
+    }
+    hk__unlock(p->loader);
+    if (c) {
+        free(c->name);
+        free(c);
+    }
+    return found;
+}
+
+hk_status_t hk_plugin_last_error_copy(const hk_plugin_t *plugin, const hk_handle_t *handle,
+                                      char *buf, size_t len, size_t *needed)
+{
+    if (needed)
+        *needed = 0;
+    if (!plugin || (!buf && len > 0))
+        return HK_STATUS_NULL_POINTER;
+    if (plugin->vtable.last_error_copy)
+        return plugin->vtable.last_error_copy(handle, buf, len, needed);
+    const char *msg = plugin->vtable.last_error ? plugin->vtable.last_error(handle) : "";
+    if (!msg)
+        msg = "";
+    size_t n = strlen(msg);
+    if (len > 0) {
+        size_t k = n < len - 1 ? n : len - 1;
+        memcpy(buf, msg, k);
+        buf[k] = '\0';
+    }
+    if (needed)
+        *needed = n + 1;
+    return HK_STATUS_OK;
 }
 
 void hk_plugin_acquire(hk_plugin_t *plugin)

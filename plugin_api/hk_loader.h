@@ -40,9 +40,12 @@ typedef enum hk_load_stage {
  *   symbol    NOT_FOUND; the reason names HK_ENTRY_SYMBOL
  *   negotiate whatever the entry point returned; the reason names it, the
  *             plugin's ABI version and the host's range ("M.m-M.m")
- *   validate  INVALID_VALUE (answer header, vtable size), ABI_MISMATCH
+ *   validate  INVALID_VALUE (answer header, vtable size, more than one
+ *             HK_PLUGIN_MEMORY_* flag in an ABI 1.2 answer), ABI_MISMATCH
  *             (answered version out of range), NULL_POINTER (NULL name,
- *             version, vtable or required slot); the reason names the field
+ *             version, vtable or required slot: handle_create,
+ *             handle_destroy, last_error, get_table); the reason names the
+ *             field
  * A candidate is one file (device and inode, and for a refused one also its
  * mode, size and time): it is reported once per loader, however often it is
  * scanned or opened; a file changed on disk after a refusal is a new one. */
@@ -110,21 +113,70 @@ hk_plugin_t *hk_loader_find(const hk_loader_t *loader, const char *name);
  * refused candidate: "<path>: <stage name>: <reason>". */
 const char *hk_loader_last_error(const hk_loader_t *loader);
 
-/* Plugin accessors: [thread-safe]; strings are owned by the loader. */
+/* Plugin accessors: [thread-safe]; strings are owned by the loader and are
+ * the plugin's own bytes: a host that prints them escapes control characters.
+ * NULL plugin → NULL (strings) or 0. */
 const char *hk_plugin_name(const hk_plugin_t *plugin);
 const char *hk_plugin_version(const hk_plugin_t *plugin);
 const char *hk_plugin_path(const hk_plugin_t *plugin);
 uint32_t hk_plugin_abi(const hk_plugin_t *plugin);   /* negotiated HK_ABI_VERSION */
-uint32_t hk_plugin_flags(const hk_plugin_t *plugin); /* HK_PLUGIN_* */
+/* HK_PLUGIN_* of the answer. The memory-domain flags are validated for an
+ * ABI 1.2 answer (at most one) and cleared for older answers. */
+uint32_t hk_plugin_flags(const hk_plugin_t *plugin);
 
-/* The host's copy of the plugin's vtable: min(plugin size, sizeof) bytes copied
- * into a zeroed hk_vtable_t, so slots past the plugin's minor read NULL. Slots
- * newer than the negotiated minor are cleared too, and the copy's size field
- * holds the number of bytes taken from the plugin. */
+/* [thread-safe] The host's copy of the plugin's vtable: min(plugin size,
+ * sizeof) bytes copied into a zeroed hk_vtable_t, so slots past the plugin's
+ * minor read NULL. Slots newer than the negotiated minor are cleared too, and
+ * the copy's size field holds the number of bytes taken from the plugin.
+ * Owned by the loader, valid while the plugin is. NULL plugin → NULL. */
 const hk_vtable_t *hk_plugin_vtable(const hk_plugin_t *plugin);
 
-/* Looks a table up through the plugin's get_table; NULL when absent. */
+/* The largest table size field the loader accepts; a bigger one is taken for
+ * a corrupt table. */
+#define HK_TABLE_SIZE_MAX ((size_t)64 * 1024)
+
+/* [thread-safe] Copies the plugin's table `name` into the caller's struct
+ * `table` of `size` bytes (e.g. an hk_blas1_v1_t and its sizeof). The struct
+ * is zeroed first; then min(the table's size field, size) bytes are copied,
+ * and for a table the loader knows (hk.blas1/1, hk.memory/1) no byte past
+ * what the negotiated ABI minor defines for it, so a slot the host or the
+ * plugin does not have, or that is newer than the negotiated minor, reads
+ * NULL. The struct's first size_t field then holds the number of bytes taken.
+ * The caller owns *table; the function pointers in it stay valid while the
+ * plugin's module is mapped. Returns:
+ *   HK_STATUS_OK
+ *   HK_STATUS_NULL_POINTER   plugin, name or table NULL (nothing written)
+ *   HK_STATUS_INVALID_VALUE  size < sizeof(size_t) (nothing written); or the
+ *                            plugin answered OK with a NULL table, or a table
+ *                            whose size field is below sizeof(size_t) or above
+ *                            HK_TABLE_SIZE_MAX (the struct stays zeroed)
+ *   HK_STATUS_NOT_FOUND      the plugin has no table of that name
+ *   HK_STATUS_NOT_SUPPORTED  the plugin's vtable has no get_table
+ *   another status           what the plugin's get_table returned
+ * On every failure after the zeroing the struct is all zero, and except for
+ * NOT_FOUND (an answer, not a failure) hk_loader_last_error names the reason. */
+hk_status_t hk_plugin_get_table(const hk_plugin_t *plugin, const char *name, void *table,
+                                size_t size);
+
+/* [thread-safe] Deprecated: use hk_plugin_get_table, which gives the host its
+ * own copy of exactly the size it knows. Returns a loader-owned copy of the
+ * table (never the plugin's own storage), made at the first call and kept
+ * while the plugin is: for a table the loader knows, a zeroed struct of the
+ * size the loader's headers give it, with at most the bytes the negotiated
+ * minor defines copied in (so every slot of that struct may be read and a
+ * missing one reads NULL); for another name, the plugin's size-field bytes.
+ * NULL when absent, malformed (as hk_plugin_get_table says), or out of memory. */
 const void *hk_plugin_table(const hk_plugin_t *plugin, const char *name);
+
+/* [thread-safe as the plugin's slots are] The plugin's last error for handle
+ * (NULL: this thread's last failed handle_create) copied into buf, with the
+ * rules of the vtable's last_error_copy. A plugin whose vtable has no
+ * last_error_copy (ABI 1.0 and 1.1) gets the text of its last_error slot
+ * copied instead (that fallback is only as thread-safe as last_error is), and
+ * one without either gets "". Returns HK_STATUS_OK, HK_STATUS_NULL_POINTER
+ * (plugin NULL, or buf NULL with len > 0), or what last_error_copy returned. */
+hk_status_t hk_plugin_last_error_copy(const hk_plugin_t *plugin, const hk_handle_t *handle,
+                                      char *buf, size_t len, size_t *needed);
 
 /* [thread-safe] Reference counting for swap: a caller that uses a plugin's
  * vtable outside the loader's lifetime rules holds a reference. A release

@@ -43,7 +43,7 @@ static void hk__range_text(char *buf, size_t n, const hk_loader_t *loader)
  * 1.0 is never called through a 1.1 slot. */
 static size_t hk__vtable_end(uint32_t minor)
 {
-    static const size_t ends[] = {HK_VTABLE_SIZE_1_0, sizeof(hk_vtable_t)};
+    static const size_t ends[] = {HK_VTABLE_SIZE_1_0, HK_VTABLE_SIZE_1_1, sizeof(hk_vtable_t)};
     size_t n = sizeof(ends) / sizeof(ends[0]);
     return ends[minor < n ? minor : n - 1];
 }
@@ -139,6 +139,9 @@ static hk_status_t hk__negotiate(hk_loader_t *loader, hk_negotiate_fn entry, hk_
         snprintf(reason, n, "required vtable slot %s is NULL", missing);
         return HK_STATUS_NULL_POINTER;
     }
+    st = hk__answer_flags(ans.abi_version, ans.flags, &p->flags, reason, n);
+    if (st != HK_STATUS_OK)
+        return st;
 
     p->name = strdup(ans.name);
     p->version = strdup(ans.version);
@@ -147,7 +150,6 @@ static hk_status_t hk__negotiate(hk_loader_t *loader, hk_negotiate_fn entry, hk_
         return HK_STATUS_OUT_OF_MEMORY;
     }
     p->abi = ans.abi_version;
-    p->flags = ans.flags;
     return HK_STATUS_OK;
 }
 

@@ -1,8 +1,19 @@
 /* handlekit table "hk.memory/1": memory of the handle's device, so that a host
- * can run one workload on any implementation. For a CPU implementation "device"
- * memory is host memory.
- * All slots: [handle-safe]; NULL handle → HK_STATUS_INVALID_HANDLE; they run in
- * the handle's context and leave the caller's current context as it was. */
+ * can run one workload on any implementation. For a CPU implementation
+ * (HK_PLUGIN_MEMORY_HOST) "device" memory is host memory; for a CUDA one
+ * (HK_PLUGIN_MEMORY_CUDA) it is device memory of the handle's device. All
+ * slots of this table are ABI 1.0 slots (docs/abi.md).
+ *
+ * All slots: [handle-safe]; a handle that is not live (NULL, destroyed, of
+ * another plugin or another loaded copy of this one) →
+ * HK_STATUS_INVALID_HANDLE, checked first. They run in the handle's context
+ * and leave the calling thread's current context as it found it. A refused
+ * call touches no memory and records a one-line reason (last_error). None of
+ * them crashes on a size: a byte count that cannot be allocated or that runs
+ * past the end of the address space is refused with a status. A byte count
+ * larger than the memory behind a valid pointer is undefined and not
+ * detected. Not for the hot path: alloc, free_ and the copies may
+ * synchronise. */
 #ifndef HK_MEMORY_H
 #define HK_MEMORY_H
 
@@ -19,18 +30,35 @@ extern "C" {
 typedef struct hk_memory_v1 {
     size_t size; /* sizeof(hk_memory_v1_t) as the plugin was built */
 
-    /* Allocates bytes on the handle's device. The caller owns *out and frees it
-     * with free_ on a handle of the same device. bytes == 0 → *out = NULL, OK.
-     * out NULL → HK_STATUS_NULL_POINTER. Not for the hot path: may synchronise. */
+    /* Allocates bytes on the handle's device, aligned to at least 64 bytes.
+     * The caller owns *out and frees it with free_ on a handle of the same
+     * plugin instance and device. bytes == 0 → *out = NULL, HK_STATUS_OK.
+     * A size that cannot be allocated (past what the device or machine has,
+     * or so large that rounding it up overflows) → HK_STATUS_OUT_OF_MEMORY
+     * with a reason naming the size, *out = NULL. out NULL →
+     * HK_STATUS_NULL_POINTER. */
     hk_status_t (*alloc)(hk_handle_t *h, size_t bytes, void **out);
-    /* Frees what alloc returned; NULL is a no-op. */
+
+    /* Frees what alloc returned. NULL → HK_STATUS_OK, nothing done. A pointer
+     * that is not the start of a live allocation of this plugin instance
+     * (foreign, already freed, or inside a block) → HK_STATUS_INVALID_VALUE
+     * naming it, and nothing is freed. */
     hk_status_t (*free_)(hk_handle_t *h, void *ptr);
-    /* Copies host → device; returns when src may be reused and dst holds the data
-     * (ordered after earlier work on the handle's stream). */
+
+    /* Copies bytes host → device; returns when src may be reused and dst holds
+     * the data (ordered after earlier work on the handle's stream).
+     * bytes == 0 → HK_STATUS_OK, nothing touched (dst, src may be NULL).
+     * dst or src NULL with bytes > 0 → HK_STATUS_NULL_POINTER naming it. */
     hk_status_t (*copy_to_device)(hk_handle_t *h, void *dst, const void *src, size_t bytes);
-    /* Copies device → host; returns when dst holds the data. */
+
+    /* Copies bytes device → host; returns when dst holds the data. The same
+     * rules as copy_to_device. */
     hk_status_t (*copy_to_host)(hk_handle_t *h, void *dst, const void *src, size_t bytes);
-    /* Sets bytes of device memory to (unsigned char)value, on the handle's stream. */
+
+    /* Sets bytes of device memory to (unsigned char)value, ordered on the
+     * handle's stream (a CPU plugin: done on return). bytes == 0 →
+     * HK_STATUS_OK, nothing touched (dst may be NULL). dst NULL with
+     * bytes > 0 → HK_STATUS_NULL_POINTER. */
     hk_status_t (*memset_)(hk_handle_t *h, void *dst, int value, size_t bytes);
 } hk_memory_v1_t;
 

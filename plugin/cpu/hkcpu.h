@@ -3,33 +3,47 @@
 #define HKCPU_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
+#include "hk__registry.h"
 #include "hk_abi.h"
 
 #define HKCPU_NAME "hk-cpu"
 #define HKCPU_VERSION "1.0.0"
-#define HKCPU_MAGIC 0x686b637075u /* live handle */
-#define HKCPU_DEAD 0xdeadu        /* destroyed: catches most use after destroy */
 #define HKCPU_MSG 256
 
+/* Lives in a slot of hk__cpu_handles (hk__registry.h): its memory stays the
+ * plugin's after destroy, and validity is the slot's live bit. */
 struct hk_handle {
-    uint64_t magic;
-    hk_pointer_mode_t pointer_mode;
-    uint32_t flags;
-    pthread_mutex_t lock; /* guards msg: a handle may be used from several threads */
-    char msg[HKCPU_MSG];
+    atomic_int pointer_mode; /* hk_pointer_mode_t; set and read from any thread */
+    uint32_t flags;          /* HK_CREATE_* as given */
+    pthread_mutex_t lock;    /* guards msg: a handle may be used from several threads */
+    char msg[HKCPU_MSG];     /* last failure on this handle; "" when none */
 };
 
-/* Records a one-line reason on h (or, for h == NULL, on the calling thread) and
- * returns status, so that callers can write `return hk__cpu_fail(h, s, ...)`. */
+/* Every handle this copy of hk-cpu made. */
+extern hk__registry_t hk__cpu_handles;
+
+/* Records a one-line reason and returns status, so that callers can write
+ * `return hk__cpu_fail(h, s, ...)`. h must be live (a checked handle) or NULL;
+ * NULL records the calling thread's handle_create message. */
 hk_status_t hk__cpu_fail(hk_handle_t *h, hk_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* HK_STATUS_OK for a live handle; else records why on the calling thread. */
-hk_status_t hk__cpu_check(hk_handle_t *h, const char *fn);
+/* Records a failure that has no live handle to carry it (a handle that is not
+ * live, get_table's refusals) on the calling thread, apart from the create
+ * message; last_error of a handle that is not live returns it. */
+hk_status_t hk__cpu_stray(hk_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
-const char *hk__cpu_thread_error(void);
+/* HK_STATUS_OK for a live handle of this copy of hk-cpu; otherwise records why
+ * (hk__cpu_stray) and returns HK_STATUS_INVALID_HANDLE. Reads nothing through
+ * h unless the registry says it is one of its slots. */
+hk_status_t hk__cpu_check(const hk_handle_t *h, const char *fn);
+
+/* At unload: frees the allocation records of hk.memory/1. */
+void hk__cpu_memory_fini(void);
 
 extern const struct hk_blas1_v1 hk__cpu_blas1;
 extern const struct hk_memory_v1 hk__cpu_memory;

@@ -1,9 +1,15 @@
-/* hk-cpu: table "hk.blas1/1" with reference-BLAS semantics (plugin_api/hk_blas1.h).
+/* hk-cpu: table "hk.blas1/1" with reference-BLAS semantics and the argument
+ * rules of plugin_api/hk_blas1.h (docs/abi.md, "hk.blas1/1: argument rules").
  *
  * This implementation is the correctness oracle of the project, so it favours
  * accuracy over speed: float dot and nrm2 accumulate in double, double nrm2
  * uses a scaled sum of squares so that neither huge nor tiny inputs overflow
- * or underflow. */
+ * or underflow.
+ *
+ * Index arithmetic stays in int64_t and never overflows: once a vector's span
+ * ((n - 1) * |inc| + 1) * esz is known to be at most PTRDIFF_MAX, every index
+ * the loops form, including the one past the last element, is below 2^62 in
+ * magnitude (n >= 2 bounds |inc| by 2^61; n == 1 takes one step of |inc|). */
 #include <math.h>
 #include <stddef.h>
 
@@ -17,6 +23,41 @@ static inline int64_t start_of(int64_t n, int64_t inc)
     return inc < 0 ? (1 - n) * inc : 0;
 }
 
+/* Rule 4: an increment without a magnitude, or a destination increment of 0. */
+static hk_status_t check_inc(hk_handle_t *h, const char *op, const char *name, int64_t inc,
+                             int destination)
+{
+    if (inc == INT64_MIN)
+        return hk__cpu_fail(h, HK_STATUS_INVALID_VALUE,
+                            "%s: %s is INT64_MIN, an increment without a magnitude", op, name);
+    if (inc == 0 && destination)
+        return hk__cpu_fail(h, HK_STATUS_INVALID_VALUE,
+                            "%s: %s is 0 for the destination: every element would be written "
+                            "to one place", op, name);
+    return HK_STATUS_OK;
+}
+
+/* Rule 5: ((n - 1) * |inc| + 1) * esz representable and at most PTRDIFF_MAX,
+ * and p + span not wrapping around the address space. n > 0, inc is not
+ * INT64_MIN. */
+static hk_status_t check_span(hk_handle_t *h, const char *op, const char *name, const void *p,
+                              int64_t n, int64_t inc, size_t esz)
+{
+    uint64_t mag = inc < 0 ? (uint64_t)0 - (uint64_t)inc : (uint64_t)inc;
+    uint64_t elems, bytes;
+    if (__builtin_mul_overflow((uint64_t)(n - 1), mag, &elems) ||
+        __builtin_add_overflow(elems, (uint64_t)1, &elems) ||
+        __builtin_mul_overflow(elems, (uint64_t)esz, &bytes) || bytes > (uint64_t)PTRDIFF_MAX)
+        return hk__cpu_fail(h, HK_STATUS_INVALID_VALUE,
+                            "%s: %s: n = %lld with increment %lld spans more than PTRDIFF_MAX "
+                            "bytes", op, name, (long long)n, (long long)inc);
+    if ((uintptr_t)p > UINTPTR_MAX - (uintptr_t)bytes)
+        return hk__cpu_fail(h, HK_STATUS_INVALID_VALUE,
+                            "%s: %s: %llu bytes from %p wrap around the address space", op, name,
+                            (unsigned long long)bytes, p);
+    return HK_STATUS_OK;
+}
+
 #define CHECK_HANDLE(h, fn)                                                         \
     do {                                                                            \
         hk_status_t st_ = hk__cpu_check((h), fn);                                   \
@@ -24,11 +65,19 @@ static inline int64_t start_of(int64_t n, int64_t inc)
             return st_;                                                             \
     } while (0)
 
+/* Rule 3, in argument order. */
 #define REQUIRE(h, ptr, fn)                                                         \
     do {                                                                            \
         if (!(ptr))                                                                 \
-            return hk__cpu_fail((h), HK_STATUS_NULL_POINTER, "%s: %s is NULL with n > 0", \
-                                fn, #ptr);                                          \
+            return hk__cpu_fail((h), HK_STATUS_NULL_POINTER, "%s: %s is NULL with n = %lld", \
+                                fn, #ptr, (long long)n);                            \
+    } while (0)
+
+#define TRY(expr)                                                                   \
+    do {                                                                            \
+        hk_status_t st_ = (expr);                                                   \
+        if (st_ != HK_STATUS_OK)                                                    \
+            return st_;                                                             \
     } while (0)
 
 /* One body per op, instantiated for float (s) and double (d). */
@@ -42,6 +91,10 @@ static inline int64_t start_of(int64_t n, int64_t inc)
         REQUIRE(h, alpha, #NAME);                                                   \
         REQUIRE(h, x, #NAME);                                                       \
         REQUIRE(h, y, #NAME);                                                       \
+        TRY(check_inc(h, #NAME, "incx", incx, 0));                                  \
+        TRY(check_inc(h, #NAME, "incy", incy, 1));                                  \
+        TRY(check_span(h, #NAME, "x", x, n, incx, sizeof(T)));                      \
+        TRY(check_span(h, #NAME, "y", y, n, incy, sizeof(T)));                      \
         T a = *alpha;                                                               \
         if (a == (T)0)                                                              \
             return HK_STATUS_OK;                                                    \
@@ -60,6 +113,7 @@ static inline int64_t start_of(int64_t n, int64_t inc)
             return HK_STATUS_OK;                                                    \
         REQUIRE(h, alpha, #NAME);                                                   \
         REQUIRE(h, x, #NAME);                                                       \
+        TRY(check_span(h, #NAME, "x", x, n, incx, sizeof(T)));                      \
         T a = *alpha;                                                               \
         for (int64_t i = 0; i < n; i++)                                             \
             x[i * incx] *= a;                                                       \
@@ -75,6 +129,10 @@ static inline int64_t start_of(int64_t n, int64_t inc)
             return HK_STATUS_OK;                                                    \
         REQUIRE(h, x, #NAME);                                                       \
         REQUIRE(h, y, #NAME);                                                       \
+        TRY(check_inc(h, #NAME, "incx", incx, 0));                                  \
+        TRY(check_inc(h, #NAME, "incy", incy, 1));                                  \
+        TRY(check_span(h, #NAME, "x", x, n, incx, sizeof(T)));                      \
+        TRY(check_span(h, #NAME, "y", y, n, incy, sizeof(T)));                      \
         int64_t ix = start_of(n, incx), iy = start_of(n, incy);                     \
         for (int64_t i = 0; i < n; i++, ix += incx, iy += incy)                     \
             y[iy] = x[ix];                                                          \
@@ -86,15 +144,22 @@ static inline int64_t start_of(int64_t n, int64_t inc)
                             const T *y, int64_t incy, T *result)                    \
     {                                                                               \
         CHECK_HANDLE(h, #NAME);                                                     \
-        REQUIRE(h, result, #NAME);                                                  \
-        double acc = 0.0;                                                           \
-        if (n > 0) {                                                                \
-            REQUIRE(h, x, #NAME);                                                   \
-            REQUIRE(h, y, #NAME);                                                   \
-            int64_t ix = start_of(n, incx), iy = start_of(n, incy);                 \
-            for (int64_t i = 0; i < n; i++, ix += incx, iy += incy)                 \
-                acc += (double)x[ix] * (double)y[iy];                               \
+        if (n <= 0) {                                                               \
+            if (result)                                                             \
+                *result = (T)0;                                                     \
+            return HK_STATUS_OK;                                                    \
         }                                                                           \
+        REQUIRE(h, x, #NAME);                                                       \
+        REQUIRE(h, y, #NAME);                                                       \
+        REQUIRE(h, result, #NAME);                                                  \
+        TRY(check_inc(h, #NAME, "incx", incx, 0));                                  \
+        TRY(check_inc(h, #NAME, "incy", incy, 0));                                  \
+        TRY(check_span(h, #NAME, "x", x, n, incx, sizeof(T)));                      \
+        TRY(check_span(h, #NAME, "y", y, n, incy, sizeof(T)));                      \
+        double acc = 0.0;                                                           \
+        int64_t ix = start_of(n, incx), iy = start_of(n, incy);                     \
+        for (int64_t i = 0; i < n; i++, ix += incx, iy += incy)                     \
+            acc += (double)x[ix] * (double)y[iy];                                   \
         *result = (T)acc;                                                           \
         return HK_STATUS_OK;                                                        \
     }
@@ -104,12 +169,14 @@ static inline int64_t start_of(int64_t n, int64_t inc)
                             T *result)                                              \
     {                                                                               \
         CHECK_HANDLE(h, #NAME);                                                     \
-        REQUIRE(h, result, #NAME);                                                  \
         if (n <= 0 || incx <= 0) {                                                  \
-            *result = (T)0;                                                         \
+            if (result)                                                             \
+                *result = (T)0;                                                     \
             return HK_STATUS_OK;                                                    \
         }                                                                           \
         REQUIRE(h, x, #NAME);                                                       \
+        REQUIRE(h, result, #NAME);                                                  \
+        TRY(check_span(h, #NAME, "x", x, n, incx, sizeof(T)));                      \
         *result = (T)scaled_norm_##T(n, x, incx);                                   \
         return HK_STATUS_OK;                                                        \
     }

@@ -8,8 +8,15 @@
 #include "hk_memory.h"
 #include "hkcpu.h"
 
-/* A failed create has no handle to carry its message: keep it per thread. */
-static _Thread_local char thread_msg[HKCPU_MSG];
+hk__registry_t hk__cpu_handles = HK__REGISTRY_INIT(sizeof(struct hk_handle));
+
+_Static_assert(HK__REG_SLOT_BYTES(sizeof(struct hk_handle)) != 0, "handle too big for a slot");
+
+/* A failed create has no handle to carry its message: keep it per thread.
+ * Calls whose handle is not live keep theirs apart, so that last_error(NULL)
+ * stays the last failed create as docs/abi.md says. */
+static _Thread_local char create_msg[HKCPU_MSG];
+static _Thread_local char stray_msg[HKCPU_MSG];
 
 hk_status_t hk__cpu_fail(hk_handle_t *h, hk_status_t status, const char *fmt, ...)
 {
@@ -18,29 +25,34 @@ hk_status_t hk__cpu_fail(hk_handle_t *h, hk_status_t status, const char *fmt, ..
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    if (h && h->magic == HKCPU_MAGIC) {
+    if (h) {
         pthread_mutex_lock(&h->lock);
         memcpy(h->msg, line, sizeof line);
         pthread_mutex_unlock(&h->lock);
     } else {
-        memcpy(thread_msg, line, sizeof line);
+        memcpy(create_msg, line, sizeof line);
     }
     return status;
 }
 
-hk_status_t hk__cpu_check(hk_handle_t *h, const char *fn)
+hk_status_t hk__cpu_stray(hk_status_t status, const char *fmt, ...)
 {
-    if (!h)
-        return hk__cpu_fail(NULL, HK_STATUS_INVALID_HANDLE, "%s: handle is NULL", fn);
-    if (h->magic != HKCPU_MAGIC)
-        return hk__cpu_fail(NULL, HK_STATUS_INVALID_HANDLE,
-                            "%s: not a live hk-cpu handle (destroyed or foreign)", fn);
-    return HK_STATUS_OK;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(stray_msg, sizeof stray_msg, fmt, ap);
+    va_end(ap);
+    return status;
 }
 
-const char *hk__cpu_thread_error(void)
+hk_status_t hk__cpu_check(const hk_handle_t *h, const char *fn)
 {
-    return thread_msg;
+    if (hk__reg_live(&hk__cpu_handles, h))
+        return HK_STATUS_OK;
+    if (!h)
+        return hk__cpu_stray(HK_STATUS_INVALID_HANDLE, "%s: handle is NULL", fn);
+    return hk__cpu_stray(HK_STATUS_INVALID_HANDLE,
+                         "%s: %p is not a live hk-cpu handle (destroyed, or made by another "
+                         "plugin or another loaded copy of hk-cpu)", fn, (const void *)h);
 }
 
 static hk_status_t cpu_create(const hk_create_info_t *info, hk_handle_t **out)
@@ -50,26 +62,26 @@ static hk_status_t cpu_create(const hk_create_info_t *info, hk_handle_t **out)
     *out = NULL;
     hk_create_info_t ci = {sizeof ci, HK_DEVICE_CURRENT, 0};
     if (info) {
-        if (info->size < offsetof(hk_create_info_t, flags) + sizeof info->flags)
+        if (info->size < sizeof ci)
             return hk__cpu_fail(NULL, HK_STATUS_INVALID_VALUE,
-                                "handle_create: info->size %u is smaller than version 1 (%zu)",
-                                info->size, sizeof ci);
+                                "handle_create: info->size %u is below %zu, the size of the "
+                                "version 1.0 struct", info->size, sizeof ci);
         ci.device = info->device;
         ci.flags = info->flags;
     }
     if (ci.device != HK_DEVICE_CURRENT && ci.device != 0)
         return hk__cpu_fail(NULL, HK_STATUS_INVALID_DEVICE,
                             "handle_create: hk-cpu has one device (0); asked for %d", ci.device);
-    hk_handle_t *h = calloc(1, sizeof *h);
+    hk_handle_t *h = hk__reg_take(&hk__cpu_handles);
     if (!h)
         return hk__cpu_fail(NULL, HK_STATUS_OUT_OF_MEMORY, "handle_create: out of memory");
     if (pthread_mutex_init(&h->lock, NULL) != 0) {
-        free(h);
+        hk__reg_put(&hk__cpu_handles, h);
         return hk__cpu_fail(NULL, HK_STATUS_INTERNAL, "handle_create: cannot make a mutex");
     }
-    h->magic = HKCPU_MAGIC;
-    h->pointer_mode = HK_POINTER_MODE_HOST;
+    atomic_init(&h->pointer_mode, HK_POINTER_MODE_HOST);
     h->flags = ci.flags;
+    hk__reg_publish(&hk__cpu_handles, h);
     *out = h;
     return HK_STATUS_OK;
 }
@@ -79,9 +91,12 @@ static hk_status_t cpu_destroy(hk_handle_t *h)
     hk_status_t st = hk__cpu_check(h, "handle_destroy");
     if (st != HK_STATUS_OK)
         return st;
-    h->magic = HKCPU_DEAD;
+    /* Two destroys of one handle racing: only one may free it. */
+    if (!hk__reg_retire(&hk__cpu_handles, h))
+        return hk__cpu_stray(HK_STATUS_INVALID_HANDLE,
+                             "handle_destroy: %p was destroyed meanwhile", (void *)h);
     pthread_mutex_destroy(&h->lock);
-    free(h);
+    hk__reg_put(&hk__cpu_handles, h);
     return HK_STATUS_OK;
 }
 
@@ -117,7 +132,7 @@ static hk_status_t cpu_set_pointer_mode(hk_handle_t *h, hk_pointer_mode_t mode)
         return hk__cpu_fail(h, HK_STATUS_INVALID_VALUE,
                             "set_pointer_mode: mode %d is neither HOST (0) nor DEVICE (1)",
                             (int)mode);
-    h->pointer_mode = mode;
+    atomic_store_explicit(&h->pointer_mode, (int)mode, memory_order_relaxed);
     return HK_STATUS_OK;
 }
 
@@ -128,15 +143,50 @@ static hk_status_t cpu_get_pointer_mode(hk_handle_t *h, hk_pointer_mode_t *mode)
         return st;
     if (!mode)
         return hk__cpu_fail(h, HK_STATUS_NULL_POINTER, "get_pointer_mode: mode is NULL");
-    *mode = h->pointer_mode;
+    *mode = (hk_pointer_mode_t)atomic_load_explicit(&h->pointer_mode, memory_order_relaxed);
     return HK_STATUS_OK;
 }
 
 static const char *cpu_last_error(const hk_handle_t *h)
 {
-    if (!h || h->magic != HKCPU_MAGIC)
-        return thread_msg;
-    return h->msg; /* written under the lock; a torn read shows a mixed line at worst */
+    if (!h)
+        return create_msg;
+    if (!hk__reg_live(&hk__cpu_handles, h)) {
+        hk__cpu_check(h, "last_error");
+        return stray_msg;
+    }
+    /* The handle's own buffer, as the contract says: valid until the next
+     * call on it. A reader racing a writer wants last_error_copy. */
+    return h->msg;
+}
+
+static hk_status_t cpu_last_error_copy(const hk_handle_t *h, char *buf, size_t len,
+                                       size_t *needed)
+{
+    if (needed)
+        *needed = 0;
+    if (h && !hk__reg_live(&hk__cpu_handles, h)) {
+        if (buf && len > 0)
+            buf[0] = '\0';
+        return HK_STATUS_INVALID_HANDLE;
+    }
+    if (!buf && len > 0)
+        return HK_STATUS_NULL_POINTER;
+    hk_handle_t *mh = (hk_handle_t *)h; /* the lock is not part of its value */
+    if (mh)
+        pthread_mutex_lock(&mh->lock);
+    const char *msg = mh ? mh->msg : create_msg;
+    size_t n = strnlen(msg, HKCPU_MSG - 1);
+    if (len > 0) {
+        size_t k = n < len - 1 ? n : len - 1;
+        memcpy(buf, msg, k);
+        buf[k] = '\0';
+    }
+    if (mh)
+        pthread_mutex_unlock(&mh->lock);
+    if (needed)
+        *needed = n + 1;
+    return HK_STATUS_OK;
 }
 
 static const struct {
@@ -150,7 +200,8 @@ static const struct {
 static hk_status_t cpu_get_table(const char *name, const void **table)
 {
     if (!name || !table)
-        return hk__cpu_fail(NULL, HK_STATUS_NULL_POINTER, "get_table: NULL argument");
+        return hk__cpu_stray(HK_STATUS_NULL_POINTER, "get_table: %s is NULL",
+                             !name ? "name" : "table");
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
         if (strcmp(tables[i].name, name) == 0) {
             *table = tables[i].table;
@@ -158,15 +209,16 @@ static hk_status_t cpu_get_table(const char *name, const void **table)
         }
     }
     *table = NULL;
-    return hk__cpu_fail(NULL, HK_STATUS_NOT_FOUND, "get_table: hk-cpu has no table \"%s\"", name);
+    return hk__cpu_stray(HK_STATUS_NOT_FOUND, "get_table: hk-cpu has no table \"%.64s\"", name);
 }
 
 static hk_status_t cpu_enum_tables(size_t index, const char **name)
 {
     if (!name)
-        return HK_STATUS_NULL_POINTER;
+        return hk__cpu_stray(HK_STATUS_NULL_POINTER, "enum_tables: name is NULL");
     if (index >= sizeof tables / sizeof tables[0])
-        return HK_STATUS_NOT_FOUND;
+        return hk__cpu_stray(HK_STATUS_NOT_FOUND, "enum_tables: index %zu is past the %zu tables",
+                             index, sizeof tables / sizeof tables[0]);
     *name = tables[index].name;
     return HK_STATUS_OK;
 }
@@ -178,6 +230,10 @@ static hk_status_t cpu_handle_info(hk_handle_t *h, hk_handle_info_t *info)
         return st;
     if (!info)
         return hk__cpu_fail(h, HK_STATUS_NULL_POINTER, "handle_info: info is NULL");
+    if (info->size < sizeof info->size)
+        return hk__cpu_fail(h, HK_STATUS_INVALID_VALUE,
+                            "handle_info: info->size %u is below 4 (the size field itself)",
+                            info->size);
     hk_handle_info_t full = {
         .size = sizeof full,
         .device = -1,
@@ -187,9 +243,6 @@ static hk_status_t cpu_handle_info(hk_handle_t *h, hk_handle_info_t *info)
         .plugin_name = HKCPU_NAME,
     };
     uint32_t n = info->size < sizeof full ? info->size : (uint32_t)sizeof full;
-    if (n < sizeof info->size)
-        return hk__cpu_fail(h, HK_STATUS_INVALID_VALUE, "handle_info: info->size is %u",
-                            info->size);
     full.size = n;
     memcpy(info, &full, n);
     return HK_STATUS_OK;
@@ -213,7 +266,17 @@ static const hk_vtable_t cpu_vtable = {
     .enum_tables = cpu_enum_tables,
     .handle_info = cpu_handle_info,
     .synchronize = cpu_synchronize,
+    .last_error_copy = cpu_last_error_copy,
 };
+
+/* hk-cpu is unload-safe: when its module is closed, give back the registry's
+ * chunks (only if no handle is left: one still held points there) and the
+ * allocation records. Runs nothing at load. */
+__attribute__((destructor)) static void cpu_unload(void)
+{
+    hk__reg_fini(&hk__cpu_handles);
+    hk__cpu_memory_fini();
+}
 
 __attribute__((visibility("default"))) hk_status_t
 hk_plugin_negotiate(const hk_negotiate_request_t *req, hk_negotiate_answer_t *ans)
@@ -240,6 +303,8 @@ hk_plugin_negotiate(const hk_negotiate_request_t *req, hk_negotiate_answer_t *an
         return HK_STATUS_ABI_MISMATCH;
     }
     a.abi_version = v;
+    if (HK_ABI_VERSION_MINOR(v) >= 2)
+        a.flags |= HK_PLUGIN_MEMORY_HOST; /* the flag means nothing to older hosts */
     a.vtable = &cpu_vtable;
     hk_answer_write(ans, &a);
     if (req->log)

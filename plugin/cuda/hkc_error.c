@@ -81,3 +81,31 @@ const char *hk__last_error(const hk_handle_t *h)
     read_buffer[sizeof read_buffer - 1] = '\0';
     return read_buffer;
 }
+
+hk_status_t hk__last_error_copy(const hk_handle_t *h, char *buf, size_t len, size_t *needed)
+{
+    if (needed)
+        *needed = 0;
+    if (h && !hk__valid(h)) {
+        if (buf && len > 0)
+            buf[0] = '\0';
+        return HK_STATUS_INVALID_HANDLE;
+    }
+    if (!buf && len > 0)
+        return HK_STATUS_NULL_POINTER;
+    hk_handle_t *mh = (hk_handle_t *)h; /* the lock is not part of the value */
+    if (mh)
+        pthread_mutex_lock(&mh->errlock);
+    const char *msg = mh ? mh->err : create_error;
+    size_t n = strnlen(msg, HK__MSG_LEN - 1);
+    if (len > 0) {
+        size_t k = n < len - 1 ? n : len - 1;
+        memcpy(buf, msg, k);
+        buf[k] = '\0';
+    }
+    if (mh)
+        pthread_mutex_unlock(&mh->errlock);
+    if (needed)
+        *needed = n + 1;
+    return HK_STATUS_OK;
+}

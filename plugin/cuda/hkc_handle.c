@@ -11,11 +11,15 @@
 #define HK__DEFAULT_FLAGS 0u
 #endif
 
+hk__registry_t hk__handles = HK__REGISTRY_INIT(sizeof(struct hk_handle));
+
+_Static_assert(HK__REG_SLOT_BYTES(sizeof(struct hk_handle)) != 0, "handle too big for a slot");
+
 static void handle_free(hk_handle_t *h)
 {
     pthread_mutex_destroy(&h->lock);
     pthread_mutex_destroy(&h->errlock);
-    free(h);
+    hk__reg_put(&hk__handles, h); /* the slot stays the plugin's: stale pointers fail */
 }
 
 static hk_status_t handle_create(const hk_create_info_t *info, hk_handle_t **out)
@@ -25,12 +29,12 @@ static hk_status_t handle_create(const hk_create_info_t *info, hk_handle_t **out
     *out = NULL;
     hk_create_info_t ci = {sizeof ci, HK_DEVICE_CURRENT, 0};
     if (info) {
-        if (info->size < offsetof(hk_create_info_t, device) + sizeof info->device)
-            return hk__fail(NULL, HK_STATUS_INVALID_VALUE,
-                            "handle_create: info->size %u is too small", info->size);
-        memcpy(&ci, info, info->size < sizeof ci ? info->size : sizeof ci);
         if (info->size < sizeof ci)
-            ci.flags = 0;
+            return hk__fail(NULL, HK_STATUS_INVALID_VALUE,
+                            "handle_create: info->size %u is below %zu, the size of the "
+                            "version 1.0 struct", info->size, sizeof ci);
+        ci.device = info->device;
+        ci.flags = info->flags;
     }
     if (ci.device < HK_DEVICE_CURRENT)
         return hk__fail(NULL, HK_STATUS_INVALID_DEVICE, "handle_create: device %d is not valid",
@@ -48,7 +52,7 @@ static hk_status_t handle_create(const hk_create_info_t *info, hk_handle_t **out
     if (st != HK_STATUS_OK)
         return st;
 
-    hk_handle_t *h = calloc(1, sizeof *h);
+    hk_handle_t *h = hk__reg_take(&hk__handles);
     if (!h) {
         st = hk__fail(NULL, HK_STATUS_OUT_OF_MEMORY, "handle_create: no memory for the handle");
         goto release;
@@ -61,7 +65,7 @@ static hk_status_t handle_create(const hk_create_info_t *info, hk_handle_t **out
         handle_free(h);
         goto release;
     }
-    atomic_store(&h->magic, HK__HANDLE_MAGIC);
+    hk__reg_publish(&hk__handles, h);
     *out = h;
     return HK_STATUS_OK;
 release:
@@ -83,7 +87,6 @@ static hk_status_t handle_destroy(hk_handle_t *h)
         pthread_mutex_unlock(&hk__lock);
         if (st != HK_STATUS_OK) /* the handle's message would go with it */
             hk__fail(NULL, st, "%s", h->err);
-        atomic_store(&h->magic, 0u);
         handle_free(h);
         return st != HK_STATUS_OK ? st : lst;
     }
@@ -95,8 +98,9 @@ static hk_status_t handle_destroy(hk_handle_t *h)
         free(a);
         a = older;
     }
-    atomic_store(&h->magic, 0u);
-    free(h); /* its mutexes may be in any state in the child */
+    /* Its mutexes may be in any state in the child, and so may the
+     * registry's lock: retire the slot without giving it back. */
+    hk__reg_retire(&hk__handles, h);
     return HK_STATUS_OK;
 }
 
@@ -184,6 +188,10 @@ static hk_status_t handle_info(hk_handle_t *h, hk_handle_info_t *info)
         return HK_STATUS_INVALID_HANDLE;
     if (!info)
         return hk__fail(h, HK_STATUS_NULL_POINTER, "handle_info: info is NULL");
+    if (info->size < sizeof info->size)
+        return hk__fail(h, HK_STATUS_INVALID_VALUE,
+                        "handle_info: info->size %u is below 4 (the size field itself)",
+                        info->size);
     hk_handle_info_t v = {sizeof v, h->device, 0, 0, h->flags, "hk-cuda"};
     pthread_mutex_lock(&h->lock); /* owns_primary changes under it on re-arm */
     const hk__arm_t *a = atomic_load(&h->arm);
@@ -191,9 +199,8 @@ static hk_status_t handle_info(hk_handle_t *h, hk_handle_info_t *info)
     v.owns_primary = h->owns_primary;
     pthread_mutex_unlock(&h->lock);
     size_t n = info->size < sizeof v ? info->size : sizeof v;
-    uint32_t size = info->size;
+    v.size = (uint32_t)n;
     memcpy(info, &v, n);
-    info->size = size;
     return HK_STATUS_OK;
 }
 
@@ -230,4 +237,5 @@ const hk_vtable_t hk__vtable = {
     .enum_tables = hk__enum_tables,
     .handle_info = handle_info,
     .synchronize = synchronize,
+    .last_error_copy = hk__last_error_copy,
 };

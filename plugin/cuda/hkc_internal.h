@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "hk__registry.h"
 #include "hk_abi.h"
 
 /* ---- driver entry points (hkc_driver.c) ---- */
@@ -93,6 +94,9 @@ hk_status_t hk__fail_cu(hk_handle_t *h, CUresult r, const char *what);
 /* The message buffer of a handle or of the thread (for last_error). */
 const char *hk__last_error(const hk_handle_t *h);
 
+/* The vtable's last_error_copy (plugin_api/hk_abi.h). */
+hk_status_t hk__last_error_copy(const hk_handle_t *h, char *buf, size_t len, size_t *needed);
+
 /* ---- kernels (hkc_kernels.c) ---- */
 
 typedef enum hk__kernel_id {
@@ -136,10 +140,9 @@ typedef struct hk__arm {
     struct hk__arm *older;
 } hk__arm_t;
 
-#define HK__HANDLE_MAGIC 0x484b4355u /* "HKCU" */
-
+/* Lives in a slot of hk__handles (plugin/common/hk__registry.h), which
+ * decides whether a pointer is a live handle of this copy of hk-cuda. */
 struct hk_handle {
-    atomic_uint magic;
     int device;        /* ordinal */
     CUdevice cudev;
     CUcontext ctx;     /* the bound context; a primary keeps its pointer across resets */
@@ -178,10 +181,14 @@ typedef struct hk__call {
     CUstream stream;
 } hk__call_t;
 
-/* A live handle? (NULL or a destroyed handle's cleared magic → no) */
+/* Every handle this copy of hk-cuda made (hkc_handle.c). */
+extern hk__registry_t hk__handles;
+
+/* A live handle of this copy of hk-cuda? NULL, destroyed handles and pointers
+ * of anyone else → no, decided without reading through h (no lock, a few ns). */
 static inline int hk__valid(const hk_handle_t *h)
 {
-    return h && atomic_load_explicit(&h->magic, memory_order_relaxed) == HK__HANDLE_MAGIC;
+    return hk__reg_live(&hk__handles, h);
 }
 
 /* Binds a new handle per DESIGN.md's context contract and arms it. Leaves

@@ -2,6 +2,8 @@
  * handle's context, so a host can run one workload on any implementation.
  * Every slot runs under the context guard, so the caller's context is left
  * as it was. Not for the hot path: the copies synchronise the stream. */
+#include <stdio.h>
+
 #include "hk_memory.h"
 #include "hkc_internal.h"
 
@@ -20,8 +22,11 @@ static hk_status_t mem_alloc(hk_handle_t *h, size_t bytes, void **out)
         return st;
     CUdeviceptr p = 0;
     CUresult r = hk__cu.cuMemAlloc(&p, bytes);
-    if (r != CUDA_SUCCESS)
-        st = hk__fail_cu(h, r, "alloc: cuMemAlloc");
+    if (r != CUDA_SUCCESS) {
+        char what[80]; /* the reason names the size, as hk.memory/1 says */
+        snprintf(what, sizeof what, "alloc: cuMemAlloc of %zu bytes", bytes);
+        st = hk__fail_cu(h, r, what);
+    }
     st = hk__call_end(&c, st);
     if (st != HK_STATUS_OK) {
         if (r == CUDA_SUCCESS)
@@ -43,7 +48,12 @@ static hk_status_t mem_free(hk_handle_t *h, void *ptr)
     if (st != HK_STATUS_OK)
         return st;
     CUresult r = hk__cu.cuMemFree((CUdeviceptr)(uintptr_t)ptr);
-    if (r != CUDA_SUCCESS)
+    if (r == CUDA_ERROR_INVALID_VALUE) /* the driver knows no such allocation */
+        st = hk__fail(h, HK_STATUS_INVALID_VALUE,
+                      "free_: %p is not the start of a live hk-cuda allocation (foreign, "
+                      "already freed, or inside a block); cuMemFree: CUDA_ERROR_INVALID_VALUE",
+                      ptr);
+    else if (r != CUDA_SUCCESS)
         st = hk__fail_cu(h, r, "free: cuMemFree");
     return hk__call_end(&c, st);
 }

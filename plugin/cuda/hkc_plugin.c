@@ -1,7 +1,7 @@
 /* hk-cuda: the entry point (negotiation) and table lookup.
  *
- * Negotiation makes no CUDA call and allocates nothing (DESIGN.md "Plugin
- * ABI"), so a machine without a driver still loads and negotiates hk-cuda;
+ * Negotiation makes no CUDA call and allocates nothing (docs/abi.md), so a
+ * machine without a driver still loads and negotiates hk-cuda;
  * the driver is opened by the first handle_create. */
 #include <string.h>
 
@@ -71,6 +71,8 @@ hk_status_t hk_plugin_negotiate(const hk_negotiate_request_t *request,
         st = HK_STATUS_ABI_MISMATCH;
     else
         a.abi_version = chosen;
+    if (st == HK_STATUS_OK && HK_ABI_VERSION_MINOR(chosen) >= 2)
+        a.flags |= HK_PLUGIN_MEMORY_CUDA; /* the flag means nothing to older hosts */
     hk_answer_write(answer, &a);
     return st;
 }

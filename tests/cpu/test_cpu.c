@@ -6,44 +6,95 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "hk_blas1.h"
-#include "hk_memory.h"
 #include "hk_status_text.h"
 #include "hk_test.h"
+#include "tcpu.h"
 
 static void *module;
 static hk_negotiate_fn negotiate;
-static const hk_vtable_t *vt;
-static const hk_blas1_v1_t *blas;
-static const hk_memory_v1_t *mem;
+const hk_vtable_t *vt;
+const hk_blas1_v1_t *blas;
+const hk_memory_v1_t *mem;
 
-static int suite_init(void)
+/* Opens the hk-cpu file at path and negotiates the current ABI. */
+static void *open_plugin(const char *path, hk_negotiate_fn *entry, const hk_vtable_t **v,
+                         const hk_blas1_v1_t **b, const hk_memory_v1_t **m)
 {
-    module = dlopen(HK_TEST_PLUGIN_DIR "/hk-cpu.so", RTLD_NOW | RTLD_LOCAL);
-    if (!module) {
+    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
         fprintf(stderr, "dlopen: %s\n", dlerror());
-        return -1;
+        return NULL;
     }
-    void *sym = dlsym(module, HK_ENTRY_SYMBOL);
-    memcpy(&negotiate, &sym, sizeof negotiate); /* object → function pointer, per POSIX */
-    if (!negotiate)
-        return -1;
+    void *sym = dlsym(dl, HK_ENTRY_SYMBOL);
+    memcpy(entry, &sym, sizeof *entry); /* object → function pointer, per POSIX */
     hk_negotiate_request_t rq = {{HK_STRUCT_NEGOTIATE_REQUEST, sizeof rq, 1},
                                  HK_ABI_VERSION(1, 0), HK_ABI_CURRENT, NULL, NULL};
     hk_negotiate_answer_t an;
-    if (negotiate(&rq, &an) != HK_STATUS_OK)
-        return -1;
-    vt = an.vtable;
-    if (vt->get_table(HK_TABLE_BLAS1_V1, (const void **)&blas) != HK_STATUS_OK ||
-        vt->get_table(HK_TABLE_MEMORY_V1, (const void **)&mem) != HK_STATUS_OK)
-        return -1;
-    return 0;
+    if (!*entry || (*entry)(&rq, &an) != HK_STATUS_OK ||
+        an.vtable->get_table(HK_TABLE_BLAS1_V1, (const void **)b) != HK_STATUS_OK ||
+        an.vtable->get_table(HK_TABLE_MEMORY_V1, (const void **)m) != HK_STATUS_OK) {
+        dlclose(dl);
+        return NULL;
+    }
+    *v = an.vtable;
+    return dl;
+}
+
+int tcpu_open(void)
+{
+    module = open_plugin(HK_TEST_PLUGIN_DIR "/hk-cpu.so", &negotiate, &vt, &blas, &mem);
+    return module ? 0 : -1;
+}
+
+int tcpu_close(void)
+{
+    int rc = module ? dlclose(module) : 0;
+    module = NULL;
+    return rc;
+}
+
+void *tcpu_open_copy(const hk_vtable_t **vt2, const hk_blas1_v1_t **blas2,
+                     const hk_memory_v1_t **mem2)
+{
+    char path[] = "/tmp/hk_cpu_copyXXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return NULL;
+    FILE *in = fopen(HK_TEST_PLUGIN_DIR "/hk-cpu.so", "rb");
+    FILE *out = fdopen(fd, "wb");
+    char buf[1 << 16];
+    size_t n;
+    int ok = in && out;
+    while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        ok = fwrite(buf, 1, n, out) == n;
+    if (in)
+        fclose(in);
+    if (out)
+        ok &= fclose(out) == 0;
+    else
+        close(fd);
+    hk_negotiate_fn entry;
+    void *dl = ok ? open_plugin(path, &entry, vt2, blas2, mem2) : NULL;
+    unlink(path); /* the mapping stays */
+    return dl;
+}
+
+void tcpu_close_copy(void *dl)
+{
+    if (dl)
+        dlclose(dl);
+}
+
+static int suite_init(void)
+{
+    return tcpu_open();
 }
 
 static int suite_clean(void)
 {
-    return module ? dlclose(module) : 0;
+    return tcpu_close();
 }
 
 static hk_negotiate_answer_t ask(uint32_t lo, uint32_t hi, hk_status_t *st)
@@ -58,12 +109,20 @@ static hk_negotiate_answer_t ask(uint32_t lo, uint32_t hi, hk_status_t *st)
 static void test_negotiate_versions(void)
 {
     hk_status_t st;
-    hk_negotiate_answer_t an = ask(HK_ABI_VERSION(1, 0), HK_ABI_VERSION(1, 1), &st);
+    hk_negotiate_answer_t an = ask(HK_ABI_VERSION(1, 0), HK_ABI_VERSION(1, 2), &st);
     CU_ASSERT_EQUAL(st, HK_STATUS_OK);
-    CU_ASSERT_EQUAL(an.abi_version, HK_ABI_VERSION(1, 1));
+    CU_ASSERT_EQUAL(an.abi_version, HK_ABI_VERSION(1, 2));
     CU_ASSERT_EQUAL(an.header.struct_type, HK_STRUCT_NEGOTIATE_ANSWER);
     CU_ASSERT_STRING_EQUAL(an.name, "hk-cpu");
     CU_ASSERT(an.vtable && an.vtable->size >= sizeof(hk_vtable_t));
+    CU_ASSERT(an.vtable && an.vtable->last_error_copy != NULL);
+    /* ABI 1.2: exactly one memory domain, host memory. */
+    CU_ASSERT_EQUAL(an.flags & HK_PLUGIN_MEMORY_MASK, HK_PLUGIN_MEMORY_HOST);
+    /* A 1.1 host gets 1.1 and no flag it does not know. */
+    an = ask(HK_ABI_VERSION(1, 0), HK_ABI_VERSION(1, 1), &st);
+    CU_ASSERT_EQUAL(st, HK_STATUS_OK);
+    CU_ASSERT_EQUAL(an.abi_version, HK_ABI_VERSION(1, 1));
+    CU_ASSERT_EQUAL(an.flags & HK_PLUGIN_MEMORY_MASK, 0);
     /* An older host (max 1.0) gets 1.0. */
     an = ask(HK_ABI_VERSION(1, 0), HK_ABI_VERSION(1, 0), &st);
     CU_ASSERT_EQUAL(st, HK_STATUS_OK);
@@ -235,5 +294,7 @@ int hk_test_register(void)
     hk_test_add(s, "float, device pointer mode", test_numbers_s_device);
     hk_test_add(s, "double, host pointer mode", test_numbers_d_host);
     hk_test_add(s, "double, device pointer mode", test_numbers_d_device);
+    tcpu_register_rules();
+    tcpu_register_threads();
     return 0;
 }

@@ -1,5 +1,6 @@
 /* hk-host, run as a user would: list, fallback to hk-cpu without a driver,
- * hk-cuda on the simulated driver, a wrong result, bad arguments. */
+ * hk-cuda on the simulated driver, a wrong result, a plugin lacking slots,
+ * hostile names, impossible sizes, bad arguments. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +56,7 @@ static void test_list(void)
     char *out;
     CU_ASSERT_EQUAL(run(NO_DRIVER HK_TEST_HOST " list", &out), 0);
     CU_ASSERT(has(out, "2 plugin(s) loaded"));
-    CU_ASSERT(has(out, "hk-cpu     1.0.0    ABI 1.1"));
+    CU_ASSERT(has(out, "hk-cpu     1.0.0    ABI 1.2"));
     CU_ASSERT(has(out, "hk-cuda"));
     free(out);
 }
@@ -121,6 +122,73 @@ static void test_run_catches_wrong_result(void)
     free(out);
 }
 
+/* A legal plugin without set_pointer_mode, sscal and sdot, whose blas1 table
+ * is declared too short for snrm2 and dnrm2: each is a "not supported" row,
+ * everything else runs and is checked, and the exit status is 0. */
+static void test_run_on_plugin_missing_slots(void)
+{
+    char *out;
+    CU_ASSERT_EQUAL(run(NO_DRIVER HK_TEST_HOST " run -n 1000 -p " HK_TEST_MISSING, &out), 0);
+    CU_ASSERT(has(out, "plugin: hk-missing"));
+    CU_ASSERT(has(out, "sscal  host   n=1000      not supported (hk.blas1/1 has no sscal)"));
+    CU_ASSERT(has(out, "sdot   host   n=1000      not supported (hk.blas1/1 has no sdot)"));
+    CU_ASSERT(has(out, "snrm2  host   n=1000      not supported (hk.blas1/1 has no snrm2)"));
+    CU_ASSERT(has(out, "dnrm2  host   n=1000      not supported (hk.blas1/1 has no dnrm2)"));
+    CU_ASSERT(has(out, "ddot   host   n=1000      ok"));
+    CU_ASSERT(has(out, "saxpy  device n=1000      not supported (the plugin has no "
+                       "set_pointer_mode)"));
+    CU_ASSERT(has(out, "6 checks, 0 wrong or failed, 14 not supported: all results verified"));
+    free(out);
+}
+
+/* A plugin's name and version and a file's name reach the terminal escaped:
+ * no raw control character from them is printed. */
+static void test_plugin_strings_escaped(void)
+{
+    char dir[] = "/tmp/hk_host_escXXXXXX";
+    CU_ASSERT_FATAL(mkdtemp(dir) != NULL);
+    char path[256], cmd[1024], *out;
+    snprintf(path, sizeof path, "%s/evil\001\nname.so", dir);
+    FILE *in = fopen(HK_TEST_EVIL, "rb"), *to = fopen(path, "wb");
+    CU_ASSERT_FATAL(in && to);
+    char buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        CU_ASSERT_FATAL(fwrite(buf, 1, n, to) == n);
+    fclose(in);
+    CU_ASSERT_FATAL(fclose(to) == 0);
+    snprintf(cmd, sizeof cmd, "env HK_PLUGIN_PATH=%s HK_CUDA_DRIVER=/x " HK_TEST_HOST " list", dir);
+    CU_ASSERT_EQUAL(run(cmd, &out), 0);
+    CU_ASSERT(has(out, "hk-\\x1b[31mevil\\x07\\x0aname 1.0\\x0d\\x0a ABI 1.2"));
+    CU_ASSERT(has(out, "/evil\\x01\\x0aname.so\n"));
+    int raw = 0;
+    for (const char *c = out; c && *c; c++)
+        raw += (*c > 0 && *c < 0x20 && *c != '\n') || *c == 0x7f;
+    CU_ASSERT_EQUAL(raw, 0);
+    free(out);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* Sizes whose memory cannot be had: one line saying why, exit status 3,
+ * before any plugin is loaded. */
+static void test_run_refuses_impossible_sizes(void)
+{
+    char *out;
+    CU_ASSERT_EQUAL(run(NO_DRIVER HK_TEST_HOST " run -n 4611686018427387904", &out), 3);
+    CU_ASSERT(has(out, "hk-host: --size 4611686018427387904: the workload needs 32 bytes per "
+                       "element, more than this machine can address\n"));
+    CU_ASSERT_PTR_NULL(strstr(out, "plugin:"));
+    free(out);
+    CU_ASSERT_EQUAL(run(NO_DRIVER HK_TEST_HOST " run -n 1099511627776", &out), 3);
+    CU_ASSERT(has(out, "hk-host: --size 1099511627776: the workload needs 35184372088864 bytes "
+                       "of host memory, this machine has "));
+    free(out);
+    CU_ASSERT_EQUAL(run(NO_DRIVER HK_TEST_HOST " run -n 9223372036854775808", &out), 2);
+    CU_ASSERT(has(out, "not a number in 0..2^63-1"));
+    free(out);
+}
+
 static void test_bad_arguments(void)
 {
     char *out;
@@ -153,5 +221,11 @@ int hk_test_register(void)
 #endif
     hk_test_add(s, "run exits 1 on a wrong result", test_run_catches_wrong_result);
     hk_test_add(s, "bad arguments: status 1 or 2 with the reason", test_bad_arguments);
+    hk_test_add(s, "run on a plugin lacking slots: not supported rows, exit 0",
+                test_run_on_plugin_missing_slots);
+    hk_test_add(s, "plugin and file names with control characters are escaped",
+                test_plugin_strings_escaped);
+    hk_test_add(s, "run refuses sizes it cannot allocate: exit 3 with the reason",
+                test_run_refuses_impossible_sizes);
     return 0;
 }

@@ -1,5 +1,5 @@
 /* Loader paths of single files: every refusal's stage, status and exact
- * reason, and the version rules of loaded plugins (DESIGN.md "Plugin ABI"). */
+ * reason, and the version rules of loaded plugins (docs/abi.md). */
 #include <stdio.h>
 #include <string.h>
 
@@ -67,26 +67,26 @@ static void test_entry_error(void)
 {
     expect_refused("tp_error.so", HK_STAGE_NEGOTIATE, HK_STATUS_INTERNAL,
                    "hk_plugin_negotiate returned INTERNAL (internal error); "
-                   "plugin ABI 1.1, host accepts 1.0-1.1");
+                   "plugin ABI 1.1, host accepts 1.0-1.2");
 }
 
 static void test_major_mismatch(void)
 {
     expect_refused("tp_major2.so", HK_STAGE_NEGOTIATE, HK_STATUS_ABI_MISMATCH,
                    "hk_plugin_negotiate returned ABI_MISMATCH (the plugin and host ABI "
-                   "versions are incompatible); plugin ABI 2.0, host accepts 1.0-1.1");
+                   "versions are incompatible); plugin ABI 2.0, host accepts 1.0-1.2");
 }
 
 static void test_answer_major_out_of_range(void)
 {
     expect_refused("tp_badmajor.so", HK_STAGE_VALIDATE, HK_STATUS_ABI_MISMATCH,
-                   "ABI major out of range: plugin answered 2.0, host accepts 1.0-1.1");
+                   "ABI major out of range: plugin answered 2.0, host accepts 1.0-1.2");
 }
 
 static void test_answer_minor_out_of_range(void)
 {
     expect_refused("tp_badminor.so", HK_STAGE_VALIDATE, HK_STATUS_ABI_MISMATCH,
-                   "ABI minor out of range: plugin answered 1.7, host accepts 1.0-1.1");
+                   "ABI minor out of range: plugin answered 1.7, host accepts 1.0-1.2");
 }
 
 static void test_null_vtable(void)
@@ -177,7 +177,7 @@ static void test_good_plugin(void)
     CU_ASSERT_EQUAL(hk_plugin_abi(p), HK_ABI_VERSION(1, 1));
     CU_ASSERT_EQUAL(hk_plugin_flags(p), 0);
     const hk_vtable_t *vt = hk_plugin_vtable(p);
-    CU_ASSERT_EQUAL(vt->size, sizeof(hk_vtable_t));
+    CU_ASSERT_EQUAL(vt->size, HK_VTABLE_SIZE_1_1); /* a 1.1 answer: no 1.2 slot */
     CU_ASSERT_PTR_NOT_NULL(vt->handle_info);
     CU_ASSERT_PTR_NOT_NULL(vt->synchronize);
     check_handle_roundtrip(p, "tp-good");
@@ -207,15 +207,15 @@ static void test_minor_older(void)
     CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
 }
 
-/* A 1.2 plugin negotiates down to 1.1; its longer vtable tail is ignored. */
+/* A 1.3 plugin negotiates down to 1.2; its longer vtable tail is ignored. */
 static void test_minor_newer(void)
 {
     hk_loader_t *loader = tl_loader(NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(loader);
     hk_plugin_t *p = expect_loaded(loader, "tp_newer.so");
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-    CU_ASSERT_EQUAL(hk_plugin_abi(p), HK_ABI_VERSION(1, 1));
-    CU_ASSERT_STRING_EQUAL(hk_plugin_version(p), "1.2.0");
+    CU_ASSERT_EQUAL(hk_plugin_abi(p), HK_ABI_VERSION(1, 2));
+    CU_ASSERT_STRING_EQUAL(hk_plugin_version(p), "1.3.0");
     const hk_vtable_t *vt = hk_plugin_vtable(p);
     CU_ASSERT_EQUAL(vt->size, sizeof(hk_vtable_t));
     CU_ASSERT_PTR_NOT_NULL(vt->handle_info);
@@ -223,8 +223,8 @@ static void test_minor_newer(void)
     CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
 }
 
-/* A 1.1 answer with a vtable longer than the host's: the copy stops at
- * sizeof(hk_vtable_t). */
+/* A 1.1 answer with a vtable longer than the host's: the copy stops at the
+ * end of what 1.1 defines. */
 static void test_long_vtable(void)
 {
     hk_loader_t *loader = tl_loader(NULL);
@@ -232,7 +232,7 @@ static void test_long_vtable(void)
     hk_plugin_t *p = expect_loaded(loader, "tp_longvt.so");
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     CU_ASSERT_EQUAL(hk_plugin_abi(p), HK_ABI_VERSION(1, 1));
-    CU_ASSERT_EQUAL(hk_plugin_vtable(p)->size, sizeof(hk_vtable_t));
+    CU_ASSERT_EQUAL(hk_plugin_vtable(p)->size, HK_VTABLE_SIZE_1_1);
     check_handle_roundtrip(p, "tp-good");
     CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
 }
@@ -299,7 +299,7 @@ static void test_create_options(void)
     CU_ASSERT_EQUAL_FATAL(hk_loader_create(&o, &loader), HK_STATUS_OK);
     hk_plugin_t *p = NULL;
     CU_ASSERT_EQUAL(hk_loader_open(loader, tl_plugin("tp_good.so"), &p), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(hk_plugin_abi(p), HK_ABI_CURRENT);
+    CU_ASSERT_EQUAL(hk_plugin_abi(p), HK_ABI_VERSION(1, 1)); /* tp_good's highest */
     CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
 }
 
@@ -311,7 +311,7 @@ void tl_register_abi(void)
     hk_test_add(s, "missing file: scan stage, NOT_FOUND", test_missing_file);
     hk_test_add(s, "missing entry symbol: symbol stage, names it", test_missing_entry);
     hk_test_add(s, "entry returns an error: negotiate stage, its status", test_entry_error);
-    hk_test_add(s, "major 2.0 plugin: negotiate stage, 2.0 vs 1.0-1.1", test_major_mismatch);
+    hk_test_add(s, "major 2.0 plugin: negotiate stage, 2.0 vs 1.0-1.2", test_major_mismatch);
     hk_test_add(s, "answer with major 2: validate stage", test_answer_major_out_of_range);
     hk_test_add(s, "answer with minor 7: validate stage", test_answer_minor_out_of_range);
     hk_test_add(s, "NULL vtable: validate stage", test_null_vtable);
@@ -324,7 +324,7 @@ void tl_register_abi(void)
     s = hk_test_suite("loader_versions", NULL, NULL);
     hk_test_add(s, "good 1.1 plugin loads with its name, version, slots", test_good_plugin);
     hk_test_add(s, "minor older (1.0): 1.1 slots read NULL", test_minor_older);
-    hk_test_add(s, "minor newer (1.2): loads as 1.1", test_minor_newer);
+    hk_test_add(s, "minor newer (1.3): loads as 1.2", test_minor_newer);
     hk_test_add(s, "long vtable: tail ignored, loads as 1.1", test_long_vtable);
     hk_test_add(s, "1.0 host: a 1.1 plugin's 1.1 slots are cleared",
                 test_host_1_0_clears_newer_slots);

@@ -3,7 +3,8 @@
  *
  *   TP_NAME, TP_VERSION     the answer's name and semantic version
  *   TP_ABI_MIN, TP_ABI_MAX  the ABI range the plugin can serve
- *   TP_TAIL                 its vtable has one slot after the 1.1 ones (a 1.2 build)
+ *   TP_TAIL                 its vtable has one slot after the current ones (a build
+ *                           of a newer minor)
  *   TP_VTABLE_SIZE          overrides vtable->size
  *   TP_NO_ENTRY             the entry point is not exported
  *   TP_ENTRY_STATUS         the entry point returns this after filling the answer
@@ -165,9 +166,10 @@ static hk_status_t tp_future(hk_handle_t *h)
 }
 #endif
 
-/* The vtable as this build knows it: the 1.1 layout, plus a 1.2 tail slot
- * in TP_TAIL builds. A 1.0 build still fills the 1.1 slots but declares the
- * 1.0 size, so only the size keeps the host from calling them. */
+/* The vtable as this build knows it: the current layout (its 1.2 slot
+ * left NULL), plus a slot of a newer minor in TP_TAIL builds. A 1.0 build
+ * still fills the 1.1 slots but declares the 1.0 size, so only the size keeps
+ * the host from calling them. */
 static const struct tp_vtable {
     hk_vtable_t core;
 #ifdef TP_TAIL
