@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "hkv.h"
 
@@ -19,6 +21,10 @@ static void create_text(const hkv_plugin_t *p, const char *what, hkv_result_t *r
 static void check_create_destroy(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r)
 {
     (void)k;
+    if (!hkv.probe.handle_ok && hkv.probe.env_missing) {
+        hkv_skip(r, "%s", hkv.probe.create_why); /* no driver or device here: not the plugin's fault */
+        return;
+    }
     enum { N = 16 };
     hk_handle_t *h[N] = {0};
     for (int i = 0; i < N; i++) {
@@ -501,9 +507,61 @@ static void check_last_error_copy(const hkv_check_t *k, hkv_plugin_t *p, hkv_res
     hkv_note(r, "the line and its length; no byte past len; thread's line for NULL");
 }
 
+/* A plugin never prints (docs/abi.md, Errors): calls that succeed and calls
+ * that fail, with stdout and stderr caught in a file. */
+static void check_no_output(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r)
+{
+    (void)k;
+    FILE *f = tmpfile();
+    int o1 = dup(1), o2 = dup(2);
+    if (!f || o1 < 0 || o2 < 0) {
+        hkv_fail(r, "cannot catch the output");
+        return;
+    }
+    fflush(NULL);
+    dup2(fileno(f), 1);
+    dup2(fileno(f), 2);
+    hk_negotiate_answer_t a;
+    hkv_negotiate(p, HKV_ABI_1_0, HKV_ABI_MAX, sizeof a, &a);
+    hkv_negotiate(p, HK_ABI_VERSION(2, 0), HK_ABI_VERSION(2, 0), sizeof a, &a);
+    const void *t;
+    p->vt.get_table("hk.no-such-table/1", &t);
+    hk_create_info_t small = {4, HK_DEVICE_CURRENT, 0};
+    hk_handle_t *h = NULL;
+    p->vt.handle_create(&small, &h);
+    p->vt.handle_destroy(NULL);
+    hkv_result_t ignored = {0};
+    if ((h = hkv_handle(p, NULL, &ignored)) != NULL) {
+        float alpha = 1, y[4] = {0};
+        if (p->blas.saxpy)
+            p->blas.saxpy(h, 4, &alpha, NULL, 1, y, 1);
+        if (p->vt.set_pointer_mode)
+            p->vt.set_pointer_mode(h, (hk_pointer_mode_t)7);
+        if (p->blas.saxpy && hkv_can_move(p))
+            hkv_op_case(p, h, 0, 0, 33, 1, 1, 5, NULL, &ignored);
+        hkv_destroy(p, h, &ignored);
+    }
+    fflush(NULL);
+    dup2(o1, 1);
+    dup2(o2, 2);
+    close(o1);
+    close(o2);
+    struct stat st;
+    char line[200] = "";
+    if (fstat(fileno(f), &st) == 0 && st.st_size > 0) {
+        rewind(f);
+        if (!fgets(line, sizeof line, f))
+            line[0] = '\0';
+        line[strcspn(line, "\n")] = '\0';
+        hkv_fail(r, "the plugin printed %lld bytes: \"%.120s\"", (long long)st.st_size, line);
+    }
+    fclose(f);
+    hkv_note(r, "nothing printed by successful and failing calls");
+}
+
 void hkv_register_handles(void)
 {
-    hkv_add("handle.create-destroy", check_create_destroy, HKV_NEED_HANDLE, 0, 0, 0);
+    hkv_add("handle.create-destroy", check_create_destroy, HKV_NEED_PLUGIN, 0, 0, 0);
     hkv_add("handle.create-null-out", check_create_null_out, HKV_NEED_PLUGIN, 0, 0, 0);
     hkv_add("handle.create-info-size", check_create_info_size, HKV_NEED_HANDLE, 0, 0, 0);
     hkv_add("handle.create-bad-device", check_create_bad_device, HKV_NEED_HANDLE, 0, 0, 0);
@@ -519,4 +577,5 @@ void hkv_register_handles(void)
     hkv_add("handle.stream", check_stream, HKV_NEED_HANDLE, 0, 0, 0);
     hkv_add("error.last-error", check_last_error, HKV_NEED_HANDLE, 0, 0, 0);
     hkv_add("error.last-error-copy", check_last_error_copy, HKV_NEED_HANDLE, 0, 0, 0);
+    hkv_add("error.no-output", check_no_output, HKV_NEED_PLUGIN, 0, 0, 0);
 }

@@ -100,10 +100,11 @@ static void reason_ok(const hkv_plugin_t *p, hk_handle_t *h, const char *words, 
     }
 }
 
-static void *near_top(size_t esz)
+/* 256 bytes below the top of the address space, aligned for both
+ * precisions: 128 elements from there wrap around. */
+static void *near_top(void)
 {
-    (void)esz;
-    return (void *)(~(uintptr_t)0 - 255u); /* 0x...ff00: aligned for both precisions */
+    return (void *)(~(uintptr_t)0 - 255u);
 }
 
 typedef struct args {
@@ -116,7 +117,6 @@ typedef struct args {
 /* Turns the good arguments into case id's. */
 static void make_case(mid_t id, const hkv_op_t *o, args_t *a, hk_handle_t *dead, hk_handle_t *fake)
 {
-    const int two = (1u << o->kind) & K_TWO;
     switch (id) {
     case M_NULL_HANDLE: a->h = NULL; break;
     case M_NULL_HANDLE_N0: a->h = NULL, a->n = 0, a->x = a->alpha = NULL, a->y = NULL; break;
@@ -146,12 +146,11 @@ static void make_case(mid_t id, const hkv_op_t *o, args_t *a, hk_handle_t *dead,
             a->incy = 0; /* only x is too long */
         break;
     case M_SPAN_Y: a->n = (int64_t)(PTRDIFF_MAX / (ptrdiff_t)o->esz) + 1, a->incx = 0; break;
-    case M_WRAP_X: a->x = near_top(o->esz), a->n = 128; break;
-    case M_WRAP_X_NEG: a->x = near_top(o->esz), a->n = 128, a->incx = -1; break;
-    case M_WRAP_Y: a->y = near_top(o->esz), a->n = 128; break;
+    case M_WRAP_X: a->x = near_top(), a->n = 128; break;
+    case M_WRAP_X_NEG: a->x = near_top(), a->n = 128, a->incx = -1; break;
+    case M_WRAP_Y: a->y = near_top(), a->n = 128; break;
     default: break;
     }
-    (void)two;
 }
 
 static int equal_bytes(const void *a, const void *b, size_t n)

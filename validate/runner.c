@@ -98,16 +98,14 @@ static const char *unmet(const hkv_check_t *k, char *buf, size_t len)
     return buf;
 }
 
-static void child(const hkv_check_t *k, int fd)
+/* The check's output goes to errfd (a file the runner reads back when the
+ * check dies), or stays on the terminal with -v. */
+static void child(const hkv_check_t *k, int fd, int errfd)
 {
     setpgid(0, 0);
-    if (!hkv.verbose && !hkv.no_fork) {
-        int null = open("/dev/null", O_WRONLY);
-        if (null >= 0) {
-            dup2(null, 1);
-            dup2(null, 2);
-            close(null);
-        }
+    if (!hkv.verbose && !hkv.no_fork && errfd >= 0) {
+        dup2(errfd, 1);
+        dup2(errfd, 2);
     }
     hkv_result_t r;
     memset(&r, 0, sizeof r);
@@ -135,6 +133,30 @@ static long elapsed_ms(const struct timespec *t0)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/* Appends the first line of a sanitizer's or the C library's report that the
+ * check's process printed before it died, which usually names the bug. */
+static void add_report(hkv_result_t *r, FILE *f)
+{
+    static const char *const marks[] = {"ERROR: ", "runtime error: ", "WARNING: ThreadSanitizer",
+                                        "Fatal glibc error", "free(): ", "malloc(): "};
+    char line[512];
+    rewind(f);
+    while (fgets(line, sizeof line, f)) {
+        for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++) {
+            const char *m = strstr(line, marks[i]);
+            if (!m)
+                continue;
+            line[strcspn(line, "\n")] = '\0';
+            char *pc = strstr(line, " at pc 0x"); /* the addresses say nothing here */
+            if (pc)
+                *pc = '\0';
+            size_t len = strlen(r->detail);
+            snprintf(r->detail + len, sizeof r->detail - len, ": %s", m);
+            return;
+        }
+    }
 }
 
 /* Turns what came back from a check's process into its result. */
@@ -182,17 +204,20 @@ static void run_one(const hkv_check_t *k, hkv_result_t *r)
         hkv_fail(r, "pipe: %s", strerror(errno));
         return;
     }
+    FILE *errf = tmpfile();
     fflush(NULL);
     pid_t pid = hkv.no_fork ? 0 : fork();
     if (pid < 0) {
         hkv_fail(r, "fork: %s", strerror(errno));
         close(fd[0]);
         close(fd[1]);
+        if (errf)
+            fclose(errf);
         return;
     }
     if (pid == 0) {
         close(fd[0]);
-        child(k, fd[1]);
+        child(k, fd[1], errf ? fileno(errf) : -1);
     }
     setpgid(pid, pid); /* also here: no window where a kill of the group misses */
     close(fd[1]);
@@ -223,6 +248,12 @@ static void run_one(const hkv_check_t *k, hkv_result_t *r)
     kill(-pid, SIGKILL); /* anything the check left behind */
     close(fd[0]);
     interpret(r, got, status, timed_out);
+    if (errf) {
+        if (r->verdict == HKV_FAIL && (got != sizeof *r || !WIFEXITED(status) ||
+                                       WEXITSTATUS(status) != 0))
+            add_report(r, errf);
+        fclose(errf);
+    }
     r->detail[sizeof r->detail - 1] = '\0';
     r->observed[sizeof r->observed - 1] = '\0';
 }

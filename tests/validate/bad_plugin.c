@@ -9,14 +9,16 @@
 #include <unistd.h>
 
 #include "hk_blas1.h"
+#include "hk_memory.h"
 
 #define HKV_BAD_CRASH 1      /* saxpy writes through a NULL pointer */
 #define HKV_BAD_OK_ON_NULL 2 /* every op returns OK for a NULL vector */
 #define HKV_BAD_LONG_ANSWER 3 /* the answer is written whole, whatever its declared size */
 #define HKV_BAD_HANG 4       /* sscal never returns */
+#define HKV_BAD_NULL_SLOTS 5 /* not a defect: slots left NULL ("not supported") */
 
 #ifndef HKV_BAD
-#error "build with -DHKV_BAD=1..4"
+#error "build with -DHKV_BAD=1..5"
 #endif
 
 hk_status_t hk__cpu_entry(const hk_negotiate_request_t *req, hk_negotiate_answer_t *ans);
@@ -24,6 +26,9 @@ hk_status_t hk__cpu_entry(const hk_negotiate_request_t *req, hk_negotiate_answer
 static const hk_blas1_v1_t *inner_blas;
 static hk_vtable_t vtable;
 static hk_blas1_v1_t blas;
+#if HKV_BAD == HKV_BAD_NULL_SLOTS
+static hk_memory_v1_t mem;
+#endif
 
 #if HKV_BAD == HKV_BAD_CRASH
 /* Loaded at run time, so the compiler cannot turn the store into a trap. */
@@ -113,6 +118,13 @@ static const hk_vtable_t *inner;
 static hk_status_t bad_get_table(const char *name, const void **table)
 {
     hk_status_t st = inner->get_table(name, table);
+#if HKV_BAD == HKV_BAD_NULL_SLOTS
+    if (st == HK_STATUS_OK && strcmp(name, HK_TABLE_MEMORY_V1) == 0) {
+        mem = *(const hk_memory_v1_t *)*table;
+        mem.memset_ = NULL;
+        *table = &mem;
+    }
+#endif
     if (st != HK_STATUS_OK || strcmp(name, HK_TABLE_BLAS1_V1) != 0)
         return st;
     inner_blas = *table;
@@ -125,6 +137,9 @@ static hk_status_t bad_get_table(const char *name, const void **table)
     blas.sdot = bad_sdot, blas.ddot = bad_ddot, blas.snrm2 = bad_snrm2, blas.dnrm2 = bad_dnrm2;
 #elif HKV_BAD == HKV_BAD_HANG
     blas.sscal = bad_sscal;
+#elif HKV_BAD == HKV_BAD_NULL_SLOTS
+    blas.sdot = NULL;
+    blas.dnrm2 = NULL;
 #endif
     *table = &blas;
     return st;
@@ -144,6 +159,10 @@ hk_plugin_negotiate(const hk_negotiate_request_t *req, hk_negotiate_answer_t *an
     inner = full.vtable;
     vtable = *inner;
     vtable.get_table = bad_get_table;
+#if HKV_BAD == HKV_BAD_NULL_SLOTS
+    vtable.synchronize = NULL;
+    vtable.handle_info = NULL;
+#endif
     full.vtable = &vtable;
     full.name = "hk-bad";
 #if HKV_BAD == HKV_BAD_LONG_ANSWER

@@ -133,6 +133,28 @@ static void test_hang_is_a_timeout(void)
     free(out);
 }
 
+/* NULL slots are "not supported": reported as such, never called, and every
+ * check that needs them says so instead of failing. */
+static void test_null_slots_not_supported(void)
+{
+    char *out;
+    CU_ASSERT_EQUAL(sh(V HK_TEST_NULL_SLOTS " --only 'ops.*' --only 'matrix.memset.*' "
+                         "--only 'matrix.sdot.*' --only 'threads.*' --only 'handle.info-*' "
+                         "--only negotiate.vtable", &out), 0);
+    CU_ASSERT(row_is(out, "negotiate.vtable", "PASS", "not supported: handle_info synchronize"));
+    CU_ASSERT(row_is(out, "ops.sdot.host", "NOT-SUPPORTED", "sdot is NULL"));
+    CU_ASSERT(row_is(out, "ops.dnrm2.device", "NOT-SUPPORTED", "dnrm2 is NULL"));
+    CU_ASSERT(row_is(out, "ops.ddot.host", "PASS", NULL));
+    CU_ASSERT(row_is(out, "matrix.sdot.host.null-x", "NOT-SUPPORTED", NULL));
+    CU_ASSERT(row_is(out, "matrix.memset.null-dst", "NOT-SUPPORTED", "memset is NULL"));
+    CU_ASSERT(row_is(out, "threads.synchronize", "NOT-SUPPORTED", NULL));
+    CU_ASSERT(row_is(out, "threads.memset", "NOT-SUPPORTED", NULL));
+    CU_ASSERT(row_is(out, "handle.info-size", "NOT-SUPPORTED", NULL));
+    CU_ASSERT(!strstr(out, "killed by"));
+    CU_ASSERT(has(out, " 0 failed, "));
+    free(out);
+}
+
 static void test_passes_what_it_should(void)
 {
     char *out;
@@ -210,6 +232,8 @@ int hk_test_register(void)
     hk_test_add(s, "OK on bad input fails the matrix cases", test_ok_on_bad_input_fails);
     hk_test_add(s, "writing past the declared answer size fails", test_long_answer_fails);
     hk_test_add(s, "a hang is a named timeout", test_hang_is_a_timeout);
+    hk_test_add(s, "NULL slots are reported not supported and never called",
+                test_null_slots_not_supported);
     hk_test_add(s, "hk-cpu passes negotiation, tables and numbers", test_passes_what_it_should);
     hk_test_add(s, "--list, --matrix, --json, --compare", test_modes);
     hk_test_add(s, "usage errors exit 2 with the reason", test_usage_errors);
