@@ -1,0 +1,174 @@
+/* Test doubles for hk-validate: hk-cpu with one defect each, chosen at build
+ * time by HKV_BAD, so that test_validate can check that the validator fails
+ * each of them on the right check and goes on with the others.
+ *
+ * Built from hk-cpu's own sources with its entry point renamed to
+ * hk__cpu_entry (see tests/validate/SConscript); this file supplies the real
+ * entry point, which wraps hk-cpu's answer. */
+#include <string.h>
+#include <unistd.h>
+
+#include "hk_blas1.h"
+#include "hk_memory.h"
+
+#define HKV_BAD_CRASH 1      /* saxpy writes through a NULL pointer */
+#define HKV_BAD_OK_ON_NULL 2 /* every op returns OK for a NULL vector */
+#define HKV_BAD_LONG_ANSWER 3 /* the answer is written whole, whatever its declared size */
+#define HKV_BAD_HANG 4       /* sscal never returns */
+#define HKV_BAD_NULL_SLOTS 5 /* not a defect: slots left NULL ("not supported") */
+
+#ifndef HKV_BAD
+#error "build with -DHKV_BAD=1..5"
+#endif
+
+hk_status_t hk__cpu_entry(const hk_negotiate_request_t *req, hk_negotiate_answer_t *ans);
+
+static const hk_blas1_v1_t *inner_blas;
+static hk_vtable_t vtable;
+static hk_blas1_v1_t blas;
+#if HKV_BAD == HKV_BAD_NULL_SLOTS
+static hk_memory_v1_t mem;
+#endif
+
+#if HKV_BAD == HKV_BAD_CRASH
+/* Loaded at run time, so the compiler cannot turn the store into a trap. */
+static float *volatile nowhere;
+
+static hk_status_t bad_saxpy(hk_handle_t *h, int64_t n, const float *alpha, const float *x,
+                             int64_t incx, float *y, int64_t incy)
+{
+    if (n > 0)
+        *nowhere = 1.0f;
+    return inner_blas->saxpy(h, n, alpha, x, incx, y, incy);
+}
+#elif HKV_BAD == HKV_BAD_OK_ON_NULL
+#define OK_IF_NULL(p)                                                                  \
+    do {                                                                               \
+        if (!(p))                                                                      \
+            return HK_STATUS_OK;                                                       \
+    } while (0)
+static hk_status_t bad_saxpy(hk_handle_t *h, int64_t n, const float *a, const float *x,
+                             int64_t incx, float *y, int64_t incy)
+{
+    OK_IF_NULL(x);
+    return inner_blas->saxpy(h, n, a, x, incx, y, incy);
+}
+static hk_status_t bad_daxpy(hk_handle_t *h, int64_t n, const double *a, const double *x,
+                             int64_t incx, double *y, int64_t incy)
+{
+    OK_IF_NULL(x);
+    return inner_blas->daxpy(h, n, a, x, incx, y, incy);
+}
+static hk_status_t bad_sscal(hk_handle_t *h, int64_t n, const float *a, float *x, int64_t incx)
+{
+    OK_IF_NULL(x);
+    return inner_blas->sscal(h, n, a, x, incx);
+}
+static hk_status_t bad_dscal(hk_handle_t *h, int64_t n, const double *a, double *x, int64_t incx)
+{
+    OK_IF_NULL(x);
+    return inner_blas->dscal(h, n, a, x, incx);
+}
+static hk_status_t bad_scopy(hk_handle_t *h, int64_t n, const float *x, int64_t incx, float *y,
+                             int64_t incy)
+{
+    OK_IF_NULL(x);
+    return inner_blas->scopy(h, n, x, incx, y, incy);
+}
+static hk_status_t bad_dcopy(hk_handle_t *h, int64_t n, const double *x, int64_t incx,
+                             double *y, int64_t incy)
+{
+    OK_IF_NULL(x);
+    return inner_blas->dcopy(h, n, x, incx, y, incy);
+}
+static hk_status_t bad_sdot(hk_handle_t *h, int64_t n, const float *x, int64_t incx,
+                            const float *y, int64_t incy, float *r)
+{
+    OK_IF_NULL(x);
+    return inner_blas->sdot(h, n, x, incx, y, incy, r);
+}
+static hk_status_t bad_ddot(hk_handle_t *h, int64_t n, const double *x, int64_t incx,
+                            const double *y, int64_t incy, double *r)
+{
+    OK_IF_NULL(x);
+    return inner_blas->ddot(h, n, x, incx, y, incy, r);
+}
+static hk_status_t bad_snrm2(hk_handle_t *h, int64_t n, const float *x, int64_t incx, float *r)
+{
+    OK_IF_NULL(x);
+    return inner_blas->snrm2(h, n, x, incx, r);
+}
+static hk_status_t bad_dnrm2(hk_handle_t *h, int64_t n, const double *x, int64_t incx, double *r)
+{
+    OK_IF_NULL(x);
+    return inner_blas->dnrm2(h, n, x, incx, r);
+}
+#elif HKV_BAD == HKV_BAD_HANG
+static hk_status_t bad_sscal(hk_handle_t *h, int64_t n, const float *a, float *x, int64_t incx)
+{
+    (void)h, (void)n, (void)a, (void)x, (void)incx;
+    for (;;)
+        sleep(1);
+    return HK_STATUS_OK;
+}
+#endif
+
+static const hk_vtable_t *inner;
+
+static hk_status_t bad_get_table(const char *name, const void **table)
+{
+    hk_status_t st = inner->get_table(name, table);
+#if HKV_BAD == HKV_BAD_NULL_SLOTS
+    if (st == HK_STATUS_OK && strcmp(name, HK_TABLE_MEMORY_V1) == 0) {
+        mem = *(const hk_memory_v1_t *)*table;
+        mem.memset_ = NULL;
+        *table = &mem;
+    }
+#endif
+    if (st != HK_STATUS_OK || strcmp(name, HK_TABLE_BLAS1_V1) != 0)
+        return st;
+    inner_blas = *table;
+    blas = *inner_blas;
+#if HKV_BAD == HKV_BAD_CRASH
+    blas.saxpy = bad_saxpy;
+#elif HKV_BAD == HKV_BAD_OK_ON_NULL
+    blas.saxpy = bad_saxpy, blas.daxpy = bad_daxpy, blas.sscal = bad_sscal;
+    blas.dscal = bad_dscal, blas.scopy = bad_scopy, blas.dcopy = bad_dcopy;
+    blas.sdot = bad_sdot, blas.ddot = bad_ddot, blas.snrm2 = bad_snrm2, blas.dnrm2 = bad_dnrm2;
+#elif HKV_BAD == HKV_BAD_HANG
+    blas.sscal = bad_sscal;
+#elif HKV_BAD == HKV_BAD_NULL_SLOTS
+    blas.sdot = NULL;
+    blas.dnrm2 = NULL;
+#endif
+    *table = &blas;
+    return st;
+}
+
+__attribute__((visibility("default"))) hk_status_t
+hk_plugin_negotiate(const hk_negotiate_request_t *req, hk_negotiate_answer_t *ans)
+{
+    hk_negotiate_answer_t full = {{HK_STRUCT_NEGOTIATE_ANSWER, sizeof full, 1}, 0, 0, NULL, NULL,
+                                  NULL};
+    hk_status_t st = hk__cpu_entry(req, ans ? &full : NULL);
+    if (st != HK_STATUS_OK || !ans) {
+        if (ans)
+            hk_answer_write(ans, &full);
+        return st;
+    }
+    inner = full.vtable;
+    vtable = *inner;
+    vtable.get_table = bad_get_table;
+#if HKV_BAD == HKV_BAD_NULL_SLOTS
+    vtable.synchronize = NULL;
+    vtable.handle_info = NULL;
+#endif
+    full.vtable = &vtable;
+    full.name = "hk-bad";
+#if HKV_BAD == HKV_BAD_LONG_ANSWER
+    memcpy(ans, &full, sizeof full); /* the defect: the host's declared size is ignored */
+#else
+    hk_answer_write(ans, &full);
+#endif
+    return st;
+}

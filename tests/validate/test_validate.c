@@ -1,0 +1,241 @@
+/* hk-validate run as a plugin author runs it: against plugins with one defect
+ * each (bad_plugin.c), which it must fail on the right check while the run
+ * goes on; against hk-cpu on checks it passes; its modes and usage errors. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "hk_test.h"
+
+/* Runs cmd with stderr folded into stdout; returns its exit status (-1 when
+ * it did not exit) and its output in *out (malloc'ed, "" on failure). */
+static int sh(const char *cmd, char **out)
+{
+    char full[4096];
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    FILE *p = buf ? popen(full, "r") : NULL;
+    if (!p) {
+        free(buf);
+        *out = calloc(1, 1);
+        return -1;
+    }
+    for (;;) {
+        if (cap - len < 4096) {
+            char *more = realloc(buf, cap * 2);
+            if (!more)
+                break;
+            buf = more;
+            cap *= 2;
+        }
+        size_t n = fread(buf + len, 1, cap - len - 1, p);
+        if (n == 0)
+            break;
+        len += n;
+    }
+    buf[len] = '\0';
+    int st = pclose(p);
+    *out = buf;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The table row of check name: "name   RESULT   detail" (NULL if absent). */
+static const char *row(const char *out, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *s = out; s && *s; s = strchr(s, '\n') ? strchr(s, '\n') + 1 : NULL)
+        if (strncmp(s, name, n) == 0 && s[n] == ' ')
+            return s;
+    return NULL;
+}
+
+/* 1 when check name's row has result and its detail contains text. */
+static int row_is(const char *out, const char *name, const char *result, const char *text)
+{
+    const char *r = row(out, name);
+    const char *end = r ? strchr(r, '\n') : NULL;
+    char line[1024];
+    snprintf(line, sizeof line, "%.*s", r ? (int)(end ? end - r : (long)strlen(r)) : 0,
+             r ? r : "");
+    char want[64];
+    snprintf(want, sizeof want, " %s ", result);
+    int ok = r && strstr(line, want) && (!text || strstr(line, text));
+    if (!ok)
+        fprintf(stderr, "\n--- want %s %s \"%s\", got: \"%s\"\n", name, result, text ? text : "",
+                r ? line : "(no row)");
+    return ok;
+}
+
+static int has(const char *out, const char *text)
+{
+    int ok = strstr(out, text) != NULL;
+    if (!ok)
+        fprintf(stderr, "\n--- expected \"%s\" in:\n%.3000s\n---\n", text, out);
+    return ok;
+}
+
+#define V HK_TEST_VALIDATE " "
+
+/* A crash in an op is that check's failure, named with its signal; the
+ * checks after it still run. */
+static void test_crash_is_one_failure(void)
+{
+    char *out;
+    CU_ASSERT_EQUAL(sh(V HK_TEST_BAD_CRASH " --only 'ops.*'", &out), 1);
+    CU_ASSERT(row_is(out, "ops.saxpy.host", "FAIL", "killed by SIGSEGV"));
+    CU_ASSERT(row_is(out, "ops.saxpy.device", "FAIL", "killed by SIGSEGV"));
+    CU_ASSERT(row_is(out, "ops.daxpy.host", "PASS", NULL));
+    CU_ASSERT(row_is(out, "ops.dnrm2.device", "PASS", NULL));
+    CU_ASSERT(has(out, "\n18 passed, 2 failed, 0 skipped\n"));
+    free(out);
+}
+
+/* OK for a NULL vector: every null-x case fails with the status it gave. */
+static void test_ok_on_bad_input_fails(void)
+{
+    char *out;
+    CU_ASSERT_EQUAL(sh(V HK_TEST_BAD_OK " --only 'matrix.*.null-x' --only 'matrix.*.null-y'",
+                       &out), 1);
+    CU_ASSERT(row_is(out, "matrix.sdot.host.null-x", "FAIL", "OK; want NULL_POINTER"));
+    CU_ASSERT(row_is(out, "matrix.dnrm2.device.null-x", "FAIL", "OK; want NULL_POINTER"));
+    CU_ASSERT(row_is(out, "matrix.saxpy.host.null-y", "PASS", NULL)); /* y is still checked */
+    CU_ASSERT(has(out, "\n12 passed, 20 failed, 0 skipped\n"));
+    free(out);
+    /* hk-cpu itself passes the same cases: the failures are the defect's */
+    CU_ASSERT_EQUAL(sh(V HK_TEST_CPU " --only 'matrix.*.null-x' --only 'matrix.*.null-y'", &out),
+                    0);
+    CU_ASSERT(has(out, "\n32 passed, 0 failed, 0 skipped\n"));
+    free(out);
+}
+
+/* Writing past the host's declared answer size is caught by the guard. */
+static void test_long_answer_fails(void)
+{
+    char *out;
+    CU_ASSERT_EQUAL(sh(V HK_TEST_BAD_LONG " --only 'negotiate.*'", &out), 1);
+    CU_ASSERT(row_is(out, "negotiate.short-answer", "FAIL", "declared 12 bytes, the plugin wrote"));
+    CU_ASSERT(row_is(out, "negotiate.current", "PASS", NULL));
+    CU_ASSERT(row_is(out, "negotiate.long-answer", "PASS", NULL));
+    free(out);
+}
+
+/* A hang is a named timeout of that check only. */
+static void test_hang_is_a_timeout(void)
+{
+    char *out;
+    CU_ASSERT_EQUAL(sh(V HK_TEST_BAD_HANG " --only 'ops.sscal.host' --only 'ops.dscal.host' "
+                         "--timeout 1500", &out), 1);
+    CU_ASSERT(row_is(out, "ops.sscal.host", "FAIL", "timed out after 1500 ms"));
+    CU_ASSERT(row_is(out, "ops.dscal.host", "PASS", NULL));
+    CU_ASSERT(has(out, "\n1 passed, 1 failed, 0 skipped\n"));
+    free(out);
+}
+
+/* NULL slots are "not supported": reported as such, never called, and every
+ * check that needs them says so instead of failing. */
+static void test_null_slots_not_supported(void)
+{
+    char *out;
+    CU_ASSERT_EQUAL(sh(V HK_TEST_NULL_SLOTS " --only 'ops.*' --only 'matrix.memset.*' "
+                         "--only 'matrix.sdot.*' --only 'threads.*' --only 'handle.info-*' "
+                         "--only negotiate.vtable", &out), 0);
+    CU_ASSERT(row_is(out, "negotiate.vtable", "PASS", "not supported: handle_info synchronize"));
+    CU_ASSERT(row_is(out, "ops.sdot.host", "NOT-SUPPORTED", "sdot is NULL"));
+    CU_ASSERT(row_is(out, "ops.dnrm2.device", "NOT-SUPPORTED", "dnrm2 is NULL"));
+    CU_ASSERT(row_is(out, "ops.ddot.host", "PASS", NULL));
+    CU_ASSERT(row_is(out, "matrix.sdot.host.null-x", "NOT-SUPPORTED", NULL));
+    CU_ASSERT(row_is(out, "matrix.memset.null-dst", "NOT-SUPPORTED", "memset is NULL"));
+    CU_ASSERT(row_is(out, "threads.synchronize", "NOT-SUPPORTED", NULL));
+    CU_ASSERT(row_is(out, "threads.memset", "NOT-SUPPORTED", NULL));
+    CU_ASSERT(row_is(out, "handle.info-size", "NOT-SUPPORTED", NULL));
+    CU_ASSERT(!strstr(out, "killed by"));
+    CU_ASSERT(has(out, " 0 failed, "));
+    free(out);
+}
+
+static void test_passes_what_it_should(void)
+{
+    char *out;
+    CU_ASSERT_EQUAL(sh(V HK_TEST_CPU " --only 'ops.*' --only 'negotiate.*' --only 'tables.*'",
+                       &out), 0);
+    CU_ASSERT(has(out, "plugin: hk-cpu 1.0.0"));
+    CU_ASSERT(row_is(out, "ops.dnrm2.host", "PASS", "huge and tiny values"));
+    CU_ASSERT(row_is(out, "tables.enum", "PASS", "hk.blas1/1 hk.memory/1"));
+    CU_ASSERT(has(out, " 0 failed, "));
+    free(out);
+}
+
+static void test_modes(void)
+{
+    char *out;
+    CU_ASSERT_EQUAL(sh(V "--list", &out), 0);
+    CU_ASSERT(has(out, "negotiate.short-answer\n"));
+    CU_ASSERT(has(out, "matrix.saxpy.device.incy-zero-destination\n"));
+    CU_ASSERT(has(out, "cuda.fork-child\n"));
+    free(out);
+    CU_ASSERT_EQUAL(sh(V HK_TEST_CPU " --matrix --only 'matrix.sscal.host.n-*'", &out), 0);
+    CU_ASSERT_STRING_EQUAL(out, "matrix.sscal.host.n-negative OK\n"
+                                "matrix.sscal.host.n-zero-null-vectors OK\n");
+    free(out);
+    CU_ASSERT_EQUAL(sh(V HK_TEST_CPU " --json --only tables.enum", &out), 0);
+    CU_ASSERT(has(out, "{\"plugin\": \"hk-cpu\", \"checks\": [\n  {\"name\": \"tables.enum\", "
+                       "\"result\": \"PASS\""));
+    CU_ASSERT(has(out, "\"passed\": 1, \"failed\": 0"));
+    free(out);
+    /* the same plugin twice: no difference */
+    CU_ASSERT_EQUAL(sh(V "--compare " HK_TEST_CPU " " HK_TEST_CPU " --only 'matrix.s*'", &out), 0);
+    CU_ASSERT(has(out, " 0 differ,"));
+    free(out);
+    /* a defect shows as differences, named by case */
+    CU_ASSERT_EQUAL(sh(V "--compare " HK_TEST_CPU " " HK_TEST_BAD_OK " --only 'matrix.s*'", &out),
+                    1);
+    CU_ASSERT(has(out, "differs: matrix.sdot.host.null-x"));
+    CU_ASSERT(has(out, "A=NULL_POINTER"));
+    CU_ASSERT(has(out, "B=OK"));
+    free(out);
+}
+
+static void test_usage_errors(void)
+{
+    static const struct {
+        const char *args, *text;
+    } cases[] = {
+        {"", "no plugin file given"},
+        {HK_TEST_CPU " --frobnicate", "unknown option \"--frobnicate\""},
+        {HK_TEST_CPU " --timeout soon", "--timeout soon: not a number"},
+        {HK_TEST_CPU " --only", "--only needs a PATTERN"},
+        {"/nonexistent/plugin.so", "/nonexistent/plugin.so: not a readable plugin file"},
+        {HK_TEST_CPU " " HK_TEST_CPU, "one plugin at a time"},
+        {HK_TEST_CPU " --only no-such-check", "no check matches"},
+        {"--compare " HK_TEST_CPU, "--compare needs two plugin files"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[2048], *out;
+        snprintf(cmd, sizeof cmd, V "%s", cases[i].args);
+        CU_ASSERT_EQUAL(sh(cmd, &out), 2);
+        CU_ASSERT(has(out, cases[i].text));
+        free(out);
+    }
+    char *out;
+    CU_ASSERT_EQUAL(sh(V "--help", &out), 0);
+    CU_ASSERT(has(out, "usage: hk-validate PLUGIN.so"));
+    free(out);
+}
+
+int hk_test_register(void)
+{
+    CU_pSuite s = hk_test_suite("hk-validate", NULL, NULL);
+    hk_test_add(s, "a crash fails its check, named by signal, and the run goes on",
+                test_crash_is_one_failure);
+    hk_test_add(s, "OK on bad input fails the matrix cases", test_ok_on_bad_input_fails);
+    hk_test_add(s, "writing past the declared answer size fails", test_long_answer_fails);
+    hk_test_add(s, "a hang is a named timeout", test_hang_is_a_timeout);
+    hk_test_add(s, "NULL slots are reported not supported and never called",
+                test_null_slots_not_supported);
+    hk_test_add(s, "hk-cpu passes negotiation, tables and numbers", test_passes_what_it_should);
+    hk_test_add(s, "--list, --matrix, --json, --compare", test_modes);
+    hk_test_add(s, "usage errors exit 2 with the reason", test_usage_errors);
+    return 0;
+}

@@ -1,0 +1,328 @@
+/* hk-validate: checks a handlekit plugin against the ABI contract
+ * (docs/abi.md) and, for a CUDA plugin, the context contract
+ * (docs/contexts.md). See usage() for the modes. */
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hkv.h"
+
+#define HKV_DEFAULT_TIMEOUT_MS 20000
+#define HKV_MAX_ONLY 32
+
+static pid_t main_pid;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: hk-validate PLUGIN.so [--only PATTERN]... [--timeout MS] [--json] [-v]\n"
+            "       hk-validate [PLUGIN.so] --list [--only PATTERN]...\n"
+            "       hk-validate PLUGIN.so --matrix [--only PATTERN]...\n"
+            "       hk-validate --compare A.so B.so [--only PATTERN]...\n"
+            "\n"
+            "Runs every check of the plugin ABI (and, for a CUDA plugin, of the context\n"
+            "contract) against PLUGIN.so, each in its own process, and prints one row per\n"
+            "check: name, PASS/FAIL/SKIP/NOT-SUPPORTED, one line of detail. The last line is\n"
+            "\"N passed, N failed, N skipped\"; the exit status is 1 when a check failed.\n"
+            "\n"
+            "  --list          print the check names and exit\n"
+            "  --only PATTERN  run only checks whose name matches PATTERN (a shell glob;\n"
+            "                  without * ? [ it matches names containing it); repeatable\n"
+            "  --matrix        print \"case status\" for every bad-input case\n"
+            "  --compare A B   run the bad-input matrix on two plugins and print every case\n"
+            "                  where their statuses differ; exit 1 if any does\n"
+            "  --timeout MS    time limit of one check (default %d)\n"
+            "  --json          print the results as JSON\n"
+            "  -v, --verbose   let the checks' own output through (stderr of plugins)\n"
+            "\n"
+            "HK_CUDA_DRIVER names the CUDA driver library (default libcuda.so.1).\n"
+            "HK_VALIDATE_NO_FORK=1 runs the first selected check inside hk-validate itself and\n"
+            "exits (for a debugger; a crash then ends the run).\n",
+            HKV_DEFAULT_TIMEOUT_MS);
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "hk-validate: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n(hk-validate --help for usage)\n");
+    return 2;
+}
+
+static int matches(const char *name, const char *pat)
+{
+    if (strpbrk(pat, "*?["))
+        return fnmatch(pat, name, 0) == 0;
+    return strstr(name, pat) != NULL;
+}
+
+/* ---- the second copy of the plugin file ---- */
+
+static void remove_copy(void)
+{
+    if (getpid() != main_pid) /* check processes exit through here too */
+        return;
+    if (hkv.copy_path[0])
+        unlink(hkv.copy_path);
+    if (hkv.copy_dir[0])
+        rmdir(hkv.copy_dir);
+    hkv.copy_path[0] = hkv.copy_dir[0] = '\0';
+}
+
+/* Copies path under another name into a private temporary directory, so that
+ * loading it gives a second instance of the same plugin. */
+static void make_copy(const char *path)
+{
+    remove_copy();
+    const char *tmp = getenv("TMPDIR");
+    snprintf(hkv.copy_dir, sizeof hkv.copy_dir, "%.3000s/hk-validate-XXXXXX",
+             tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(hkv.copy_dir)) {
+        hkv.copy_dir[0] = '\0';
+        return;
+    }
+    char base[4096];
+    snprintf(base, sizeof base, "%s", path);
+    snprintf(hkv.copy_path, sizeof hkv.copy_path, "%.3000s/second-copy-of-%.255s", hkv.copy_dir,
+             basename(base));
+    int in = open(path, O_RDONLY), out = open(hkv.copy_path, O_WRONLY | O_CREAT | O_EXCL, 0700);
+    int ok = in >= 0 && out >= 0;
+    char buf[65536];
+    ssize_t n;
+    while (ok && (n = read(in, buf, sizeof buf)) > 0)
+        ok = write(out, buf, (size_t)n) == n;
+    if (in >= 0)
+        close(in);
+    if (out >= 0 && close(out) != 0)
+        ok = 0;
+    if (!ok) {
+        unlink(hkv.copy_path);
+        hkv.copy_path[0] = '\0';
+    }
+}
+
+/* Sets hkv up for one plugin: its copy and the probe. */
+static void prepare(const char *path)
+{
+    hkv.path = path;
+    make_copy(path);
+    hkv_probe_run(path, hkv.timeout_ms, &hkv.probe);
+}
+
+static void describe(FILE *f, const char *path)
+{
+    const hkv_probe_t *pr = &hkv.probe;
+    if (!pr->loaded) {
+        fprintf(f, "plugin: %s: not loaded: %s\n", path, pr->why);
+        return;
+    }
+    fprintf(f, "plugin: %s %s, ABI %u.%u, flags 0x%x, %s (%s)\n", pr->name, pr->version,
+            HK_ABI_VERSION_MAJOR(pr->abi), HK_ABI_VERSION_MINOR(pr->abi), pr->flags,
+            pr->cuda ? "CUDA plugin" : pr->host_memory ? "host memory" : "memory kind unknown",
+            path);
+    if (!pr->handle_ok)
+        fprintf(f, "handles: %s\n", pr->create_why);
+    if (pr->cuda)
+        fprintf(f, "driver: %s\n", pr->driver_ok ? "opened" : pr->driver_why);
+    if (pr->cuda && pr->driver_ok)
+        fprintf(f, "devices: %d\n", pr->ndev);
+}
+
+static int run_compare(const char *a, const char *b, const unsigned char *sel, size_t n)
+{
+    hkv_result_t *ra = calloc(n, sizeof *ra), *rb = calloc(n, sizeof *rb);
+    if (!ra || !rb)
+        return 2;
+    hkv_run_opts_t o = {.quiet = 1};
+    int pa, sa, pb, sb;
+    prepare(a);
+    describe(stdout, a);
+    hkv_run(sel, ra, &o, &pa, &sa);
+    prepare(b);
+    describe(stdout, b);
+    hkv_run(sel, rb, &o, &pb, &sb);
+    int same = 0, differ = 0, skipped = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!sel[i])
+            continue;
+        if (ra[i].verdict == HKV_SKIP || rb[i].verdict == HKV_SKIP) {
+            skipped++;
+            continue;
+        }
+        if (strcmp(ra[i].observed, rb[i].observed) == 0) {
+            same++;
+            continue;
+        }
+        differ++;
+        printf("differs: %-44s A=%-16s B=%s\n", hkv_check_at(i)->name, ra[i].observed,
+               rb[i].observed);
+    }
+    printf("A = %s\nB = %s\n%d cases give the same status, %d differ, %d skipped\n", a, b, same,
+           differ, skipped);
+    printf("%d passed, %d failed, %d skipped\n", same, differ, skipped);
+    free(ra);
+    free(rb);
+    return differ ? 1 : 0;
+}
+
+typedef struct opts {
+    const char *only[HKV_MAX_ONLY];
+    int nonly, list, matrix, json;
+    const char *plugin, *cmp_a, *cmp_b;
+} opts_t;
+
+/* Fills *o from the command line; returns -1 to go on, else an exit status. */
+static int parse(int argc, char **argv, opts_t *o)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--list")) {
+            o->list = 1;
+        } else if (!strcmp(a, "--matrix")) {
+            o->matrix = 1;
+        } else if (!strcmp(a, "--json")) {
+            o->json = 1;
+        } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+            hkv.verbose = 1;
+        } else if (!strcmp(a, "--only")) {
+            if (++i >= argc)
+                return usage_error("--only needs a PATTERN%s", "");
+            if (o->nonly == HKV_MAX_ONLY)
+                return usage_error("too many --only patterns (at most 32)%s", "");
+            o->only[o->nonly++] = argv[i];
+        } else if (!strcmp(a, "--timeout")) {
+            if (++i >= argc)
+                return usage_error("--timeout needs a number of milliseconds%s", "");
+            char *end;
+            errno = 0;
+            long v = strtol(argv[i], &end, 10);
+            if (errno || *end || end == argv[i] || v < 1 || v > 3600000)
+                return usage_error("--timeout %s: not a number of milliseconds (1 to 3600000)",
+                                   argv[i]);
+            hkv.timeout_ms = (int)v;
+        } else if (!strcmp(a, "--compare")) {
+            if (i + 2 >= argc)
+                return usage_error("--compare needs two plugin files%s", "");
+            o->cmp_a = argv[++i];
+            o->cmp_b = argv[++i];
+        } else if (a[0] == '-') {
+            return usage_error("unknown option \"%s\"", a);
+        } else if (o->plugin) {
+            return usage_error("one plugin at a time (extra argument \"%s\")", a);
+        } else {
+            o->plugin = a;
+        }
+    }
+    if (o->cmp_a && (o->plugin || o->matrix || o->list || o->json))
+        return usage_error("--compare takes two plugins and no other plugin, --matrix, --list "
+                           "or --json%s", "");
+    if (!o->plugin && !o->cmp_a && !o->list)
+        return usage_error("no plugin file given%s", "");
+    if (o->matrix && o->json)
+        return usage_error("--matrix and --json do not go together%s", "");
+    const char *files[2] = {o->cmp_a ? o->cmp_a : o->plugin, o->cmp_b};
+    for (int i = 0; i < 2 && !o->list; i++) {
+        struct stat st;
+        if (files[i] && (stat(files[i], &st) != 0 || !S_ISREG(st.st_mode)))
+            return usage_error("%s: not a readable plugin file", files[i]);
+    }
+    return -1;
+}
+
+/* Marks the checks the options select; returns how many. */
+static size_t select_checks(const opts_t *o, unsigned char *sel)
+{
+    size_t nsel = 0;
+    for (size_t i = 0; i < hkv_check_count(); i++) {
+        const hkv_check_t *k = hkv_check_at(i);
+        int ok = o->nonly == 0;
+        for (int j = 0; j < o->nonly && !ok; j++)
+            ok = matches(k->name, o->only[j]);
+        if ((o->matrix || o->cmp_a) && !(k->needs & HKV_MATRIX))
+            ok = 0;
+        sel[i] = (unsigned char)ok;
+        nsel += (size_t)ok;
+    }
+    return nsel;
+}
+
+static int run_single(const opts_t *o, const unsigned char *sel, size_t n)
+{
+    hkv_result_t *res = calloc(n, sizeof *res);
+    if (!res)
+        return 2;
+    prepare(o->plugin);
+    if (o->json) {
+        printf("{\"plugin\": ");
+        hkv_json_string(hkv.probe.loaded ? hkv.probe.name : "");
+        printf(", ");
+    } else if (!o->matrix) {
+        describe(stdout, o->plugin);
+        putchar('\n');
+    }
+    hkv_run_opts_t ro = {.json = o->json, .matrix = o->matrix};
+    int passed, skipped;
+    int failed = hkv_run(sel, res, &ro, &passed, &skipped);
+    int notsup = 0;
+    for (size_t i = 0; i < n; i++)
+        notsup += sel[i] && res[i].verdict == HKV_NOTSUP;
+    if (o->json) {
+        printf("\"passed\": %d, \"failed\": %d, \"skipped\": %d, \"not_supported\": %d}\n", passed,
+               failed, skipped - notsup, notsup);
+    } else if (!o->matrix) {
+        printf("\n");
+        if (notsup)
+            printf("%d not supported (counted as skipped)\n", notsup);
+        printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    }
+    free(res);
+    return o->matrix ? 0 : failed ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    hkv.timeout_ms = HKV_DEFAULT_TIMEOUT_MS;
+    const char *nf = getenv("HK_VALIDATE_NO_FORK");
+    hkv.no_fork = nf && !strcmp(nf, "1");
+    opts_t o;
+    memset(&o, 0, sizeof o);
+    int st = parse(argc, argv, &o);
+    if (st >= 0)
+        return st;
+    hkv_register_abi();
+    hkv_register_handles();
+    hkv_register_matrix();
+    hkv_register_ops();
+    hkv_register_threads();
+    hkv_register_cuda();
+    size_t n = hkv_check_count();
+    unsigned char *sel = calloc(n, 1);
+    if (!sel)
+        return 2;
+    size_t nsel = select_checks(&o, sel);
+    if (o.list) {
+        for (size_t i = 0; i < n; i++)
+            if (sel[i])
+                printf("%s\n", hkv_check_at(i)->name);
+        free(sel);
+        return 0;
+    }
+    if (nsel == 0) {
+        free(sel);
+        return usage_error("no check matches the --only patterns%s", "");
+    }
+    main_pid = getpid();
+    atexit(remove_copy);
+    st = o.cmp_a ? run_compare(o.cmp_a, o.cmp_b, sel, n) : run_single(&o, sel, n);
+    free(sel);
+    return st;
+}
