@@ -2,6 +2,7 @@
 #include "test_loader_util.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,11 +17,16 @@ const char *tl_plugin(const char *file)
     return buf;
 }
 
+/* Under the build tree, not $TMPDIR: the loader refuses plugins below a
+ * directory that others can write, and /tmp is one. */
 int tl_mkdtemp(char *buf, size_t n)
 {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(buf, n, "%s/hk-loader-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    return mkdtemp(buf) ? 0 : -1;
+    if (mkdir(HK_TEST_TMP_DIR, 0755) != 0 && errno != EEXIST)
+        return -1;
+    snprintf(buf, n, "%s/hk-loader-XXXXXX", HK_TEST_TMP_DIR);
+    if (!mkdtemp(buf))
+        return -1;
+    return chmod(buf, 0755); /* a probe or helper of another user may read it */
 }
 
 void tl_rmtree(const char *dir)

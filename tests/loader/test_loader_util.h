@@ -13,7 +13,8 @@
  * ("tp_good.so"). Returns a static buffer of the calling thread. */
 const char *tl_plugin(const char *file);
 
-/* Creates a fresh directory under $TMPDIR (mode 0700) into buf. 0 on success. */
+/* Creates a fresh directory under HK_TEST_TMP_DIR (in the build tree; mode
+ * 0755) into buf. 0 on success. */
 int tl_mkdtemp(char *buf, size_t n);
 
 /* Removes a directory made by tl_mkdtemp and the plain files in it. */
