@@ -407,8 +407,11 @@ hk_status_t hk__elf_check(int fd, off_t size, char *reason, size_t n)
     e.size = size < 0 ? 0 : (unsigned long long)size;
     e.reason = reason;
     e.n = n;
-    if (hk__check_header(&e) != 0 || hk__read_phdrs(&e) != 0 || hk__read_shdrs(&e) != 0
-        || hk__check_segments(&e, &dyn) != 0 || hk__check_dynamic(&e, dyn) != 0)
+    /* Segments before section headers: they are what a mapping touches, so
+     * a file cut in the middle is reported by the segment that it cuts. */
+    if (hk__check_header(&e) != 0 || hk__read_phdrs(&e) != 0
+        || hk__check_segments(&e, &dyn) != 0 || hk__read_shdrs(&e) != 0
+        || hk__check_dynamic(&e, dyn) != 0)
         goto out;
     st = HK_STATUS_OK;
 out:

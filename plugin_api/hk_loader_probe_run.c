@@ -36,6 +36,15 @@ typedef struct hk__slot {
 
 static hk__slot_t hk__slots[HK__PROBE_PARALLEL];
 
+/* SIGCHLD is blocked except inside ppoll, so a child's exit wakes the wait
+ * at once (see hk__wait_any); children get the signal state back. */
+static sigset_t hk__mask_orig, hk__mask_wait;
+
+static void hk__on_child(int sig)
+{
+    (void)sig;
+}
+
 static long long hk__ms(void)
 {
     struct timespec t;
@@ -102,6 +111,9 @@ static void hk__probe_child(int fd, int out, size_t count, uint32_t lo, uint32_t
     hk_load_stage_t stage = HK_STAGE_OPEN;
 
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* the probe killed on timeout takes us along */
+    signal(SIGCHLD, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &hk__mask_orig, NULL);
     setrlimit(RLIMIT_CORE, &no_core); /* a crash is an answer, not a core file */
     /* Only this candidate and our own pipe: a plugin that writes to stray
      * descriptors reaches neither the host nor another candidate's answer. */
@@ -230,13 +242,15 @@ static int hk__finish(hk__slot_t *s, uint32_t timeout_ms)
     return 1;
 }
 
-/* Waits for output, an end or a deadline of any active child. */
+/* Waits for output, an end or a deadline of any active child. A child's
+ * exit interrupts ppoll through SIGCHLD, also when it closed its pipe
+ * before (or handed it to a process of its own and never closes it). */
 static void hk__wait_any(uint32_t timeout_ms)
 {
     struct pollfd pf[HK__PROBE_PARALLEL];
     hk__slot_t *who[HK__PROBE_PARALLEL];
     int n = 0;
-    long long wait = 50; /* also notices a child that ended without EOF */
+    long long wait = 1000;
     long long now = hk__ms();
     for (int i = 0; i < HK__PROBE_PARALLEL; i++) {
         hk__slot_t *s = &hk__slots[i];
@@ -245,15 +259,14 @@ static void hk__wait_any(uint32_t timeout_ms)
         long long left = s->start_ms + timeout_ms - now;
         if (left < wait)
             wait = left < 0 ? 0 : left;
-        if (s->eof) {
-            wait = wait > 1 ? 1 : wait; /* closed: its exit is imminent */
+        if (s->eof)
             continue;
-        }
         pf[n].fd = s->rd;
         pf[n].events = POLLIN;
         who[n++] = s;
     }
-    if (poll(pf, (nfds_t)n, (int)wait) <= 0)
+    struct timespec ts = {(time_t)(wait / 1000), (long)(wait % 1000) * 1000000L};
+    if (ppoll(pf, (nfds_t)n, &ts, &hk__mask_wait) <= 0)
         return;
     for (int i = 0; i < n; i++)
         if (pf[i].revents)
@@ -278,6 +291,16 @@ int hk__probe_main(int argc, char **argv)
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = hk__on_child;
+    sigaction(SIGCHLD, &sa, NULL);
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chld, &hk__mask_orig);
+    hk__mask_wait = hk__mask_orig;
+    sigdelset(&hk__mask_wait, SIGCHLD);
     /* Nothing the host leaked without close-on-exec reaches plugin code. */
     close_range(HK__PROBE_FD_FIRST + (unsigned)count, ~0u, 0);
 
