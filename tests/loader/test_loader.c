@@ -191,5 +191,7 @@ int hk_test_register(void)
     hk_test_add(s, "NULL arguments: statuses, no crash", test_null_arguments);
     tl_register_abi();
     tl_register_scan();
+    tl_register_hostile();
+    tl_register_fork();
     return 0;
 }
