@@ -42,6 +42,7 @@ static pthread_mutex_t hk__ltdl_mutex = PTHREAD_MUTEX_INITIALIZER;
 /* All below are guarded by hk__ltdl_mutex, except the gate, which is per
  * thread so that only our own lt_dlopenadvise calls reach our back end. */
 static _Thread_local int hk__gate;
+static _Thread_local int hk__mine; /* this thread holds hk__ltdl_mutex */
 static int hk__open_failed;
 static char hk__open_error[1024];
 static int hk__pinned;
@@ -91,14 +92,32 @@ static void *hk__mod_sym(lt_user_data data, lt_module module, const char *name)
     return dlsym(module, name);
 }
 
-void hk__ltdl_lock(void)
+static void hk__take(void)
 {
     pthread_mutex_lock(&hk__ltdl_mutex);
+    hk__mine = 1;
+}
+
+static void hk__give(void)
+{
+    hk__mine = 0;
+    pthread_mutex_unlock(&hk__ltdl_mutex);
+}
+
+/* The fork handlers' use: a constructor that forks runs inside dlopen on a
+ * thread that already holds the lock, and taking it again would deadlock
+ * that thread; then the lock stays as it is (held by the same thread in
+ * the child, which goes on to release it). */
+void hk__ltdl_lock(void)
+{
+    if (!hk__mine)
+        pthread_mutex_lock(&hk__ltdl_mutex);
 }
 
 void hk__ltdl_unlock(void)
 {
-    pthread_mutex_unlock(&hk__ltdl_mutex);
+    if (!hk__mine)
+        pthread_mutex_unlock(&hk__ltdl_mutex);
 }
 
 hk_status_t hk__ltdl_init(lt_dladvise *advise)
@@ -106,7 +125,7 @@ hk_status_t hk__ltdl_init(lt_dladvise *advise)
     hk_status_t st = HK_STATUS_OK;
     int inited = 0;
 
-    pthread_mutex_lock(&hk__ltdl_mutex);
+    hk__take();
     if (lt_dlinit() != 0) {
         st = HK_STATUS_INTERNAL;
         goto out;
@@ -144,17 +163,17 @@ out:
     if (st != HK_STATUS_OK && inited)
         lt_dlexit();
     lt_dlerror(); /* leave no stale error for the next caller */
-    pthread_mutex_unlock(&hk__ltdl_mutex);
+    hk__give();
     return st;
 }
 
 void hk__ltdl_exit(lt_dladvise *advise)
 {
-    pthread_mutex_lock(&hk__ltdl_mutex);
+    hk__take();
     lt_dladvise_destroy(advise);
     lt_dlexit();
     lt_dlerror();
-    pthread_mutex_unlock(&hk__ltdl_mutex);
+    hk__give();
 }
 
 /* Caller holds hk__ltdl_mutex. */
@@ -184,9 +203,9 @@ static lt_dlhandle hk__open_locked(lt_dladvise advise, const char *name, const c
 lt_dlhandle hk__ltdl_open_name(lt_dladvise advise, const char *name, const char *shown,
                                char *err, size_t errlen)
 {
-    pthread_mutex_lock(&hk__ltdl_mutex);
+    hk__take();
     lt_dlhandle module = hk__open_locked(advise, name, shown, err, errlen);
-    pthread_mutex_unlock(&hk__ltdl_mutex);
+    hk__give();
     return module;
 }
 
@@ -218,7 +237,7 @@ lt_dlhandle hk__ltdl_open_fd(lt_dladvise advise, int fd, const struct stat *st,
     lt_dlhandle module = NULL;
 
     *mapped = NULL;
-    pthread_mutex_lock(&hk__ltdl_mutex);
+    hk__take();
     for (m = hk__mapped_list; m; m = m->next)
         if (m->dev == st->st_dev && m->ino == st->st_ino)
             break;
@@ -249,22 +268,22 @@ lt_dlhandle hk__ltdl_open_fd(lt_dladvise advise, int fd, const struct stat *st,
     }
     *mapped = m;
 out:
-    pthread_mutex_unlock(&hk__ltdl_mutex);
+    hk__give();
     return module;
 }
 
 void *hk__ltdl_sym(lt_dlhandle module, const char *name)
 {
-    pthread_mutex_lock(&hk__ltdl_mutex);
+    hk__take();
     void *sym = lt_dlsym(module, name);
     lt_dlerror();
-    pthread_mutex_unlock(&hk__ltdl_mutex);
+    hk__give();
     return sym;
 }
 
 void hk__ltdl_close(lt_dlhandle module, hk__mapped_t *mapped)
 {
-    pthread_mutex_lock(&hk__ltdl_mutex);
+    hk__take();
     lt_dlclose(module);
     lt_dlerror();
     if (mapped && mapped->uses > 0 && --mapped->uses == 0 && !hk__name_in_use(mapped)) {
@@ -272,12 +291,12 @@ void hk__ltdl_close(lt_dlhandle module, hk__mapped_t *mapped)
         close(mapped->fd);
         free(mapped);
     }
-    pthread_mutex_unlock(&hk__ltdl_mutex);
+    hk__give();
 }
 
 void hk__ltdl_keep(lt_dlhandle module)
 {
-    pthread_mutex_lock(&hk__ltdl_mutex);
+    hk__take();
     lt_dlmakeresident(module);
     if (!hk__pinned) {
         /* lt_dlexit at count zero frees the loader vtables that resident
@@ -287,5 +306,5 @@ void hk__ltdl_keep(lt_dlhandle module)
             hk__pinned = 1;
     }
     lt_dlerror();
-    pthread_mutex_unlock(&hk__ltdl_mutex);
+    hk__give();
 }

@@ -118,9 +118,28 @@ static void test_fork_while_scanning(void)
     tl_rmtree(dir);
 }
 
+/* A constructor that forks runs inside dlopen, on a thread that holds the
+ * loader's libltdl lock: the fork handlers must not try to take it again.
+ * (Built without the toolchain's start files, so the file itself passes the
+ * initialization-function rule; the probe finds nothing wrong with it.) */
+static void test_constructor_that_forks(void)
+{
+    char line[4300];
+    const char *path = HK_TEST_HOSTILE_DIR "/tp_ctor_fork.so";
+    for (uint32_t iso = HK_ISOLATION_PROBE; iso <= HK_ISOLATION_OFF; iso++) {
+        tl_host_job_t job = {.open_path = path, .isolation = iso, .deadline_ms = 10000};
+        tl_host_run_t run;
+        CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
+        snprintf(line, sizeof(line), "report=%s|loaded|OK|", path);
+        CU_ASSERT(tl_has_line(&run, line));
+    }
+}
+
 void tl_register_fork(void)
 {
     CU_pSuite s = hk_test_suite("loader_fork", NULL, NULL);
     hk_test_add(s, "fork while another thread scans: children scan and exit",
                 test_fork_while_scanning);
+    hk_test_add(s, "constructor that forks: no deadlock in the fork handlers",
+                test_constructor_that_forks);
 }

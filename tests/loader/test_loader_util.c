@@ -193,7 +193,7 @@ int tl_host_run(const tl_host_job_t *job, tl_host_run_t *run)
     }
     close(p[1]);
     run->pid = pid;
-    double deadline = tl_now_ms() + 60000;
+    double deadline = tl_now_ms() + (job->deadline_ms ? job->deadline_ms : 60000);
     for (;;) {
         double left = deadline - tl_now_ms();
         struct pollfd pf = {p[0], POLLIN, 0};

@@ -47,6 +47,7 @@ typedef struct tl_host_job {
     uint32_t isolation;     /* HK_ISOLATION_* */
     uint32_t timeout_ms;    /* probe_timeout_ms; 0 → 300 */
     const char *probe_path; /* may be NULL */
+    int deadline_ms;        /* the child is killed after this; 0 → 60000 */
 } tl_host_job_t;
 
 typedef struct tl_host_run {
@@ -58,8 +59,8 @@ typedef struct tl_host_run {
     char out[65536];
 } tl_host_run_t;
 
-/* Runs job in a child with a 60 s deadline. Returns 0 when the child exited
- * with status 0. */
+/* Runs job in a child with a deadline. Returns 0 when the child exited with
+ * status 0. */
 int tl_host_run(const tl_host_job_t *job, tl_host_run_t *run);
 
 /* 1 when run's output has exactly this line. */

@@ -18,7 +18,8 @@
  *   TP_CTOR=1..5            a constructor that marks, then: 1 returns,
  *                           2 crashes (SIGSEGV), 3 calls exit(3),
  *                           4 calls a symbol no library defines (build with
- *                           TP_UNRESOLVED, linked without -z defs), 5 hangs
+ *                           TP_UNRESOLVED, linked without -z defs), 5 hangs,
+ *                           6 forks a child that exits at once, and waits
  *   TP_NEG=1..4             the entry point marks, then: 1 crashes, 2 calls
  *                           exit(3), 3 hangs, 4 writes garbage to every
  *                           descriptor from 3 to 63 and answers normally
@@ -33,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "hk_abi.h"
@@ -101,6 +103,12 @@ __attribute__((constructor)) static void tp_ctor(void)
     tp_missing_symbol();
 #elif TP_CTOR == 5
     tp_hang();
+#elif TP_CTOR == 6
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(0);
+    if (pid > 0)
+        waitpid(pid, NULL, 0);
 #endif
 }
 #endif
