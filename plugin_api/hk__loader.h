@@ -4,12 +4,15 @@
  * while candidates are checked, probed, opened and negotiated); loader->lock
  * guards the report and plugin arrays and is only held for short reads and
  * appends, so accessors never wait for a dlopen. Calls into libltdl take a
- * process-wide lock of their own (hk_loader_ltdl.c). Order: gate, then lock
- * or the libltdl lock, never the reverse.
+ * process-wide lock of their own (hk_loader_ltdl.c). Order: the gate (a flag,
+ * never held as a mutex across work), then lock or the libltdl lock, never
+ * the reverse; lock and the libltdl lock are never held together, except by
+ * the fork handlers, which take the libltdl lock first.
  *
  * fork(): a pthread_atfork handler (hk_loader.c) takes, in this order, the
- * registry of live loaders, every loader's gate mutex and lock, and the
- * libltdl lock, so the child gets them in a consistent state; the child then
+ * libltdl lock (unless the forking thread holds it: a plugin constructor
+ * that forks), the registry of live loaders, and every loader's gate mutex
+ * and lock, so the child gets them in a consistent state; the child then
  * marks every gate free, since the thread that held it (a scan in progress)
  * does not exist there. The gate is a flag under a mutex, not a mutex held for
  * the whole scan, precisely so that a fork never waits for a scan. */

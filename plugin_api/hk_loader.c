@@ -19,22 +19,26 @@ static pthread_once_t hk__atfork_once = PTHREAD_ONCE_INIT;
  * that none is held by a thread that will not exist in the child. */
 static void hk__fork_prepare(void)
 {
+    /* The libltdl lock first: a constructor that forks already holds it
+     * (hk__ltdl_lock then takes nothing), and every thread must take the
+     * locks in that one order or two forking threads could wait on each
+     * other. */
+    hk__ltdl_lock();
     pthread_mutex_lock(&hk__registry_mutex);
     for (hk_loader_t *l = hk__registry; l; l = l->next_live) {
         pthread_mutex_lock(&l->gate.mutex);
         pthread_mutex_lock(&l->lock);
     }
-    hk__ltdl_lock();
 }
 
 static void hk__fork_parent(void)
 {
-    hk__ltdl_unlock();
     for (hk_loader_t *l = hk__registry; l; l = l->next_live) {
         pthread_mutex_unlock(&l->lock);
         pthread_mutex_unlock(&l->gate.mutex);
     }
     pthread_mutex_unlock(&hk__registry_mutex);
+    hk__ltdl_unlock();
 }
 
 /* In the child only the forking thread exists: a scan that another thread
@@ -42,7 +46,6 @@ static void hk__fork_parent(void)
  * condition variable do not exist either. */
 static void hk__fork_child(void)
 {
-    hk__ltdl_unlock();
     for (hk_loader_t *l = hk__registry; l; l = l->next_live) {
         pthread_mutex_unlock(&l->lock);
         l->gate.busy = 0;
@@ -50,6 +53,7 @@ static void hk__fork_child(void)
         pthread_mutex_unlock(&l->gate.mutex);
     }
     pthread_mutex_unlock(&hk__registry_mutex);
+    hk__ltdl_unlock();
 }
 
 static void hk__atfork_install(void)

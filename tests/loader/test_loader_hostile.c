@@ -367,13 +367,20 @@ static void test_probe_unusable(void)
  * ends, and the hangs cost the time limit about once, not once each. */
 static void test_hostile_dir_scan(void)
 {
-    static const char *bad[] = {
+    /* In name order; the two refused by the initialization-function rule
+     * load in sanitizer builds, where the rule is off. */
+    static const char *all[] = {
         "tp_ctor_crash.so", "tp_ctor_exit.so", "tp_ctor_hang.so", "tp_ctor_marker.so",
         "tp_init_fn.so", "tp_neg_crash.so", "tp_neg_exit.so", "tp_neg_garbage.so",
         "tp_neg_hang.so", "tp_trunc_code.so", "tp_trunc_empty.so", "tp_trunc_header.so",
         "tp_trunc_phdrs.so", "tp_trunc_shdrs.so", "tp_unresolved.so",
     };
-    const size_t nbad = sizeof(bad) / sizeof(bad[0]);
+    const char *bad[sizeof(all) / sizeof(all[0])];
+    size_t nbad = 0;
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        if (!TL_SANITIZED || (strcmp(all[i], "tp_ctor_marker.so") != 0
+                              && strcmp(all[i], "tp_init_fn.so") != 0))
+            bad[nbad++] = all[i];
     char p[8400], line[8600];
     setup();
     for (size_t i = 0; i < nbad; i++)
