@@ -30,6 +30,11 @@
  *   6. the host opens it (RTLD_NOW | RTLD_LOCAL: an unresolved symbol refuses
  *      the file and nothing is retried lazily), finds HK_ENTRY_SYMBOL,
  *      negotiates and validates the answer.
+ * The dynamic loader is given the checked descriptor as "/proc/<pid>/fd/<n>"
+ * (so /proc must be mounted), which is also the name the module carries in
+ * the process's link map (debuggers read it while the process lives); a
+ * plugin's "$ORIGIN" in DT_RUNPATH therefore names no useful directory. The
+ * descriptor of a module that stays mapped stays open.
  *
  * Thread rule: a loader is [thread-safe] for lookups (find, plugin accessors,
  * acquire/release) once scanning has finished; scan and open serialise on the
@@ -53,14 +58,16 @@ typedef struct hk_plugin hk_plugin_t;
 
 /* How far a candidate got. A plugin that loaded reports HK_STAGE_LOADED. */
 typedef enum hk_load_stage {
-    HK_STAGE_SCAN = 0,      /* refused before opening: permissions, not a file */
-    HK_STAGE_OPEN = 1,      /* the dynamic loader refused it */
+    HK_STAGE_SCAN = 0,      /* refused before reading it: name, privileges,
+                               owner and permissions, not a regular file */
+    HK_STAGE_OPEN = 1,      /* the ELF checks or the dynamic loader refused it */
     HK_STAGE_SYMBOL = 2,    /* no HK_ENTRY_SYMBOL */
     HK_STAGE_NEGOTIATE = 3, /* the entry point refused or failed */
     HK_STAGE_VALIDATE = 4,  /* the answer was malformed or out of range */
     HK_STAGE_LOADED = 5,
-    HK_STAGE_PROBE = 6      /* the isolated probe process crashed, exited,
-                               timed out or answered garbage */
+    HK_STAGE_PROBE = 6      /* loading or negotiating it in the probe process
+                               crashed, exited, timed out or answered garbage,
+                               or no probe process could run */
 } hk_load_stage_t;
 
 /* Status of a refused candidate, by stage:
@@ -132,7 +139,7 @@ typedef struct hk_loader_options {
 /* hk_loader_options_t.isolation:
  * HK_ISOLATION_PROBE: every new candidate is first loaded and negotiated in a
  *   child process (the probe program, started with posix_spawn, never a bare
- *   fork of the host), one process per candidate, several at a time. Only a
+ *   fork of the host), one process per candidate, up to 8 at a time. Only a
  *   candidate that answered there is opened by the host. Its verdict is
  *   remembered for the loader's life per file identity (device, inode, size,
  *   modification time, mode), so a rescan does not probe it again.
@@ -160,8 +167,8 @@ hk_status_t hk_loader_destroy(hk_loader_t *loader);
  * reported once as a refused candidate and nothing in it is opened.
  * Files are taken in name order; hidden files and other names are skipped;
  * reports come in that order. The new candidates of one directory are probed
- * together (see HK_ISOLATION_PROBE), so a hanging one costs the time limit
- * once, not once per file.
+ * together (see HK_ISOLATION_PROBE), so a few hanging files cost the time
+ * limit about once, not once each.
  * HK_PLUGIN_PATH is read with secure_getenv; in a process with elevated
  * privileges (AT_SECURE) it is ignored, and when it is set a report with
  * path "HK_PLUGIN_PATH", stage scan, status INSECURE says so. */

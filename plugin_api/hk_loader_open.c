@@ -197,23 +197,33 @@ void hk__cand_check(hk_loader_t *loader, hk__cand_t *c, const char *path, int in
         hk__refuse(c, HK_STAGE_SCAN, HK_STATUS_LOAD_FAILED);
         return;
     }
+    /* Before anything is opened: with elevated privileges, even opening a
+     * file the caller names (a device, a FIFO) is the caller's choice. */
+    if (getauxval(AT_SECURE) && !in_default_dir
+        && (!realpath(path, resolved) || !hk__in_default_dir(loader, resolved))) {
+        snprintf(c->reason, sizeof(c->reason), "the process runs with elevated privileges "
+                 "(AT_SECURE): only plugins in the default directory are loaded");
+        hk__refuse(c, HK_STAGE_SCAN, HK_STATUS_INSECURE);
+        return;
+    }
     hk_status_t st = hk__trust_open(path, 0, 1, &fd, &c->st, resolved, c->reason,
                                     sizeof(c->reason));
     if (st != HK_STATUS_OK) {
         hk__refuse(c, HK_STAGE_SCAN, st);
         return;
     }
+    if (getauxval(AT_SECURE) && !in_default_dir && !hk__in_default_dir(loader, resolved)) {
+        /* A link changed between the two resolutions: the walk's is final. */
+        snprintf(c->reason, sizeof(c->reason), "the process runs with elevated privileges "
+                 "(AT_SECURE): only plugins in the default directory are loaded");
+        hk__refuse(c, HK_STAGE_SCAN, HK_STATUS_INSECURE);
+        goto fail;
+    }
     if (!c->id.valid) {
         hk__file_id_set(&c->id, &c->st); /* created since the stat above */
     } else if (c->id.dev != c->st.st_dev || c->id.ino != c->st.st_ino) {
         snprintf(c->reason, sizeof(c->reason), "the file was replaced while it was checked");
         hk__refuse(c, HK_STAGE_SCAN, HK_STATUS_LOAD_FAILED);
-        goto fail;
-    }
-    if (getauxval(AT_SECURE) && !in_default_dir && !hk__in_default_dir(loader, resolved)) {
-        snprintf(c->reason, sizeof(c->reason), "the process runs with elevated privileges "
-                 "(AT_SECURE): only plugins in the default directory are loaded");
-        hk__refuse(c, HK_STAGE_SCAN, HK_STATUS_INSECURE);
         goto fail;
     }
     st = hk__elf_check(fd, c->st.st_size, c->reason, sizeof(c->reason));
@@ -252,6 +262,22 @@ static void hk__plugin_drop(hk_plugin_t *plugin)
     free(plugin);
 }
 
+/* A candidate reported before: its earlier outcome, and no new report. */
+static hk_status_t hk__cand_seen(hk_loader_t *loader, hk__cand_t *c, const hk__report_t *prev,
+                                 hk_plugin_t **out)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    if (prev->pub.plugin) {
+        if (out)
+            *out = prev->pub.plugin;
+        return HK_STATUS_OK;
+    }
+    hk__loader_set_error(loader, prev->line);
+    return prev->pub.status;
+}
+
 hk_status_t hk__cand_finish(hk_loader_t *loader, hk__cand_t *c, hk_plugin_t **out)
 {
     hk_load_stage_t stage = c->stage;
@@ -266,18 +292,8 @@ hk_status_t hk__cand_finish(hk_loader_t *loader, hk__cand_t *c, hk_plugin_t **ou
         *out = NULL;
     /* Again: two names of one file in one batch are one candidate. */
     hk__report_t *prev = hk__loader_report_find(loader, c->path, &c->id);
-    if (prev) {
-        if (c->fd >= 0)
-            close(c->fd);
-        c->fd = -1;
-        if (prev->pub.plugin) {
-            if (out)
-                *out = prev->pub.plugin;
-            return HK_STATUS_OK;
-        }
-        hk__loader_set_error(loader, prev->line);
-        return prev->pub.status;
-    }
+    if (prev)
+        return hk__cand_seen(loader, c, prev, out);
     if (c->refused)
         goto refuse;
 
