@@ -4,6 +4,7 @@
  * with a proof that none of the file's code ran in the host: the hostile
  * builds write "<pid> <what>" into $HK_TP_MARKER before misbehaving, and no
  * line may carry the host's pid; the file must not be mapped in the host. */
+#include <dirent.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -36,6 +37,14 @@ static void teardown(void)
 {
     unsetenv("HK_TP_MARKER");
     tl_rmtree(tmp);
+}
+
+/* The copy of a file in this test's directory. */
+static const char *hostile_copy(const char *file)
+{
+    static char buf[8400];
+    snprintf(buf, sizeof(buf), "%s/%s", tmp, file);
+    return buf;
 }
 
 static const char *hostile(const char *file)
@@ -452,6 +461,52 @@ static void test_setuid_caller_path_refused(void)
     teardown();
 }
 
+static int count_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
+/* Refused candidates (by the file, the probe, or the host itself) and an
+ * unload-safe plugin leave no descriptor behind once the loader is gone. */
+static void test_no_descriptor_left(void)
+{
+    static const char *files[] = {"tp_neg_crash.so", "tp_trunc_code.so", "tp_unresolved.so"};
+    char p[8400];
+    setup();
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+        CU_ASSERT_EQUAL_FATAL(tl_copy(hostile(files[i]), tmp, files[i], 0644, p, sizeof(p)), 0);
+    CU_ASSERT_EQUAL_FATAL(tl_copy(tl_plugin("tp_nosym.so"), tmp, "nosym.so", 0644, p,
+                                  sizeof(p)), 0);
+    CU_ASSERT_EQUAL_FATAL(tl_copy(tl_plugin("tp_unload.so"), tmp, "unload.so", 0644, p,
+                                  sizeof(p)), 0);
+    int before = count_fds();
+    for (uint32_t iso = HK_ISOLATION_PROBE; iso <= HK_ISOLATION_OFF; iso++) {
+        hk_loader_options_t o;
+        memset(&o, 0, sizeof(o));
+        o.size = sizeof(o);
+        o.default_dir = tmp;
+        o.ignore_env = 1;
+        o.probe_timeout_ms = 300;
+        o.isolation = iso;
+        hk_loader_t *loader = NULL;
+        CU_ASSERT_EQUAL_FATAL(hk_loader_create(&o, &loader), HK_STATUS_OK);
+        if (iso == HK_ISOLATION_OFF) /* the crashing negotiation stays out */
+            CU_ASSERT_EQUAL(unlink(hostile_copy(files[0])), 0);
+        CU_ASSERT_EQUAL(hk_loader_scan(loader), HK_STATUS_OK);
+        CU_ASSERT_EQUAL(hk_loader_plugin_count(loader), 1);
+        CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
+        CU_ASSERT_EQUAL(count_fds(), before);
+    }
+    teardown();
+}
+
 void tl_register_hostile(void)
 {
     CU_pSuite s = hk_test_suite("loader_hostile", NULL, NULL);
@@ -479,6 +534,8 @@ void tl_register_hostile(void)
                 test_probe_unusable);
     hk_test_add(s, "hostile directory: one report each, good ones load",
                 test_hostile_dir_scan);
+    hk_test_add(s, "refused and unloaded candidates leave no descriptor",
+                test_no_descriptor_left);
     t = hk_test_add(s, "set-user-ID: caller's path refused, default directory loads",
                     test_setuid_caller_path_refused);
     const char *why = tl_setuid_unavailable();
