@@ -1,5 +1,5 @@
 /* Loader paths of single files: every refusal's stage, status and exact
- * reason, and the version rules of loaded plugins (DESIGN.md "Plugin ABI"). */
+ * reason, and the version rules of loaded plugins (plugin_api/hk_abi.h). */
 #include <stdio.h>
 #include <string.h>
 
