@@ -48,7 +48,7 @@ void tl_rmtree(const char *dir)
             continue;
         snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
         if (unlink(path) != 0)
-            rmdir(path);
+            tl_rmtree(path);
     }
     closedir(d);
     chmod(dir, 0700);

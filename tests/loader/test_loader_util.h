@@ -18,7 +18,7 @@ const char *tl_plugin(const char *file);
  * 0755) into buf. 0 on success. */
 int tl_mkdtemp(char *buf, size_t n);
 
-/* Removes a directory made by tl_mkdtemp and the plain files in it. */
+/* Removes a directory made by tl_mkdtemp and everything in it. */
 void tl_rmtree(const char *dir);
 
 /* Copies src to dir/name with mode; writes the new path into out. 0 on success. */
