@@ -1,11 +1,21 @@
 /* handlekit loader internals: shared by hk_loader*.c, never installed.
  *
- * Locking: loader->open_lock serialises every scan and open of one loader
- * (held while a candidate is checked, opened and negotiated); loader->lock
+ * Locking: loader->gate serialises every scan and open of one loader (held
+ * while candidates are checked, probed, opened and negotiated); loader->lock
  * guards the report and plugin arrays and is only held for short reads and
  * appends, so accessors never wait for a dlopen. Calls into libltdl take a
- * process-wide lock of their own (hk_loader_ltdl.c). Order: open_lock, then
- * lock or the libltdl lock, never the reverse. */
+ * process-wide lock of their own (hk_loader_ltdl.c). Order: the gate (a flag,
+ * never held as a mutex across work), then lock or the libltdl lock, never
+ * the reverse; lock and the libltdl lock are never held together, except by
+ * the fork handlers, which take the libltdl lock first.
+ *
+ * fork(): a pthread_atfork handler (hk_loader.c) takes, in this order, the
+ * libltdl lock (unless the forking thread holds it: a plugin constructor
+ * that forks), the registry of live loaders, and every loader's gate mutex
+ * and lock, so the child gets them in a consistent state; the child then
+ * marks every gate free, since the thread that held it (a scan in progress)
+ * does not exist there. The gate is a flag under a mutex, not a mutex held for
+ * the whole scan, precisely so that a fork never waits for a scan. */
 #ifndef HK__LOADER_H
 #define HK__LOADER_H
 
@@ -15,6 +25,9 @@
 #include <sys/stat.h>
 
 #include "hk_loader.h"
+
+/* Room for a reason that names a PATH_MAX path and a little text. */
+#define HK__REASON_MAX 4608
 
 /* What identifies a candidate file between attempts: a file that changed
  * (mode, contents) since it was refused is a new candidate. */
@@ -33,30 +46,48 @@ typedef struct hk__report {
     hk__file_id_t id;
 } hk__report_t;
 
+/* A file the host's dynamic loader mapped through "/proc/<pid>/fd/<fd>"
+ * (hk_loader_ltdl.c). */
+typedef struct hk__mapped hk__mapped_t;
+
 struct hk_plugin {
     hk_loader_t *loader;
     lt_dlhandle module;
+    hk__mapped_t *mapped; /* the descriptor the module was opened through */
     char *path;
     char *name;
     char *version;
     uint32_t abi;
     uint32_t flags;
-    hk_vtable_t vtable; /* the host's zero-filled copy, see hk__plugin_validate */
+    hk_vtable_t vtable; /* the host's zero-filled copy, see hk__negotiate */
     struct hk__table_copy *tables; /* hk_plugin_table's copies; under loader->lock */
     atomic_uint refs;
     dev_t dev;
     ino_t ino;
 };
 
+/* Serialises scan and open of one loader; see the file comment. */
+typedef struct hk__gate {
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+    int busy;
+} hk__gate_t;
+
 struct hk_loader {
     pthread_mutex_t lock;
-    pthread_mutex_t open_lock;
+    hk__gate_t gate;
+    hk_loader_t *next_live; /* registry of live loaders, for fork */
     char *default_dir;
     int ignore_env;
     hk_log_fn log;
     void *log_user;
     uint32_t abi_min;
     uint32_t abi_max;
+    uint32_t probe_timeout_ms;
+    uint32_t isolation;
+    char *probe_path;       /* the option, or NULL */
+    int probe_fd;           /* the checked probe program, -1 until found */
+    char *probe_error;      /* why no probe program is usable, once known */
     lt_dladvise advise;
     hk__report_t **reports;
     size_t nreports;
@@ -69,10 +100,36 @@ struct hk_loader {
     struct hk__select_texts *select_texts; /* hk_loader_select.c; freed by hk__select_free */
 };
 
+/* What the probe learnt about one candidate (hk_loader_probe.c). */
+typedef struct hk__probe_result {
+    int answered;           /* 1: the fields below hold the probe's answer */
+    hk_load_stage_t stage;  /* LOADED, or where the probe refused it */
+    hk_status_t status;
+    uint32_t abi;
+    uint32_t flags;
+    uint32_t vtable_size;
+    char name[256];
+    char version[256];
+} hk__probe_result_t;
+
+/* One candidate on its way from its path to a report (hk_loader_open.c). */
+typedef struct hk__cand {
+    const char *path;      /* as named by the caller or the scan; not owned */
+    int fd;                /* the checked file, O_RDONLY; -1 when none */
+    struct stat st;        /* fstat of fd */
+    hk__file_id_t id;      /* from stat(path): the key of its report */
+    int seen;              /* a report of this candidate already exists */
+    int refused;           /* stage, status and reason below hold the refusal */
+    hk_load_stage_t stage;
+    hk_status_t status;
+    char reason[HK__REASON_MAX];
+    hk__probe_result_t probe;
+} hk__cand_t;
+
 /* ---- hk_loader.c ---- */
 
 /* Appends a report (copies path and reason) and, for a refusal, makes it the
- * last error and logs it at HK_LOG_WARN. Caller holds open_lock only.
+ * last error and logs it at HK_LOG_WARN. Caller holds the gate only.
  * Returns the stored report, or NULL when out of memory (the loader's last
  * error then says so). */
 hk__report_t *hk__loader_report_add(hk_loader_t *loader, const char *path,
@@ -98,13 +155,120 @@ hk_status_t hk__answer_flags(uint32_t abi, uint32_t flags, uint32_t *out, char *
 /* Fills *id from st (NULL st: an invalid id). */
 void hk__file_id_set(hk__file_id_t *id, const struct stat *st);
 
+/* Enter and leave the loader's gate (scan and open). */
+void hk__gate_enter(hk_loader_t *loader);
+void hk__gate_leave(hk_loader_t *loader);
+
 /* ---- hk_loader_open.c ---- */
 
-/* Checks, opens, negotiates and validates one candidate, recording exactly
- * one report unless the same candidate was seen before. dir_checked: the
- * caller already refused a writable directory. Caller holds open_lock. */
-hk_status_t hk__loader_candidate(hk_loader_t *loader, const char *path, int dir_checked,
-                                 hk_plugin_t **out);
+/* First half of a candidate: name rule, privileges, trust walk, open, ELF.
+ * Leaves c->seen, c->refused, or an open c->fd ready for the probe.
+ * in_default_dir: the scan found it in the default directory. Caller holds
+ * the gate. */
+void hk__cand_check(hk_loader_t *loader, hk__cand_t *c, const char *path, int in_default_dir);
+
+/* Second half: reports a refusal, or opens, negotiates and validates in the
+ * host, recording exactly one report unless the same candidate was seen
+ * before. Closes c->fd unless the module keeps it. Returns the candidate's
+ * status; *out (may be NULL) gets the plugin. Caller holds the gate. */
+hk_status_t hk__cand_finish(hk_loader_t *loader, hk__cand_t *c, hk_plugin_t **out);
+
+/* Calls the entry point and checks its answer against the loader's ABI range
+ * (only abi_min, abi_max, log and log_user of loader are read). On success
+ * fills p's name, version, abi, flags and vtable copy; otherwise sets *stage
+ * and reason. Used by the host and by the probe program. */
+hk_status_t hk__negotiate(hk_loader_t *loader, hk_negotiate_fn entry, hk_plugin_t *p,
+                          hk_load_stage_t *stage, char *reason, size_t n);
+
+/* ---- hk_loader_trust.c ---- */
+
+/* Resolves path and walks it from the root with O_NOFOLLOW at each step,
+ * refusing a directory or file owned by another user than root or the
+ * effective user, or writable by group or others. want_dir: the last
+ * component must be a directory (opened O_RDONLY | O_DIRECTORY). On success
+ * *fd is open (O_CLOEXEC) and *st is its fstat; resolved (may be NULL, size
+ * PATH_MAX) gets the resolved path. On failure *fd is -1 and reason says
+ * why; a refusal of path itself (rather than a directory above it) is worded
+ * without the path when self_unnamed is set. */
+hk_status_t hk__trust_open(const char *path, int want_dir, int self_unnamed, int *fd,
+                           struct stat *st, char *resolved, char *reason, size_t n);
+
+/* The owner and mode rule for one already opened file or directory. */
+hk_status_t hk__trust_stat(const struct stat *st, const char *what, const char *name,
+                           char *reason, size_t n);
+
+/* 1 when name (the last path component) is a plugin file name: "*.so". */
+int hk__plugin_name_ok(const char *path);
+
+/* ---- hk_loader_elf.c ---- */
+
+/* Checks the ELF file behind fd (size bytes) without mapping it: header,
+ * class, byte order, machine, type, table and segment bounds, and the
+ * initialization-function rule. Returns OK or LOAD_FAILED with reason. */
+hk_status_t hk__elf_check(int fd, off_t size, char *reason, size_t n);
+
+/* ---- the probe protocol (hk_loader_probe.c, hk_loader_probe_run.c) ----
+ *
+ * The host starts the probe program (posix_spawn) with
+ *   argv: hk-probe <abi_min> <abi_max> <timeout_ms> <count>
+ *   fd 3: a pipe to the host; fds 4 .. 4+count-1: the checked candidates;
+ *   fds 0 and 1: /dev/null; fd 2: the host's.
+ * The probe (single-threaded, fresh from exec) forks one child per candidate,
+ * a few at a time. A child keeps only its candidate and a pipe of its own,
+ * opens "/proc/self/fd/<n>" exactly as the host would, writes the byte
+ * HK__PROBE_LOADED once the file is mapped (so a later death is blamed on the
+ * negotiation, an earlier one on loading), negotiates and validates, writes
+ * one hk__probe_answer_t followed by its strings, and _exits. The probe
+ * relays, for each candidate, one hk__probe_record_t followed by the child's
+ * bytes. The host trusts none of it: every field is checked. */
+#define HK__PROBE_FD_HOST 3
+#define HK__PROBE_FD_FIRST 4
+#define HK__PROBE_PARALLEL 8      /* children at a time */
+#define HK__PROBE_CHUNK 64        /* candidates per probe process */
+#define HK__PROBE_OUT_MAX 16384u  /* bytes of a child's output relayed */
+#define HK__PROBE_LOADED 'L'
+#define HK__ANSWER_MAGIC 0x41504b48u /* "HKPA" */
+#define HK__RECORD_MAGIC 0x52504b48u /* "HKPR" */
+
+typedef struct hk__probe_answer {
+    uint32_t magic;
+    uint32_t size; /* this struct and the three strings (no terminators) */
+    uint32_t stage;
+    uint32_t status;
+    uint32_t abi;
+    uint32_t flags;
+    uint32_t vtable_size;
+    uint32_t name_len;
+    uint32_t version_len;
+    uint32_t reason_len;
+} hk__probe_answer_t;
+
+enum { HK__PROBE_EXITED = 1, HK__PROBE_SIGNALED = 2, HK__PROBE_TIMEOUT = 3,
+       HK__PROBE_NOFORK = 4 };
+
+typedef struct hk__probe_record {
+    uint32_t magic;
+    uint32_t index;    /* 0 .. count-1 */
+    uint32_t kind;     /* HK__PROBE_* */
+    int32_t code;      /* exit status, signal number, or errno (NOFORK) */
+    uint32_t len;      /* child bytes that follow, at most HK__PROBE_OUT_MAX */
+    uint32_t overflow; /* 1: the child wrote more than that */
+} hk__probe_record_t;
+
+/* ---- hk_loader_probe.c: the host's side of isolation ---- */
+
+/* Probes the candidates of cands that are neither seen nor refused, several
+ * at a time, and fills each one's probe result or refusal. Caller holds the
+ * gate. */
+void hk__probe_batch(hk_loader_t *loader, hk__cand_t **cands, size_t n);
+
+/* Replaces every occurrence of from in text (capacity n) by to. */
+void hk__reason_rename(char *text, size_t n, const char *from, const char *to);
+
+/* ---- hk_loader_probe_run.c: the probe program's side ---- */
+
+/* main() of the probe program (hk_probe_main.c). */
+int hk__probe_main(int argc, char **argv);
 
 void hk__select_free(hk_loader_t *loader); /* hk_loader_select.c, at destroy */
 
@@ -114,11 +278,25 @@ void hk__select_free(hk_loader_t *loader); /* hk_loader_select.c, at destroy */
 hk_status_t hk__ltdl_init(lt_dladvise *advise);
 /* Balances hk__ltdl_init. */
 void hk__ltdl_exit(lt_dladvise *advise);
-/* Opens exactly path. On failure writes the dynamic loader's message to err. */
-lt_dlhandle hk__ltdl_open(lt_dladvise advise, const char *path, char *err, size_t errlen);
+/* Opens exactly name (RTLD_NOW | RTLD_LOCAL; never retried lazily, never
+ * resolved through a .la file). On failure writes the dynamic loader's
+ * message to err, with shown in place of name. */
+lt_dlhandle hk__ltdl_open_name(lt_dladvise advise, const char *name, const char *shown,
+                               char *err, size_t errlen);
+/* Opens the file behind fd (fstat st) through "/proc/<pid>/fd/<fd>". On
+ * success *mapped records the descriptor, which then belongs to it (do not
+ * close fd); on failure fd is still the caller's. */
+lt_dlhandle hk__ltdl_open_fd(lt_dladvise advise, int fd, const struct stat *st,
+                             const char *shown, hk__mapped_t **mapped, char *err,
+                             size_t errlen);
 void *hk__ltdl_sym(lt_dlhandle module, const char *name);
-void hk__ltdl_close(lt_dlhandle module);
+/* Closes a module opened by hk__ltdl_open_fd and gives its descriptor back
+ * to the system once nothing in the process is mapped under its name. */
+void hk__ltdl_close(lt_dlhandle module, hk__mapped_t *mapped);
 /* Keeps the module mapped for the rest of the process. */
 void hk__ltdl_keep(lt_dlhandle module);
+/* The libltdl lock, for the fork handlers. */
+void hk__ltdl_lock(void);
+void hk__ltdl_unlock(void);
 
 #endif /* HK__LOADER_H */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hk_blas1.h"
 #include "hk_memory.h"
@@ -20,6 +21,74 @@ struct hk__table_copy {
 };
 
 static const char hk__oom[] = "out of memory";
+
+/* Live loaders, for the fork handlers (see hk__loader.h). */
+static pthread_mutex_t hk__registry_mutex = PTHREAD_MUTEX_INITIALIZER;
+static hk_loader_t *hk__registry;
+static pthread_once_t hk__atfork_once = PTHREAD_ONCE_INIT;
+
+/* Before fork: every lock a child could need, in the documented order, so
+ * that none is held by a thread that will not exist in the child. */
+static void hk__fork_prepare(void)
+{
+    /* The libltdl lock first: a constructor that forks already holds it
+     * (hk__ltdl_lock then takes nothing), and every thread must take the
+     * locks in that one order or two forking threads could wait on each
+     * other. */
+    hk__ltdl_lock();
+    pthread_mutex_lock(&hk__registry_mutex);
+    for (hk_loader_t *l = hk__registry; l; l = l->next_live) {
+        pthread_mutex_lock(&l->gate.mutex);
+        pthread_mutex_lock(&l->lock);
+    }
+}
+
+static void hk__fork_parent(void)
+{
+    for (hk_loader_t *l = hk__registry; l; l = l->next_live) {
+        pthread_mutex_unlock(&l->lock);
+        pthread_mutex_unlock(&l->gate.mutex);
+    }
+    pthread_mutex_unlock(&hk__registry_mutex);
+    hk__ltdl_unlock();
+}
+
+/* In the child only the forking thread exists: a scan that another thread
+ * was running will never finish, so its gate is free; waiters of the
+ * condition variable do not exist either. */
+static void hk__fork_child(void)
+{
+    for (hk_loader_t *l = hk__registry; l; l = l->next_live) {
+        pthread_mutex_unlock(&l->lock);
+        l->gate.busy = 0;
+        pthread_cond_init(&l->gate.cond, NULL);
+        pthread_mutex_unlock(&l->gate.mutex);
+    }
+    pthread_mutex_unlock(&hk__registry_mutex);
+    hk__ltdl_unlock();
+}
+
+static void hk__atfork_install(void)
+{
+    pthread_atfork(hk__fork_prepare, hk__fork_parent, hk__fork_child);
+}
+
+void hk__gate_enter(hk_loader_t *loader)
+{
+    pthread_mutex_lock(&loader->gate.mutex);
+    while (loader->gate.busy)
+        pthread_cond_wait(&loader->gate.cond, &loader->gate.mutex);
+    loader->gate.busy = 1;
+    pthread_mutex_unlock(&loader->gate.mutex);
+}
+
+void hk__gate_leave(hk_loader_t *loader)
+{
+    pthread_mutex_lock(&loader->gate.mutex);
+    loader->gate.busy = 0;
+    pthread_cond_signal(&loader->gate.cond);
+    pthread_mutex_unlock(&loader->gate.mutex);
+}
 
 /* The accessors take const loaders but must lock: the mutex is the one
  * member a reader changes. */
@@ -56,12 +125,26 @@ hk_status_t hk_loader_create(const hk_loader_options_t *opts, hk_loader_t **out)
     if (HK_ABI_VERSION_MAJOR(lo) != HK_ABI_MAJOR || HK_ABI_VERSION_MAJOR(hi) != HK_ABI_MAJOR
         || lo > hi || hi > HK_ABI_CURRENT)
         return HK_STATUS_INVALID_VALUE;
+    if (o.isolation != HK_ISOLATION_PROBE && o.isolation != HK_ISOLATION_OFF)
+        return HK_STATUS_INVALID_VALUE;
 
+    pthread_once(&hk__atfork_once, hk__atfork_install);
     loader = calloc(1, sizeof(*loader));
     if (!loader)
         return HK_STATUS_OUT_OF_MEMORY;
     pthread_mutex_init(&loader->lock, NULL);
-    pthread_mutex_init(&loader->open_lock, NULL);
+    pthread_mutex_init(&loader->gate.mutex, NULL);
+    pthread_cond_init(&loader->gate.cond, NULL);
+    loader->probe_fd = -1;
+    loader->probe_timeout_ms = o.probe_timeout_ms ? o.probe_timeout_ms : HK_PROBE_TIMEOUT_MS;
+    loader->isolation = o.isolation;
+    if (o.probe_path) {
+        loader->probe_path = strdup(o.probe_path);
+        if (!loader->probe_path) {
+            st = HK_STATUS_OUT_OF_MEMORY;
+            goto fail;
+        }
+    }
     loader->ignore_env = o.ignore_env;
     loader->log = o.log;
     loader->log_user = o.log_user;
@@ -78,13 +161,19 @@ hk_status_t hk_loader_create(const hk_loader_options_t *opts, hk_loader_t **out)
     st = hk__ltdl_init(&loader->advise);
     if (st != HK_STATUS_OK)
         goto fail;
+    pthread_mutex_lock(&hk__registry_mutex);
+    loader->next_live = hk__registry;
+    hk__registry = loader;
+    pthread_mutex_unlock(&hk__registry_mutex);
     *out = loader;
     return HK_STATUS_OK;
 
 fail:
     pthread_mutex_destroy(&loader->lock);
-    pthread_mutex_destroy(&loader->open_lock);
+    pthread_mutex_destroy(&loader->gate.mutex);
+    pthread_cond_destroy(&loader->gate.cond);
     free(loader->default_dir);
+    free(loader->probe_path);
     free(loader);
     return st;
 }
@@ -98,7 +187,7 @@ static void hk__plugin_free(hk_plugin_t *p)
         p->tables = next;
     }
     if (p->flags & HK_PLUGIN_UNLOAD_SAFE)
-        hk__ltdl_close(p->module);
+        hk__ltdl_close(p->module, p->mapped);
     /* Otherwise the module stays mapped (hk__ltdl_keep made it resident):
      * function pointers from its vtable or tables may still be held by
      * handles or callers outside the loader, and closing the code they
@@ -123,6 +212,15 @@ hk_status_t hk_loader_destroy(hk_loader_t *loader)
     }
     hk__unlock(loader);
 
+    pthread_mutex_lock(&hk__registry_mutex);
+    for (hk_loader_t **pp = &hk__registry; *pp; pp = &(*pp)->next_live) {
+        if (*pp == loader) {
+            *pp = loader->next_live;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&hk__registry_mutex);
+
     for (size_t i = 0; i < loader->nplugins; i++)
         hk__plugin_free(loader->plugins[i]);
     for (size_t i = 0; i < loader->nreports; i++) {
@@ -136,9 +234,14 @@ hk_status_t hk_loader_destroy(hk_loader_t *loader)
     free(loader->plugins);
     free(loader->reports);
     hk__ltdl_exit(&loader->advise);
+    if (loader->probe_fd >= 0)
+        close(loader->probe_fd);
+    free(loader->probe_path);
+    free(loader->probe_error);
     free(loader->default_dir);
     pthread_mutex_destroy(&loader->lock);
-    pthread_mutex_destroy(&loader->open_lock);
+    pthread_mutex_destroy(&loader->gate.mutex);
+    pthread_cond_destroy(&loader->gate.cond);
     free(loader);
     return HK_STATUS_OK;
 }
@@ -582,6 +685,7 @@ const char *hk_load_stage_name(hk_load_stage_t stage)
     case HK_STAGE_NEGOTIATE: return "negotiate";
     case HK_STAGE_VALIDATE: return "validate";
     case HK_STAGE_LOADED: return "loaded";
+    case HK_STAGE_PROBE: return "probe";
     }
     return "unknown";
 }

@@ -1,22 +1,39 @@
-/* The loader's only contact with GNU libltdl.
+/* The loader's only contact with GNU libltdl, and the descriptor-based open.
  *
  * libltdl keeps its error string, handle list and loader list in globals
  * without locking, so every call below runs under one process-wide mutex.
  *
  * Why a module loader of our own: libltdl's dlopen back end reads dlerror(),
  * but lt_dlopenadvise then replaces that text with "file not found" for any
- * failure, so the one line that explains a refused file ("invalid ELF
- * header", "wrong ELF class: ELFCLASS32", "undefined symbol: ...") would be
- * lost. The loader registered here is consulted first, but only by a thread
- * inside hk__ltdl_open (other libltdl users in the process see no change);
- * it opens with RTLD_NOW | RTLD_LOCAL, so unresolved symbols are refused at
- * open time rather than crashing at first call, and keeps dlerror()'s text. */
+ * failure, so the one line that explains a refused file ("undefined symbol:
+ * ...") would be lost. Worse, when a back end fails libltdl tries the next
+ * one, and its own dlopen back end binds lazily: a file refused for an
+ * unresolved symbol would be mapped again, and its constructors run. The back
+ * end registered here is consulted first, but only by a thread inside
+ * hk__ltdl_open_name (other libltdl users in the process see no change). It
+ * opens with RTLD_NOW | RTLD_LOCAL, and when dlopen fails it still answers
+ * with a sentinel module, so libltdl never asks another back end; the caller
+ * closes the sentinel handle and reports dlerror()'s text.
+ *
+ * Why "/proc/<pid>/fd/<fd>": the host checks a file through one descriptor
+ * (hk_loader_trust.c, hk_loader_elf.c) and the dynamic loader must map that
+ * very file, not whatever the path names a moment later. The kernel resolves
+ * the name to the descriptor's open file, with no path walk. The pid (not
+ * "self") keeps the name usable by a debugger reading the link map.
+ * glibc matches dlopen names against the names of loaded objects before it
+ * opens anything (and adds every name an object was requested under), so a
+ * name must never come to mean another file: the descriptor behind a name
+ * stays open for as long as any object in the process may carry the name
+ * (hk__mapped_t below), and a second open of a file already mapped this way
+ * reuses the first name instead of adding one. A descriptor is closed only
+ * after dlopen(name, RTLD_NOLOAD) finds nothing under it. */
 #include "hk__loader.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define HK__LTDL_LOADER_NAME "hk-dlopen"
 
@@ -25,9 +42,21 @@ static pthread_mutex_t hk__ltdl_mutex = PTHREAD_MUTEX_INITIALIZER;
 /* All below are guarded by hk__ltdl_mutex, except the gate, which is per
  * thread so that only our own lt_dlopenadvise calls reach our back end. */
 static _Thread_local int hk__gate;
+static _Thread_local int hk__mine; /* this thread holds hk__ltdl_mutex */
 static int hk__open_failed;
-static char hk__open_error[512];
+static char hk__open_error[1024];
 static int hk__pinned;
+static char hk__refused_module; /* the sentinel's address is the sentinel */
+
+struct hk__mapped {
+    hk__mapped_t *next;
+    dev_t dev;
+    ino_t ino;
+    int fd;
+    unsigned uses; /* our open modules through this name */
+    char name[48]; /* "/proc/<pid>/fd/<fd>" */
+};
+static hk__mapped_t *hk__mapped_list;
 
 static lt_module hk__mod_open(lt_user_data data, const char *filename, lt_dladvise advise)
 {
@@ -41,6 +70,7 @@ static lt_module hk__mod_open(lt_user_data data, const char *filename, lt_dladvi
         const char *e = dlerror();
         hk__open_failed = 1;
         snprintf(hk__open_error, sizeof(hk__open_error), "%s", e ? e : "dlopen failed");
+        return &hk__refused_module;
     }
     return module;
 }
@@ -48,14 +78,46 @@ static lt_module hk__mod_open(lt_user_data data, const char *filename, lt_dladvi
 static int hk__mod_close(lt_user_data data, lt_module module)
 {
     (void)data;
+    if (module == &hk__refused_module)
+        return 0;
     return dlclose(module) != 0;
 }
 
 static void *hk__mod_sym(lt_user_data data, lt_module module, const char *name)
 {
     (void)data;
+    if (module == &hk__refused_module)
+        return NULL;
     dlerror();
     return dlsym(module, name);
+}
+
+static void hk__take(void)
+{
+    pthread_mutex_lock(&hk__ltdl_mutex);
+    hk__mine = 1;
+}
+
+static void hk__give(void)
+{
+    hk__mine = 0;
+    pthread_mutex_unlock(&hk__ltdl_mutex);
+}
+
+/* The fork handlers' use: a constructor that forks runs inside dlopen on a
+ * thread that already holds the lock, and taking it again would deadlock
+ * that thread; then the lock stays as it is (held by the same thread in
+ * the child, which goes on to release it). */
+void hk__ltdl_lock(void)
+{
+    if (!hk__mine)
+        pthread_mutex_lock(&hk__ltdl_mutex);
+}
+
+void hk__ltdl_unlock(void)
+{
+    if (!hk__mine)
+        pthread_mutex_unlock(&hk__ltdl_mutex);
 }
 
 hk_status_t hk__ltdl_init(lt_dladvise *advise)
@@ -63,7 +125,7 @@ hk_status_t hk__ltdl_init(lt_dladvise *advise)
     hk_status_t st = HK_STATUS_OK;
     int inited = 0;
 
-    pthread_mutex_lock(&hk__ltdl_mutex);
+    hk__take();
     if (lt_dlinit() != 0) {
         st = HK_STATUS_INTERNAL;
         goto out;
@@ -101,31 +163,30 @@ out:
     if (st != HK_STATUS_OK && inited)
         lt_dlexit();
     lt_dlerror(); /* leave no stale error for the next caller */
-    pthread_mutex_unlock(&hk__ltdl_mutex);
+    hk__give();
     return st;
 }
 
 void hk__ltdl_exit(lt_dladvise *advise)
 {
-    pthread_mutex_lock(&hk__ltdl_mutex);
+    hk__take();
     lt_dladvise_destroy(advise);
     lt_dlexit();
     lt_dlerror();
-    pthread_mutex_unlock(&hk__ltdl_mutex);
+    hk__give();
 }
 
-lt_dlhandle hk__ltdl_open(lt_dladvise advise, const char *path, char *err, size_t errlen)
+/* Caller holds hk__ltdl_mutex. */
+static lt_dlhandle hk__open_locked(lt_dladvise advise, const char *name, const char *shown,
+                                   char *err, size_t errlen)
 {
-    pthread_mutex_lock(&hk__ltdl_mutex);
     hk__open_failed = 0;
     hk__open_error[0] = '\0';
     hk__gate = 1;
-    lt_dlhandle module = lt_dlopenadvise(path, advise);
+    lt_dlhandle module = lt_dlopenadvise(name, advise);
     hk__gate = 0;
     if (module && hk__open_failed) {
-        /* Our back end refused it but a later one (libltdl's lazy dlopen)
-         * took it: the module has unresolved symbols or similar. Refuse it
-         * with the first loader's reason. */
+        /* The sentinel: our back end refused it. Nothing was mapped. */
         lt_dlclose(module);
         module = NULL;
     }
@@ -133,32 +194,109 @@ lt_dlhandle hk__ltdl_open(lt_dladvise advise, const char *path, char *err, size_
         const char *e = lt_dlerror();
         snprintf(err, errlen, "%s", hk__open_error[0] ? hk__open_error
                                     : (e ? e : "lt_dlopenadvise failed"));
+        hk__reason_rename(err, errlen, name, shown);
     }
     lt_dlerror();
-    pthread_mutex_unlock(&hk__ltdl_mutex);
+    return module;
+}
+
+lt_dlhandle hk__ltdl_open_name(lt_dladvise advise, const char *name, const char *shown,
+                               char *err, size_t errlen)
+{
+    hk__take();
+    lt_dlhandle module = hk__open_locked(advise, name, shown, err, errlen);
+    hk__give();
+    return module;
+}
+
+/* 1 when some object of the process still answers to m's name. */
+static int hk__name_in_use(const hk__mapped_t *m)
+{
+    void *h = dlopen(m->name, RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+    if (!h)
+        return 0;
+    dlclose(h); /* NOLOAD took a reference */
+    return 1;
+}
+
+static void hk__mapped_unlink(hk__mapped_t *m)
+{
+    for (hk__mapped_t **pp = &hk__mapped_list; *pp; pp = &(*pp)->next) {
+        if (*pp == m) {
+            *pp = m->next;
+            return;
+        }
+    }
+}
+
+lt_dlhandle hk__ltdl_open_fd(lt_dladvise advise, int fd, const struct stat *st,
+                             const char *shown, hk__mapped_t **mapped, char *err,
+                             size_t errlen)
+{
+    hk__mapped_t *m = NULL, *fresh = NULL;
+    lt_dlhandle module = NULL;
+
+    *mapped = NULL;
+    hk__take();
+    for (m = hk__mapped_list; m; m = m->next)
+        if (m->dev == st->st_dev && m->ino == st->st_ino)
+            break;
+    if (!m) {
+        fresh = calloc(1, sizeof(*fresh));
+        if (!fresh) {
+            snprintf(err, errlen, "out of memory");
+            goto out;
+        }
+        fresh->dev = st->st_dev;
+        fresh->ino = st->st_ino;
+        fresh->fd = fd;
+        snprintf(fresh->name, sizeof(fresh->name), "/proc/%ld/fd/%d", (long)getpid(), fd);
+        m = fresh;
+    }
+    module = hk__open_locked(advise, m->name, shown, err, errlen);
+    if (!module) {
+        /* A failed dlopen leaves no object behind, hence no name. */
+        free(fresh);
+        goto out;
+    }
+    m->uses++;
+    if (fresh) {
+        fresh->next = hk__mapped_list;
+        hk__mapped_list = fresh;
+    } else {
+        close(fd); /* the file is already mapped under m's name */
+    }
+    *mapped = m;
+out:
+    hk__give();
     return module;
 }
 
 void *hk__ltdl_sym(lt_dlhandle module, const char *name)
 {
-    pthread_mutex_lock(&hk__ltdl_mutex);
+    hk__take();
     void *sym = lt_dlsym(module, name);
     lt_dlerror();
-    pthread_mutex_unlock(&hk__ltdl_mutex);
+    hk__give();
     return sym;
 }
 
-void hk__ltdl_close(lt_dlhandle module)
+void hk__ltdl_close(lt_dlhandle module, hk__mapped_t *mapped)
 {
-    pthread_mutex_lock(&hk__ltdl_mutex);
+    hk__take();
     lt_dlclose(module);
     lt_dlerror();
-    pthread_mutex_unlock(&hk__ltdl_mutex);
+    if (mapped && mapped->uses > 0 && --mapped->uses == 0 && !hk__name_in_use(mapped)) {
+        hk__mapped_unlink(mapped);
+        close(mapped->fd);
+        free(mapped);
+    }
+    hk__give();
 }
 
 void hk__ltdl_keep(lt_dlhandle module)
 {
-    pthread_mutex_lock(&hk__ltdl_mutex);
+    hk__take();
     lt_dlmakeresident(module);
     if (!hk__pinned) {
         /* lt_dlexit at count zero frees the loader vtables that resident
@@ -168,5 +306,5 @@ void hk__ltdl_keep(lt_dlhandle module)
             hk__pinned = 1;
     }
     lt_dlerror();
-    pthread_mutex_unlock(&hk__ltdl_mutex);
+    hk__give();
 }

@@ -1,20 +1,21 @@
-/* handlekit loader: one candidate file, from stat to a validated plugin.
+/* handlekit loader: one candidate file, from its path to a validated plugin.
  *
- * Each step that refuses names itself in the report (DESIGN.md "Plugin ABI"):
- *   scan      stat failed, not a regular file, writable by others
- *             (NOT_FOUND, LOAD_FAILED, INSECURE)
- *   open      the dynamic loader's own message (LOAD_FAILED)
- *   symbol    the missing symbol's name (NOT_FOUND)
- *   negotiate the entry point's status, its ABI version and the host's range
- *             (the plugin's status)
- *   validate  which field of the answer or vtable is wrong (INVALID_VALUE,
- *             ABI_MISMATCH, NULL_POINTER) */
+ * A candidate goes through two halves so that a scan can probe the new
+ * candidates of a directory together (hk_loader_probe.c) between them:
+ *   hk__cand_check   name, privileges, trust walk and open, ELF checks
+ *   hk__cand_finish  the report of a refusal, or the host's own open,
+ *                    symbol lookup, negotiation and validation
+ * Each step that refuses names itself in the report (see hk_loader.h for the
+ * statuses by stage). */
 #include "hk__loader.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <unistd.h>
 
 #include "hk_status_text.h"
 
@@ -48,10 +49,9 @@ static size_t hk__vtable_end(uint32_t minor)
     return ends[minor < n ? minor : n - 1];
 }
 
-/* Calls the entry point and checks its answer. On success fills p's name,
- * version, abi, flags and vtable copy; otherwise sets *stage and reason. */
-static hk_status_t hk__negotiate(hk_loader_t *loader, hk_negotiate_fn entry, hk_plugin_t *p,
-                                 hk_load_stage_t *stage, char *reason, size_t n)
+/* See hk__loader.h. */
+hk_status_t hk__negotiate(hk_loader_t *loader, hk_negotiate_fn entry, hk_plugin_t *p,
+                          hk_load_stage_t *stage, char *reason, size_t n)
 {
     hk_negotiate_request_t req;
     hk__answer_buf_t buf;
@@ -153,107 +153,166 @@ static hk_status_t hk__negotiate(hk_loader_t *loader, hk_negotiate_fn entry, hk_
     return HK_STATUS_OK;
 }
 
-/* A candidate in a directory others may write to can be swapped under us. */
-static hk_status_t hk__check_parent(const char *path, char *reason, size_t n)
+static void hk__refuse(hk__cand_t *c, hk_load_stage_t stage, hk_status_t status)
 {
-    char dir[4096];
-    struct stat st;
-
-    snprintf(dir, sizeof(dir), "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        snprintf(dir, sizeof(dir), ".");
-    else if (slash == dir)
-        dir[1] = '\0';
-    else
-        *slash = '\0';
-    if (stat(dir, &st) != 0)
-        return HK_STATUS_OK; /* the open below reports what is wrong */
-    if (st.st_mode & S_IWOTH) {
-        snprintf(reason, n, "directory %s is writable by others (mode %04o)", dir,
-                 (unsigned)(st.st_mode & 07777));
-        return HK_STATUS_INSECURE;
-    }
-    return HK_STATUS_OK;
+    c->refused = 1;
+    c->stage = stage;
+    c->status = status;
 }
 
-hk_status_t hk__loader_candidate(hk_loader_t *loader, const char *path, int dir_checked,
+/* 1 when resolved (a resolved file path) lies directly in the default
+ * directory. */
+static int hk__in_default_dir(const hk_loader_t *loader, const char *resolved)
+{
+    char dir[PATH_MAX];
+    if (!loader->default_dir || !realpath(loader->default_dir, dir))
+        return 0;
+    size_t n = strlen(dir);
+    if (n == 1)
+        n = 0; /* "/" */
+    return strncmp(resolved, dir, n) == 0 && resolved[n] == '/'
+           && !strchr(resolved + n + 1, '/');
+}
+
+void hk__cand_check(hk_loader_t *loader, hk__cand_t *c, const char *path, int in_default_dir)
+{
+    struct stat st0;
+    char resolved[PATH_MAX];
+    int fd = -1;
+
+    c->path = path;
+    c->fd = -1;
+    c->seen = c->refused = 0;
+    c->probe.answered = 0;
+    c->reason[0] = '\0';
+    hk__file_id_set(&c->id, stat(path, &st0) == 0 ? &st0 : NULL);
+    if (hk__loader_report_find(loader, path, &c->id)) {
+        c->seen = 1;
+        return;
+    }
+
+    if (!hk__plugin_name_ok(path)) {
+        /* libltdl would read a ".la" file and load whatever it names, and
+         * guess extensions for other names: only what we check is opened. */
+        snprintf(c->reason, sizeof(c->reason), "not a plugin file name: only \"*.so\" files are "
+                 "loaded (never a libtool .la file)");
+        hk__refuse(c, HK_STAGE_SCAN, HK_STATUS_LOAD_FAILED);
+        return;
+    }
+    /* Before anything is opened: with elevated privileges, even opening a
+     * file the caller names (a device, a FIFO) is the caller's choice. */
+    if (getauxval(AT_SECURE) && !in_default_dir
+        && (!realpath(path, resolved) || !hk__in_default_dir(loader, resolved))) {
+        snprintf(c->reason, sizeof(c->reason), "the process runs with elevated privileges "
+                 "(AT_SECURE): only plugins in the default directory are loaded");
+        hk__refuse(c, HK_STAGE_SCAN, HK_STATUS_INSECURE);
+        return;
+    }
+    hk_status_t st = hk__trust_open(path, 0, 1, &fd, &c->st, resolved, c->reason,
+                                    sizeof(c->reason));
+    if (st != HK_STATUS_OK) {
+        hk__refuse(c, HK_STAGE_SCAN, st);
+        return;
+    }
+    if (getauxval(AT_SECURE) && !in_default_dir && !hk__in_default_dir(loader, resolved)) {
+        /* A link changed between the two resolutions: the walk's is final. */
+        snprintf(c->reason, sizeof(c->reason), "the process runs with elevated privileges "
+                 "(AT_SECURE): only plugins in the default directory are loaded");
+        hk__refuse(c, HK_STAGE_SCAN, HK_STATUS_INSECURE);
+        goto fail;
+    }
+    if (!c->id.valid) {
+        hk__file_id_set(&c->id, &c->st); /* created since the stat above */
+    } else if (c->id.dev != c->st.st_dev || c->id.ino != c->st.st_ino) {
+        snprintf(c->reason, sizeof(c->reason), "the file was replaced while it was checked");
+        hk__refuse(c, HK_STAGE_SCAN, HK_STATUS_LOAD_FAILED);
+        goto fail;
+    }
+    st = hk__elf_check(fd, c->st.st_size, c->reason, sizeof(c->reason));
+    if (st != HK_STATUS_OK) {
+        hk__refuse(c, HK_STAGE_OPEN, st);
+        goto fail;
+    }
+    c->fd = fd;
+    return;
+fail:
+    close(fd);
+}
+
+/* The probe's answer and the host's must agree: a plugin that answers
+ * differently in the probe was not the plugin that was probed. */
+static int hk__same_as_probe(const hk__cand_t *c, const hk_plugin_t *p, char *reason, size_t n)
+{
+    const hk__probe_result_t *r = &c->probe;
+    const char *what = strcmp(r->name, p->name) != 0 ? "name"
+                       : strcmp(r->version, p->version) != 0 ? "version"
+                       : r->abi != p->abi ? "ABI version"
+                       : r->flags != p->flags ? "flags"
+                       : r->vtable_size != p->vtable.size ? "vtable size" : NULL;
+    if (what)
+        snprintf(reason, n, "the plugin answered another %s in the host than in the probe", what);
+    return what == NULL;
+}
+
+static void hk__plugin_drop(hk_plugin_t *plugin)
+{
+    if (!plugin)
+        return;
+    free(plugin->path);
+    free(plugin->name);
+    free(plugin->version);
+    free(plugin);
+}
+
+/* A candidate reported before: its earlier outcome, and no new report. */
+static hk_status_t hk__cand_seen(hk_loader_t *loader, hk__cand_t *c, const hk__report_t *prev,
                                  hk_plugin_t **out)
 {
-    struct stat st;
-    hk__file_id_t id;
-    char reason[4608]; /* room for a PATH_MAX directory name in a reason */
-    char ebuf[256];
-    hk_load_stage_t stage = HK_STAGE_SCAN;
-    hk_status_t status = HK_STATUS_OK;
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    if (prev->pub.plugin) {
+        if (out)
+            *out = prev->pub.plugin;
+        return HK_STATUS_OK;
+    }
+    hk__loader_set_error(loader, prev->line);
+    return prev->pub.status;
+}
+
+hk_status_t hk__cand_finish(hk_loader_t *loader, hk__cand_t *c, hk_plugin_t **out)
+{
+    hk_load_stage_t stage = c->stage;
+    hk_status_t status = c->status;
+    char *reason = c->reason;
+    const size_t n = sizeof(c->reason);
     lt_dlhandle module = NULL;
+    hk__mapped_t *mapped = NULL;
     hk_plugin_t *plugin = NULL;
-    int stat_errno = 0;
 
     if (out)
         *out = NULL;
-    if (stat(path, &st) != 0) {
-        stat_errno = errno;
-        hk__file_id_set(&id, NULL);
-    } else {
-        hk__file_id_set(&id, &st);
-    }
-
-    hk__report_t *prev = hk__loader_report_find(loader, path, &id);
-    if (prev) {
-        if (prev->pub.plugin) {
-            if (out)
-                *out = prev->pub.plugin;
-            return HK_STATUS_OK;
-        }
-        hk__loader_set_error(loader, prev->line);
-        return prev->pub.status;
-    }
-
-    if (stat_errno) {
-        status = stat_errno == ENOENT ? HK_STATUS_NOT_FOUND : HK_STATUS_LOAD_FAILED;
-        snprintf(reason, sizeof(reason), "cannot stat: %s",
-                 strerror_r(stat_errno, ebuf, sizeof(ebuf)));
+    /* Again: two names of one file in one batch are one candidate. */
+    hk__report_t *prev = hk__loader_report_find(loader, c->path, &c->id);
+    if (prev)
+        return hk__cand_seen(loader, c, prev, out);
+    if (c->refused)
         goto refuse;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        status = HK_STATUS_LOAD_FAILED;
-        snprintf(reason, sizeof(reason), "not a regular file");
-        goto refuse;
-    }
-    if (st.st_mode & S_IWOTH) {
-        status = HK_STATUS_INSECURE;
-        snprintf(reason, sizeof(reason), "file is writable by others (mode %04o)",
-                 (unsigned)(st.st_mode & 07777));
-        goto refuse;
-    }
-    if (!dir_checked) {
-        status = hk__check_parent(path, reason, sizeof(reason));
-        if (status != HK_STATUS_OK)
-            goto refuse;
-    }
 
     stage = HK_STAGE_OPEN;
-    /* A bare file name would send libltdl and dlopen searching the library
-     * path for some other file of that name: open the one we checked. */
-    if (!strchr(path, '/')) {
-        char here[4352];
-        snprintf(here, sizeof(here), "./%s", path);
-        module = hk__ltdl_open(loader->advise, here, reason, sizeof(reason));
-    } else {
-        module = hk__ltdl_open(loader->advise, path, reason, sizeof(reason));
-    }
+    module = hk__ltdl_open_fd(loader->advise, c->fd, &c->st, c->path, &mapped, reason, n);
     if (!module) {
         status = HK_STATUS_LOAD_FAILED;
         goto refuse;
     }
+    c->fd = -1; /* the module's now */
 
     stage = HK_STAGE_SYMBOL;
     hk_negotiate_fn entry;
     void *sym = hk__ltdl_sym(module, HK_ENTRY_SYMBOL);
     if (!sym) {
         status = HK_STATUS_NOT_FOUND;
-        snprintf(reason, sizeof(reason), "missing entry symbol %s", HK_ENTRY_SYMBOL);
+        snprintf(reason, n, "missing entry symbol %s", HK_ENTRY_SYMBOL);
         goto refuse;
     }
     /* POSIX guarantees that a data pointer from dlsym converts to a function
@@ -263,25 +322,31 @@ hk_status_t hk__loader_candidate(hk_loader_t *loader, const char *path, int dir_
     plugin = calloc(1, sizeof(*plugin));
     if (!plugin) {
         status = HK_STATUS_OUT_OF_MEMORY;
-        snprintf(reason, sizeof(reason), "out of memory");
+        snprintf(reason, n, "out of memory");
         goto refuse;
     }
-    status = hk__negotiate(loader, entry, plugin, &stage, reason, sizeof(reason));
+    status = hk__negotiate(loader, entry, plugin, &stage, reason, n);
     if (status != HK_STATUS_OK)
         goto refuse;
+    if (c->probe.answered && !hk__same_as_probe(c, plugin, reason, n)) {
+        stage = HK_STAGE_VALIDATE;
+        status = HK_STATUS_INVALID_VALUE;
+        goto refuse;
+    }
     plugin->loader = loader;
     plugin->module = module;
-    plugin->dev = st.st_dev;
-    plugin->ino = st.st_ino;
-    plugin->path = strdup(path);
+    plugin->mapped = mapped;
+    plugin->dev = c->st.st_dev;
+    plugin->ino = c->st.st_ino;
+    plugin->path = strdup(c->path);
     if (!plugin->path || hk__loader_plugin_add(loader, plugin) != HK_STATUS_OK) {
         status = HK_STATUS_OUT_OF_MEMORY;
-        snprintf(reason, sizeof(reason), "out of memory");
+        snprintf(reason, n, "out of memory");
         goto refuse;
     }
     if (!(plugin->flags & HK_PLUGIN_UNLOAD_SAFE))
         hk__ltdl_keep(module);
-    hk__loader_report_add(loader, path, HK_STAGE_LOADED, HK_STATUS_OK, "", plugin, &id);
+    hk__loader_report_add(loader, c->path, HK_STAGE_LOADED, HK_STATUS_OK, "", plugin, &c->id);
     if (out)
         *out = plugin;
     return HK_STATUS_OK;
@@ -289,14 +354,12 @@ hk_status_t hk__loader_candidate(hk_loader_t *loader, const char *path, int dir_
 refuse:
     /* Nothing of a refused module was handed out, so closing it is safe. */
     if (module)
-        hk__ltdl_close(module);
-    if (plugin) {
-        free(plugin->path);
-        free(plugin->name);
-        free(plugin->version);
-        free(plugin);
-    }
-    hk__loader_report_add(loader, path, stage, status, reason, NULL, &id);
+        hk__ltdl_close(module, mapped);
+    else if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    hk__plugin_drop(plugin);
+    hk__loader_report_add(loader, c->path, stage, status, reason, NULL, &c->id);
     return status;
 }
 
@@ -310,8 +373,16 @@ hk_status_t hk_loader_open(hk_loader_t *loader, const char *path, hk_plugin_t **
         hk__loader_set_error(loader, "hk_loader_open: path is NULL");
         return HK_STATUS_NULL_POINTER;
     }
-    pthread_mutex_lock(&loader->open_lock);
-    hk_status_t st = hk__loader_candidate(loader, path, 0, out);
-    pthread_mutex_unlock(&loader->open_lock);
+    hk__cand_t *c = calloc(1, sizeof(*c));
+    if (!c) {
+        hk__loader_set_error(loader, "hk_loader_open: out of memory");
+        return HK_STATUS_OUT_OF_MEMORY;
+    }
+    hk__gate_enter(loader);
+    hk__cand_check(loader, c, path, 0);
+    hk__probe_batch(loader, &c, 1);
+    hk_status_t st = hk__cand_finish(loader, c, out);
+    hk__gate_leave(loader);
+    free(c);
     return st;
 }

@@ -4,7 +4,8 @@
  * default directory. Inside a directory, regular files whose names end in
  * ".so" (hidden files skipped), sorted by name so every run loads in the same
  * order. libltdl's lt_dlforeachfile is not used: it strips and guesses
- * extensions, and we want to open exactly the files we list. */
+ * extensions, and we want to open exactly the files we list. The directory
+ * is listed through the descriptor its trust check opened. */
 #include "hk__loader.h"
 
 #include <dirent.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <unistd.h>
 
 #define HK__PATH_ENV "HK_PLUGIN_PATH"
 
@@ -27,63 +29,42 @@ static int hk__cmp_names(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* Refuses the directory itself with one report, or returns OK. A refused
+/* Checks the directory and every directory above it (hk_loader_trust.c);
+ * refuses it with one report, or returns OK with *fd open on it. A refused
  * directory is reported once per loader, like a refused file. */
-static hk_status_t hk__check_dir(hk_loader_t *loader, const char *dir)
+static hk_status_t hk__check_dir(hk_loader_t *loader, const char *dir, int *fd)
 {
     struct stat st;
     hk__file_id_t id;
-    char reason[512], ebuf[256];
-    hk_status_t status;
+    char reason[HK__REASON_MAX];
 
-    if (stat(dir, &st) != 0) {
-        int e = errno;
-        hk__file_id_set(&id, NULL);
-        status = e == ENOENT ? HK_STATUS_NOT_FOUND : HK_STATUS_LOAD_FAILED;
-        snprintf(reason, sizeof(reason), "cannot read directory: %s",
-                 strerror_r(e, ebuf, sizeof(ebuf)));
-    } else if (!S_ISDIR(st.st_mode)) {
-        hk__file_id_set(&id, &st);
-        status = HK_STATUS_LOAD_FAILED;
-        snprintf(reason, sizeof(reason), "not a directory");
-    } else if (st.st_mode & S_IWOTH) {
-        hk__file_id_set(&id, &st);
-        status = HK_STATUS_INSECURE;
-        snprintf(reason, sizeof(reason), "directory is writable by others (mode %04o)",
-                 (unsigned)(st.st_mode & 07777));
-    } else {
+    hk_status_t status = hk__trust_open(dir, 1, 1, fd, &st, NULL, reason, sizeof(reason));
+    if (status == HK_STATUS_OK)
         return HK_STATUS_OK;
-    }
+    hk__file_id_set(&id, stat(dir, &st) == 0 ? &st : NULL);
     if (!hk__loader_report_find(loader, dir, &id))
         hk__loader_report_add(loader, dir, HK_STAGE_SCAN, status, reason, NULL, &id);
     return status;
 }
 
-static void hk__scan_dir(hk_loader_t *loader, const char *dir)
+/* The candidate names of an open directory, sorted; NULL with *count 0 when
+ * there are none. Returns -1 when out of memory. Closes fd. */
+static int hk__list_dir(int fd, char ***out, size_t *count)
 {
     char **names = NULL;
-    size_t count = 0, cap = 0;
-    char *path = NULL;
-    DIR *d = NULL;
+    size_t n = 0, cap = 0;
+    DIR *d = fdopendir(fd);
 
-    if (hk__check_dir(loader, dir) != HK_STATUS_OK)
-        return;
-    d = opendir(dir);
+    *out = NULL;
+    *count = 0;
     if (!d) {
-        char reason[512], ebuf[256];
-        hk__file_id_t id;
-        hk__file_id_set(&id, NULL);
-        snprintf(reason, sizeof(reason), "cannot read directory: %s",
-                 strerror_r(errno, ebuf, sizeof(ebuf)));
-        if (!hk__loader_report_find(loader, dir, &id))
-            hk__loader_report_add(loader, dir, HK_STAGE_SCAN, HK_STATUS_LOAD_FAILED, reason,
-                                  NULL, &id);
-        return;
+        close(fd);
+        return -1;
     }
     for (struct dirent *e; (e = readdir(d)) != NULL;) {
         if (!hk__is_candidate_name(e->d_name))
             continue;
-        if (count == cap) {
+        if (n == cap) {
             size_t ncap = cap ? 2 * cap : 32;
             char **grown = realloc(names, ncap * sizeof(*grown));
             if (!grown)
@@ -91,35 +72,78 @@ static void hk__scan_dir(hk_loader_t *loader, const char *dir)
             names = grown;
             cap = ncap;
         }
-        names[count] = strdup(e->d_name);
-        if (!names[count])
+        names[n] = strdup(e->d_name);
+        if (!names[n])
             goto oom;
-        count++;
+        n++;
     }
-    qsort(names, count, sizeof(*names), hk__cmp_names);
+    closedir(d);
+    if (n)
+        qsort(names, n, sizeof(*names), hk__cmp_names);
+    *out = names;
+    *count = n;
+    return 0;
+oom:
+    closedir(d);
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    return -1;
+}
 
+/* Checks every candidate of the directory, probes the new ones together,
+ * then finishes them in name order (so reports come in name order). */
+static void hk__scan_dir(hk_loader_t *loader, const char *dir, int is_default)
+{
+    char **names = NULL;
+    size_t count = 0;
+    hk__cand_t **cands = NULL;
+    int fd = -1;
+
+    if (hk__check_dir(loader, dir, &fd) != HK_STATUS_OK)
+        return;
+    if (hk__list_dir(fd, &names, &count) != 0)
+        goto oom;
+    if (count == 0)
+        return;
+    cands = calloc(count, sizeof(*cands));
+    if (!cands)
+        goto oom;
     size_t dlen = strlen(dir);
+    const char *sep = (dlen && dir[dlen - 1] == '/') ? "" : "/";
     for (size_t i = 0; i < count; i++) {
         size_t n = dlen + strlen(names[i]) + 2;
-        char *grown = realloc(path, n);
-        if (!grown)
+        char *path = malloc(n);
+        cands[i] = calloc(1, sizeof(**cands));
+        if (!path || !cands[i]) {
+            free(path);
             goto oom;
-        path = grown;
-        snprintf(path, n, "%s%s%s", dir, (dlen && dir[dlen - 1] == '/') ? "" : "/", names[i]);
-        /* The outcome is in the report; a refusal never stops the scan. */
-        hk__loader_candidate(loader, path, 1, NULL);
+        }
+        snprintf(path, n, "%s%s%s", dir, sep, names[i]);
+        free(names[i]);
+        names[i] = path; /* the candidate's path, kept until it is finished */
+        hk__cand_check(loader, cands[i], path, is_default);
     }
+    hk__probe_batch(loader, cands, count);
+    /* The outcome is in the report; a refusal never stops the scan. */
+    for (size_t i = 0; i < count; i++)
+        hk__cand_finish(loader, cands[i], NULL);
     goto out;
 
 oom:
     hk__loader_set_error(loader, "out of memory while scanning a plugin directory");
+    /* Candidates checked so far hold descriptors: give them back. */
+    for (size_t i = 0; cands && i < count && cands[i]; i++)
+        if (cands[i]->fd >= 0)
+            close(cands[i]->fd);
 out:
-    if (d)
-        closedir(d);
-    for (size_t i = 0; i < count; i++)
+    for (size_t i = 0; i < count; i++) {
         free(names[i]);
+        if (cands)
+            free(cands[i]);
+    }
     free(names);
-    free(path);
+    free(cands);
 }
 
 /* HK_PLUGIN_PATH lets whoever sets the environment choose the code we run;
@@ -144,7 +168,7 @@ static void hk__scan_env(hk_loader_t *loader)
     }
     char *save = NULL;
     for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save))
-        hk__scan_dir(loader, dir);
+        hk__scan_dir(loader, dir, 0);
     free(copy);
 }
 
@@ -152,11 +176,11 @@ hk_status_t hk_loader_scan(hk_loader_t *loader)
 {
     if (!loader)
         return HK_STATUS_NULL_POINTER;
-    pthread_mutex_lock(&loader->open_lock);
+    hk__gate_enter(loader);
     if (!loader->ignore_env)
         hk__scan_env(loader);
     if (loader->default_dir)
-        hk__scan_dir(loader, loader->default_dir);
-    pthread_mutex_unlock(&loader->open_lock);
+        hk__scan_dir(loader, loader->default_dir, 1);
+    hk__gate_leave(loader);
     return HK_STATUS_OK;
 }

@@ -149,7 +149,7 @@ static void test_bare_name_is_current_dir(void)
     CU_ASSERT_EQUAL(hk_loader_open(loader, "tp_twin2.so", &p), HK_STATUS_OK);
     CU_ASSERT_STRING_EQUAL(hk_plugin_version(p), "2.0.0");
     CU_ASSERT_EQUAL(hk_loader_open(loader, "x.so", NULL), HK_STATUS_LOAD_FAILED);
-    CU_ASSERT_STRING_EQUAL(hk_loader_last_error(loader), "x.so: open: ./x.so: invalid ELF header");
+    CU_ASSERT_STRING_EQUAL(hk_loader_last_error(loader), "x.so: open: not an ELF file");
     CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
     CU_ASSERT_EQUAL(chdir(cwd), 0);
 }
@@ -191,5 +191,7 @@ int hk_test_register(void)
     hk_test_add(s, "NULL arguments: statuses, no crash", test_null_arguments);
     tl_register_abi();
     tl_register_scan();
+    tl_register_hostile();
+    tl_register_fork();
     return 0;
 }

@@ -2,12 +2,21 @@
 #include "test_loader_util.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "hk_status_text.h"
 
 const char *tl_plugin(const char *file)
 {
@@ -16,11 +25,16 @@ const char *tl_plugin(const char *file)
     return buf;
 }
 
+/* Under the build tree, not $TMPDIR: the loader refuses plugins below a
+ * directory that others can write, and /tmp is one. */
 int tl_mkdtemp(char *buf, size_t n)
 {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(buf, n, "%s/hk-loader-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    return mkdtemp(buf) ? 0 : -1;
+    if (mkdir(HK_TEST_TMP_DIR, 0755) != 0 && errno != EEXIST)
+        return -1;
+    snprintf(buf, n, "%s/hk-loader-XXXXXX", HK_TEST_TMP_DIR);
+    if (!mkdtemp(buf))
+        return -1;
+    return chmod(buf, 0755); /* a probe or helper of another user may read it */
 }
 
 void tl_rmtree(const char *dir)
@@ -34,7 +48,7 @@ void tl_rmtree(const char *dir)
             continue;
         snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
         if (unlink(path) != 0)
-            rmdir(path);
+            tl_rmtree(path);
     }
     closedir(d);
     chmod(dir, 0700);
@@ -120,4 +134,148 @@ int tl_is_mapped(const char *path)
     }
     fclose(f);
     return found;
+}
+
+static double tl_now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* The host: never returns. */
+static void tl_host_child(const tl_host_job_t *job, int out)
+{
+    hk_loader_options_t o;
+    hk_loader_t *loader = NULL;
+    memset(&o, 0, sizeof(o));
+    o.size = sizeof(o);
+    o.ignore_env = 1;
+    o.default_dir = job->scan_dir;
+    o.isolation = job->isolation;
+    o.probe_timeout_ms = job->timeout_ms ? job->timeout_ms : 300;
+    o.probe_path = job->probe_path;
+    double t0 = tl_now_ms();
+    if (hk_loader_create(&o, &loader) != HK_STATUS_OK)
+        _exit(90);
+    if (job->open_path)
+        hk_loader_open(loader, job->open_path, NULL);
+    for (int i = 0; job->scan_dir && i < (job->scans ? job->scans : 1); i++)
+        hk_loader_scan(loader);
+    dprintf(out, "ms=%.3f\n", tl_now_ms() - t0);
+    for (size_t i = 0; i < hk_loader_report_count(loader); i++) {
+        const hk_load_report_t *r = hk_loader_report(loader, i);
+        dprintf(out, "report=%s|%s|%s|%s\n", r->path, hk_load_stage_name(r->stage),
+                hk_status_name(r->status), r->reason);
+        char real[4096];
+        if (realpath(r->path, real) && tl_is_mapped(real) == 1)
+            dprintf(out, "mapped=%s\n", r->path);
+    }
+    dprintf(out, "plugins=%zu\n", hk_loader_plugin_count(loader));
+    _exit(0);
+}
+
+int tl_host_run(const tl_host_job_t *job, tl_host_run_t *run)
+{
+    int p[2];
+    size_t len = 0;
+    memset(run, 0, sizeof(*run));
+    run->wstatus = -1;
+    if (pipe(p) != 0)
+        return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        close(p[0]);
+        tl_host_child(job, p[1]);
+    }
+    close(p[1]);
+    run->pid = pid;
+    double deadline = tl_now_ms() + (job->deadline_ms ? job->deadline_ms : 60000);
+    for (;;) {
+        double left = deadline - tl_now_ms();
+        struct pollfd pf = {p[0], POLLIN, 0};
+        if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
+            break;
+        ssize_t got = read(p[0], run->out + len, sizeof(run->out) - 1 - len);
+        if (got <= 0)
+            break;
+        len += (size_t)got;
+    }
+    run->out[len] = '\0';
+    close(p[0]);
+    int ws = 0;
+    for (;;) { /* EOF comes a moment before the child can be reaped */
+        if (waitpid(pid, &ws, WNOHANG) == pid)
+            break;
+        if (tl_now_ms() > deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &ws, 0);
+            ws = -1;
+            break;
+        }
+        usleep(200);
+    }
+    run->wstatus = ws;
+    const char *ms = strstr(run->out, "ms=");
+    run->ms = ms ? atof(ms + 3) : -1;
+    if (ws != 0)
+        printf("\n    host child %ld ended with wait status %d; it said:\n%s", (long)pid, ws,
+               run->out);
+    return ws == 0 ? 0 : -1;
+}
+
+int tl_has_line(const tl_host_run_t *run, const char *line)
+{
+    size_t n = strlen(line);
+    for (const char *p = run->out; (p = strstr(p, line)) != NULL; p++)
+        if ((p == run->out || p[-1] == '\n') && p[n] == '\n')
+            return 1;
+    printf("\n    no line \"%s\" in:\n%s", line, run->out);
+    return 0;
+}
+
+int tl_has_line_like(const tl_host_run_t *run, const char *prefix, const char *suffix)
+{
+    size_t np = strlen(prefix), ns = strlen(suffix);
+    for (const char *p = run->out; (p = strstr(p, prefix)) != NULL; p++) {
+        if (p != run->out && p[-1] != '\n')
+            continue;
+        const char *end = strchr(p, '\n');
+        if (end && (size_t)(end - p) >= np + ns && memcmp(end - ns, suffix, ns) == 0)
+            return 1;
+    }
+    printf("\n    no line \"%s...%s\" in:\n%s", prefix, suffix, run->out);
+    return 0;
+}
+
+void tl_marker_count(const char *marker, pid_t pid, int *total, int *by_pid)
+{
+    char line[256];
+    *total = *by_pid = 0;
+    FILE *f = fopen(marker, "r");
+    if (!f)
+        return;
+    while (fgets(line, sizeof(line), f)) {
+        (*total)++;
+        if (atol(line) == (long)pid)
+            (*by_pid)++;
+    }
+    fclose(f);
+}
+
+const char *tl_setuid_unavailable(void)
+{
+    struct statvfs vfs;
+    if (geteuid() != 0)
+        return "needs root to give a set-user-ID copy of the helper to uid 65534";
+    if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1)
+        return "no_new_privs is set: set-user-ID bits are not honoured";
+    if (mkdir(HK_TEST_TMP_DIR, 0755) != 0 && errno != EEXIST)
+        return "cannot make the test directory";
+    if (statvfs(HK_TEST_TMP_DIR, &vfs) == 0 && (vfs.f_flag & ST_NOSUID))
+        return "the build tree is mounted nosuid";
+    return NULL;
 }

@@ -5,6 +5,7 @@
 #define TEST_LOADER_UTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "hk_loader.h"
@@ -13,10 +14,11 @@
  * ("tp_good.so"). Returns a static buffer of the calling thread. */
 const char *tl_plugin(const char *file);
 
-/* Creates a fresh directory under $TMPDIR (mode 0700) into buf. 0 on success. */
+/* Creates a fresh directory under HK_TEST_TMP_DIR (in the build tree; mode
+ * 0755) into buf. 0 on success. */
 int tl_mkdtemp(char *buf, size_t n);
 
-/* Removes a directory made by tl_mkdtemp and the plain files in it. */
+/* Removes a directory made by tl_mkdtemp and everything in it. */
 void tl_rmtree(const char *dir);
 
 /* Copies src to dir/name with mode; writes the new path into out. 0 on success. */
@@ -36,8 +38,48 @@ const hk_load_report_t *tl_open_one(const char *file, hk_loader_t **loader);
 /* 1 when path is mapped into this process (/proc/self/maps), else 0. */
 int tl_is_mapped(const char *path);
 
+/* A loader run in a child process, "the host": a plugin that crashes or
+ * exits the host ends that child, not the test program. */
+typedef struct tl_host_job {
+    const char *open_path;  /* hk_loader_open this file, or NULL */
+    const char *scan_dir;   /* or scan this directory (as the default one) */
+    int scans;              /* how often to scan (0 → 1) */
+    uint32_t isolation;     /* HK_ISOLATION_* */
+    uint32_t timeout_ms;    /* probe_timeout_ms; 0 → 300 */
+    const char *probe_path; /* may be NULL */
+    int deadline_ms;        /* the child is killed after this; 0 → 60000 */
+} tl_host_job_t;
+
+typedef struct tl_host_run {
+    int wstatus;    /* the child's wait status, -1 when killed at the deadline */
+    pid_t pid;      /* the host's pid */
+    double ms;      /* how long create + open or scans took in the host */
+    /* One line each: "report=<path>|<stage>|<status>|<reason>" per report,
+     * "mapped=<path>" per report path mapped into the host, "plugins=<n>". */
+    char out[65536];
+} tl_host_run_t;
+
+/* Runs job in a child with a deadline. Returns 0 when the child exited with
+ * status 0. */
+int tl_host_run(const tl_host_job_t *job, tl_host_run_t *run);
+
+/* 1 when run's output has exactly this line. */
+int tl_has_line(const tl_host_run_t *run, const char *line);
+
+/* 1 when run's output has a line starting with prefix and ending with suffix. */
+int tl_has_line_like(const tl_host_run_t *run, const char *prefix, const char *suffix);
+
+/* Marker lines ("<pid> <what>") written by the hostile test plugins into
+ * the file named by $HK_TP_MARKER: how many in all, and how many by pid. */
+void tl_marker_count(const char *marker, pid_t pid, int *total, int *by_pid);
+
+/* Why a set-user-ID copy of the helper cannot run here, or NULL when it can. */
+const char *tl_setuid_unavailable(void);
+
 /* Registration of the test files. */
 void tl_register_abi(void);
 void tl_register_scan(void);
+void tl_register_hostile(void);
+void tl_register_fork(void);
 
 #endif /* TEST_LOADER_UTIL_H */

@@ -13,11 +13,30 @@
  *   TP_ANSWER_TYPE, TP_ANSWER_SIZE   corrupt the answer header
  *   TP_FLAGS                HK_PLUGIN_* flags
  *
+ * Hostile builds (tests/loader/test_loader_hostile.c). Each one first appends
+ * "<pid> <what>" to the file named by $HK_TP_MARKER, so a test can tell
+ * which process ran its code:
+ *   TP_CTOR=1..5            a constructor that marks, then: 1 returns,
+ *                           2 crashes (SIGSEGV), 3 calls exit(3),
+ *                           4 calls a symbol no library defines (build with
+ *                           TP_UNRESOLVED, linked without -z defs), 5 hangs,
+ *                           6 forks a child that exits at once, and waits
+ *   TP_NEG=1..4             the entry point marks, then: 1 crashes, 2 calls
+ *                           exit(3), 3 hangs, 4 writes garbage to every
+ *                           descriptor from 3 to 63 and answers normally
+ *   TP_INIT_FN              defines tp_init_fn, which the build names as
+ *                           DT_INIT (-Wl,-init=tp_init_fn)
+ *
  * Every build serves table "tp.info/1" so a test can tell which file's code
  * answered: two versions of one plugin loaded side by side each report their
  * own version and keep their own counter. */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "hk_abi.h"
 #include "tp_info.h"
@@ -39,6 +58,69 @@
 #endif
 
 #define TP_EXPORT __attribute__((visibility("default")))
+
+#if defined(TP_CTOR) || defined(TP_NEG) || defined(TP_INIT_FN)
+static void tp_mark(const char *what)
+{
+    const char *path = getenv("HK_TP_MARKER");
+    char line[64];
+    if (!path)
+        return;
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return;
+    int n = snprintf(line, sizeof(line), "%ld %s\n", (long)getpid(), what);
+    if (write(fd, line, (size_t)n) != n)
+        n = -1;
+    close(fd);
+}
+
+__attribute__((unused)) static void tp_hang(void)
+{
+    for (;;)
+        pause();
+}
+
+__attribute__((unused)) static void tp_crash(void)
+{
+    *(volatile int *)(uintptr_t)16 = 1;
+    raise(SIGSEGV); /* should the store not fault */
+}
+#endif
+
+#ifdef TP_UNRESOLVED
+void tp_missing_symbol(void); /* defined nowhere: RTLD_NOW refuses the file */
+#endif
+
+#ifdef TP_CTOR
+__attribute__((constructor)) static void tp_ctor(void)
+{
+    tp_mark("ctor");
+#if TP_CTOR == 2
+    tp_crash();
+#elif TP_CTOR == 3
+    exit(3);
+#elif TP_CTOR == 4
+    tp_missing_symbol();
+#elif TP_CTOR == 5
+    tp_hang();
+#elif TP_CTOR == 6
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(0);
+    if (pid > 0)
+        waitpid(pid, NULL, 0);
+#endif
+}
+#endif
+
+#ifdef TP_INIT_FN
+TP_EXPORT void tp_init_fn(void);
+TP_EXPORT void tp_init_fn(void)
+{
+    tp_mark("init");
+}
+#endif
 
 struct hk_handle {
     void *stream;
@@ -214,6 +296,21 @@ TP_EXPORT hk_status_t hk_plugin_negotiate(const hk_negotiate_request_t *req,
                                           hk_negotiate_answer_t *ans)
 #endif
 {
+#ifdef TP_NEG
+    tp_mark("negotiate");
+#if TP_NEG == 1
+    tp_crash();
+#elif TP_NEG == 2
+    exit(3);
+#elif TP_NEG == 3
+    tp_hang();
+#elif TP_NEG == 4
+    static const char junk[] = "\x7f" "ELF garbage from a plugin's negotiation\n";
+    for (int fd = 3; fd < 64; fd++)
+        if (write(fd, junk, sizeof(junk) - 1) < 0)
+            continue;
+#endif
+#endif
     if (!req || !ans)
         return HK_STATUS_NULL_POINTER;
     memset(ans, 0, sizeof(*ans));

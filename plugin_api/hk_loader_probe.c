@@ -1,0 +1,454 @@
+/* handlekit loader: the host's side of isolation.
+ *
+ * Before the host maps a new candidate, the probe program loads and
+ * negotiates it in a process of its own, so that a constructor or a
+ * negotiation that crashes, exits, hangs or writes garbage costs that file
+ * its place and not the host its life (the protocol is in hk__loader.h).
+ *
+ * Why a separate program started with posix_spawn, and not fork(): a host may
+ * be multithreaded, and a forked copy of it holds every lock that another
+ * thread held at the fork (malloc arenas, the dynamic loader's, the host's
+ * own), so dlopen in such a child can deadlock or run on inconsistent state.
+ * posix_spawn (clone + exec in glibc) runs no fork handlers and copies no
+ * lock; the probe starts single-threaded, and only it forks, one child per
+ * candidate, which is safe there. The program is found through
+ * hk_loader_options_t.probe_path, else "hk-probe" beside the executable,
+ * else the one built with this loader (HK_PROBE_BUILD_PATH); it is checked
+ * like a plugin (hk_loader_trust.c) and executed through the checked
+ * descriptor. */
+#include "hk__loader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+void hk__reason_rename(char *text, size_t n, const char *from, const char *to)
+{
+    size_t flen = strlen(from), tlen = strlen(to);
+    char *hit = flen ? strstr(text, from) : NULL;
+    while (hit) {
+        size_t tail = strlen(hit + flen);
+        size_t pos = (size_t)(hit - text);
+        if (pos + tlen + tail + 1 > n)
+            return; /* no room: leave the rest as it is */
+        memmove(hit + tlen, hit + flen, tail + 1);
+        memcpy(hit, to, tlen);
+        hit = strstr(hit + tlen, from);
+    }
+}
+
+/* Tries one place for the probe program. Returns 1 when found (usable or
+ * not: *fd or reason says), 0 when there is no file there. */
+static int hk__probe_try(const char *path, int *fd, char *reason, size_t n)
+{
+    struct stat st;
+    char why[HK__REASON_MAX];
+    if (access(path, F_OK) != 0 && errno == ENOENT)
+        return 0;
+    if (hk__trust_open(path, 0, 1, fd, &st, NULL, why, sizeof(why)) != HK_STATUS_OK) {
+        snprintf(reason, n, "%s: %s", path, why);
+        return 1;
+    }
+    if (!(st.st_mode & S_IXUSR)) {
+        close(*fd);
+        *fd = -1;
+        snprintf(reason, n, "%s is not executable", path);
+    }
+    return 1;
+}
+
+/* Finds and checks the probe program once per loader. */
+static hk_status_t hk__probe_ready(hk_loader_t *loader)
+{
+    char reason[HK__REASON_MAX], path[PATH_MAX + 16];
+    int fd = -1;
+
+    if (loader->probe_fd >= 0)
+        return HK_STATUS_OK;
+    if (loader->probe_error)
+        return HK_STATUS_LOAD_FAILED;
+    reason[0] = '\0';
+    if (loader->probe_path) {
+        if (!hk__probe_try(loader->probe_path, &fd, reason, sizeof(reason)))
+            snprintf(reason, sizeof(reason), "%s: no such file", loader->probe_path);
+    } else {
+        int found = 0;
+        ssize_t len = readlink("/proc/self/exe", path, PATH_MAX - 1);
+        if (len > 0) {
+            path[len] = '\0';
+            char *dir = dirname(path);
+            memmove(path, dir, strlen(dir) + 1);
+            strcat(path, "/hk-probe");
+            found = hk__probe_try(path, &fd, reason, sizeof(reason));
+        }
+#ifdef HK_PROBE_BUILD_PATH
+        if (!found)
+            found = hk__probe_try(HK_PROBE_BUILD_PATH, &fd, reason, sizeof(reason));
+#endif
+        if (!found)
+            snprintf(reason, sizeof(reason), "hk-probe is neither beside the executable nor "
+                     "where this loader was built; set probe_path or turn isolation off");
+    }
+    if (fd < 0) {
+        size_t n = strlen(reason) + 32;
+        loader->probe_error = malloc(n);
+        if (loader->probe_error)
+            snprintf(loader->probe_error, n, "no usable probe program: %s", reason);
+        return HK_STATUS_LOAD_FAILED;
+    }
+    loader->probe_fd = fd;
+    return HK_STATUS_OK;
+}
+
+static long long hk__now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Starts the probe for cands[0..k); returns its pid or -1 (errno set) and
+ * *rd, the read end of its answer pipe. */
+static pid_t hk__probe_spawn(hk_loader_t *loader, hk__cand_t **cands, size_t k, int *rd)
+{
+    /* Every source descriptor is first moved above the targets, so that no
+     * dup2 of the file actions overwrites a source still to be copied. */
+    int base = HK__PROBE_FD_FIRST + (int)k, tmp[HK__PROBE_CHUNK + 2], ntmp = 0, pfd[2];
+    char a0[16], a1[16], a2[16], a3[16], exe[48];
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    sigset_t none, all;
+    pid_t pid = -1;
+    int err = 0;
+
+    if (pipe2(pfd, O_CLOEXEC) != 0)
+        return -1;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&attr);
+    tmp[ntmp++] = fcntl(pfd[1], F_DUPFD_CLOEXEC, base);
+    tmp[ntmp++] = fcntl(loader->probe_fd, F_DUPFD_CLOEXEC, base);
+    for (size_t i = 0; i < k; i++)
+        tmp[ntmp++] = fcntl(cands[i]->fd, F_DUPFD_CLOEXEC, base);
+    for (int i = 0; i < ntmp; i++)
+        if (tmp[i] < 0)
+            err = errno ? errno : EMFILE;
+    if (err)
+        goto out;
+    posix_spawn_file_actions_adddup2(&fa, tmp[0], HK__PROBE_FD_HOST);
+    for (size_t i = 0; i < k; i++)
+        posix_spawn_file_actions_adddup2(&fa, tmp[2 + i], HK__PROBE_FD_FIRST + (int)i);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    /* Default handlers and no blocked signal: a host that ignores SIGSEGV or
+     * blocks SIGTERM must not pass that on to plugins' code. */
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    snprintf(a0, sizeof(a0), "%u", (unsigned)loader->abi_min);
+    snprintf(a1, sizeof(a1), "%u", (unsigned)loader->abi_max);
+    snprintf(a2, sizeof(a2), "%u", (unsigned)loader->probe_timeout_ms);
+    snprintf(a3, sizeof(a3), "%zu", k);
+    snprintf(exe, sizeof(exe), "/proc/self/fd/%d", tmp[1]);
+    char *argv[] = {"hk-probe", a0, a1, a2, a3, NULL};
+    err = posix_spawn(&pid, exe, &fa, &attr, argv, environ);
+    if (err)
+        pid = -1;
+out:
+    for (int i = 0; i < ntmp; i++)
+        if (tmp[i] >= 0)
+            close(tmp[i]);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    close(pfd[1]);
+    if (pid < 0) {
+        close(pfd[0]);
+        errno = err;
+        return -1;
+    }
+    *rd = pfd[0];
+    return pid;
+}
+
+static void hk__probe_refuse(hk__cand_t *c, const char *fmt, const char *phase, long long v)
+{
+    snprintf(c->reason, sizeof(c->reason), fmt, phase, v);
+    c->refused = 1;
+    c->stage = HK_STAGE_PROBE;
+    c->status = HK_STATUS_LOAD_FAILED;
+}
+
+/* Copies a length-counted string of the answer; 0 when it holds a NUL or a
+ * line break (a reason is one line) or does not fit. */
+static int hk__answer_string(char *dst, size_t cap, const unsigned char *src, uint32_t len)
+{
+    if (len >= cap)
+        return 0;
+    for (uint32_t i = 0; i < len; i++)
+        if (src[i] == '\0' || src[i] == '\n' || src[i] == '\r')
+            return 0;
+    memcpy(dst, src, len);
+    dst[len] = '\0';
+    return 1;
+}
+
+/* The child's answer after HK__PROBE_LOADED, if any: NULL when well formed
+ * (c updated), else what is wrong with it. */
+static const char *hk__probe_answer(hk__cand_t *c, size_t index, const unsigned char *p,
+                                    size_t len)
+{
+    hk__probe_answer_t a;
+    char from[32];
+    hk__probe_result_t *r = &c->probe;
+
+    if (len < sizeof(a))
+        return "shorter than the answer header";
+    memcpy(&a, p, sizeof(a));
+    if (a.magic != HK__ANSWER_MAGIC)
+        return "it does not start with the answer header";
+    if (a.size != len || (uint64_t)a.name_len + a.version_len + a.reason_len
+                             != (uint64_t)len - sizeof(a))
+        return "its sizes do not add up";
+    if (a.stage > HK_STAGE_LOADED || a.stage == HK_STAGE_SCAN || a.status >= HK_STATUS__COUNT
+        || (a.stage == HK_STAGE_LOADED) != (a.status == HK_STATUS_OK))
+        return "stage or status out of range";
+    p += sizeof(a);
+    if (!hk__answer_string(r->name, sizeof(r->name), p, a.name_len)
+        || !hk__answer_string(r->version, sizeof(r->version), p + a.name_len, a.version_len)
+        || !hk__answer_string(c->reason, sizeof(c->reason), p + a.name_len + a.version_len,
+                              a.reason_len))
+        return "a string is too long or not one line";
+    if (a.stage != HK_STAGE_LOADED) {
+        /* The probe met a refusal the host would meet: report it as such. */
+        snprintf(from, sizeof(from), "/proc/self/fd/%d", HK__PROBE_FD_FIRST + (int)index);
+        hk__reason_rename(c->reason, sizeof(c->reason), from, c->path);
+        c->refused = 1;
+        c->stage = (hk_load_stage_t)a.stage;
+        c->status = (hk_status_t)a.status;
+        return NULL;
+    }
+    if (a.name_len == 0 || a.version_len == 0)
+        return "a loaded plugin without name or version";
+    c->reason[0] = '\0';
+    r->answered = 1;
+    r->stage = HK_STAGE_LOADED;
+    r->status = HK_STATUS_OK;
+    r->abi = a.abi;
+    r->flags = a.flags;
+    r->vtable_size = a.vtable_size;
+    return NULL;
+}
+
+/* Applies one record of the probe to its candidate. */
+static void hk__probe_apply(hk_loader_t *loader, hk__cand_t *c, size_t index,
+                            const hk__probe_record_t *rec, const unsigned char *p)
+{
+    size_t len = rec->len;
+    const char *phase = "loading";
+    if (len > 0 && p[0] == HK__PROBE_LOADED) {
+        phase = "negotiation";
+        p++;
+        len--;
+    }
+    if (rec->kind == HK__PROBE_SIGNALED) {
+        const char *abbrev = sigabbrev_np(rec->code);
+        if (abbrev) {
+            snprintf(c->reason, sizeof(c->reason), "%s killed by SIG%s", phase, abbrev);
+            c->refused = 1;
+            c->stage = HK_STAGE_PROBE;
+            c->status = HK_STATUS_LOAD_FAILED;
+        } else {
+            hk__probe_refuse(c, "%s killed by signal %lld", phase, rec->code);
+        }
+    } else if (rec->kind == HK__PROBE_TIMEOUT) {
+        hk__probe_refuse(c, phase[0] == 'l' ? "%s did not finish within %lld ms"
+                                            : "%s did not answer within %lld ms",
+                         phase, loader->probe_timeout_ms);
+    } else if (rec->kind == HK__PROBE_NOFORK) {
+        hk__probe_refuse(c, "%s could not start: the probe cannot fork (errno %lld)", phase,
+                         rec->code);
+    } else if (rec->kind != HK__PROBE_EXITED) {
+        hk__probe_refuse(c, "%s: the probe sent an unknown record (%lld)", phase, rec->kind);
+    } else if (rec->overflow) {
+        hk__probe_refuse(c, "%s wrote more than %lld bytes of answer", phase,
+                         (long long)HK__PROBE_OUT_MAX);
+    } else if (rec->code != 0 || len == 0) {
+        hk__probe_refuse(c, "%s exited with status %lld", phase, rec->code);
+    } else {
+        const char *bad = hk__probe_answer(c, index, p, len);
+        if (bad) {
+            snprintf(c->reason, sizeof(c->reason), "%s wrote a malformed answer: %s", phase, bad);
+            c->refused = 1;
+            c->stage = HK_STAGE_PROBE;
+            c->status = HK_STATUS_LOAD_FAILED;
+        }
+    }
+}
+
+/* Reads the probe's records until every candidate has one, the probe ends,
+ * or the deadline passes. Returns the number of bytes in *buf. */
+static size_t hk__probe_read(int rd, long long deadline, size_t want, unsigned char **buf)
+{
+    size_t len = 0, cap = 0, have = 0;
+    unsigned char *b = NULL;
+
+    for (;;) {
+        /* Count complete records so far. */
+        size_t off = 0;
+        have = 0;
+        while (len - off >= sizeof(hk__probe_record_t)) {
+            hk__probe_record_t rec;
+            memcpy(&rec, b + off, sizeof(rec));
+            if (rec.magic != HK__RECORD_MAGIC || rec.len > HK__PROBE_OUT_MAX)
+                goto out; /* the rest is unusable */
+            if (len - off - sizeof(rec) < rec.len)
+                break;
+            off += sizeof(rec) + rec.len;
+            have++;
+        }
+        if (have >= want)
+            break;
+        long long left = deadline - hk__now_ms();
+        if (left <= 0)
+            break;
+        struct pollfd pf = {rd, POLLIN, 0};
+        int r = poll(&pf, 1, left > 1000000 ? 1000000 : (int)left);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        if (cap - len < 4096) {
+            size_t ncap = cap ? 2 * cap : 16384;
+            unsigned char *grown = realloc(b, ncap);
+            if (!grown)
+                break;
+            b = grown;
+            cap = ncap;
+        }
+        ssize_t got = read(rd, b + len, cap - len);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        len += (size_t)got;
+    }
+out:
+    *buf = b;
+    return len;
+}
+
+/* Why the probe process itself gave no record for a candidate. */
+static void hk__probe_lost(hk__cand_t *c, int wstatus, int reaped)
+{
+    const char *who = "the probe program";
+    if (reaped && WIFSIGNALED(wstatus))
+        hk__probe_refuse(c, "%s was killed by signal %lld before answering", who,
+                         WTERMSIG(wstatus));
+    else if (reaped && WIFEXITED(wstatus))
+        hk__probe_refuse(c, "%s exited with status %lld before answering", who,
+                         WEXITSTATUS(wstatus));
+    else
+        snprintf(c->reason, sizeof(c->reason), "%s gave no answer in time", who);
+    c->refused = 1;
+    c->stage = HK_STAGE_PROBE;
+    c->status = HK_STATUS_LOAD_FAILED;
+}
+
+/* Probes cands[0..k) with one probe process. */
+static void hk__probe_chunk(hk_loader_t *loader, hk__cand_t **cands, size_t k)
+{
+    unsigned char *buf = NULL;
+    unsigned char done[HK__PROBE_CHUNK];
+    int rd = -1, wstatus = 0, reaped = 0;
+    char ebuf[256];
+
+    pid_t pid = hk__probe_spawn(loader, cands, k, &rd);
+    if (pid < 0) {
+        strerror_r(errno, ebuf, sizeof(ebuf));
+        for (size_t i = 0; i < k; i++) {
+            snprintf(cands[i]->reason, sizeof(cands[i]->reason),
+                     "cannot start the probe program: %s", ebuf);
+            cands[i]->refused = 1;
+            cands[i]->stage = HK_STAGE_PROBE;
+            cands[i]->status = HK_STATUS_LOAD_FAILED;
+        }
+        return;
+    }
+    /* The probe enforces each child's limit; this bounds the probe itself. */
+    size_t rounds = (k + HK__PROBE_PARALLEL - 1) / HK__PROBE_PARALLEL;
+    long long deadline = hk__now_ms() + (long long)loader->probe_timeout_ms * (long long)(rounds + 1)
+                         + 2000;
+    size_t len = hk__probe_read(rd, deadline, k, &buf);
+    close(rd);
+    memset(done, 0, sizeof(done));
+    for (size_t off = 0; len - off >= sizeof(hk__probe_record_t);) {
+        hk__probe_record_t rec;
+        memcpy(&rec, buf + off, sizeof(rec));
+        if (rec.magic != HK__RECORD_MAGIC || rec.len > HK__PROBE_OUT_MAX
+            || len - off - sizeof(rec) < rec.len)
+            break;
+        if (rec.index < k && !done[rec.index]) {
+            done[rec.index] = 1;
+            hk__probe_apply(loader, cands[rec.index], rec.index, &rec, buf + off + sizeof(rec));
+        }
+        off += sizeof(rec) + rec.len;
+    }
+    free(buf);
+    int missing = 0;
+    for (size_t i = 0; i < k; i++)
+        missing |= !done[i];
+    if (missing)
+        kill(pid, SIGKILL); /* it missed the deadline: its children die with it */
+    while (!reaped) {
+        pid_t w = waitpid(pid, &wstatus, 0);
+        if (w == pid)
+            reaped = 1;
+        else if (!(w < 0 && errno == EINTR))
+            break; /* ECHILD: the host reaps its children itself */
+    }
+    for (size_t i = 0; i < k; i++)
+        if (!done[i])
+            hk__probe_lost(cands[i], wstatus, reaped);
+}
+
+void hk__probe_batch(hk_loader_t *loader, hk__cand_t **cands, size_t n)
+{
+    hk__cand_t *chunk[HK__PROBE_CHUNK];
+    size_t k = 0;
+
+    if (loader->isolation == HK_ISOLATION_OFF)
+        return;
+    for (size_t i = 0; i <= n; i++) {
+        if (i < n) {
+            hk__cand_t *c = cands[i];
+            if (c->seen || c->refused || c->fd < 0)
+                continue;
+            if (hk__probe_ready(loader) != HK_STATUS_OK) {
+                snprintf(c->reason, sizeof(c->reason), "%s",
+                         loader->probe_error ? loader->probe_error : "no usable probe program");
+                c->refused = 1;
+                c->stage = HK_STAGE_PROBE;
+                c->status = HK_STATUS_LOAD_FAILED;
+                continue;
+            }
+            chunk[k++] = c;
+        }
+        if (k > 0 && (k == HK__PROBE_CHUNK || i == n)) {
+            hk__probe_chunk(loader, chunk, k);
+            k = 0;
+        }
+    }
+}

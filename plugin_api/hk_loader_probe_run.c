@@ -1,0 +1,322 @@
+/* handlekit loader: the probe program's side of isolation (the protocol is
+ * in hk__loader.h; the host's side in hk_loader_probe.c).
+ *
+ * The probe is a fresh single-threaded process, so fork() without exec is
+ * safe here: no other thread can hold a lock at the fork. Each child loads
+ * one candidate exactly as the host does (hk__ltdl_open_name, RTLD_NOW),
+ * looks up the entry point and runs hk__negotiate, the host's own code, so a
+ * refusal found here has the same stage, status and reason as in the host. */
+#include "hk__loader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct hk__slot {
+    int active;
+    pid_t pid;
+    int rd;
+    int eof;
+    uint32_t index;
+    long long start_ms;
+    uint32_t len;
+    uint32_t overflow;
+    unsigned char out[HK__PROBE_OUT_MAX];
+} hk__slot_t;
+
+static hk__slot_t hk__slots[HK__PROBE_PARALLEL];
+
+/* SIGCHLD is blocked except inside ppoll, so a child's exit wakes the wait
+ * at once (see hk__wait_any); children get the signal state back. */
+static sigset_t hk__mask_orig, hk__mask_wait;
+
+static void hk__on_child(int sig)
+{
+    (void)sig;
+}
+
+static long long hk__ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static int hk__write_all(int fd, const void *buf, size_t len)
+{
+    const unsigned char *p = buf;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Writes the answer and ends the child without running anyone's
+ * destructors. */
+static void hk__answer(int out, hk_load_stage_t stage, hk_status_t status, const hk_plugin_t *p,
+                       const char *reason)
+{
+    static unsigned char buf[sizeof(hk__probe_answer_t) + 2 * 256 + HK__REASON_MAX];
+    hk__probe_answer_t a;
+    const char *name = p && p->name ? p->name : "";
+    const char *version = p && p->version ? p->version : "";
+    size_t nl = strnlen(name, 255), vl = strnlen(version, 255);
+    size_t rl = strnlen(reason, HK__REASON_MAX - 1);
+
+    memset(&a, 0, sizeof(a));
+    a.magic = HK__ANSWER_MAGIC;
+    a.size = (uint32_t)(sizeof(a) + nl + vl + rl);
+    a.stage = (uint32_t)stage;
+    a.status = (uint32_t)status;
+    if (p) {
+        a.abi = p->abi;
+        a.flags = p->flags;
+        a.vtable_size = (uint32_t)p->vtable.size;
+    }
+    a.name_len = (uint32_t)nl;
+    a.version_len = (uint32_t)vl;
+    a.reason_len = (uint32_t)rl;
+    memcpy(buf, &a, sizeof(a));
+    memcpy(buf + sizeof(a), name, nl);
+    memcpy(buf + sizeof(a) + nl, version, vl);
+    memcpy(buf + sizeof(a) + nl + vl, reason, rl);
+    _exit(hk__write_all(out, buf, a.size) == 0 ? 0 : 1);
+}
+
+/* One candidate, in a child of the probe. Never returns. */
+static void hk__probe_child(int fd, int out, size_t count, uint32_t lo, uint32_t hi)
+{
+    static char reason[HK__REASON_MAX];
+    static const int crash[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS};
+    struct rlimit no_core = {0, 0};
+    char name[48];
+    lt_dladvise advise;
+    hk_plugin_t p;
+    hk_load_stage_t stage = HK_STAGE_OPEN;
+
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* the probe killed on timeout takes us along */
+    signal(SIGCHLD, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &hk__mask_orig, NULL);
+    setrlimit(RLIMIT_CORE, &no_core); /* a crash is an answer, not a core file */
+    /* Only this candidate and our own pipe: a plugin that writes to stray
+     * descriptors reaches neither the host nor another candidate's answer. */
+    close(HK__PROBE_FD_HOST);
+    for (size_t j = 0; j < count; j++)
+        if (HK__PROBE_FD_FIRST + (int)j != fd)
+            close(HK__PROBE_FD_FIRST + (int)j);
+    /* A sanitizer runtime's handlers would turn a crash into an exit status;
+     * the host reports the signal. */
+    for (size_t i = 0; i < sizeof(crash) / sizeof(crash[0]); i++)
+        signal(crash[i], SIG_DFL);
+
+    if (hk__ltdl_init(&advise) != HK_STATUS_OK)
+        hk__answer(out, HK_STAGE_OPEN, HK_STATUS_INTERNAL, NULL, "libltdl cannot start");
+    snprintf(name, sizeof(name), "/proc/self/fd/%d", fd);
+    lt_dlhandle module = hk__ltdl_open_name(advise, name, name, reason, sizeof(reason));
+    if (!module)
+        hk__answer(out, HK_STAGE_OPEN, HK_STATUS_LOAD_FAILED, NULL, reason);
+    char loaded = HK__PROBE_LOADED;
+    if (hk__write_all(out, &loaded, 1) != 0)
+        _exit(1);
+
+    void *sym = hk__ltdl_sym(module, HK_ENTRY_SYMBOL);
+    if (!sym) {
+        snprintf(reason, sizeof(reason), "missing entry symbol %s", HK_ENTRY_SYMBOL);
+        hk__answer(out, HK_STAGE_SYMBOL, HK_STATUS_NOT_FOUND, NULL, reason);
+    }
+    hk_negotiate_fn entry;
+    memcpy(&entry, &sym, sizeof(entry));
+    hk_loader_t *fake = calloc(1, sizeof(*fake)); /* only the ABI range is read */
+    if (!fake)
+        hk__answer(out, HK_STAGE_NEGOTIATE, HK_STATUS_OUT_OF_MEMORY, NULL, "out of memory");
+    fake->abi_min = lo;
+    fake->abi_max = hi;
+    memset(&p, 0, sizeof(p));
+    hk_status_t st = hk__negotiate(fake, entry, &p, &stage, reason, sizeof(reason));
+    if (st != HK_STATUS_OK)
+        hk__answer(out, stage, st, NULL, reason);
+    hk__answer(out, HK_STAGE_LOADED, HK_STATUS_OK, &p, "");
+}
+
+static void hk__emit(uint32_t index, uint32_t kind, int32_t code, const unsigned char *out,
+                     uint32_t len, uint32_t overflow)
+{
+    hk__probe_record_t rec = {HK__RECORD_MAGIC, index, kind, code, len, overflow};
+    if (hk__write_all(HK__PROBE_FD_HOST, &rec, sizeof(rec)) != 0
+        || hk__write_all(HK__PROBE_FD_HOST, out, len) != 0)
+        _exit(3); /* the host is gone or gave up */
+}
+
+static int hk__start(hk__slot_t *s, uint32_t index, size_t count, uint32_t lo, uint32_t hi)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) {
+        hk__emit(index, HK__PROBE_NOFORK, errno, NULL, 0, 0);
+        return 0;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(p[0]);
+        close(p[1]);
+        hk__emit(index, HK__PROBE_NOFORK, e, NULL, 0, 0);
+        return 0;
+    }
+    if (pid == 0) {
+        close(p[0]);
+        hk__probe_child(HK__PROBE_FD_FIRST + (int)index, p[1], count, lo, hi);
+    }
+    close(p[1]);
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    memset(s, 0, offsetof(hk__slot_t, out));
+    s->active = 1;
+    s->pid = pid;
+    s->rd = p[0];
+    s->index = index;
+    s->start_ms = hk__ms();
+    return 1;
+}
+
+/* Takes what the child wrote so far; sets eof at its end. */
+static void hk__drain(hk__slot_t *s)
+{
+    unsigned char scratch[4096];
+    while (!s->eof) {
+        unsigned char *dst = s->len < HK__PROBE_OUT_MAX ? s->out + s->len : scratch;
+        size_t room = s->len < HK__PROBE_OUT_MAX ? HK__PROBE_OUT_MAX - s->len : sizeof(scratch);
+        ssize_t got = read(s->rd, dst, room);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return; /* EAGAIN: nothing more for now */
+        if (got == 0) {
+            s->eof = 1;
+            return;
+        }
+        if (dst == scratch)
+            s->overflow = 1;
+        else
+            s->len += (uint32_t)got;
+    }
+}
+
+/* Reports a child that ended (or is killed now, at its deadline). */
+static int hk__finish(hk__slot_t *s, uint32_t timeout_ms)
+{
+    int ws = 0;
+    pid_t w = waitpid(s->pid, &ws, WNOHANG);
+    if (w == 0 && hk__ms() - s->start_ms < (long long)timeout_ms)
+        return 0;
+    if (w == 0) {
+        kill(s->pid, SIGKILL);
+        while (waitpid(s->pid, &ws, 0) < 0 && errno == EINTR)
+            ;
+        hk__drain(s);
+        hk__emit(s->index, HK__PROBE_TIMEOUT, 0, s->out, s->len, s->overflow);
+    } else {
+        hk__drain(s);
+        if (WIFSIGNALED(ws))
+            hk__emit(s->index, HK__PROBE_SIGNALED, WTERMSIG(ws), s->out, s->len, s->overflow);
+        else
+            hk__emit(s->index, HK__PROBE_EXITED, WEXITSTATUS(ws), s->out, s->len, s->overflow);
+    }
+    close(s->rd);
+    s->active = 0;
+    return 1;
+}
+
+/* Waits for output, an end or a deadline of any active child. A child's
+ * exit interrupts ppoll through SIGCHLD, also when it closed its pipe
+ * before (or handed it to a process of its own and never closes it). */
+static void hk__wait_any(uint32_t timeout_ms)
+{
+    struct pollfd pf[HK__PROBE_PARALLEL];
+    hk__slot_t *who[HK__PROBE_PARALLEL];
+    int n = 0;
+    long long wait = 1000;
+    long long now = hk__ms();
+    for (int i = 0; i < HK__PROBE_PARALLEL; i++) {
+        hk__slot_t *s = &hk__slots[i];
+        if (!s->active)
+            continue;
+        long long left = s->start_ms + timeout_ms - now;
+        if (left < wait)
+            wait = left < 0 ? 0 : left;
+        if (s->eof)
+            continue;
+        pf[n].fd = s->rd;
+        pf[n].events = POLLIN;
+        who[n++] = s;
+    }
+    struct timespec ts = {(time_t)(wait / 1000), (long)(wait % 1000) * 1000000L};
+    if (ppoll(pf, (nfds_t)n, &ts, &hk__mask_wait) <= 0)
+        return;
+    for (int i = 0; i < n; i++)
+        if (pf[i].revents)
+            hk__drain(who[i]);
+}
+
+static int hk__arg(const char *s, unsigned long max, unsigned long *v)
+{
+    char *end = NULL;
+    errno = 0;
+    *v = strtoul(s, &end, 10);
+    return errno == 0 && end != s && *end == '\0' && *v <= max;
+}
+
+int hk__probe_main(int argc, char **argv)
+{
+    unsigned long lo, hi, timeout, count;
+    if (argc != 5 || !hk__arg(argv[1], 0xffffffffu, &lo) || !hk__arg(argv[2], 0xffffffffu, &hi)
+        || !hk__arg(argv[3], 0xffffffffu, &timeout) || !hk__arg(argv[4], HK__PROBE_CHUNK, &count)
+        || count == 0 || timeout == 0) {
+        fprintf(stderr, "hk-probe: started by the handlekit loader only\n");
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = hk__on_child;
+    sigaction(SIGCHLD, &sa, NULL);
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chld, &hk__mask_orig);
+    hk__mask_wait = hk__mask_orig;
+    sigdelset(&hk__mask_wait, SIGCHLD);
+    /* Nothing the host leaked without close-on-exec reaches plugin code. */
+    close_range(HK__PROBE_FD_FIRST + (unsigned)count, ~0u, 0);
+
+    size_t next = 0, done = 0;
+    while (done < count) {
+        for (int i = 0; i < HK__PROBE_PARALLEL && next < count; i++) {
+            if (hk__slots[i].active)
+                continue;
+            if (!hk__start(&hk__slots[i], (uint32_t)next, count, (uint32_t)lo, (uint32_t)hi))
+                done++;
+            next++;
+        }
+        hk__wait_any((uint32_t)timeout);
+        for (int i = 0; i < HK__PROBE_PARALLEL; i++)
+            if (hk__slots[i].active && hk__finish(&hk__slots[i], (uint32_t)timeout))
+                done++;
+    }
+    return 0;
+}
