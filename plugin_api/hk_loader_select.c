@@ -166,18 +166,18 @@ static int hk__env_reported(hk_loader_t *loader, const char *var, const char *re
 
 /* Adds a report for a variable once per loader: a repeated select must not
  * repeat the complaint. The same path and reason means the same problem.
- * The first look needs no open_lock, so a select that only finds old
- * complaints never waits for a scan; adding does (hk__loader_report_add's
+ * The first look needs no gate, so a select that only finds old
+ * complaints never waits for a scan; adding enters it (hk__loader_report_add's
  * rule), and looks again under it so two threads cannot both add. */
 static void hk__env_notice(hk_loader_t *loader, const char *var, hk_status_t status,
                            const char *reason)
 {
     if (hk__env_reported(loader, var, reason))
         return;
-    pthread_mutex_lock(&loader->open_lock);
+    hk__gate_enter(loader);
     if (!hk__env_reported(loader, var, reason))
         hk__loader_report_add(loader, var, HK_STAGE_SCAN, status, reason, NULL, NULL);
-    pthread_mutex_unlock(&loader->open_lock);
+    hk__gate_leave(loader);
 }
 
 static void hk__entry_refused(hk_loader_t *loader, const char *var, const char *entry,
@@ -339,14 +339,14 @@ static hk_select_verdict_t hk__in_ranges(const hk__request_t *req, const hk__rul
 
 /* ---- one request ---- */
 
-typedef struct hk__cand {
+typedef struct hk__sel_cand {
     hk_plugin_t *p;
     hk_semver_t v;
     int v_ok;
     hk_select_verdict_t verdict;
     const hk__rule_t *rule; /* the exclude or pin entry that decided */
     char bad[200];          /* why the version is not semantic */
-} hk__cand_t;
+} hk__sel_cand_t;
 
 /* Splits and checks a NAME[@RANGE] request. Fails with a one-line error. */
 static hk_status_t hk__request_parse(const char *text, hk__request_t *req, hk__text_t *err)
@@ -385,7 +385,7 @@ static hk_status_t hk__request_parse(const char *text, hk__request_t *req, hk__t
 }
 
 /* Copies the loaded plugins named like the request, in load order. */
-static hk_status_t hk__gather(hk_loader_t *loader, const hk__request_t *req, hk__cand_t **out,
+static hk_status_t hk__gather(hk_loader_t *loader, const hk__request_t *req, hk__sel_cand_t **out,
                               size_t *n)
 {
     hk_status_t st = HK_STATUS_OK;
@@ -411,7 +411,7 @@ out:
 }
 
 /* Gives every candidate its verdict. Returns the chosen index or -1. */
-static long hk__decide(hk__cand_t *c, size_t n, const hk__request_t *req,
+static long hk__decide(hk__sel_cand_t *c, size_t n, const hk__request_t *req,
                        const hk__rules_t *rules)
 {
     long best = -1;
@@ -456,7 +456,7 @@ static void hk__constraints(hk__text_t *t, const hk__request_t *req, const hk__r
 }
 
 /* One candidate's reason into dst (n bytes). */
-static void hk__reason(char *dst, size_t n, const hk__cand_t *c, const hk__cand_t *chosen,
+static void hk__reason(char *dst, size_t n, const hk__sel_cand_t *c, const hk__sel_cand_t *chosen,
                        size_t dups, const hk__request_t *req, const hk__rules_t *rules)
 {
     hk__text_t t = {0};
@@ -519,7 +519,7 @@ static void hk__none_loaded(hk_loader_t *loader, const hk__request_t *req, hk__t
 }
 
 /* The NOT_FOUND line naming every candidate and why it was passed over. */
-static void hk__none_selectable(const hk__cand_t *c, size_t n, const hk__request_t *req,
+static void hk__none_selectable(const hk__sel_cand_t *c, size_t n, const hk__request_t *req,
                                 const hk__rules_t *rules, hk__text_t *err)
 {
     char why[HK_SELECT_REASON_MAX], ver[64];
@@ -540,7 +540,7 @@ static hk_status_t hk__run(hk_loader_t *loader, const char *request, hk_select_e
 {
     hk__request_t req;
     hk__rules_t rules = {{NULL, NULL}, NULL, 0};
-    hk__cand_t *c = NULL;
+    hk__sel_cand_t *c = NULL;
     hk__text_t err = {0};
     size_t n = 0;
 

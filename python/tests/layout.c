@@ -109,6 +109,9 @@ static void structs_loader(void)
     OFF(hk_loader_options_t, log_user);
     OFF(hk_loader_options_t, abi_min);
     OFF(hk_loader_options_t, abi_max);
+    OFF(hk_loader_options_t, probe_timeout_ms);
+    OFF(hk_loader_options_t, isolation);
+    OFF(hk_loader_options_t, probe_path);
 }
 
 static void constants(void)

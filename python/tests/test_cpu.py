@@ -19,6 +19,15 @@ def needs_numpy(cls):
     return unittest.skipIf(np is None, 'NumPy is not installed')(cls)
 
 
+
+def _tmp_root():
+    """A directory for test files that the loader's trust rule accepts: only
+    its owner may write it or any directory above it (/tmp is refused)."""
+    root = os.environ.get('HK_TEST_TMP')
+    if root:
+        os.makedirs(root, mode=0o755, exist_ok=True)
+    return root
+
 class DLPackOnly:
     """Exposes only __dlpack__ of an array, as a tensor of another library would."""
 
@@ -56,7 +65,7 @@ class Loading(unittest.TestCase):
         self.assertIn('no-such-plugin', cm.exception.reason)
 
     def test_refused_file_gives_the_loaders_reason(self):
-        with tempfile.TemporaryDirectory() as d:
+        with tempfile.TemporaryDirectory(dir=_tmp_root()) as d:
             path = os.path.join(d, 'notaplugin.so')
             with open(path, 'w') as f:
                 f.write('not an ELF file\n' * 8)
@@ -72,7 +81,7 @@ class Loading(unittest.TestCase):
 
     def test_own_loader_with_log(self):
         lines = []
-        with tempfile.TemporaryDirectory() as d:
+        with tempfile.TemporaryDirectory(dir=_tmp_root()) as d:
             with open(os.path.join(d, 'x.so'), 'w') as f:
                 f.write('text')
             loader = hk.Loader(default_dir=d, ignore_env=True,

@@ -74,8 +74,10 @@ hk_plugin_negotiate(const hk_negotiate_request_t *req, hk_negotiate_answer_t *an
     ans->name = "hk-missing";
 #endif
 #ifdef HK_TEST_EVIL_NAME
-    ans->name = "hk-\x1b[31mevil\a\nname";
-    ans->version = "1.0\r\n";
+    /* Control characters but no line break: the loader's probe refuses an
+     * answer whose strings span lines before any host sees them. */
+    ans->name = "hk-\x1b[31mevil\a\tname";
+    ans->version = "1.0\x7f";
 #endif
     return st;
 }
