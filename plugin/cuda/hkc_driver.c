@@ -20,7 +20,7 @@ static int drv_ready;   /* under hk__lock */
 
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
-/* The child of a fork() cannot use CUDA (DESIGN.md fact 18), and the parent's
+/* The child of a fork() cannot use CUDA (docs/contexts.md fact 18), and the parent's
  * handles and library are meaningless there: flag it, touch nothing else. */
 static void on_fork_child(void)
 {
@@ -95,6 +95,26 @@ static hk_status_t take_entry_points(PFN_cuGetProcAddress_v12000 getproc, const 
     return HK_STATUS_OK;
 }
 
+/* cuInit failed. In the child of a fork() of a process that initialised the
+ * driver (through hk-cuda or not, so our fork handler may never have run),
+ * cuInit answers CUDA_ERROR_NOT_INITIALIZED while cuDriverGetVersion, which
+ * needs no initialisation, still works (docs/contexts.md fact 18): that pair
+ * is taken to mean a fork child, and the caller gets HK_STATUS_FORKED. */
+static hk_status_t init_failed(CUresult r, const char *path)
+{
+    char cu[96];
+    int v = 0;
+    hk__cu_name(r, cu, sizeof cu);
+    if (r == CUDA_ERROR_NO_DEVICE)
+        return hk__fail(NULL, HK_STATUS_NO_DEVICE, "cuInit: %s", cu);
+    if (r == CUDA_ERROR_NOT_INITIALIZED && hk__cu.cuDriverGetVersion(&v) == CUDA_SUCCESS)
+        return hk__fail(NULL, HK_STATUS_FORKED,
+                        "cuInit: %s while cuDriverGetVersion works: this process is a fork() "
+                        "child of a process that initialised CUDA, and cannot use it", cu);
+    return hk__fail(NULL, HK_STATUS_NO_DRIVER, "cuInit of the CUDA driver %s failed: %s", path,
+                    cu);
+}
+
 hk_status_t hk__driver_load(void)
 {
     if (drv_ready)
@@ -124,15 +144,8 @@ hk_status_t hk__driver_load(void)
     if (st != HK_STATUS_OK)
         goto out;
     CUresult r = hk__cu.cuInit(0);
-    if (r == CUDA_ERROR_NO_DEVICE) {
-        st = hk__fail(NULL, HK_STATUS_NO_DEVICE, "cuInit: %s",
-                      hk__cu_name(r, (char[96]){0}, 96));
-        goto out;
-    }
     if (r != CUDA_SUCCESS) {
-        char cu[96];
-        st = hk__fail(NULL, HK_STATUS_NO_DRIVER, "cuInit of the CUDA driver %s failed: %s", path,
-                      hk__cu_name(r, cu, sizeof cu));
+        st = init_failed(r, path);
         goto out;
     }
     st = check_version();

@@ -563,6 +563,36 @@ SCENARIO(t_fork_child)
     CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
 }
 
+static int forked_fresh(void *arg)
+{
+    hkct_plugin_t *fresh = arg;
+    hk_handle_t *h = NULL;
+    int bad = 0;
+    hk_status_t st = fresh->vt->handle_create(NULL, &h);
+    if (st != HK_STATUS_FORKED)
+        printf("\n  child: create gave %d: %s\n", (int)st, fresh->vt->last_error(NULL));
+    bad += st != HK_STATUS_FORKED;
+    bad += h != NULL;
+    bad += strstr(fresh->vt->last_error(NULL), "fork") == NULL;
+    return bad;
+}
+
+/* The program called cuInit itself; a copy of hk-cuda that has done nothing
+ * yet (so no fork handler of its own) is first used in the fork child. */
+SCENARIO(t_fork_child_app_first)
+{
+    hkct_plugin_t fresh;
+    if (hkct_plugin_open_copy(&fresh) != 0) {
+        printf("\n  %s\n", fresh.why);
+        CU_FAIL_FATAL("cannot load a copy of hk-cuda");
+    }
+    in_child(forked_fresh, &fresh);
+    /* the same copy works in the parent: the child's answer was about fork */
+    hk_handle_t *h = NULL;
+    CU_ASSERT_EQUAL(fresh.vt->handle_create(NULL, &h), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(fresh.vt->handle_destroy(h), HK_STATUS_OK);
+}
+
 /* ---- registration ---- */
 
 static const hkct_scenario_t scenarios[] = {
@@ -583,6 +613,7 @@ static const hkct_scenario_t scenarios[] = {
     {"create/destroy from 8 threads at once", t_eight_threads, 1, 0, 0},
     {"graph capture in device pointer mode replays", t_graph_capture, 1, 0, 0},
     {"fork child gets FORKED (hk-cuda initialised CUDA)", t_fork_child, 1, 0, 0},
+    {"fork child gets FORKED (the program initialised CUDA)", t_fork_child_app_first, 1, 0, 0},
 };
 
 static void add_all(CU_pSuite s, const hkct_scenario_t *t, size_t n, const char *skip,
