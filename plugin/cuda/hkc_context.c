@@ -116,6 +116,30 @@ static hk_status_t device_ordinal(CUdevice dev, int *ordinal)
     return hk__fail(NULL, HK_STATUS_INVALID_DEVICE, "the current context's device is not listed");
 }
 
+/* ---- which primary is which ---- */
+
+/* Primary context pointers by device, learnt from our own retains. A primary
+ * keeps its pointer for the life of the process (docs/contexts.md fact 2), so
+ * once learnt, a current context is told from its device's primary by
+ * pointer: no retain, which would activate an inactive primary, and no race
+ * with threads that activate or release it between two queries. */
+#define HK__KNOWN_PRIMARIES 64
+static _Atomic(CUcontext) known_primaries[HK__KNOWN_PRIMARIES];
+
+static CUcontext known_primary(CUdevice dev)
+{
+    return dev >= 0 && dev < HK__KNOWN_PRIMARIES ? atomic_load(&known_primaries[dev]) : NULL;
+}
+
+/* cuDevicePrimaryCtxRetain, learning the pointer. */
+static CUresult retain_primary(CUdevice dev, CUcontext *p)
+{
+    CUresult r = hk__cu.cuDevicePrimaryCtxRetain(p, dev);
+    if (r == CUDA_SUCCESS && dev >= 0 && dev < HK__KNOWN_PRIMARIES)
+        atomic_store(&known_primaries[dev], *p);
+    return r;
+}
+
 /* A retain taken only to compare pointers goes back at once. Refused twice,
  * the create fails: a create that returned OK must hold nothing it does not
  * account for. */
@@ -126,11 +150,30 @@ static hk_status_t give_back_probe(CUdevice dev)
                              : hk__fail_cu(NULL, r, "cuDevicePrimaryCtxRelease of a probe retain");
 }
 
+/* Retains dev's primary; if it is cur, the handle binds it and keeps the
+ * retain (*bound = 1), else the retain goes back. */
+static hk_status_t bind_if_primary(hk_handle_t *h, CUdevice dev, CUcontext cur, int *bound)
+{
+    CUcontext p = NULL;
+    *bound = 0;
+    CUresult r = retain_primary(dev, &p);
+    if (r != CUDA_SUCCESS)
+        return hk__fail_cu(NULL, r, "cuDevicePrimaryCtxRetain");
+    if (p != cur)
+        return give_back_probe(dev);
+    h->cudev = dev;
+    h->ctx = cur;
+    h->is_primary = 1;
+    h->owns_primary = 1;
+    *bound = 1;
+    return HK_STATUS_OK;
+}
+
 /* The current context answers 709: a destroyed user context, or a primary
  * left current after its last release or a reset (docs/contexts.md facts 8,
  * 16), which the runtime's next call would re-activate. The retain that
- * identifies it re-activates it, as the runtime would. Every device is tried:
- * another thread may re-activate the primary between our queries. */
+ * identifies it re-activates it, as the runtime would; a device whose primary
+ * is known to be another context is not probed. */
 static hk_status_t bind_dead_current(hk_handle_t *h, CUcontext cur)
 {
     int count = 0;
@@ -139,26 +182,46 @@ static hk_status_t bind_dead_current(hk_handle_t *h, CUcontext cur)
         return hk__fail_cu(NULL, r, "cuDeviceGetCount");
     for (int i = 0; i < count; i++) {
         CUdevice d;
-        CUcontext p = NULL;
+        int bound = 0;
         r = hk__cu.cuDeviceGet(&d, i);
         if (r != CUDA_SUCCESS)
             return hk__fail_cu(NULL, r, "cuDeviceGet");
-        r = hk__cu.cuDevicePrimaryCtxRetain(&p, d);
-        if (r != CUDA_SUCCESS)
-            return hk__fail_cu(NULL, r, "cuDevicePrimaryCtxRetain");
-        if (p == cur) {
-            h->cudev = d;
-            h->ctx = cur;
-            h->is_primary = 1;
-            h->owns_primary = 1;
-            return HK_STATUS_OK;
-        }
-        hk_status_t st = give_back_probe(d);
-        if (st != HK_STATUS_OK)
+        CUcontext known = known_primary(d);
+        if (known && known != cur)
+            continue;
+        hk_status_t st = bind_if_primary(h, d, cur, &bound);
+        if (st != HK_STATUS_OK || bound)
             return st;
     }
     return hk__fail(NULL, HK_STATUS_CONTEXT_DESTROYED,
                     "the context current on this thread was destroyed");
+}
+
+/* Whether cur, a context of dev whose primary pointer is not known yet, may
+ * be dev's primary: yes when cur is dead (a reset primary left current) or
+ * the primary is active; no when cur is alive and the primary inactive. The
+ * state is asked again after cur answered, so that a primary another thread
+ * activates while we ask is not taken for a user context. */
+static hk_status_t maybe_primary(CUdevice dev, CUcontext cur, int *maybe, int *dead)
+{
+    unsigned flags = 0;
+    int active = 0;
+    unsigned long long id = 0;
+    *maybe = *dead = 0;
+    for (int pass = 0; pass < 2 && !*maybe; pass++) {
+        CUresult r = hk__cu.cuDevicePrimaryCtxGetState(dev, &flags, &active);
+        if (r != CUDA_SUCCESS)
+            return hk__fail_cu(NULL, r, "cuDevicePrimaryCtxGetState");
+        *maybe = active;
+        if (pass == 0) {
+            r = hk__cu.cuCtxGetId(cur, &id);
+            if (r != CUDA_SUCCESS && r != CUDA_ERROR_CONTEXT_IS_DESTROYED)
+                return hk__fail_cu(NULL, r, "cuCtxGetId of the current context");
+            *dead = r == CUDA_ERROR_CONTEXT_IS_DESTROYED;
+            *maybe |= *dead;
+        }
+    }
+    return HK_STATUS_OK;
 }
 
 /* What is current is either a primary (retain it: the handle owns a
@@ -168,40 +231,29 @@ static hk_status_t bind_dead_current(hk_handle_t *h, CUcontext cur)
 static hk_status_t classify_current(hk_handle_t *h, CUcontext cur)
 {
     CUdevice dev;
-    unsigned flags = 0;
-    int active = 0;
-    unsigned long long id = 0;
+    int maybe = 1, dead = 0, bound = 0;
     CUresult r = hk__cu.cuCtxGetDevice(&dev);
     if (r == CUDA_ERROR_CONTEXT_IS_DESTROYED)
         return bind_dead_current(h, cur);
     if (r != CUDA_SUCCESS)
         return hk__fail_cu(NULL, r, "cuCtxGetDevice of the current context");
-    r = hk__cu.cuDevicePrimaryCtxGetState(dev, &flags, &active);
-    if (r != CUDA_SUCCESS)
-        return hk__fail_cu(NULL, r, "cuDevicePrimaryCtxGetState");
-    CUresult rid = hk__cu.cuCtxGetId(cur, &id);
-    if (rid != CUDA_SUCCESS && rid != CUDA_ERROR_CONTEXT_IS_DESTROYED)
-        return hk__fail_cu(NULL, rid, "cuCtxGetId of the current context");
     h->cudev = dev;
     h->ctx = cur;
-    if (active || rid == CUDA_ERROR_CONTEXT_IS_DESTROYED) {
-        CUcontext p = NULL;
-        r = hk__cu.cuDevicePrimaryCtxRetain(&p, dev);
-        if (r != CUDA_SUCCESS)
-            return hk__fail_cu(NULL, r, "cuDevicePrimaryCtxRetain");
-        if (p == cur) {
-            h->is_primary = 1;
-            h->owns_primary = 1;
-            return HK_STATUS_OK;
-        }
-        hk_status_t st = give_back_probe(dev);
+    CUcontext known = known_primary(dev);
+    if (known && known != cur)
+        return HK_STATUS_OK; /* a user or green context: not ours to retain */
+    if (!known) {
+        hk_status_t st = maybe_primary(dev, cur, &maybe, &dead);
         if (st != HK_STATUS_OK)
             return st;
-        if (rid == CUDA_ERROR_CONTEXT_IS_DESTROYED)
-            return hk__fail(NULL, HK_STATUS_CONTEXT_DESTROYED,
-                            "the context current on this thread was destroyed");
     }
-    return HK_STATUS_OK; /* a user or green context: not ours to retain */
+    if (!maybe)
+        return HK_STATUS_OK;
+    hk_status_t st = bind_if_primary(h, dev, cur, &bound);
+    if (st == HK_STATUS_OK && !bound && dead)
+        return hk__fail(NULL, HK_STATUS_CONTEXT_DESTROYED,
+                        "the context current on this thread was destroyed");
+    return st;
 }
 
 /* Which context, device and retain: from what is current, or device 0's or
@@ -228,7 +280,7 @@ static hk_status_t choose_context(hk_handle_t *h, int device, CUcontext cur, int
     r = hk__cu.cuDeviceGet(&h->cudev, ordinal);
     if (r != CUDA_SUCCESS)
         return hk__fail_cu(NULL, r, "cuDeviceGet");
-    r = hk__cu.cuDevicePrimaryCtxRetain(&h->ctx, h->cudev);
+    r = retain_primary(h->cudev, &h->ctx);
     if (r != CUDA_SUCCESS)
         return hk__fail_cu(NULL, r, "cuDevicePrimaryCtxRetain");
     h->device = ordinal;
@@ -367,7 +419,7 @@ static hk_status_t recover(hk_handle_t *h, hk__call_t *c)
         goto out;
     }
     CUcontext p = NULL;
-    r = hk__cu.cuDevicePrimaryCtxRetain(&p, h->cudev);
+    r = retain_primary(h->cudev, &p);
     if (r != CUDA_SUCCESS) {
         st = hk__fail_cu(h, r, "re-arming after a reset: cuDevicePrimaryCtxRetain");
         goto out;

@@ -422,7 +422,11 @@ static int busy_device;
 static void *create_destroy_loop(void *arg)
 {
     int *errors = arg;
-    for (int k = 0; k < 25; k++) {
+    /* Half the handles bind device 0's primary from nothing current, which
+     * other threads activate and release meanwhile: many rounds on the
+     * simulation, where they are cheap, to catch a race in the binding. */
+    int rounds = on_sim ? 200 : 25;
+    for (int k = 0; k < rounds; k++) {
         hk_handle_t *h = NULL;
         hk_create_info_t ci = {sizeof ci, k % 2 ? HK_DEVICE_CURRENT : busy_device, 0};
         hk_status_t st = plug.vt->handle_create(&ci, &h);
@@ -433,10 +437,14 @@ static void *create_destroy_loop(void *arg)
         }
         float r = -1.0f;
         if (plug.vt->set_pointer_mode(h, HK_POINTER_MODE_HOST) != HK_STATUS_OK ||
-            plug.blas->sdot(h, 0, NULL, 1, NULL, 1, &r) != HK_STATUS_OK || r != 0.0f)
+            (st = plug.blas->sdot(h, 0, NULL, 1, NULL, 1, &r)) != HK_STATUS_OK || r != 0.0f) {
+            printf("\n  sdot: %d, %g: %s\n", (int)st, r, plug.vt->last_error(h));
             (*errors)++;
-        if (plug.vt->handle_destroy(h) != HK_STATUS_OK)
+        }
+        if ((st = plug.vt->handle_destroy(h)) != HK_STATUS_OK) {
+            printf("\n  destroy: %d: %s\n", (int)st, plug.vt->last_error(NULL));
             (*errors)++;
+        }
     }
     return NULL;
 }
