@@ -31,7 +31,7 @@
 
 /* ---- every slot leaves the caller's context as it was ---- */
 
-/* call must return want (want_fail: any failure) and leave expect current. */
+/* call must return want (KEPT_FAIL: any failure) and leave expect current. */
 #define KEPT(call, want)                                                            \
     do {                                                                            \
         hk_status_t st_ = (call);                                                   \
@@ -47,48 +47,51 @@
         CU_ASSERT_PTR_EQUAL(current(), expect);                                     \
     } while (0)
 
-/* Every slot of the vtable and both tables, succeeding and failing (bad
- * arguments, a foreign stream, a foreign pointer in checked mode, pointers
- * the driver refuses), on handles of device 0 made while expect is current. */
-static void every_slot(CUcontext expect, CUstream foreign)
+enum { SLOT_N = 64 };
+
+/* Device buffers of the slot tests: floats x, y; doubles x, y; a result. */
+typedef struct slot_bufs {
+    void *x, *y, *dx, *dy, *r;
+} slot_bufs_t;
+
+/* hk.memory/1: allocations (kept in g), copies, memsets, frees. */
+static void memory_slots(hk_handle_t *h, CUcontext expect, slot_bufs_t *g)
 {
-    const hk_vtable_t *vt = plug.vt;
-    const hk_blas1_v1_t *b = plug.blas;
     const hk_memory_v1_t *m = plug.mem;
-    hk_create_info_t ci = {sizeof ci, 0, HK_CREATE_CHECKED};
-    hk_handle_t *h = NULL;
-    KEPT(vt->handle_create(&ci, &h), HK_STATUS_OK);
-    if (!h)
+    float fx[SLOT_N], fy[SLOT_N];
+    double dx[SLOT_N];
+    void *got = NULL;
+    hkct_fill_float(fx, SLOT_N, 1);
+    hkct_fill_double(dx, SLOT_N, 2);
+    KEPT(m->alloc(h, sizeof fx, &g->x), HK_STATUS_OK);
+    KEPT(m->alloc(h, sizeof fy, &g->y), HK_STATUS_OK);
+    KEPT(m->alloc(h, sizeof dx, &g->dx), HK_STATUS_OK);
+    KEPT(m->alloc(h, sizeof dx, &g->dy), HK_STATUS_OK);
+    KEPT(m->alloc(h, sizeof(double), &g->r), HK_STATUS_OK);
+    if (!g->x || !g->y || !g->dx || !g->dy || !g->r)
         return;
-    enum { N = 64 };
-    float fx[N], fy[N], fa = 0.5f, fr = 0.0f, host_only[N] = {0};
-    double dx[N], dy[N], da = 0.25, dr = 0.0;
-    hkct_fill_float(fx, N, 1);
-    hkct_fill_double(dx, N, 2);
-    void *gx = NULL, *gy = NULL, *gdx = NULL, *gdy = NULL, *gr = NULL, *got = NULL;
-    KEPT(m->alloc(h, sizeof fx, &gx), HK_STATUS_OK);
-    KEPT(m->alloc(h, sizeof fy, &gy), HK_STATUS_OK);
-    KEPT(m->alloc(h, sizeof dx, &gdx), HK_STATUS_OK);
-    KEPT(m->alloc(h, sizeof dy, &gdy), HK_STATUS_OK);
-    KEPT(m->alloc(h, sizeof dr, &gr), HK_STATUS_OK);
-    if (!gx || !gy || !gdx || !gdy || !gr)
-        goto out;
     KEPT(m->alloc(h, 0, &got), HK_STATUS_OK);
     KEPT(m->alloc(h, 16, NULL), HK_STATUS_NULL_POINTER);
     KEPT_FAIL(m->alloc(h, (size_t)1 << 62, &got)); /* the driver refuses */
-    KEPT(m->copy_to_device(h, gx, fx, sizeof fx), HK_STATUS_OK);
-    KEPT(m->copy_to_device(h, gdx, dx, sizeof dx), HK_STATUS_OK);
+    KEPT(m->copy_to_device(h, g->x, fx, sizeof fx), HK_STATUS_OK);
+    KEPT(m->copy_to_device(h, g->dx, dx, sizeof dx), HK_STATUS_OK);
     KEPT(m->copy_to_device(h, NULL, fx, sizeof fx), HK_STATUS_NULL_POINTER);
-    KEPT(m->memset_(h, gy, 0, sizeof fy), HK_STATUS_OK);
-    KEPT(m->memset_(h, gdy, 0, sizeof dy), HK_STATUS_OK);
+    KEPT(m->memset_(h, g->y, 0, sizeof fy), HK_STATUS_OK);
+    KEPT(m->memset_(h, g->dy, 0, sizeof dx), HK_STATUS_OK);
     KEPT(m->memset_(h, NULL, 0, 4), HK_STATUS_NULL_POINTER);
     if (on_sim) /* a real GPU might take it and fault later, poisoning the context */
         KEPT_FAIL(m->memset_(h, (void *)(uintptr_t)0x10, 0, 4)); /* the driver refuses */
-    KEPT(m->copy_to_host(h, fy, gy, sizeof fy), HK_STATUS_OK);
-    KEPT(m->copy_to_host(h, NULL, gy, sizeof fy), HK_STATUS_NULL_POINTER);
+    KEPT(m->copy_to_host(h, fy, g->y, sizeof fy), HK_STATUS_OK);
+    KEPT(m->copy_to_host(h, NULL, g->y, sizeof fy), HK_STATUS_NULL_POINTER);
     KEPT(m->free_(h, NULL), HK_STATUS_OK);
     KEPT_FAIL(m->free_(h, (void *)(uintptr_t)0x10)); /* the driver refuses */
+}
 
+/* The core vtable's slots besides create and destroy. */
+static void core_slots(hk_handle_t *h, CUcontext expect, CUstream foreign)
+{
+    const hk_vtable_t *vt = plug.vt;
+    void *got = NULL;
     KEPT(vt->set_stream(h, NULL), HK_STATUS_OK);
     KEPT(vt->set_stream(h, foreign), HK_STATUS_STREAM_MISMATCH);
     KEPT(vt->get_stream(h, &got), HK_STATUS_OK);
@@ -108,34 +111,59 @@ static void every_slot(CUcontext expect, CUstream foreign)
     KEPT(vt->enum_tables(0, &name), HK_STATUS_OK);
     CU_ASSERT_PTR_NOT_NULL(vt->last_error(h));
     CU_ASSERT_PTR_EQUAL(current(), expect);
-
-    /* host pointer mode */
-    KEPT(b->saxpy(h, N, &fa, gx, 1, gy, 1), HK_STATUS_OK);
-    KEPT(b->daxpy(h, N, &da, gdx, 1, gdy, 1), HK_STATUS_OK);
-    KEPT(b->sscal(h, N, &fa, gy, 1), HK_STATUS_OK);
-    KEPT(b->dscal(h, N, &da, gdy, 1), HK_STATUS_OK);
-    KEPT(b->scopy(h, N, gx, 1, gy, 1), HK_STATUS_OK);
-    KEPT(b->dcopy(h, N, gdx, 1, gdy, 1), HK_STATUS_OK);
-    KEPT(b->sdot(h, N, gx, 1, gy, 1, &fr), HK_STATUS_OK);
-    KEPT(b->ddot(h, N, gdx, 1, gdy, 1, &dr), HK_STATUS_OK);
-    KEPT(b->snrm2(h, N, gx, 1, &fr), HK_STATUS_OK);
-    KEPT(b->dnrm2(h, N, gdx, 1, &dr), HK_STATUS_OK);
-    KEPT(b->sdot(h, 0, NULL, 1, NULL, 1, &fr), HK_STATUS_OK);
-    KEPT(b->saxpy(h, N, &fa, gx, 1, gy, 0), HK_STATUS_INVALID_VALUE);
-    KEPT(b->sdot(h, N, gx, 1, gy, 1, NULL), HK_STATUS_NULL_POINTER);
-    KEPT(b->sscal(h, N, &fa, host_only, 1), HK_STATUS_POINTER_MISMATCH); /* checked mode */
-    /* device pointer mode */
-    KEPT(vt->set_pointer_mode(h, HK_POINTER_MODE_DEVICE), HK_STATUS_OK);
-    KEPT(b->sdot(h, N, gx, 1, gy, 1, gr), HK_STATUS_OK);
-    KEPT(b->dnrm2(h, N, gdx, 1, gr), HK_STATUS_OK);
-    KEPT(b->sdot(h, N, gx, 1, gy, 1, &fr), HK_STATUS_POINTER_MISMATCH);
     KEPT(vt->synchronize(h), HK_STATUS_OK);
-out:
-    KEPT(m->free_(h, gx), HK_STATUS_OK);
-    KEPT(m->free_(h, gy), HK_STATUS_OK);
-    KEPT(m->free_(h, gdx), HK_STATUS_OK);
-    KEPT(m->free_(h, gdy), HK_STATUS_OK);
-    KEPT(m->free_(h, gr), HK_STATUS_OK);
+}
+
+/* hk.blas1/1 in both pointer modes, with bad arguments and, in checked
+ * mode, host memory where device memory belongs. */
+static void blas_slots(hk_handle_t *h, CUcontext expect, const slot_bufs_t *g)
+{
+    const hk_blas1_v1_t *b = plug.blas;
+    float fa = 0.5f, fr = 0.0f, host_only[SLOT_N] = {0};
+    double da = 0.25, dr = 0.0;
+    KEPT(plug.vt->set_pointer_mode(h, HK_POINTER_MODE_HOST), HK_STATUS_OK);
+    KEPT(b->saxpy(h, SLOT_N, &fa, g->x, 1, g->y, 1), HK_STATUS_OK);
+    KEPT(b->daxpy(h, SLOT_N, &da, g->dx, 1, g->dy, 1), HK_STATUS_OK);
+    KEPT(b->sscal(h, SLOT_N, &fa, g->y, 1), HK_STATUS_OK);
+    KEPT(b->dscal(h, SLOT_N, &da, g->dy, 1), HK_STATUS_OK);
+    KEPT(b->scopy(h, SLOT_N, g->x, 1, g->y, 1), HK_STATUS_OK);
+    KEPT(b->dcopy(h, SLOT_N, g->dx, 1, g->dy, 1), HK_STATUS_OK);
+    KEPT(b->sdot(h, SLOT_N, g->x, 1, g->y, 1, &fr), HK_STATUS_OK);
+    KEPT(b->ddot(h, SLOT_N, g->dx, 1, g->dy, 1, &dr), HK_STATUS_OK);
+    KEPT(b->snrm2(h, SLOT_N, g->x, 1, &fr), HK_STATUS_OK);
+    KEPT(b->dnrm2(h, SLOT_N, g->dx, 1, &dr), HK_STATUS_OK);
+    KEPT(b->sdot(h, 0, NULL, 1, NULL, 1, &fr), HK_STATUS_OK);
+    KEPT(b->saxpy(h, SLOT_N, &fa, g->x, 1, g->y, 0), HK_STATUS_INVALID_VALUE);
+    KEPT(b->sdot(h, SLOT_N, g->x, 1, g->y, 1, NULL), HK_STATUS_NULL_POINTER);
+    KEPT(b->sscal(h, SLOT_N, &fa, host_only, 1), HK_STATUS_POINTER_MISMATCH);
+    KEPT(plug.vt->set_pointer_mode(h, HK_POINTER_MODE_DEVICE), HK_STATUS_OK);
+    KEPT(b->sdot(h, SLOT_N, g->x, 1, g->y, 1, g->r), HK_STATUS_OK);
+    KEPT(b->dnrm2(h, SLOT_N, g->dx, 1, g->r), HK_STATUS_OK);
+    KEPT(b->sdot(h, SLOT_N, g->x, 1, g->y, 1, &fr), HK_STATUS_POINTER_MISMATCH);
+    KEPT(plug.vt->synchronize(h), HK_STATUS_OK);
+}
+
+/* Every slot of the vtable and both tables, succeeding and failing (bad
+ * arguments, a foreign stream, a foreign pointer in checked mode, pointers
+ * the driver refuses), on a checked handle of device 0 made while expect is
+ * current. */
+static void every_slot(CUcontext expect, CUstream foreign)
+{
+    const hk_vtable_t *vt = plug.vt;
+    hk_create_info_t ci = {sizeof ci, 0, HK_CREATE_CHECKED};
+    hk_handle_t *h = NULL;
+    slot_bufs_t g = {NULL, NULL, NULL, NULL, NULL};
+    KEPT(vt->handle_create(&ci, &h), HK_STATUS_OK);
+    if (!h)
+        return;
+    memory_slots(h, expect, &g);
+    core_slots(h, expect, foreign);
+    if (g.x && g.y && g.dx && g.dy && g.r)
+        blas_slots(h, expect, &g);
+    void *all[] = {g.x, g.y, g.dx, g.dy, g.r};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+        if (all[k])
+            KEPT(plug.mem->free_(h, all[k]), HK_STATUS_OK);
     KEPT(vt->handle_destroy(h), HK_STATUS_OK);
     KEPT(vt->handle_destroy(NULL), HK_STATUS_INVALID_HANDLE);
     KEPT(vt->set_stream(NULL, NULL), HK_STATUS_INVALID_HANDLE);
