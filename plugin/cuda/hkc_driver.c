@@ -1,13 +1,19 @@
 /* hk-cuda: opening the CUDA driver and taking its entry points.
  *
- * DESIGN.md "Driver access": no link to libcuda; dlopen of libcuda.so.1 (or
- * $HK_CUDA_DRIVER) at the first create, never at load or negotiation, and
- * every entry point through cuGetProcAddress at a pinned version. */
+ * docs/contexts.md, "Other rules": no link to libcuda; dlopen of libcuda.so.1
+ * (or $HK_CUDA_DRIVER, checked like a plugin file) at the first create, never
+ * at load or negotiation, and every entry point through cuGetProcAddress at a
+ * pinned version. */
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "hkc_internal.h"
 
@@ -20,7 +26,7 @@ static int drv_ready;   /* under hk__lock */
 
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
-/* The child of a fork() cannot use CUDA (DESIGN.md fact 18), and the parent's
+/* The child of a fork() cannot use CUDA (docs/contexts.md fact 18), and the parent's
  * handles and library are meaningless there: flag it, touch nothing else. */
 static void on_fork_child(void)
 {
@@ -95,19 +101,138 @@ static hk_status_t take_entry_points(PFN_cuGetProcAddress_v12000 getproc, const 
     return HK_STATUS_OK;
 }
 
+/* Why the directory dir (an absolute path without symlinks) or one above it
+ * is unsafe, or NULL: one that others may write to lets them swap the file. */
+static const char *unsafe_directory(const char *dir, char *why, size_t len)
+{
+    char part[PATH_MAX];
+    snprintf(part, sizeof part, "%s", dir);
+    for (;;) { /* dir itself, then each directory above it up to / */
+        struct stat st;
+        if (stat(part, &st) != 0) {
+            snprintf(why, len, "cannot stat directory %s: %s", part, strerror(errno));
+            return why;
+        }
+        if (st.st_mode & S_IWOTH) {
+            snprintf(why, len, "directory %s is writable by others (mode %04o)", part,
+                     (unsigned)(st.st_mode & 07777));
+            return why;
+        }
+        char *slash = strrchr(part, '/');
+        if (!slash || strcmp(part, "/") == 0)
+            return NULL;
+        slash[slash == part ? 1 : 0] = '\0';
+    }
+}
+
+/* Why the open file fd is unsafe to run as the driver, or NULL. */
+static const char *unsafe_file(int fd, char *why, size_t len)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        snprintf(why, len, "cannot stat it: %s", strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        snprintf(why, len, "it is not a regular file");
+    else if (st.st_mode & (S_IWGRP | S_IWOTH))
+        snprintf(why, len, "it is writable by group or others (mode %04o)",
+                 (unsigned)(st.st_mode & 07777));
+    else if (st.st_uid != 0 && st.st_uid != geteuid())
+        snprintf(why, len, "it is owned by uid %u, neither root nor the effective user (%u)",
+                 (unsigned)st.st_uid, (unsigned)geteuid());
+    else
+        return NULL;
+    return why;
+}
+
+/* The file named by $HK_CUDA_DRIVER runs with our privileges, so it is held to
+ * the rules for plugin files: every directory up to the resolved file not
+ * writable by others; the file regular, not writable by group or others, and
+ * owned by root or the effective user. It is opened once, checked through
+ * that descriptor and loaded through it (/proc/self/fd/N), so the file checked
+ * is the file loaded. NULL with the create error written on refusal. */
+static void *open_named_driver(const char *path)
+{
+    char real[PATH_MAX], why[PATH_MAX + 96], fdpath[64];
+    if (!realpath(path, real)) {
+        hk__fail(NULL, HK_STATUS_NO_DRIVER, "cannot open the CUDA driver %s (HK_CUDA_DRIVER): %s",
+                 path, strerror(errno));
+        return NULL;
+    }
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", real);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        slash[slash == dir ? 1 : 0] = '\0';
+    if (unsafe_directory(dir, why, sizeof why)) {
+        hk__fail(NULL, HK_STATUS_NO_DRIVER, "the CUDA driver %s (HK_CUDA_DRIVER) is refused: %s",
+                 path, why);
+        return NULL;
+    }
+    int fd = open(real, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        hk__fail(NULL, HK_STATUS_NO_DRIVER, "cannot open the CUDA driver %s (HK_CUDA_DRIVER): %s",
+                 path, strerror(errno));
+        return NULL;
+    }
+    void *lib = NULL;
+    if (unsafe_file(fd, why, sizeof why)) {
+        hk__fail(NULL, HK_STATUS_NO_DRIVER, "the CUDA driver %s (HK_CUDA_DRIVER) is refused: %s",
+                 path, why);
+    } else {
+        /* The dynamic loader knows a file it has loaded already by its device
+         * and inode, so a driver the process uses already is not loaded twice. */
+        snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", fd);
+        lib = dlopen(fdpath, RTLD_NOW | RTLD_LOCAL);
+        if (!lib) {
+            const char *e = dlerror();
+            hk__fail(NULL, HK_STATUS_NO_DRIVER,
+                     "cannot open the CUDA driver %s (HK_CUDA_DRIVER): %s", path,
+                     e ? e : "unknown reason");
+        }
+    }
+    close(fd);
+    return lib;
+}
+
+/* cuInit failed. In the child of a fork() of a process that initialised the
+ * driver (through hk-cuda or not, so our fork handler may never have run),
+ * cuInit answers CUDA_ERROR_NOT_INITIALIZED while cuDriverGetVersion, which
+ * needs no initialisation, still works (docs/contexts.md fact 18): that pair
+ * is taken to mean a fork child, and the caller gets HK_STATUS_FORKED. */
+static hk_status_t init_failed(CUresult r, const char *path)
+{
+    char cu[96];
+    int v = 0;
+    hk__cu_name(r, cu, sizeof cu);
+    if (r == CUDA_ERROR_NO_DEVICE)
+        return hk__fail(NULL, HK_STATUS_NO_DEVICE, "cuInit: %s", cu);
+    if (r == CUDA_ERROR_NOT_INITIALIZED && hk__cu.cuDriverGetVersion(&v) == CUDA_SUCCESS)
+        return hk__fail(NULL, HK_STATUS_FORKED,
+                        "cuInit: %s while cuDriverGetVersion works: this process is a fork() "
+                        "child of a process that initialised CUDA, and cannot use it", cu);
+    return hk__fail(NULL, HK_STATUS_NO_DRIVER, "cuInit of the CUDA driver %s failed: %s", path,
+                    cu);
+}
+
 hk_status_t hk__driver_load(void)
 {
     if (drv_ready)
         return HK_STATUS_OK;
     hk_status_t st = HK_STATUS_OK;
     const char *path = secure_getenv("HK_CUDA_DRIVER");
-    if (!path || !*path)
+    void *lib = NULL;
+    if (path && *path) {
+        lib = open_named_driver(path);
+        if (!lib)
+            return HK_STATUS_NO_DRIVER;
+    } else {
         path = "libcuda.so.1";
-    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        const char *why = dlerror();
-        return hk__fail(NULL, HK_STATUS_NO_DRIVER, "cannot open the CUDA driver %s: %s", path,
-                        why ? why : "unknown reason");
+        lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (!lib) {
+            const char *why = dlerror();
+            return hk__fail(NULL, HK_STATUS_NO_DRIVER, "cannot open the CUDA driver %s: %s",
+                            path, why ? why : "unknown reason");
+        }
     }
     /* The _v2 form (CUDA 12.0+) reports why a symbol is missing. */
     PFN_cuGetProcAddress_v12000 getproc =
@@ -124,15 +249,8 @@ hk_status_t hk__driver_load(void)
     if (st != HK_STATUS_OK)
         goto out;
     CUresult r = hk__cu.cuInit(0);
-    if (r == CUDA_ERROR_NO_DEVICE) {
-        st = hk__fail(NULL, HK_STATUS_NO_DEVICE, "cuInit: %s",
-                      hk__cu_name(r, (char[96]){0}, 96));
-        goto out;
-    }
     if (r != CUDA_SUCCESS) {
-        char cu[96];
-        st = hk__fail(NULL, HK_STATUS_NO_DRIVER, "cuInit of the CUDA driver %s failed: %s", path,
-                      hk__cu_name(r, cu, sizeof cu));
+        st = init_failed(r, path);
         goto out;
     }
     st = check_version();

@@ -118,22 +118,26 @@ static hk_status_t set_stream(hk_handle_t *h, void *stream)
         if (r != CUDA_SUCCESS)
             return hk__fail_cu(h, r, "set_stream: cuStreamGetCtx");
         if (sctx != h->ctx) {
-            /* Name the stream's device: look it up inside its own context. */
+            /* Name the stream's device: look it up inside its own context,
+             * pushed over the caller's and popped again (only the message
+             * depends on it; -1 when the driver will not say). */
             int sdev = -1;
-            CUcontext cur = NULL;
             CUdevice d;
-            if (hk__cu.cuCtxGetCurrent(&cur) == CUDA_SUCCESS &&
-                hk__cu.cuCtxSetCurrent(sctx) == CUDA_SUCCESS) {
+            if (hk__cu.cuCtxPushCurrent(sctx) == CUDA_SUCCESS) {
                 if (hk__cu.cuCtxGetDevice(&d) == CUDA_SUCCESS) {
                     int count = 0;
-                    hk__cu.cuDeviceGetCount(&count);
+                    if (hk__cu.cuDeviceGetCount(&count) != CUDA_SUCCESS)
+                        count = 0;
                     for (int i = 0; i < count; i++) {
                         CUdevice di;
                         if (hk__cu.cuDeviceGet(&di, i) == CUDA_SUCCESS && di == d)
                             sdev = i;
                     }
                 }
-                hk__cu.cuCtxSetCurrent(cur);
+                CUresult rp = hk__pop_current();
+                if (rp != CUDA_SUCCESS)
+                    return hk__fail_cu(h, rp, "set_stream: cuCtxPopCurrent restoring the "
+                                              "caller's context");
             }
             return hk__fail(h, HK_STATUS_STREAM_MISMATCH,
                             "set_stream: the stream belongs to a context of device %d, the "
@@ -196,7 +200,7 @@ static hk_status_t handle_info(hk_handle_t *h, hk_handle_info_t *info)
     pthread_mutex_lock(&h->lock); /* owns_primary changes under it on re-arm */
     const hk__arm_t *a = atomic_load(&h->arm);
     v.context_id = a ? a->ctx_id : 0;
-    v.owns_primary = h->owns_primary;
+    v.owns_primary = h->owns_primary != 0;
     pthread_mutex_unlock(&h->lock);
     size_t n = info->size < sizeof v ? info->size : sizeof v;
     v.size = (uint32_t)n;

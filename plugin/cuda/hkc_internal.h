@@ -33,6 +33,9 @@
     X(cuDevicePrimaryCtxGetState, 7000)       \
     X(cuCtxGetCurrent, 4000)                  \
     X(cuCtxSetCurrent, 4000)                  \
+    X(cuCtxPushCurrent, 4000)                 \
+    X(cuCtxPopCurrent, 4000)                  \
+    X(cuCtxSynchronize, 2000)                 \
     X(cuCtxGetDevice, 2000)                   \
     X(cuCtxGetId, 12000)                      \
     X(cuStreamGetCtx, 9020)                   \
@@ -147,7 +150,11 @@ struct hk_handle {
     CUdevice cudev;
     CUcontext ctx;     /* the bound context; a primary keeps its pointer across resets */
     int is_primary;    /* bound to a primary context: re-armable after a reset */
-    int owns_primary;  /* holds one retain, released by destroy */
+    /* Retains of the primary the handle holds, each released by destroy:
+     * 1 for a primary-bound handle, more only when the driver refused to take
+     * back a re-arm's extra retain (kept here rather than lost). Changes under
+     * lock after create. */
+    int owns_primary;
     uint32_t flags;    /* HK_CREATE_* in effect */
     int sm_count;
     _Atomic(hk__arm_t *) arm;
@@ -160,7 +167,9 @@ struct hk_handle {
      * one synchronise and no copy (about 8 us less per call on an H200).
      * Made at the first such call in context incarnation slot_ctx (made at
      * create it cost every handle ~8 us, the first ~0.5 ms); slot NULL with
-     * slot_ctx set: the driver refused, the result is copied from ws. */
+     * slot_ctx set: the driver refused, the result is copied from ws. A word
+     * whose device address the driver refused and whose free it refused too
+     * stays in slot with slot_dev 0: unused, freed by destroy. */
     void *slot;
     CUdeviceptr slot_dev;
     unsigned long long slot_ctx;
@@ -176,8 +185,8 @@ void *hk__result_slot(hk_handle_t *h, const hk__arm_t *a, CUdeviceptr *dev);
 typedef struct hk__call {
     hk_handle_t *h;
     const hk__arm_t *arm;
-    CUcontext prev;
-    int switched;
+    CUcontext prev;    /* the caller's current context */
+    int switched;      /* the handle's context was pushed over it */
     CUstream stream;
 } hk__call_t;
 
@@ -191,22 +200,36 @@ static inline int hk__valid(const hk_handle_t *h)
     return hk__reg_live(&hk__handles, h);
 }
 
-/* Binds a new handle per DESIGN.md's context contract and arms it. Leaves
+/* Binds a new handle per docs/contexts.md and arms it. Leaves
  * the caller's context as it was, except that with nothing current the bound
  * device-0 primary stays current (as a runtime call would leave it). */
 hk_status_t hk__context_bind(hk_handle_t *h, int device);
 
 /* The per-call guard: checks the handle's context (re-arming a reset primary),
- * makes it current if it is not, and fills c. On failure nothing is changed. */
+ * pushes it over the caller's if it is not current, and fills c. On failure
+ * the caller's context is as it was. */
 hk_status_t hk__call_begin(hk_handle_t *h, hk__call_t *c);
 
-/* Restores the caller's context; returns st, or the restore's failure when
- * st was OK. */
+/* Pops the handle's context if call_begin pushed it, so the caller's is
+ * current again, and returns st: the status of the call's own work. A pop
+ * the driver refuses twice is written to the handle's message but never
+ * turns a call whose work was done into a failure (see README.md, "Failures"). */
 hk_status_t hk__call_end(hk__call_t *c, hk_status_t st);
 
-/* Frees what the handle made if its context still lives, and drops its
- * retain. Goes on past a failing step and returns the first failure. */
+/* Destroy's half: waits for the handle's work, frees what it made if its
+ * context still lives, gives back its retains, and leaves the caller's
+ * context as it was. Goes on past a failing step; returns the first failure. */
 hk_status_t hk__context_unbind(hk_handle_t *h);
+
+/* Giving back: a free, a release or the pop of a context the handle pushed.
+ * A driver call that fails is taken to have done nothing, so each of these is
+ * tried a second time when refused: one transient refusal must not leak what
+ * it gives back. Returns the last attempt's result. */
+CUresult hk__give_back_mem(CUdeviceptr p);
+CUresult hk__give_back_host(void *p);
+CUresult hk__give_back_primary(CUdevice dev);
+CUresult hk__give_back_library(CUlibrary lib);
+CUresult hk__pop_current(void);
 
 /* Validates that [p, p + bytes) is memory of the handle's device (checked
  * mode). what names the argument in the message. */

@@ -48,7 +48,7 @@ static void drop_cache(void)
 
 hk_status_t hk__kernels_acquire(void)
 {
-    if (refs > 0) {
+    if (refs > 0 || library) { /* a library the driver would not unload is used again */
         refs++;
         return HK_STATUS_OK;
     }
@@ -60,7 +60,7 @@ hk_status_t hk__kernels_acquire(void)
         r = hk__cu.cuLibraryGetKernel(&kernels[k], lib, kernel_names[k]);
         if (r != CUDA_SUCCESS) {
             char cu[96];
-            hk__cu.cuLibraryUnload(lib);
+            hk__give_back_library(lib); /* refused twice: the first failure is reported */
             return hk__fail(NULL, hk__cu_status(r), "cuLibraryGetKernel(%s) failed: %s",
                             kernel_names[k], hk__cu_name(r, cu, sizeof cu));
         }
@@ -75,13 +75,14 @@ hk_status_t hk__kernels_release(void)
     if (refs == 0 || --refs > 0)
         return HK_STATUS_OK;
     drop_cache();
-    CUlibrary lib = library;
-    library = NULL;
-    if (atomic_load(&hk__forked))
+    if (atomic_load(&hk__forked)) {
+        library = NULL;
         return HK_STATUS_OK; /* the child has no driver to unload from */
-    CUresult r = hk__cu.cuLibraryUnload(lib);
-    if (r != CUDA_SUCCESS)
+    }
+    CUresult r = hk__give_back_library(library);
+    if (r != CUDA_SUCCESS) /* kept for the next handle rather than lost */
         return hk__fail_cu(NULL, r, "cuLibraryUnload of the embedded kernels");
+    library = NULL;
     return HK_STATUS_OK;
 }
 

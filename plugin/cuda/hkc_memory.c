@@ -1,7 +1,13 @@
 /* hk-cuda: table "hk.memory/1" (plugin_api/hk_memory.h): device memory of the
  * handle's context, so a host can run one workload on any implementation.
  * Every slot runs under the context guard, so the caller's context is left
- * as it was. Not for the hot path: the copies synchronise the stream. */
+ * as it was. Not for the hot path: the copies synchronise the stream.
+ *
+ * A slot reports failure only when its work was not done, so repeating a
+ * failed call is always safe: once cuMemFree has freed the block, free_
+ * returns OK whatever happens after it (hk__call_end never turns a done call
+ * into a failure); a repeated free could free a block that another thread
+ * was given at the same address meanwhile. */
 #include <stdio.h>
 
 #include "hk_memory.h"
@@ -28,13 +34,9 @@ static hk_status_t mem_alloc(hk_handle_t *h, size_t bytes, void **out)
         st = hk__fail_cu(h, r, what);
     }
     st = hk__call_end(&c, st);
-    if (st != HK_STATUS_OK) {
-        if (r == CUDA_SUCCESS)
-            hk__cu.cuMemFree(p); /* unified addressing: no context needed */
-        return st;
-    }
-    *out = (void *)(uintptr_t)p;
-    return HK_STATUS_OK;
+    if (st == HK_STATUS_OK)
+        *out = (void *)(uintptr_t)p;
+    return st;
 }
 
 static hk_status_t mem_free(hk_handle_t *h, void *ptr)

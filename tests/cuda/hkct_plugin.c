@@ -2,10 +2,13 @@
 #include "hkct_plugin.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 const char *hkct_plugin_path(void)
@@ -76,6 +79,56 @@ int hkct_plugin_open_sibling(hkct_plugin_t *p, const char *name)
     size_t dir = slash ? (size_t)(slash + 1 - path) : 0;
     snprintf(path + dir, sizeof path - dir, "%s", name);
     return open_path(p, path);
+}
+
+int hkct_copy_file(const char *src, const char *dst, unsigned mode)
+{
+    int in = open(src, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return -1;
+    int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (out < 0) {
+        close(in);
+        return -1;
+    }
+    char buf[1 << 16];
+    ssize_t n;
+    int rc = 0;
+    while ((n = read(in, buf, sizeof buf)) > 0) {
+        if (write(out, buf, (size_t)n) != n) {
+            rc = -1;
+            break;
+        }
+    }
+    if (n < 0 || fchmod(out, (mode_t)mode) != 0)
+        rc = -1;
+    int saved = errno;
+    close(in);
+    if (close(out) != 0)
+        rc = -1;
+    errno = saved;
+    return rc;
+}
+
+int hkct_plugin_open_copy(hkct_plugin_t *p)
+{
+    char dir[] = "/tmp/hkct-plugin-XXXXXX", path[64];
+    if (!mkdtemp(dir)) {
+        memset(p, 0, sizeof *p);
+        snprintf(p->why, sizeof p->why, "mkdtemp: %s", strerror(errno));
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/hk-cuda-copy.so", dir);
+    int rc = -1;
+    if (hkct_copy_file(hkct_plugin_path(), path, 0755) == 0) {
+        rc = open_path(p, path);
+    } else {
+        memset(p, 0, sizeof *p);
+        snprintf(p->why, sizeof p->why, "copying %s: %s", hkct_plugin_path(), strerror(errno));
+    }
+    unlink(path); /* the mapping stays */
+    rmdir(dir);
+    return rc;
 }
 
 static double next_value(unsigned *s)

@@ -28,6 +28,14 @@ int hkct_plugin_open(hkct_plugin_t *p);
  * "hk-cpu.so", the oracle the numbers are compared with). */
 int hkct_plugin_open_sibling(hkct_plugin_t *p, const char *name);
 
+/* Opens and negotiates a copy of the plugin file, made in a new temporary
+ * directory and removed again once loaded: a second instance of hk-cuda in
+ * the process, with state of its own that no earlier call touched. */
+int hkct_plugin_open_copy(hkct_plugin_t *p);
+
+/* Copies file src to dst with mode. Returns 0, or -1 with errno set. */
+int hkct_copy_file(const char *src, const char *dst, unsigned mode);
+
 /* Deterministic values in [-1, 1). */
 void hkct_fill_float(float *v, size_t n, unsigned seed);
 void hkct_fill_double(double *v, size_t n, unsigned seed);

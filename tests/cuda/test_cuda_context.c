@@ -1,15 +1,12 @@
-/* hk-cuda context scenarios (DESIGN.md "Context contract", TARGETS.md R5).
+/* hk-cuda context scenarios: one per row of docs/contexts.md.
  *
- * One program for both machines: linked with the driver (the toolkit's stub at
- * link time), it runs against the simulated driver in CI and against the real
- * one on a GPU machine. Runtime operations go through tests/common/hk_rt.h.
- * Each scenario runs in a thread of its own, which starts with no current
- * context (fact 7), and asserts the status, the numbers, and the context that
- * is current after every call: always the caller's. The simulation's
- * introspection (reference counts, live allocations, fault injection) is used
- * only where it is present. */
-#include <cuda.h>
-#include <dlfcn.h>
+ * One program for both machines (see hkct_context.h): the simulated driver
+ * in CI, with 1, 2 and 4 devices, and the real driver on a GPU machine, where
+ * runtime operations go through tests/common/hk_rt.h. Each scenario starts
+ * with nothing current and asserts the status, the numbers, and the context
+ * that is current after every call: always the caller's. Only scenarios that
+ * need a second device are skipped on a machine with one; the simulation's
+ * introspection (reference counts, live blocks) is used only where present. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,159 +15,20 @@
 #include <unistd.h>
 
 #include "hk_rt.h"
-#include "hk_test.h"
-#include "hkct_plugin.h"
-#include "simcuda.h"
+#include "hkct_context.h"
 
-static hkct_plugin_t plug;
-static int ndev;
-
-/* The simulation's test API, found at run time (absent on a real driver). */
-static struct {
-    int (*refcount)(int);
-    size_t (*live)(void);
-    void (*fail)(const char *, unsigned, CUresult);
-    void (*fail_clear)(void);
-    unsigned long (*calls)(const char *);
-    void (*reset_counters)(void);
-    size_t (*launch_count)(void);
-    int (*launch_get)(size_t, simcuda_launch_record_t *);
-} sim;
-static int on_sim;
-
-#define OK(call) CU_ASSERT_EQUAL_FATAL((call), CUDA_SUCCESS)
-
-static CUcontext current(void)
-{
-    CUcontext c = NULL;
-    CU_ASSERT_EQUAL(cuCtxGetCurrent(&c), CUDA_SUCCESS);
-    return c;
-}
-
-/* The primary context's pointer (the same for its whole life, fact 2). */
-static CUcontext primary(int dev)
-{
-    CUdevice d;
-    CUcontext p = NULL;
-    OK(cuDeviceGet(&d, dev));
-    OK(cuDevicePrimaryCtxRetain(&p, d));
-    OK(cuDevicePrimaryCtxRelease(d));
-    return p;
-}
-
-static unsigned long long ctx_id(CUcontext c)
-{
-    unsigned long long id = 0;
-    CU_ASSERT_EQUAL(cuCtxGetId(c, &id), CUDA_SUCCESS);
-    return id;
-}
-
-static hk_handle_info_t info_of(hk_handle_t *h)
-{
-    hk_handle_info_t i;
-    memset(&i, 0, sizeof i);
-    i.size = sizeof i;
-    CU_ASSERT_EQUAL(plug.vt->handle_info(h, &i), HK_STATUS_OK);
-    return i;
-}
-
-static hk_handle_t *create(int device, hk_status_t want)
-{
-    hk_create_info_t ci = {sizeof ci, device, 0};
-    hk_handle_t *h = NULL;
-    hk_status_t st = plug.vt->handle_create(&ci, &h);
-    if (st != want)
-        printf("\n  create(device %d): %d (%s)\n", device, (int)st, plug.vt->last_error(NULL));
-    CU_ASSERT_EQUAL(st, want);
-    return h;
-}
-
-/* y := 2x + y and x.y on the handle's own memory, checked; asserts after
- * every call that `expect` is current. Returns the first failing status. */
-static hk_status_t workload(hk_handle_t *h, CUcontext expect)
-{
-    enum { N = 1000 };
-    float x[N], y[N], out[N], a = 2.0f, dot = 0.0f;
-    void *dx = NULL, *dy = NULL;
-    for (int i = 0; i < N; i++) {
-        x[i] = (float)(i % 7) - 3.0f;
-        y[i] = 1.0f;
-    }
-    hk_status_t st = plug.mem->alloc(h, sizeof x, &dx);
-    CU_ASSERT_PTR_EQUAL(current(), expect);
-    if (st == HK_STATUS_OK)
-        st = plug.mem->alloc(h, sizeof y, &dy);
-    if (st == HK_STATUS_OK)
-        st = plug.mem->copy_to_device(h, dx, x, sizeof x);
-    if (st == HK_STATUS_OK)
-        st = plug.mem->copy_to_device(h, dy, y, sizeof y);
-    CU_ASSERT_PTR_EQUAL(current(), expect);
-    if (st == HK_STATUS_OK)
-        st = plug.vt->set_pointer_mode(h, HK_POINTER_MODE_HOST);
-    if (st == HK_STATUS_OK)
-        st = plug.blas->saxpy(h, N, &a, dx, 1, dy, 1);
-    CU_ASSERT_PTR_EQUAL(current(), expect);
-    if (st == HK_STATUS_OK)
-        st = plug.blas->sdot(h, N, dx, 1, dy, 1, &dot);
-    CU_ASSERT_PTR_EQUAL(current(), expect);
-    if (st == HK_STATUS_OK)
-        st = plug.mem->copy_to_host(h, out, dy, sizeof out);
-    CU_ASSERT_PTR_EQUAL(current(), expect);
-    if (st == HK_STATUS_OK) {
-        double want = 0.0;
-        int bad = 0;
-        for (int i = 0; i < N; i++) {
-            bad += out[i] != 2.0f * x[i] + 1.0f;
-            want += (double)x[i] * (2.0 * x[i] + 1.0);
-        }
-        CU_ASSERT_EQUAL(bad, 0);
-        CU_ASSERT_DOUBLE_EQUAL(dot, want, 1e-3);
-    }
-    if (dx)
-        plug.mem->free_(h, dx);
-    if (dy)
-        plug.mem->free_(h, dy);
-    CU_ASSERT_PTR_EQUAL(current(), expect);
-    return st;
-}
-
-static void *trampoline(void *arg)
-{
-    void (**fn)(void) = arg;
-    (*fn)();
-    return NULL;
-}
-
-/* Runs fn in a new thread (nothing current there, fact 7) and waits for it.
- * fn must use no _FATAL assertion: CUnit cannot jump across threads. */
-static void in_thread(void (*fn)(void))
-{
-    pthread_t t;
-    CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, trampoline, &fn), 0);
-    pthread_join(t, NULL);
-}
-
-/* Empties the calling thread's context stack: cuCtxSetCurrent(NULL) pops
- * (fact 15), so every scenario starts with nothing current. */
-static void clear_current(void)
-{
-    for (int k = 0; k < 64; k++) {
-        CUcontext c = NULL;
-        if (cuCtxGetCurrent(&c) != CUDA_SUCCESS || !c)
-            return;
-        cuCtxSetCurrent(NULL);
-    }
-}
-
-#define SCENARIO(name)                                                       \
-    static void name##_body(void);                                           \
-    static void name(void)                                                   \
-    {                                                                        \
-        clear_current();                                                     \
-        name##_body();                                                       \
-        clear_current();                                                     \
-    }                                                                        \
-    static void name##_body(void)
+#define plug hkct_plug
+#define sim hkct_sim
+#define on_sim hkct_on_sim
+#define ndev hkct_ndev
+#define OK HKCT_OK
+#define SCENARIO HKCT_SCENARIO
+#define current hkct_current
+#define primary hkct_primary
+#define ctx_id hkct_ctx_id
+#define info_of hkct_info
+#define create hkct_create
+#define workload hkct_workload
 
 /* ---- the contract's table ---- */
 
@@ -195,24 +53,26 @@ SCENARIO(t_nothing_current)
     CU_ASSERT_PTR_EQUAL(current(), p0);
     if (on_sim)
         CU_ASSERT_EQUAL(sim.refcount(0), rc);
+    CU_ASSERT_EQUAL(hkct_pop_all(p0), 1); /* exactly one entry, as a runtime call leaves */
 }
 
-SCENARIO(t_runtime_device_1)
+/* The runtime's current device (the last one), its stream and its memory. */
+SCENARIO(t_runtime_device)
 {
-    OK(hk_rt_set_device(1));
-    CUcontext p1 = current();
-    CU_ASSERT_PTR_EQUAL(p1, primary(1));
-    int rc = on_sim ? sim.refcount(1) : 0;
+    int dev = ndev - 1;
+    OK(hk_rt_set_device(dev));
+    CUcontext p = current();
+    CU_ASSERT_PTR_EQUAL(p, primary(dev));
+    int rc = on_sim ? sim.refcount(dev) : 0;
     hk_handle_t *h = create(HK_DEVICE_CURRENT, HK_STATUS_OK);
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);
-    CU_ASSERT_PTR_EQUAL(current(), p1);
+    CU_ASSERT_PTR_EQUAL(current(), p);
     hk_handle_info_t i = info_of(h);
-    CU_ASSERT_EQUAL(i.device, 1);
+    CU_ASSERT_EQUAL(i.device, dev);
     CU_ASSERT_EQUAL(i.owns_primary, 1);
     if (on_sim)
-        CU_ASSERT_EQUAL(sim.refcount(1), rc + 1);
+        CU_ASSERT_EQUAL(sim.refcount(dev), rc + 1);
 
-    /* runtime stream and runtime memory passed in */
     enum { N = 333 };
     float x[N], y[N], a = 3.0f, dot = 0.0f;
     for (int k = 0; k < N; k++) {
@@ -230,9 +90,9 @@ SCENARIO(t_runtime_device_1)
     CU_ASSERT_EQUAL(plug.mem->copy_to_device(h, dx, x, sizeof x), HK_STATUS_OK);
     CU_ASSERT_EQUAL(plug.mem->copy_to_device(h, dy, y, sizeof y), HK_STATUS_OK);
     CU_ASSERT_EQUAL(plug.blas->saxpy(h, N, &a, dx, 1, dy, 1), HK_STATUS_OK);
-    CU_ASSERT_PTR_EQUAL(current(), p1);
+    CU_ASSERT_PTR_EQUAL(current(), p);
     CU_ASSERT_EQUAL(plug.blas->sdot(h, N, dx, 1, dy, 1, &dot), HK_STATUS_OK);
-    CU_ASSERT_PTR_EQUAL(current(), p1);
+    CU_ASSERT_PTR_EQUAL(current(), p);
     CU_ASSERT_EQUAL(plug.mem->copy_to_host(h, y, dy, sizeof y), HK_STATUS_OK);
     double want = 0.0;
     int bad = 0;
@@ -243,12 +103,13 @@ SCENARIO(t_runtime_device_1)
     CU_ASSERT_EQUAL(bad, 0);
     CU_ASSERT_DOUBLE_EQUAL(dot, want, want * 1e-6);
     CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
-    CU_ASSERT_PTR_EQUAL(current(), p1);
+    CU_ASSERT_PTR_EQUAL(current(), p);
     if (on_sim)
-        CU_ASSERT_EQUAL(sim.refcount(1), rc);
+        CU_ASSERT_EQUAL(sim.refcount(dev), rc);
     OK(hk_rt_free(dx));
     OK(hk_rt_free(dy));
     OK(hk_rt_stream_destroy(s));
+    CU_ASSERT_EQUAL(hkct_pop_all(p), 1);
 }
 
 SCENARIO(t_user_context)
@@ -271,22 +132,73 @@ SCENARIO(t_user_context)
         CU_ASSERT_EQUAL(sim.refcount(0), rc); /* not retained */
     CU_ASSERT_EQUAL(workload(h, uc), HK_STATUS_OK);
 
-    /* the user destroys the context before the handle */
+    /* The user destroys the context before the handle; it was current, so
+     * it is popped and nothing is current. */
     OK(cuCtxDestroy(uc));
-    CUcontext after = current();
+    CU_ASSERT_PTR_NULL(current());
     float r = 0.0f, dummy = 0.0f;
     CU_ASSERT_EQUAL(plug.blas->sdot(h, 1, &dummy, 1, &dummy, 1, &r), HK_STATUS_CONTEXT_DESTROYED);
     CU_ASSERT_PTR_NOT_NULL(strstr(plug.vt->last_error(h), "destroyed"));
-    CU_ASSERT_PTR_EQUAL(current(), after);
+    CU_ASSERT_PTR_NULL(current());
     void *p = NULL;
     CU_ASSERT_EQUAL(plug.mem->alloc(h, 64, &p), HK_STATUS_CONTEXT_DESTROYED);
     CU_ASSERT_EQUAL(plug.vt->synchronize(h), HK_STATUS_CONTEXT_DESTROYED);
     CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
-    CU_ASSERT_PTR_EQUAL(current(), after);
+    CU_ASSERT_PTR_NULL(current());
     if (on_sim) {
         CU_ASSERT_EQUAL(sim.refcount(0), rc);
         CU_ASSERT_EQUAL(sim.live(), live);
     }
+}
+
+/* A user context destroyed by another thread stays current, dead, on this
+ * one (docs/contexts.md, fact 6 and cuCtxDestroy's documentation). */
+static CUcontext doomed;
+
+static void destroy_doomed(void)
+{
+    CU_ASSERT_EQUAL(cuCtxDestroy(doomed), CUDA_SUCCESS);
+}
+
+static void dead_current_thread(void)
+{
+    CUdevice d0;
+    CU_ASSERT_EQUAL(cuDeviceGet(&d0, 0), CUDA_SUCCESS);
+    if (cuCtxCreate(&doomed, NULL, 0, d0) != CUDA_SUCCESS) {
+        CU_FAIL("cuCtxCreate");
+        return;
+    }
+    int rc[16] = {0};
+    for (int d = 0; on_sim && d < ndev && d < 16; d++)
+        rc[d] = sim.refcount(d);
+    hkct_in_thread(destroy_doomed);
+    CU_ASSERT_PTR_EQUAL(current(), doomed);
+
+    /* bound to what is current: a destroyed context, nothing retained */
+    hk_handle_t *h = create(HK_DEVICE_CURRENT, HK_STATUS_CONTEXT_DESTROYED);
+    CU_ASSERT_PTR_NULL(h);
+    CU_ASSERT_PTR_NOT_NULL(strstr(plug.vt->last_error(NULL), "destroyed"));
+    CU_ASSERT_PTR_EQUAL(current(), doomed);
+    for (int d = 0; on_sim && d < ndev && d < 16; d++)
+        CU_ASSERT_EQUAL(sim.refcount(d), rc[d]);
+
+    /* an explicit device works, and the dead context is current again after
+     * every call: it is given back as it was, not set anew */
+    h = create(0, HK_STATUS_OK);
+    CU_ASSERT_PTR_EQUAL(current(), doomed);
+    if (h) {
+        CU_ASSERT_EQUAL(workload(h, doomed), HK_STATUS_OK);
+        CU_ASSERT_EQUAL(plug.vt->synchronize(h), HK_STATUS_OK);
+        CU_ASSERT_PTR_EQUAL(current(), doomed);
+        CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
+        CU_ASSERT_PTR_EQUAL(current(), doomed);
+    }
+    CU_ASSERT_EQUAL(hkct_pop_all(doomed), 1);
+}
+
+SCENARIO(t_destroyed_user_current)
+{
+    hkct_in_thread(dead_current_thread);
 }
 
 /* Device 1 current (held by a retain of our own), handle of device 0. */
@@ -318,7 +230,34 @@ SCENARIO(t_other_device_current)
     }
     CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
     CU_ASSERT_PTR_EQUAL(current(), p1);
+    CU_ASSERT_EQUAL(hkct_pop_all(p1), 1);
     OK(cuDevicePrimaryCtxRelease(d1));
+}
+
+/* A stream of a user context of device 0 given to a device-0 primary handle. */
+SCENARIO(t_stream_same_device)
+{
+    CUdevice d0;
+    CUcontext uc = NULL;
+    CUstream s = NULL;
+    hk_handle_t *h = create(0, HK_STATUS_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    OK(cuDeviceGet(&d0, 0));
+    OK(cuCtxCreate(&uc, NULL, 0, d0));
+    OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CU_ASSERT_EQUAL(plug.vt->set_stream(h, s), HK_STATUS_STREAM_MISMATCH);
+    const char *msg = plug.vt->last_error(h);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "another context of the same device"));
+    CU_ASSERT_PTR_EQUAL(current(), uc);
+    void *got = (void *)1;
+    CU_ASSERT_EQUAL(plug.vt->get_stream(h, &got), HK_STATUS_OK);
+    CU_ASSERT_PTR_NULL(got); /* unchanged */
+    CU_ASSERT_EQUAL(workload(h, uc), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
+    CU_ASSERT_PTR_EQUAL(current(), uc);
+    OK(cuStreamDestroy(s));
+    OK(cuCtxDestroy(uc));
+    CU_ASSERT_PTR_NULL(current());
 }
 
 SCENARIO(t_stream_mismatch)
@@ -343,6 +282,7 @@ SCENARIO(t_stream_mismatch)
     CU_ASSERT_EQUAL(workload(h, p1), HK_STATUS_OK); /* the handle still works */
     CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
     OK(cuStreamDestroy(s1));
+    CU_ASSERT_EQUAL(hkct_pop_all(p1), 1);
     OK(cuDevicePrimaryCtxRelease(d1));
 }
 
@@ -362,7 +302,7 @@ SCENARIO(t_explicit_device)
     CU_ASSERT_PTR_NULL(create(ndev, HK_STATUS_INVALID_DEVICE));
     CU_ASSERT_PTR_NOT_NULL(strstr(plug.vt->last_error(NULL), "does not exist"));
     CU_ASSERT_PTR_NULL(create(-7, HK_STATUS_INVALID_DEVICE));
-    CU_ASSERT_PTR_NULL(current());
+    CU_ASSERT_EQUAL(hkct_pop_all(NULL), 0);
 }
 
 static hk_handle_t *shared_handle;
@@ -374,13 +314,39 @@ static void use_shared(void)
     CU_ASSERT_PTR_NULL(current());
 }
 
+/* Made on one thread, used on new ones, where nothing is current. */
 SCENARIO(t_new_thread)
 {
     shared_handle = create(0, HK_STATUS_OK);
     CU_ASSERT_PTR_NOT_NULL_FATAL(shared_handle);
-    in_thread(use_shared);
-    in_thread(use_shared);
+    hkct_in_thread(use_shared);
+    hkct_in_thread(use_shared);
     CU_ASSERT_EQUAL(plug.vt->handle_destroy(shared_handle), HK_STATUS_OK);
+}
+
+static void create_in_thread(void)
+{
+    CU_ASSERT_PTR_NULL(current());
+    hk_handle_t *h = create(HK_DEVICE_CURRENT, HK_STATUS_OK);
+    if (!h)
+        return;
+    CUcontext p0 = primary(0);
+    CU_ASSERT_PTR_EQUAL(current(), p0);
+    CU_ASSERT_EQUAL(workload(h, p0), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hkct_pop_all(p0), 1);
+}
+
+/* A new thread has nothing current, whatever the creating thread has. */
+SCENARIO(t_create_in_new_thread)
+{
+    CUdevice d0;
+    CUcontext uc = NULL;
+    OK(cuDeviceGet(&d0, 0));
+    OK(cuCtxCreate(&uc, NULL, 0, d0));
+    hkct_in_thread(create_in_thread);
+    CU_ASSERT_PTR_EQUAL(current(), uc);
+    OK(cuCtxDestroy(uc));
 }
 
 SCENARIO(t_device_reset)
@@ -392,42 +358,77 @@ SCENARIO(t_device_reset)
     unsigned long long id1 = info_of(h).context_id;
     CU_ASSERT_EQUAL(workload(h, p0), HK_STATUS_OK);
 
+    /* Reset: the primary stays current, inactive; the handle's default
+     * stream died with nothing of the caller's, so it is re-armed. */
     OK(hk_rt_device_reset());
-    CUcontext after = current();
-    hk_status_t st = workload(h, after);
-    CU_ASSERT(st == HK_STATUS_OK || st == HK_STATUS_CONTEXT_RESET);
-    if (st == HK_STATUS_OK) { /* re-armed: a new incarnation of the primary */
-        hk_handle_info_t i = info_of(h);
-        CU_ASSERT_NOT_EQUAL(i.context_id, id1);
-        CU_ASSERT_EQUAL(i.context_id, ctx_id(p0));
-        CU_ASSERT_EQUAL(i.owns_primary, 1);
-    }
+    CU_ASSERT_PTR_EQUAL(current(), p0);
+    CU_ASSERT_EQUAL(workload(h, p0), HK_STATUS_OK);
+    hk_handle_info_t i = info_of(h);
+    CU_ASSERT_NOT_EQUAL(i.context_id, id1);
+    CU_ASSERT_EQUAL(i.context_id, ctx_id(p0));
+    CU_ASSERT_EQUAL(i.owns_primary, 1);
+    if (on_sim)
+        CU_ASSERT_EQUAL(sim.refcount(0), 1); /* the handle's; the runtime's went */
 
-    /* With a stream of the old context, re-arming is impossible. */
+    /* With a stream of the old incarnation, re-arming is impossible. */
     void *s = NULL;
     OK(hk_rt_stream_create(&s));
     CU_ASSERT_EQUAL(plug.vt->set_stream(h, s), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(workload(h, current()), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(workload(h, p0), HK_STATUS_OK);
     OK(hk_rt_device_reset());
-    after = current();
-    CU_ASSERT_EQUAL(workload(h, after), HK_STATUS_CONTEXT_RESET);
+    CU_ASSERT_PTR_EQUAL(current(), p0);
+    CU_ASSERT_EQUAL(workload(h, p0), HK_STATUS_CONTEXT_RESET);
     CU_ASSERT_PTR_NOT_NULL(strstr(plug.vt->last_error(h), "stream"));
     CU_ASSERT_EQUAL(plug.vt->set_stream(h, NULL), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(workload(h, after), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(workload(h, p0), HK_STATUS_OK);
     CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
-    CU_ASSERT_PTR_EQUAL(current(), after);
+    CU_ASSERT_PTR_EQUAL(current(), p0);
     if (on_sim)
         CU_ASSERT_EQUAL(sim.refcount(0), 0); /* the runtime's retain went with the reset */
+    CU_ASSERT_EQUAL(hkct_pop_all(p0), 1);
+}
+
+/* A reset primary left current is bound and re-activated, as the runtime's
+ * next call would treat it. */
+SCENARIO(t_reset_primary_current)
+{
+    OK(hk_rt_set_device(0));
+    CUcontext p0 = current();
+    OK(hk_rt_device_reset());
+    CU_ASSERT_PTR_EQUAL(current(), p0);
+    if (on_sim)
+        CU_ASSERT_EQUAL(sim.active(0), 0);
+    hk_handle_t *h = create(HK_DEVICE_CURRENT, HK_STATUS_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    CU_ASSERT_PTR_EQUAL(current(), p0);
+    hk_handle_info_t i = info_of(h);
+    CU_ASSERT_EQUAL(i.device, 0);
+    CU_ASSERT_EQUAL(i.owns_primary, 1);
+    CU_ASSERT_EQUAL(i.context_id, ctx_id(p0)); /* active again */
+    if (on_sim)
+        CU_ASSERT_EQUAL(sim.refcount(0), 1);
+    CU_ASSERT_EQUAL(workload(h, p0), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
+    CU_ASSERT_PTR_EQUAL(current(), p0);
+    if (on_sim)
+        CU_ASSERT_EQUAL(sim.refcount(0), 0);
+    CU_ASSERT_EQUAL(hkct_pop_all(p0), 1);
 }
 
 /* ---- threads, graphs, fork ---- */
 
+static int busy_device;
+
 static void *create_destroy_loop(void *arg)
 {
     int *errors = arg;
-    for (int k = 0; k < 25; k++) {
+    /* Half the handles bind device 0's primary from nothing current, which
+     * other threads activate and release meanwhile: many rounds on the
+     * simulation, where they are cheap, to catch a race in the binding. */
+    int rounds = on_sim ? 200 : 25;
+    for (int k = 0; k < rounds; k++) {
         hk_handle_t *h = NULL;
-        hk_create_info_t ci = {sizeof ci, k % 2 ? HK_DEVICE_CURRENT : 1, 0};
+        hk_create_info_t ci = {sizeof ci, k % 2 ? HK_DEVICE_CURRENT : busy_device, 0};
         hk_status_t st = plug.vt->handle_create(&ci, &h);
         if (st != HK_STATUS_OK) {
             printf("\n  create: %d: %s\n", (int)st, plug.vt->last_error(NULL));
@@ -436,18 +437,23 @@ static void *create_destroy_loop(void *arg)
         }
         float r = -1.0f;
         if (plug.vt->set_pointer_mode(h, HK_POINTER_MODE_HOST) != HK_STATUS_OK ||
-            plug.blas->sdot(h, 0, NULL, 1, NULL, 1, &r) != HK_STATUS_OK || r != 0.0f)
+            (st = plug.blas->sdot(h, 0, NULL, 1, NULL, 1, &r)) != HK_STATUS_OK || r != 0.0f) {
+            printf("\n  sdot: %d, %g: %s\n", (int)st, r, plug.vt->last_error(h));
             (*errors)++;
-        if (plug.vt->handle_destroy(h) != HK_STATUS_OK)
+        }
+        if ((st = plug.vt->handle_destroy(h)) != HK_STATUS_OK) {
+            printf("\n  destroy: %d: %s\n", (int)st, plug.vt->last_error(NULL));
             (*errors)++;
+        }
     }
     return NULL;
 }
 
 SCENARIO(t_eight_threads)
 {
+    busy_device = ndev - 1;
     size_t live = on_sim ? sim.live() : 0;
-    int rc1 = on_sim ? sim.refcount(1) : 0;
+    int rc = on_sim ? sim.refcount(busy_device) : 0;
     pthread_t t[8];
     int errors[8] = {0};
     for (int k = 0; k < 8; k++)
@@ -458,13 +464,14 @@ SCENARIO(t_eight_threads)
     }
     if (on_sim) {
         CU_ASSERT_EQUAL(sim.live(), live);
-        CU_ASSERT_EQUAL(sim.refcount(1), rc1);
+        CU_ASSERT_EQUAL(sim.refcount(busy_device), rc);
     }
 }
 
 SCENARIO(t_graph_capture)
 {
     enum { N = 4099 };
+    const hk_memory_v1_t *m = plug.mem;
     hk_handle_t *h = create(0, HK_STATUS_OK);
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);
     CUcontext p0 = primary(0);
@@ -477,13 +484,13 @@ SCENARIO(t_graph_capture)
         y[i] = 1.0f;
     }
     void *dx, *dy, *da, *dr;
-    CU_ASSERT_EQUAL_FATAL(plug.mem->alloc(h, sizeof x, &dx), HK_STATUS_OK);
-    CU_ASSERT_EQUAL_FATAL(plug.mem->alloc(h, sizeof y, &dy), HK_STATUS_OK);
-    CU_ASSERT_EQUAL_FATAL(plug.mem->alloc(h, sizeof a, &da), HK_STATUS_OK);
-    CU_ASSERT_EQUAL_FATAL(plug.mem->alloc(h, sizeof res, &dr), HK_STATUS_OK);
-    plug.mem->copy_to_device(h, dx, x, sizeof x);
-    plug.mem->copy_to_device(h, dy, y, sizeof y);
-    plug.mem->copy_to_device(h, da, &a, sizeof a);
+    CU_ASSERT_EQUAL_FATAL(m->alloc(h, sizeof x, &dx), HK_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(m->alloc(h, sizeof y, &dy), HK_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(m->alloc(h, sizeof a, &da), HK_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(m->alloc(h, sizeof res, &dr), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(m->copy_to_device(h, dx, x, sizeof x), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(m->copy_to_device(h, dy, y, sizeof y), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(m->copy_to_device(h, da, &a, sizeof a), HK_STATUS_OK);
     CU_ASSERT_EQUAL(plug.vt->set_stream(h, s), HK_STATUS_OK);
     CU_ASSERT_EQUAL(plug.vt->set_pointer_mode(h, HK_POINTER_MODE_DEVICE), HK_STATUS_OK);
 
@@ -500,10 +507,8 @@ SCENARIO(t_graph_capture)
     for (int rep = 1; rep <= 3; rep++) {
         OK(cuGraphLaunch(ge, s));
         OK(cuStreamSynchronize(s));
-        CU_ASSERT_EQUAL(plug.vt->set_pointer_mode(h, HK_POINTER_MODE_HOST), HK_STATUS_OK);
-        plug.mem->copy_to_host(h, y, dy, sizeof y);
-        plug.mem->copy_to_host(h, &res, dr, sizeof res);
-        CU_ASSERT_EQUAL(plug.vt->set_pointer_mode(h, HK_POINTER_MODE_DEVICE), HK_STATUS_OK);
+        CU_ASSERT_EQUAL(m->copy_to_host(h, y, dy, sizeof y), HK_STATUS_OK);
+        CU_ASSERT_EQUAL(m->copy_to_host(h, &res, dr, sizeof res), HK_STATUS_OK);
         double want = 0.0;
         int bad = 0;
         for (int i = 0; i < N; i++) {
@@ -516,206 +521,138 @@ SCENARIO(t_graph_capture)
     }
     OK(cuGraphExecDestroy(ge));
     OK(cuGraphDestroy(g));
-    plug.mem->free_(h, dx);
-    plug.mem->free_(h, dy);
-    plug.mem->free_(h, da);
-    plug.mem->free_(h, dr);
+    CU_ASSERT_EQUAL(m->free_(h, dx), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(m->free_(h, dy), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(m->free_(h, da), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(m->free_(h, dr), HK_STATUS_OK);
     OK(cuStreamDestroy(s)); /* before the handle, whose retain keeps p0 alive */
     CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
+    CU_ASSERT_PTR_EQUAL(current(), p0);
 }
 
+/* Runs child() in a fork() child; it reports through its exit status. */
+static void in_child(int (*child)(void *), void *arg)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0)
+        _exit(child(arg));
+    int status = -1;
+    CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+    CU_ASSERT(WIFEXITED(status));
+    if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+        printf("\n  the fork child found %d wrong answers\n", WEXITSTATUS(status));
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static int forked_with_handle(void *arg)
+{
+    hk_handle_t *h = arg;
+    int bad = 0;
+    float r = 0.0f, v = 1.0f;
+    bad += plug.blas->sdot(h, 1, &v, 1, &v, 1, &r) != HK_STATUS_FORKED;
+    bad += plug.vt->synchronize(h) != HK_STATUS_FORKED;
+    bad += strstr(plug.vt->last_error(h), "fork") == NULL;
+    hk_handle_t *h2 = NULL;
+    bad += plug.vt->handle_create(NULL, &h2) != HK_STATUS_FORKED;
+    bad += strstr(plug.vt->last_error(NULL), "fork") == NULL;
+    bad += plug.vt->handle_destroy(h) != HK_STATUS_OK;
+    return bad;
+}
+
+/* hk-cuda initialised CUDA before the fork: its fork handler marks the child. */
 SCENARIO(t_fork_child)
 {
     hk_handle_t *h = create(0, HK_STATUS_OK);
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);
-    fflush(stdout);
-    pid_t pid = fork();
-    CU_ASSERT_FATAL(pid >= 0);
-    if (pid == 0) {
-        /* The child reports through its exit status only. */
-        int bad = 0;
-        float r = 0.0f, v = 1.0f;
-        bad |= plug.blas->sdot(h, 1, &v, 1, &v, 1, &r) != HK_STATUS_FORKED;
-        bad |= plug.vt->synchronize(h) != HK_STATUS_FORKED;
-        bad |= strstr(plug.vt->last_error(h), "fork") == NULL;
-        hk_handle_t *h2 = NULL;
-        bad |= plug.vt->handle_create(NULL, &h2) != HK_STATUS_FORKED;
-        bad |= plug.vt->handle_destroy(h) != HK_STATUS_OK;
-        _exit(bad ? 1 : 0);
-    }
-    int status = -1;
-    CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
-    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    in_child(forked_with_handle, h);
     CU_ASSERT_EQUAL(workload(h, NULL), HK_STATUS_OK); /* the parent is unaffected */
     CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
 }
 
-/* ---- fault walk (simulation only, TARGETS.md R3) ---- */
-
-static const char *const walk_entries[] = {
-    "cuCtxGetCurrent", "cuCtxSetCurrent", "cuCtxGetId", "cuCtxGetDevice",
-    "cuDeviceGet", "cuDeviceGetCount", "cuDeviceGetAttribute",
-    "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxGetState",
-    "cuLibraryLoadData", "cuLibraryGetKernel", "cuLibraryUnload", "cuKernelGetFunction",
-    "cuMemAlloc", "cuMemFree", "cuMemsetD8Async", "cuStreamSynchronize",
-    "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuLaunchKernel", "cuPointerGetAttributes",
-    "cuMemFreeHost",
-    /* from here on, entries whose failure hk-cuda may absorb with a fallback
-     * (host pointer mode then copies the result instead of mapping it) */
-    "cuMemHostAlloc", "cuMemHostGetDevicePointer",
-};
-#define WALK_FIRST_OPTIONAL 23 /* index of "cuMemHostAlloc" */
-
-/* create, ops, destroy, as a careful user would: a failed free is retried.
- * Returns how many calls returned non-OK (+1000 for a wrong number without
- * a failing status); *destroy_failed tells whether destroy reported one. */
-static int walk_sequence(int *destroy_failed)
+static int forked_fresh(void *arg)
 {
-    int failures = 0;
+    hkct_plugin_t *fresh = arg;
     hk_handle_t *h = NULL;
-    hk_create_info_t ci = {sizeof ci, 1, HK_CREATE_CHECKED};
-    *destroy_failed = 0;
-    if (plug.vt->handle_create(&ci, &h) != HK_STATUS_OK)
-        return 1;
-    float v[8] = {1, 2, 3, 4, 5, 6, 7, 8}, r = 0.0f, a = 2.0f;
-    void *d = NULL;
-    hk_status_t st = plug.mem->alloc(h, sizeof v, &d);
-    failures += st != HK_STATUS_OK;
-    if (st == HK_STATUS_OK) {
-        /* stop at the first failure, as a caller would: later ops would read
-         * memory the failed step left unwritten */
-        int ok = plug.mem->copy_to_device(h, d, v, sizeof v) == HK_STATUS_OK &&
-                 plug.blas->sscal(h, 8, &a, d, 1) == HK_STATUS_OK &&
-                 plug.blas->snrm2(h, 8, d, 1, &r) == HK_STATUS_OK;
-        failures += !ok;
-        if (ok && (r < 28.56f || r > 28.57f)) /* 2 * sqrt(204) */
-            failures += 1000;
-        size_t before = sim.live();
-        if (plug.mem->free_(h, d) != HK_STATUS_OK) {
-            failures++;
-            /* retry when the block is still there (the failure may also have
-             * been the restore of the caller's context after the free) */
-            if (sim.live() == before)
-                failures += 1000 * (plug.mem->free_(h, d) != HK_STATUS_OK);
-        }
-    }
-    st = plug.vt->handle_destroy(h);
-    if (st != HK_STATUS_OK) {
-        failures++;
-        *destroy_failed = 1;
-    }
-    return failures;
+    int bad = 0;
+    hk_status_t st = fresh->vt->handle_create(NULL, &h);
+    if (st != HK_STATUS_FORKED)
+        printf("\n  child: create gave %d: %s\n", (int)st, fresh->vt->last_error(NULL));
+    bad += st != HK_STATUS_FORKED;
+    bad += h != NULL;
+    bad += strstr(fresh->vt->last_error(NULL), "fork") == NULL;
+    return bad;
 }
 
-SCENARIO(t_fault_walk)
+/* The program called cuInit itself; a copy of hk-cuda that has done nothing
+ * yet (so no fork handler of its own) is first used in the fork child. */
+SCENARIO(t_fork_child_app_first)
 {
-    int destroy_failed = 0;
-    CU_ASSERT_EQUAL_FATAL(walk_sequence(&destroy_failed), 0); /* clean run first */
-    size_t live = sim.live();
-    int rc = sim.refcount(1);
-    unsigned walked = 0, destroy_leaks = 0;
-    for (size_t e = 0; e < sizeof walk_entries / sizeof walk_entries[0]; e++) {
-        for (unsigned k = 1; k < 200; k++) {
-            clear_current();
-            sim.reset_counters();
-            sim.fail(walk_entries[e], k, CUDA_ERROR_UNKNOWN);
-            int failures = walk_sequence(&destroy_failed);
-            unsigned long calls = sim.calls(walk_entries[e]);
-            sim.fail_clear();
-            if (failures >= 1000)
-                printf("\n  %s #%u: wrong result or unfreeable memory without a status\n",
-                       walk_entries[e], k);
-            CU_ASSERT(failures < 1000);
-            if (calls >= k && failures == 0 && e < WALK_FIRST_OPTIONAL)
-                printf("\n  %s #%u failed silently\n", walk_entries[e], k);
-            /* the failure surfaced, or was absorbed by a fallback where allowed */
-            CU_ASSERT(calls < k || failures > 0 || e >= WALK_FIRST_OPTIONAL);
-            if (destroy_failed) {
-                /* destroy cannot be retried (the ABI frees the handle), so what
-                 * the failing step held stays; count it and measure anew */
-                destroy_leaks += sim.live() != live || sim.refcount(1) != rc;
-                live = sim.live();
-                rc = sim.refcount(1);
-            } else {
-                if (sim.live() != live || sim.refcount(1) != rc)
-                    printf("\n  %s #%u leaked: %zu allocations (was %zu), refcount %d (was %d)\n",
-                           walk_entries[e], k, sim.live(), live, sim.refcount(1), rc);
-                CU_ASSERT_EQUAL(sim.live(), live);
-                CU_ASSERT_EQUAL(sim.refcount(1), rc);
-            }
-            if (calls < k)
-                break; /* the sequence makes fewer calls: this entry is walked */
-            walked++;
-        }
+    hkct_plugin_t fresh;
+    if (hkct_plugin_open_copy(&fresh) != 0) {
+        printf("\n  %s\n", fresh.why);
+        CU_FAIL_FATAL("cannot load a copy of hk-cuda");
     }
-    printf("\n  fault walk: %u injected failures, %u left a leak behind a failed destroy\n",
-           walked, destroy_leaks);
-    CU_ASSERT(walked > 40);
-    CU_ASSERT_STRING_EQUAL(walk_entries[WALK_FIRST_OPTIONAL], "cuMemHostAlloc");
+    in_child(forked_fresh, &fresh);
+    /* the same copy works in the parent: the child's answer was about fork */
+    hk_handle_t *h = NULL;
+    CU_ASSERT_EQUAL(fresh.vt->handle_create(NULL, &h), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(fresh.vt->handle_destroy(h), HK_STATUS_OK);
 }
 
 /* ---- registration ---- */
 
+static const hkct_scenario_t scenarios[] = {
+    {"nothing current: device 0 primary, current, retained", t_nothing_current, 1, 0, 0},
+    {"runtime's device current: its primary, stream and memory", t_runtime_device, 1, 1, 0},
+    {"user context: not retained; destroyed first", t_user_context, 1, 0, 0},
+    {"user context destroyed by another thread, still current", t_destroyed_user_current, 1,
+     0, 0},
+    {"device-0 handle called while device 1 is current", t_other_device_current, 2, 0, 0},
+    {"stream of another context of the same device", t_stream_same_device, 1, 0, 0},
+    {"stream of device 1 given to a device-0 handle", t_stream_mismatch, 2, 0, 0},
+    {"explicit device leaves the caller's context alone", t_explicit_device, 1, 0, 0},
+    {"handle used from new threads", t_new_thread, 1, 0, 0},
+    {"handle made on a new thread", t_create_in_new_thread, 1, 0, 0},
+    {"device reset while a handle exists: re-armed or CONTEXT_RESET", t_device_reset, 1, 1, 0},
+    {"reset primary current at create: re-activated and bound", t_reset_primary_current, 1, 1,
+     0},
+    {"create/destroy from 8 threads at once", t_eight_threads, 1, 0, 0},
+    {"graph capture in device pointer mode replays", t_graph_capture, 1, 0, 0},
+    {"fork child gets FORKED (hk-cuda initialised CUDA)", t_fork_child, 1, 0, 0},
+    {"fork child gets FORKED (the program initialised CUDA)", t_fork_child_app_first, 1, 0, 0},
+};
+
+static void add_all(CU_pSuite s, const hkct_scenario_t *t, size_t n, const char *skip,
+                    const char *rt_skip)
+{
+    static char why[64][160];
+    static size_t used;
+    for (size_t k = 0; k < n; k++) {
+        CU_pTest test = hk_test_add(s, t[k].name, t[k].fn);
+        if (skip) {
+            hk_test_skip(test, skip);
+        } else if (t[k].needs_sim && !hkct_on_sim) {
+            hk_test_skip(test, "needs the simulated driver (fault injection)");
+        } else if (t[k].min_devices > hkct_ndev && used < 64) {
+            snprintf(why[used], sizeof why[used], "needs %d devices, the driver lists %d",
+                     t[k].min_devices, hkct_ndev);
+            hk_test_skip(test, why[used++]);
+        } else if (t[k].needs_rt && rt_skip) {
+            hk_test_skip(test, rt_skip);
+        }
+    }
+}
+
 int hk_test_register(void)
 {
     static char why[700];
-    const char *skip = NULL, *rt_skip = NULL;
-    on_sim = dlsym(RTLD_DEFAULT, "simcuda_is_simulated") != NULL;
-    if (on_sim) {
-        *(void **)&sim.refcount = dlsym(RTLD_DEFAULT, "simcuda_primary_refcount");
-        *(void **)&sim.live = dlsym(RTLD_DEFAULT, "simcuda_live_allocations");
-        *(void **)&sim.fail = dlsym(RTLD_DEFAULT, "simcuda_fail");
-        *(void **)&sim.fail_clear = dlsym(RTLD_DEFAULT, "simcuda_fail_clear");
-        *(void **)&sim.calls = dlsym(RTLD_DEFAULT, "simcuda_call_count");
-        *(void **)&sim.reset_counters = dlsym(RTLD_DEFAULT, "simcuda_reset_counters");
-        *(void **)&sim.launch_count = dlsym(RTLD_DEFAULT, "simcuda_launch_count");
-        *(void **)&sim.launch_get = dlsym(RTLD_DEFAULT, "simcuda_launch_get");
-        on_sim = sim.refcount && sim.live && sim.fail && sim.fail_clear && sim.calls &&
-                 sim.reset_counters && sim.launch_count && sim.launch_get;
-    }
-    CUresult r = cuInit(0);
-    if (r == CUDA_SUCCESS)
-        r = cuDeviceGetCount(&ndev);
-    if (r != CUDA_SUCCESS) {
-        snprintf(why, sizeof why, "no usable CUDA driver (cuInit/cuDeviceGetCount: %d)", (int)r);
-        skip = why;
-    } else if (ndev < 2) {
-        snprintf(why, sizeof why, "needs two devices, found %d", ndev);
-        skip = why;
-    } else if (hkct_plugin_open(&plug) != 0) {
-        snprintf(why, sizeof why, "%s", plug.why);
-        skip = why;
-    }
-    if (!hk_rt_available())
-        rt_skip = hk_rt_why_unavailable();
-
+    const char *skip = hkct_setup(why, sizeof why) == 0 ? NULL : why;
+    const char *rt_skip = hk_rt_available() ? NULL : hk_rt_why_unavailable();
     CU_pSuite s = hk_test_suite("hk-cuda context scenarios", NULL, NULL);
-    struct {
-        const char *name;
-        CU_TestFunc fn;
-        int needs_rt, needs_sim;
-    } t[] = {
-        {"nothing current: device 0 primary, current, retained", t_nothing_current, 0, 0},
-        {"runtime device 1, runtime stream and memory", t_runtime_device_1, 1, 0},
-        {"user context: not retained; destroyed first", t_user_context, 0, 0},
-        {"device-0 handle called while device 1 is current", t_other_device_current, 0, 0},
-        {"stream of device 1 given to a device-0 handle", t_stream_mismatch, 0, 0},
-        {"explicit device leaves the caller's context alone", t_explicit_device, 0, 0},
-        {"handle used from new threads", t_new_thread, 0, 0},
-        {"device reset while a handle exists", t_device_reset, 1, 0},
-        {"create/destroy from 8 threads at once", t_eight_threads, 0, 0},
-        {"graph capture in device pointer mode replays", t_graph_capture, 0, 0},
-        {"fork child gets FORKED", t_fork_child, 0, 0},
-        {"fault walk over create/op/destroy", t_fault_walk, 0, 1},
-    };
-    for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) {
-        CU_pTest test = hk_test_add(s, t[k].name, t[k].fn);
-        if (skip)
-            hk_test_skip(test, skip);
-        else if (t[k].needs_rt && rt_skip)
-            hk_test_skip(test, rt_skip);
-        else if (t[k].needs_sim && !on_sim)
-            hk_test_skip(test, "fault injection needs the simulated driver");
-    }
+    add_all(s, scenarios, sizeof scenarios / sizeof scenarios[0], skip, rt_skip);
+    CU_pSuite c = hk_test_suite("hk-cuda calls leave nothing behind", NULL, NULL);
+    add_all(c, hkct_call_scenarios, hkct_call_scenario_count, skip, rt_skip);
     return 0;
 }

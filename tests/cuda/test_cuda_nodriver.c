@@ -1,10 +1,24 @@
-/* hk-cuda without a driver: the plugin loads and negotiates without touching
- * CUDA, and create answers HK_STATUS_NO_DRIVER with the dynamic loader's
- * reason. This program does not link libcuda; it points HK_CUDA_DRIVER at a
- * file that does not exist, so it tests the same thing on every machine. */
+/* hk-cuda without a driver, and with driver files it must refuse.
+ *
+ * This program does not link libcuda. Loading and negotiating the plugin must
+ * not touch the driver: the file HK_CUDA_DRIVER names is watched with inotify
+ * from before the plugin is loaded, and /proc/self/maps must show no CUDA
+ * driver. Create then answers HK_STATUS_NO_DRIVER with the dynamic loader's
+ * reason, and refuses driver files others could have written (a world-writable
+ * copy, a symlink into a world-writable directory, a directory) with a
+ * one-line reason, mapping none of them. A file that passes the checks (a
+ * copy of hk-cpu.so, an ELF file with no CUDA in it) is loaded and found too
+ * old: the checks refuse what they should and nothing else. */
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "hk_test.h"
 #include "hkct_plugin.h"
@@ -12,11 +26,103 @@
 #define MISSING_DRIVER "/nonexistent/libcuda.so.1"
 
 static hkct_plugin_t plug;
+static char dir[PATH_MAX / 2]; /* private directory for driver files */
+static char watched[PATH_MAX]; /* HK_CUDA_DRIVER while the plugin loads */
+static int watch_fd = -1;
+static int dir_safe;           /* no directory above dir is writable by others */
+
+/* Does any mapping of this process come from a file whose path contains s? */
+static int mapped(const char *s)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[PATH_MAX + 128];
+    int found = 0;
+    if (!f)
+        return -1;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, s) != NULL;
+    fclose(f);
+    return found;
+}
+
+/* Opens of the watched file since the last call. */
+static int opens_seen(void)
+{
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    int n = 0;
+    ssize_t len;
+    while ((len = read(watch_fd, buf, sizeof buf)) > 0) {
+        for (char *p = buf; p < buf + len;) {
+            const struct inotify_event *ev = (const struct inotify_event *)p;
+            n += (ev->mask & IN_OPEN) != 0;
+            p += sizeof *ev + ev->len;
+        }
+    }
+    return n;
+}
+
+static int chain_safe(const char *path)
+{
+    char part[PATH_MAX];
+    snprintf(part, sizeof part, "%s", path);
+    for (;;) {
+        struct stat st;
+        if (stat(part, &st) != 0 || (st.st_mode & S_IWOTH))
+            return 0;
+        char *slash = strrchr(part, '/');
+        if (!slash || strcmp(part, "/") == 0)
+            return 1;
+        slash[slash == part ? 1 : 0] = '\0';
+    }
+}
+
+/* The directory of this program, where the build put it. */
+static void program_dir(char *out, size_t len)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = '\0';
+    snprintf(out, len, "%s", n > 0 ? exe : ".");
+}
 
 static int suite_init(void)
 {
-    setenv("HK_CUDA_DRIVER", MISSING_DRIVER, 1);
+    char base[PATH_MAX / 2 - 32];
+    program_dir(base, sizeof base);
+    snprintf(dir, sizeof dir, "%s/hkct-driver-XXXXXX", base);
+    if (!mkdtemp(dir))
+        return -1;
+    dir_safe = chain_safe(dir);
+    snprintf(watched, sizeof watched, "%s/watched-libcuda.so.1", dir);
+    int fd = open(watched, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0)
+        return -1;
+    close(fd);
+    watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (watch_fd < 0 || inotify_add_watch(watch_fd, watched, IN_OPEN) < 0)
+        return -1;
+    setenv("HK_CUDA_DRIVER", watched, 1);
     return hkct_plugin_open(&plug) == 0 ? 0 : -1;
+}
+
+static int suite_clean(void)
+{
+    char path[PATH_MAX + 32];
+    static const char *const names[] = {"watched-libcuda.so.1", "open/libcuda.so.1", "open",
+                                        "libcuda.so.1", "writable-libcuda.so.1",
+                                        "group-libcuda.so.1", "good-libcuda.so.1"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[k]);
+        if (unlink(path) != 0)
+            rmdir(path);
+    }
+    rmdir(dir);
+    if (watch_fd >= 0)
+        close(watch_fd);
+    return 0;
 }
 
 static void test_negotiate_answer(void)
@@ -48,26 +154,104 @@ static void test_negotiate_refuses_other_major(void)
     CU_ASSERT_EQUAL(a.abi_version, HK_ABI_VERSION(1, 0));
 }
 
+/* Runs first: loading and negotiating (in suite_init, and again above)
+ * opened neither the file HK_CUDA_DRIVER named nor any CUDA driver. */
 static void test_load_touches_no_driver(void)
 {
-    /* Loading and negotiating must not have opened any CUDA driver. */
-    CU_ASSERT_PTR_NULL(dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD));
+    CU_ASSERT_EQUAL(opens_seen(), 0);
+    CU_ASSERT_EQUAL(mapped("libcuda"), 0);
+    CU_ASSERT_EQUAL(mapped(watched), 0);
+    /* the watch sees an open when there is one */
+    int fd = open(watched, O_RDONLY);
+    CU_ASSERT_FATAL(fd >= 0);
+    close(fd);
+    CU_ASSERT_EQUAL(opens_seen(), 1);
+    /* and create is what opens the named file (empty: no ELF, refused) */
+    hk_handle_t *h = NULL;
+    CU_ASSERT_EQUAL(plug.vt->handle_create(NULL, &h), HK_STATUS_NO_DRIVER);
+    if (dir_safe) /* else it is refused for its directory before any open */
+        CU_ASSERT(opens_seen() >= 1);
+    CU_ASSERT_EQUAL(mapped(watched), 0);
 }
 
 static void test_create_no_driver(void)
 {
+    setenv("HK_CUDA_DRIVER", MISSING_DRIVER, 1);
     hk_handle_t *h = (hk_handle_t *)1;
     CU_ASSERT_EQUAL(plug.vt->handle_create(NULL, &h), HK_STATUS_NO_DRIVER);
     CU_ASSERT_PTR_NULL(h);
     const char *msg = plug.vt->last_error(NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(msg);
     CU_ASSERT_PTR_NOT_NULL(strstr(msg, MISSING_DRIVER));
-    /* glibc's own reason, as dlerror() words it */
     CU_ASSERT_PTR_NOT_NULL(strstr(msg, "No such file or directory"));
-    /* A second attempt says the same, and still nothing was loaded. */
+    /* A second attempt says the same, and still no driver is mapped. */
     hk_create_info_t ci = {sizeof ci, 1, 0};
     CU_ASSERT_EQUAL(plug.vt->handle_create(&ci, &h), HK_STATUS_NO_DRIVER);
-    CU_ASSERT_PTR_NULL(dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD));
+    CU_ASSERT_EQUAL(mapped("libcuda"), 0);
+}
+
+/* A copy of hk-cpu.so, an ELF shared object that is no CUDA driver, as
+ * name in the private directory. */
+static void make_driver(const char *name, unsigned mode, char *path, size_t len)
+{
+    char src[PATH_MAX];
+    snprintf(src, sizeof src, "%s", hkct_plugin_path());
+    char *slash = strrchr(src, '/');
+    snprintf(slash ? slash + 1 : src, sizeof src - (size_t)(slash ? slash + 1 - src : 0),
+             "hk-cpu.so");
+    snprintf(path, len, "%s/%s", dir, name);
+    CU_ASSERT_EQUAL_FATAL(hkct_copy_file(src, path, mode), 0);
+}
+
+/* create with HK_CUDA_DRIVER=path: NO_DRIVER, a one-line reason naming the
+ * path and containing why, and nothing of the file mapped. */
+static void refused(const char *path, const char *file, const char *why)
+{
+    setenv("HK_CUDA_DRIVER", path, 1);
+    hk_handle_t *h = NULL;
+    CU_ASSERT_EQUAL(plug.vt->handle_create(NULL, &h), HK_STATUS_NO_DRIVER);
+    const char *msg = plug.vt->last_error(NULL);
+    if (!strstr(msg, why))
+        printf("\n  %s: %s\n", path, msg);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, path));
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "refused"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, why));
+    CU_ASSERT_PTR_NULL(strchr(msg, '\n'));
+    CU_ASSERT_EQUAL(mapped(file), 0);
+}
+
+static void test_driver_file_checks(void)
+{
+    char good[PATH_MAX], writable[PATH_MAX], group[PATH_MAX], open_dir[PATH_MAX];
+    char inside[PATH_MAX], link[PATH_MAX];
+    /* passes the checks: loaded, and found to be no CUDA 12+ driver */
+    make_driver("good-libcuda.so.1", 0755, good, sizeof good);
+    setenv("HK_CUDA_DRIVER", good, 1);
+    hk_handle_t *h = NULL;
+    hk_status_t st = plug.vt->handle_create(NULL, &h);
+    const char *why = dir_safe ? "predates CUDA 12.0" : "writable by others";
+    CU_ASSERT_EQUAL(st, dir_safe ? HK_STATUS_DRIVER_TOO_OLD : HK_STATUS_NO_DRIVER);
+    CU_ASSERT_PTR_NOT_NULL(strstr(plug.vt->last_error(NULL), why));
+
+    /* writable by others, by the group */
+    make_driver("writable-libcuda.so.1", 0666, writable, sizeof writable);
+    refused(writable, writable, dir_safe ? "writable by group or others (mode 0666)"
+                                         : "writable by others");
+    make_driver("group-libcuda.so.1", 0775, group, sizeof group);
+    refused(group, group, dir_safe ? "writable by group or others (mode 0775)"
+                                   : "writable by others");
+    /* a safe-looking symlink to a file in a directory anyone may write to */
+    snprintf(open_dir, sizeof open_dir, "%s/open", dir);
+    CU_ASSERT_EQUAL_FATAL(mkdir(open_dir, 0755), 0);
+    CU_ASSERT_EQUAL_FATAL(chmod(open_dir, 0777), 0);
+    make_driver("open/libcuda.so.1", 0755, inside, sizeof inside);
+    snprintf(link, sizeof link, "%s/libcuda.so.1", dir);
+    CU_ASSERT_EQUAL_FATAL(symlink(inside, link), 0);
+    refused(link, inside, "writable by others (mode 0777)");
+    if (dir_safe)
+        CU_ASSERT_PTR_NOT_NULL(strstr(plug.vt->last_error(NULL), open_dir));
+    /* not a regular file */
+    refused(dir, "hkct-driver-", dir_safe ? "not a regular file" : "writable by others");
 }
 
 static void test_bad_arguments_without_driver(void)
@@ -84,11 +268,13 @@ static void test_bad_arguments_without_driver(void)
 
 int hk_test_register(void)
 {
-    CU_pSuite s = hk_test_suite("hk-cuda without a driver", suite_init, NULL);
+    CU_pSuite s = hk_test_suite("hk-cuda without a driver", suite_init, suite_clean);
+    hk_test_add(s, "loading opens no driver", test_load_touches_no_driver);
     hk_test_add(s, "negotiation answer and tables", test_negotiate_answer);
     hk_test_add(s, "negotiation refuses another major", test_negotiate_refuses_other_major);
-    hk_test_add(s, "loading opens no driver", test_load_touches_no_driver);
     hk_test_add(s, "create gives NO_DRIVER with the loader's reason", test_create_no_driver);
+    hk_test_add(s, "HK_CUDA_DRIVER: unsafe files refused, a safe one loaded",
+                test_driver_file_checks);
     hk_test_add(s, "bad arguments without a driver", test_bad_arguments_without_driver);
     return 0;
 }

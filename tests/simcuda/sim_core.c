@@ -56,6 +56,7 @@ static void sim_read_env_locked(void)
         if (e < 0)
             continue;
         sim.fail_k[e] = k;
+        sim.fail_more[e] = 0;
         sim.fail_err[e] = (CUresult)code;
     }
     free(copy);
@@ -76,6 +77,10 @@ CUresult sim_enter(enum sim_entry e, int need_init)
     sim.calls[e]++;
     if (sim.fail_k[e] && --sim.fail_k[e] == 0) {
         CUresult err = sim.fail_err[e];
+        if (sim.fail_more[e]) { /* simcuda_fail_repeat: the next call fails too */
+            sim.fail_more[e]--;
+            sim.fail_k[e] = 1;
+        }
         if (sim.trace)
             fprintf(stderr, "simcuda: %s -> %d (injected)\n", entry_names[e], (int)err);
         pthread_mutex_unlock(&sim.lock);

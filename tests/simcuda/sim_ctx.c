@@ -280,3 +280,18 @@ SIM_API CUcontext simcuda_current_context(void)
 {
     return sim_tls.depth ? sim_tls.stack[sim_tls.depth - 1] : NULL;
 }
+
+SIM_API int simcuda_stack_depth(void)
+{
+    return sim_tls.depth;
+}
+
+SIM_API size_t simcuda_live_contexts(void)
+{
+    pthread_mutex_lock(&sim.lock);
+    size_t n = 0;
+    for (const sim_obj_t *o = sim.objects; o; o = o->next_obj)
+        n += o->magic == SIM_MAGIC_CTX && ((const struct CUctx_st *)o)->alive;
+    pthread_mutex_unlock(&sim.lock);
+    return n;
+}

@@ -231,6 +231,7 @@ typedef struct sim_state {
     size_t nallocs, cap_allocs;
     unsigned long calls[SIM_E__COUNT];
     unsigned fail_k[SIM_E__COUNT];
+    unsigned fail_more[SIM_E__COUNT]; /* further calls that fail after the k-th */
     CUresult fail_err[SIM_E__COUNT];
     simcuda_launch_record_t *log;
     size_t nlog, cap_log;

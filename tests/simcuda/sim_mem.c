@@ -353,6 +353,16 @@ SIM_API size_t simcuda_live_allocations(void)
     return n;
 }
 
+SIM_API size_t simcuda_live_host_allocations(void)
+{
+    pthread_mutex_lock(&sim.lock);
+    size_t n = 0;
+    for (size_t i = 0; i < sim.nallocs; i++)
+        n += sim.allocs[i].host != 0;
+    pthread_mutex_unlock(&sim.lock);
+    return n;
+}
+
 CUresult simcuda_emu_check(const simcuda_launch_t *launch, const void *ptr, size_t bytes)
 {
     /* Called by an emulation during a launch, which holds sim.lock. */

@@ -334,3 +334,13 @@ SIM_API CUresult cuFuncGetName(const char **name, CUfunction f)
     *name = f->name;
     SIM_END;
 }
+
+SIM_API size_t simcuda_live_libraries(void)
+{
+    pthread_mutex_lock(&sim.lock);
+    size_t n = 0;
+    for (const sim_obj_t *o = sim.objects; o; o = o->next_obj)
+        n += o->magic == SIM_MAGIC_LIB && ((const struct CUlib_st *)o)->alive;
+    pthread_mutex_unlock(&sim.lock);
+    return n;
+}

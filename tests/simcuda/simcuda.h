@@ -40,14 +40,30 @@ int simcuda_primary_refcount(int device);
 /* 1 when device's primary context is active, 0 when not, -1 for a bad ordinal. */
 int simcuda_primary_active(int device);
 
-/* cuMemAlloc blocks not yet freed (nor dropped by a context's end), all devices. */
+/* cuMemAlloc and cuMemHostAlloc blocks not yet freed (nor dropped by a
+ * context's end), all devices. */
 size_t simcuda_live_allocations(void);
+
+/* Of those, the cuMemHostAlloc blocks (page-locked host memory). */
+size_t simcuda_live_host_allocations(void);
+
+/* Libraries loaded with cuLibraryLoadData and not yet unloaded. */
+size_t simcuda_live_libraries(void);
+
+/* Contexts alive: active primaries, user and green contexts not destroyed. */
+size_t simcuda_live_contexts(void);
+
+/* Depth of the calling thread's context stack (0: nothing current). */
+int simcuda_stack_depth(void);
 
 /* The k-th call (1-based, counted from now) of driver entry `entry` fails with
  * err, once; later calls succeed again. `entry` is the un-suffixed API name
  * ("cuMemAlloc", "cuCtxCreate") whichever versioned symbol is called. k = 0
  * clears the entry's pending failure. An unknown name is ignored. */
 void simcuda_fail(const char *entry, unsigned k, CUresult err);
+
+/* As simcuda_fail, but calls k to k + n - 1 all fail (n = 0 counts as 1). */
+void simcuda_fail_repeat(const char *entry, unsigned k, unsigned n, CUresult err);
 
 /* Clears every pending failure (those from SIMCUDA_FAIL included). */
 void simcuda_fail_clear(void);

@@ -73,6 +73,39 @@ static void test_fail_kth_call(void)
     clear_stack();
 }
 
+static void test_fail_repeat_and_counts(void)
+{
+    CUcontext ctx;
+    CUdeviceptr p;
+    void *host = NULL;
+    CUlibrary lib;
+    size_t contexts = simcuda_live_contexts(), libs = simcuda_live_libraries();
+    int depth = simcuda_stack_depth();
+    OK(cuCtxCreate(&ctx, NULL, 0, 0));
+    CU_ASSERT_EQUAL(simcuda_stack_depth(), depth + 1);
+    CU_ASSERT_EQUAL(simcuda_live_contexts(), contexts + 1);
+    /* calls 2 and 3 fail, 1 and 4 succeed */
+    simcuda_fail_repeat("cuMemAlloc", 2, 2, CUDA_ERROR_OUT_OF_MEMORY);
+    OK(cuMemAlloc(&p, 64));
+    CU_ASSERT_EQUAL(cuMemAlloc(&p, 64), CUDA_ERROR_OUT_OF_MEMORY);
+    CU_ASSERT_EQUAL(cuMemAlloc(&p, 64), CUDA_ERROR_OUT_OF_MEMORY);
+    OK(cuMemAlloc(&p, 64));
+    OK(cuMemHostAlloc(&host, 64, CU_MEMHOSTALLOC_DEVICEMAP));
+    CU_ASSERT_EQUAL(simcuda_live_allocations(), 3);
+    CU_ASSERT_EQUAL(simcuda_live_host_allocations(), 1);
+    OK(cuMemFreeHost(host));
+    CU_ASSERT_EQUAL(simcuda_live_host_allocations(), 0);
+    OK(cuLibraryLoadData(&lib, probe_ptx, NULL, NULL, 0, NULL, NULL, 0));
+    CU_ASSERT_EQUAL(simcuda_live_libraries(), libs + 1);
+    OK(cuLibraryUnload(lib));
+    CU_ASSERT_EQUAL(simcuda_live_libraries(), libs);
+    OK(cuCtxDestroy(ctx)); /* its two blocks go with it */
+    CU_ASSERT_EQUAL(simcuda_live_allocations(), 0);
+    CU_ASSERT_EQUAL(simcuda_live_contexts(), contexts);
+    CU_ASSERT_EQUAL(simcuda_stack_depth(), depth);
+    clear_stack();
+}
+
 static void test_versioned_names_count_once(void)
 {
     unsigned long before = simcuda_call_count("cuCtxCreate");
@@ -377,6 +410,8 @@ int hk_test_register(void)
         setenv("SIMCUDA_DEVICES", "2", 1); /* the tests use devices 0 and 1 */
     CU_pSuite s = hk_test_suite("simcuda", init_suite, NULL);
     hk_test_add(s, "fail the k-th call, then succeed again", test_fail_kth_call);
+    hk_test_add(s, "repeated failures; live blocks, libraries, contexts, stack depth",
+                test_fail_repeat_and_counts);
     hk_test_add(s, "versioned symbols count under one entry name", test_versioned_names_count_once);
     hk_test_add(s, "SIMCUDA_FAIL arms failures from the environment", test_fail_from_env);
     hk_test_add(s, "primary reference counts and the runtime-like retain", test_refcounts);

@@ -1,0 +1,106 @@
+/* Helpers of the hk-cuda context program (test_cuda_context.c and
+ * test_cuda_calls.c): the plugin, the devices, the simulated driver's test
+ * API when it is there, and the checks every scenario repeats.
+ *
+ * The program links the driver (the toolkit's stub at link time) and runs
+ * against the simulated driver in CI and against the real one on a GPU
+ * machine; the simulation's API is found with dlsym, so it is only used
+ * where it is present (hkct_on_sim). Assertions are CUnit's; none is _FATAL
+ * outside the calling test's own thread. */
+#ifndef HKCT_CONTEXT_H
+#define HKCT_CONTEXT_H
+
+#include <cuda.h>
+
+#include "hk_test.h"
+#include "hkct_plugin.h"
+#include "simcuda.h"
+
+extern hkct_plugin_t hkct_plug;
+extern int hkct_ndev;   /* devices the driver lists */
+extern int hkct_on_sim; /* the simulated driver, with its whole test API */
+
+/* The simulation's test API (simcuda.h); NULL members on a real driver. */
+typedef struct hkct_sim {
+    int (*refcount)(int);
+    int (*active)(int);
+    size_t (*live)(void);
+    size_t (*live_host)(void);
+    size_t (*libraries)(void);
+    size_t (*contexts)(void);
+    int (*depth)(void);
+    CUcontext (*top)(void); /* the current context, no driver call */
+    void (*fail)(const char *, unsigned, CUresult);
+    void (*fail_repeat)(const char *, unsigned, unsigned, CUresult);
+    void (*fail_clear)(void);
+    unsigned long (*calls)(const char *);
+    void (*reset_counters)(void);
+    size_t (*launch_count)(void);
+    int (*launch_get)(size_t, simcuda_launch_record_t *);
+} hkct_sim_t;
+extern hkct_sim_t hkct_sim;
+
+/* cuInit, the device count, the simulation's API and the plugin. Returns 0,
+ * or -1 with a reason in why (then every scenario is skipped with it). */
+int hkct_setup(char *why, size_t len);
+
+#define HKCT_OK(call) CU_ASSERT_EQUAL_FATAL((call), CUDA_SUCCESS)
+
+/* The calling thread's current context (asserting the query works). */
+CUcontext hkct_current(void);
+
+/* Device dev's primary context pointer, the same for its whole life. Takes
+ * and gives back a retain: when nothing else holds one the primary is
+ * inactive again afterwards. */
+CUcontext hkct_primary(int dev);
+
+/* c's context ID (asserting the query works). */
+unsigned long long hkct_ctx_id(CUcontext c);
+
+/* handle_info of h, asserted OK. */
+hk_handle_info_t hkct_info(hk_handle_t *h);
+
+/* handle_create on device (HK_DEVICE_CURRENT or an ordinal), asserting that
+ * it returns want; prints the message when it does not. */
+hk_handle_t *hkct_create(int device, hk_status_t want);
+
+/* y := 2x + y and x.y through the handle on its own memory, checked; asserts
+ * after every call that expect is current. Returns the first failure. */
+hk_status_t hkct_workload(hk_handle_t *h, CUcontext expect);
+
+/* Runs fn in a new thread (nothing is current there) and waits for it. */
+void hkct_in_thread(void (*fn)(void));
+
+/* Empties the calling thread's context stack. */
+void hkct_clear_current(void);
+
+/* How many contexts the calling thread's stack holds, found by popping them
+ * all (which empties it) and checking that the first popped is top. */
+int hkct_pop_all(CUcontext top);
+
+/* A scenario: its test function and what it needs to run. */
+typedef struct hkct_scenario {
+    const char *name;
+    CU_TestFunc fn;
+    int min_devices; /* skipped with a reason below this many devices */
+    int needs_rt;    /* the CUDA runtime (cudart, or the simulation's stand-in) */
+    int needs_sim;   /* the simulated driver's fault injection */
+} hkct_scenario_t;
+
+/* What calls leave behind, failing or not (test_cuda_calls.c). */
+extern const hkct_scenario_t hkct_call_scenarios[];
+extern const size_t hkct_call_scenario_count;
+
+/* Defines test function name, which runs its body with nothing current and
+ * empties the thread's context stack again afterwards. */
+#define HKCT_SCENARIO(name)                                                  \
+    static void name##_body(void);                                           \
+    static void name(void)                                                   \
+    {                                                                        \
+        hkct_clear_current();                                                \
+        name##_body();                                                       \
+        hkct_clear_current();                                                \
+    }                                                                        \
+    static void name##_body(void)
+
+#endif /* HKCT_CONTEXT_H */
