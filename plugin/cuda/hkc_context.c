@@ -10,8 +10,10 @@
 
 /* ---- arming: what a handle makes in its context ---- */
 
-/* Makes the workspace and takes the functions for the handle's context, which
- * the caller has made current. On success publishes a new arm. */
+/* Takes the functions for the handle's context, which the caller has made
+ * current. On success publishes a new arm. Its reduction workspaces come
+ * later, one per stream, at the first dot or nrm2 there (hk__ws_get): create
+ * touches no stream, which a green context's per-thread stream would refuse. */
 static hk_status_t arm(hk_handle_t *h, hk_handle_t *err_to)
 {
     hk_status_t st = HK_STATUS_OK;
@@ -27,32 +29,11 @@ static hk_status_t arm(hk_handle_t *h, hk_handle_t *err_to)
     st = hk__kernels_functions(err_to, a->ctx_id, a->fn);
     if (st != HK_STATUS_OK)
         goto fail;
-    r = hk__cu.cuMemAlloc(&a->ws, HK__WS_BYTES);
-    if (r != CUDA_SUCCESS) {
-        a->ws = 0;
-        st = hk__fail_cu(err_to, r, "cuMemAlloc of the handle's workspace");
-        goto fail;
-    }
-    /* The reduction counter must start at 0; finish before any stream (even a
-     * non-blocking one) can run a kernel that reads it. On this thread's
-     * per-thread stream, so that create waits for its own clear and not, as
-     * the legacy stream would, for all work queued in the context. The
-     * partials need no clearing: every launch writes them before reading. */
-    r = hk__cu.cuMemsetD8Async(a->ws + HK__WS_COUNTER, 0, HK__WS_BYTES - HK__WS_COUNTER,
-                               CU_STREAM_PER_THREAD);
-    if (r == CUDA_SUCCESS)
-        r = hk__cu.cuStreamSynchronize(CU_STREAM_PER_THREAD);
-    if (r != CUDA_SUCCESS) {
-        st = hk__fail_cu(err_to, r, "clearing the handle's workspace");
-        goto fail;
-    }
     a->older = atomic_load(&h->arm);
     atomic_store_explicit(&h->arm, a, memory_order_release);
     return HK_STATUS_OK;
 fail:
-    if (a->ws)
-        hk__cu.cuMemFree(a->ws);
-    free(a);
+    hk__arm_free(a);
     return st;
 }
 
@@ -205,8 +186,7 @@ hk_status_t hk__context_bind(hk_handle_t *h, int device)
             st = hk__fail_cu(NULL, r, "restoring the caller's context");
             hk__cu.cuCtxSetCurrent(h->ctx);
             hk__arm_t *made = atomic_load(&h->arm);
-            hk__cu.cuMemFree(made->ws);
-            free(made);
+            hk__arm_free(made); /* no workspace yet */
             atomic_store(&h->arm, NULL);
         }
     }
@@ -317,7 +297,7 @@ hk_status_t hk__call_begin(hk_handle_t *h, hk__call_t *c)
     CUresult r = hk__cu.cuCtxGetCurrent(&c->prev);
     if (r != CUDA_SUCCESS)
         return hk__fail_cu(h, r, "cuCtxGetCurrent");
-    const hk__arm_t *a = atomic_load_explicit(&h->arm, memory_order_acquire);
+    hk__arm_t *a = atomic_load_explicit(&h->arm, memory_order_acquire);
     unsigned long long id = 0;
     r = hk__cu.cuCtxGetId(h->ctx, &id);
     if (r != CUDA_SUCCESS && r != CUDA_ERROR_CONTEXT_IS_DESTROYED)
@@ -335,7 +315,7 @@ hk_status_t hk__call_begin(hk_handle_t *h, hk__call_t *c)
         c->switched = 1;
     }
     c->arm = a;
-    c->stream = atomic_load_explicit(&h->stream, memory_order_relaxed);
+    hk__stream_read(h, &c->stream, &c->stream_id);
     return HK_STATUS_OK;
 }
 
@@ -373,9 +353,9 @@ hk_status_t hk__context_unbind(hk_handle_t *h)
     if (alive && cur_known) {
         r = cur != h->ctx ? hk__cu.cuCtxSetCurrent(h->ctx) : CUDA_SUCCESS;
         if (r == CUDA_SUCCESS) {
-            CUresult rf = hk__cu.cuMemFree(a->ws);
+            CUresult rf = hk__ws_free(a);
             if (rf != CUDA_SUCCESS && st == HK_STATUS_OK)
-                st = hk__fail_cu(h, rf, "destroy: cuMemFree of the handle's workspace");
+                st = hk__fail_cu(h, rf, "destroy: cuMemFree of the handle's workspaces");
             /* A word made in an earlier incarnation died with it. */
             rf = h->slot && h->slot_ctx == a->ctx_id ? hk__cu.cuMemFreeHost(h->slot)
                                                       : CUDA_SUCCESS;
@@ -396,7 +376,7 @@ hk_status_t hk__context_unbind(hk_handle_t *h)
     h->owns_primary = 0;
     while (a) {
         hk__arm_t *older = a->older;
-        free(a);
+        hk__arm_free(a);
         a = older;
     }
     atomic_store(&h->arm, NULL);

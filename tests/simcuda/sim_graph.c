@@ -48,6 +48,8 @@ static int sim_capture_forbids(const struct CUstream_st *s)
 CUresult sim_capture_forbid(void)
 {
     int forbidden = 0;
+    if (sim.open_captures == 0)
+        return CUDA_SUCCESS;
     for (sim_obj_t *o = sim.objects; o; o = o->next_obj) {
         struct CUstream_st *s = (struct CUstream_st *)o;
         if (o->magic == SIM_MAGIC_STREAM && sim_capture_forbids(s)) {
@@ -73,8 +75,7 @@ SIM_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 
 static void sim_capture_close(struct CUstream_st *s)
 {
-    if (s->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL)
-        sim.global_captures--;
+    sim.open_captures--;
     s->capturing = 0;
     s->capture_invalid = 0;
 }
@@ -157,8 +158,7 @@ static CUresult sim_begin_capture(CUstream hs, CUstreamCaptureMode mode)
     s->capture_invalid = 0;
     s->capture_mode = mode;
     s->capture_thread = pthread_self();
-    if (mode == CU_STREAM_CAPTURE_MODE_GLOBAL)
-        sim.global_captures++;
+    sim.open_captures++;
     SIM_END;
 }
 

@@ -247,7 +247,7 @@ typedef struct sim_state {
     CUresult fail_err[SIM_E__COUNT];
     simcuda_launch_record_t *log;
     size_t nlog, cap_log;
-    int global_captures;       /* open capture sequences in global mode */
+    int open_captures;         /* open capture sequences, any mode */
     struct CUlib_st *libs;
     unsigned long long next_stream_id;
     struct sim_grid *pending;  /* launches not run to the end yet (sim_exec.c) */

@@ -123,8 +123,7 @@ static CUresult sim_stream_destroy(CUstream s)
     SIM_BEGIN(cuStreamDestroy);
     SIM_FAIL_IF(sim_stream_special(s) || !sim_stream_live(s), CUDA_ERROR_INVALID_HANDLE);
     if (s->capturing) {
-        if (s->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL)
-            sim.global_captures--;
+        sim.open_captures--;
         s->capturing = 0;
     }
     s->alive = 0;
