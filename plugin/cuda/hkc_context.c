@@ -11,9 +11,10 @@
 /* ---- arming: what a handle makes in its context ---- */
 
 /* Takes the functions for the handle's context, which the caller has made
- * current. On success publishes a new arm. Its reduction workspaces come
- * later, one per stream, at the first dot or nrm2 there (hk__ws_get): create
- * touches no stream, which a green context's per-thread stream would refuse. */
+ * current, and the memory of its first reduction workspaces. On success
+ * publishes a new arm. The workspaces are handed to streams at the first dot
+ * or nrm2 there (hk__ws_get), cleared on that stream: create touches no
+ * stream, which a green context's per-thread stream would refuse. */
 static hk_status_t arm(hk_handle_t *h, hk_handle_t *err_to)
 {
     hk_status_t st = HK_STATUS_OK;
@@ -27,12 +28,15 @@ static hk_status_t arm(hk_handle_t *h, hk_handle_t *err_to)
         goto fail;
     }
     st = hk__kernels_functions(err_to, a->ctx_id, a->fn);
+    if (st == HK_STATUS_OK)
+        st = hk__ws_reserve(a, err_to);
     if (st != HK_STATUS_OK)
         goto fail;
     a->older = atomic_load(&h->arm);
     atomic_store_explicit(&h->arm, a, memory_order_release);
     return HK_STATUS_OK;
 fail:
+    hk__ws_free(a);
     hk__arm_free(a);
     return st;
 }
@@ -186,7 +190,8 @@ hk_status_t hk__context_bind(hk_handle_t *h, int device)
             st = hk__fail_cu(NULL, r, "restoring the caller's context");
             hk__cu.cuCtxSetCurrent(h->ctx);
             hk__arm_t *made = atomic_load(&h->arm);
-            hk__arm_free(made); /* no workspace yet */
+            hk__ws_free(made);
+            hk__arm_free(made);
             atomic_store(&h->arm, NULL);
         }
     }

@@ -130,21 +130,26 @@ hk_status_t hk__kernels_functions(hk_handle_t *h, unsigned long long ctx_id,
 #define HK__WS_RESULT (HK__WS_COUNTER + 64)
 #define HK__WS_BYTES (HK__WS_RESULT + 64)
 
-/* Workspaces are per stream, keyed by the stream's unique ID (the per-thread
- * stream has one per thread), so that reductions running at once on
- * different streams never share partials or counter, while the calls on one
- * stream reuse theirs in stream order. Made at the first dot or nrm2 on a
- * stream, never freed before the handle (or its context incarnation) goes. */
+/* Workspaces are per stream, keyed by the stream (its unique ID; the
+ * per-thread stream is a different stream on every thread), so that
+ * reductions running at once on different streams never share partials or
+ * counter, while the calls on one stream reuse theirs in stream order. Made
+ * at the first dot or nrm2 on a stream, never freed before the handle (or its
+ * context incarnation) goes. */
 typedef struct hk__ws {
-    unsigned long long key;  /* the stream's ID; HK__WS_LEGACY for the legacy stream */
-    CUdeviceptr base;
+    unsigned long long key;
+    CUdeviceptr base; /* inside one of the arm's slabs */
     /* The counter was cleared by a memset that ran outside stream capture. A
      * memset enqueued during capture only runs when the graph does, so until
      * then every call clears it again first (in stream order). */
     atomic_int cleared;
 } hk__ws_t;
 
-#define HK__WS_LEGACY (~0ull) /* no stream ID has this value */
+/* Keys: a created stream's driver ID (small counters, top bit clear); a
+ * thread's per-thread stream: that thread's own token with the top bit set;
+ * the legacy stream: all bits set. */
+#define HK__WS_LEGACY (~0ull)
+#define HK__WS_THREAD_BIT (1ull << 63)
 
 /* Open addressing, read without a lock: slots are filled once (release) and
  * never emptied; a full enough table is replaced by a larger copy, the old
@@ -156,6 +161,16 @@ typedef struct hk__ws_map {
     _Atomic(hk__ws_t *) slot[];
 } hk__ws_map_t;
 
+/* Device memory for HK__WS_PER_SLAB workspaces in one allocation. The first
+ * slab is made with the arm, so that the first reductions on the first
+ * streams, during stream capture too, allocate nothing. */
+#define HK__WS_PER_SLAB 8
+typedef struct hk__slab {
+    CUdeviceptr base;
+    unsigned used; /* workspaces handed out; under hk__lock */
+    struct hk__slab *next;
+} hk__slab_t;
+
 /* ---- handles and contexts (hkc_context.c, hkc_handle.c) ---- */
 
 /* What a handle made in one incarnation of its context. ctx_id and fn are
@@ -166,6 +181,7 @@ typedef struct hk__arm {
     unsigned long long ctx_id;
     CUfunction fn[HK__K_COUNT];
     _Atomic(hk__ws_map_t *) ws; /* NULL until the first workspace */
+    hk__slab_t *slabs;          /* newest first; under hk__lock */
     struct hk__arm *older;
 } hk__arm_t;
 
@@ -254,6 +270,9 @@ static inline void hk__stream_read(hk_handle_t *h, CUstream *s, unsigned long lo
  * cleared, in stream order) at the first use of the stream; the handle's
  * context is current. On a hit: no driver call, no lock, no allocation. */
 hk_status_t hk__ws_get(hk__call_t *c, hk__ws_t **out);
+
+/* Makes the arm's first slab of workspaces; its context is current. */
+hk_status_t hk__ws_reserve(hk__arm_t *a, hk_handle_t *err_to);
 
 /* Frees the device memory of an arm's workspaces; its context is current and
  * alive. Returns the first failure (every block is tried). */

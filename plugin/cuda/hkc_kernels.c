@@ -128,34 +128,27 @@ out:
 
 /* ---- reduction workspaces, one per stream ---- */
 
-/* The calling thread's per-thread stream ID in each context it used lately:
- * CU_STREAM_PER_THREAD is one value for a different stream on every thread,
- * so only its ID tells them apart, and asking the driver costs a call. */
-#define HK__PTDS_CACHE 4
-static _Thread_local struct {
-    unsigned long long ctx_id, stream_id;
-} ptds_ids[HK__PTDS_CACHE];
-static _Thread_local unsigned ptds_next;
+/* The calling thread's per-thread stream, whatever the context: a token of
+ * the thread's own. CU_STREAM_PER_THREAD is one value for a different stream
+ * on every thread (fact 20), and the workspaces are per context incarnation
+ * already, so the thread tells them apart; no driver call needed. Tokens are
+ * never reused, so a stream of a thread that ended keeps its workspace to
+ * itself (its last work may still be running). */
+static atomic_ullong next_thread_token = 1;
+static _Thread_local unsigned long long thread_key;
 
-static hk_status_t per_thread_id(hk__call_t *c, unsigned long long *id)
+static unsigned long long per_thread_key(void)
 {
-    for (unsigned i = 0; i < HK__PTDS_CACHE; i++)
-        if (ptds_ids[i].stream_id && ptds_ids[i].ctx_id == c->arm->ctx_id) {
-            *id = ptds_ids[i].stream_id;
-            return HK_STATUS_OK;
-        }
-    CUresult r = hk__cu.cuStreamGetId(CU_STREAM_PER_THREAD, id);
-    if (r != CUDA_SUCCESS)
-        return hk__fail_cu(c->h, r, "cuStreamGetId of the per-thread stream");
-    unsigned slot = ptds_next++ % HK__PTDS_CACHE;
-    ptds_ids[slot].ctx_id = c->arm->ctx_id;
-    ptds_ids[slot].stream_id = *id;
-    return HK_STATUS_OK;
+    if (!thread_key)
+        thread_key = HK__WS_THREAD_BIT |
+                     atomic_fetch_add_explicit(&next_thread_token, 1, memory_order_relaxed);
+    return thread_key;
 }
 
-/* The key of the call's stream: its ID (known from set_stream for a real
- * stream), the calling thread's per-thread stream ID, or HK__WS_LEGACY (the
- * NULL stream is the legacy stream with the entry points taken here). */
+/* The key of the call's stream: its ID (known from set_stream for a created
+ * stream, else asked here), the thread's token for the per-thread stream, or
+ * HK__WS_LEGACY (the NULL stream is the legacy stream with the entry points
+ * taken here). */
 static hk_status_t stream_key(hk__call_t *c, unsigned long long *key)
 {
     if (c->stream_id) {
@@ -166,9 +159,14 @@ static hk_status_t stream_key(hk__call_t *c, unsigned long long *key)
         *key = HK__WS_LEGACY;
         return HK_STATUS_OK;
     }
-    if (c->stream == CU_STREAM_PER_THREAD)
-        return per_thread_id(c, key);
+    if (c->stream == CU_STREAM_PER_THREAD) {
+        *key = per_thread_key();
+        return HK_STATUS_OK;
+    }
     CUresult r = hk__cu.cuStreamGetId(c->stream, key);
+    if (r == CUDA_SUCCESS && (*key & HK__WS_THREAD_BIT))
+        return hk__fail(c->h, HK_STATUS_INTERNAL, "cuStreamGetId gave %#llx, an ID with the top "
+                        "bit set", *key);
     return r == CUDA_SUCCESS ? HK_STATUS_OK : hk__fail_cu(c->h, r, "cuStreamGetId");
 }
 
@@ -266,15 +264,42 @@ static CUresult relaxed_free(CUdeviceptr p)
     return r != CUDA_SUCCESS ? r : back;
 }
 
+/* A new slab of workspaces, first in the arm's list. Caller holds hk__lock or
+ * owns the arm alone; the arm's context is current. */
+static CUresult slab_add(hk__arm_t *a)
+{
+    hk__slab_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = relaxed_alloc(&s->base, (size_t)HK__WS_PER_SLAB * HK__WS_BYTES);
+    if (r != CUDA_SUCCESS) {
+        free(s);
+        return r;
+    }
+    s->next = a->slabs;
+    a->slabs = s;
+    return CUDA_SUCCESS;
+}
+
+hk_status_t hk__ws_reserve(hk__arm_t *a, hk_handle_t *err_to)
+{
+    CUresult r = slab_add(a);
+    return r == CUDA_SUCCESS ? HK_STATUS_OK
+                             : hk__fail_cu(err_to, r, "cuMemAlloc of the reduction workspaces");
+}
+
 /* Slow path: the first reduction on this stream in this arm. Under hk__lock,
  * so two threads on one stream make one workspace; the entry is published
  * only after its clear is enqueued, so any kernel enqueued by a thread that
- * finds it comes after the clear on that stream. */
+ * finds it comes after the clear on that stream. The memory comes from the
+ * arm's slab (made with the arm: no allocation for its first streams, so no
+ * allocation during a capture either); a full slab gets a new one. */
 static hk_status_t ws_make(hk__call_t *c, unsigned long long key, hk__ws_t **out)
 {
     hk_status_t st = HK_STATUS_OK;
+    hk__arm_t *a = c->arm;
     pthread_mutex_lock(&hk__lock);
-    hk__ws_t *e = ws_find(atomic_load_explicit(&c->arm->ws, memory_order_acquire), key);
+    hk__ws_t *e = ws_find(atomic_load_explicit(&a->ws, memory_order_acquire), key);
     if (e)
         goto out;
     e = calloc(1, sizeof *e);
@@ -283,19 +308,23 @@ static hk_status_t ws_make(hk__call_t *c, unsigned long long key, hk__ws_t **out
         goto out;
     }
     e->key = key;
-    CUresult r = relaxed_alloc(&e->base, HK__WS_BYTES);
-    if (r != CUDA_SUCCESS) {
-        st = hk__fail_cu(c->h, r, "cuMemAlloc of a reduction workspace");
-        goto fail;
+    if (!a->slabs || a->slabs->used == HK__WS_PER_SLAB) {
+        CUresult r = slab_add(a);
+        if (r != CUDA_SUCCESS) {
+            st = hk__fail_cu(c->h, r, "cuMemAlloc of more reduction workspaces");
+            goto fail;
+        }
     }
+    e->base = a->slabs->base + (CUdeviceptr)a->slabs->used * HK__WS_BYTES;
     st = ws_clear(c, e);
-    if (st == HK_STATUS_OK && ws_insert(c->arm, e) != 0)
+    if (st == HK_STATUS_OK && ws_insert(a, e) != 0)
         st = hk__fail(c->h, HK_STATUS_OUT_OF_MEMORY, "no memory for the workspace table");
-    if (st == HK_STATUS_OK)
+    if (st == HK_STATUS_OK) {
+        a->slabs->used++;
         goto out;
-    relaxed_free(e->base); /* a clear enqueued before a failure only writes it */
+    }
 fail:
-    free(e);
+    free(e); /* its memory stays free in the slab (a clear enqueued before a failure only writes it) */
     e = NULL;
 out:
     pthread_mutex_unlock(&hk__lock);
@@ -321,14 +350,12 @@ hk_status_t hk__ws_get(hk__call_t *c, hk__ws_t **out)
 CUresult hk__ws_free(hk__arm_t *a)
 {
     CUresult first = CUDA_SUCCESS;
-    hk__ws_map_t *m = atomic_load(&a->ws);
-    for (unsigned i = 0; m && i <= m->mask; i++) {
-        hk__ws_t *e = atomic_load_explicit(&m->slot[i], memory_order_relaxed);
-        if (!e || !e->base)
+    for (hk__slab_t *s = a ? a->slabs : NULL; s; s = s->next) {
+        if (!s->base)
             continue;
-        CUresult r = relaxed_free(e->base);
+        CUresult r = relaxed_free(s->base);
         if (r == CUDA_SUCCESS)
-            e->base = 0;
+            s->base = 0;
         else if (first == CUDA_SUCCESS)
             first = r;
     }
@@ -346,6 +373,11 @@ void hk__arm_free(hk__arm_t *a)
         hk__ws_map_t *older = m->older;
         free(m);
         m = older;
+    }
+    while (a->slabs) {
+        hk__slab_t *next = a->slabs->next;
+        free(a->slabs);
+        a->slabs = next;
     }
     free(a);
 }

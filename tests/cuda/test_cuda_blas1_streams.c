@@ -398,6 +398,33 @@ static void t_racing_set_stream(void)
 
 /* ---- helpers for the single-thread tests below ---- */
 
+/* Asserts that an hk call on h returned want, printing the status and the
+ * handle's last error otherwise (so a run on a GPU says what went wrong). */
+static int hk_expect(hk_handle_t *h, hk_status_t got, hk_status_t want, const char *call,
+                     int line)
+{
+    if (got != want)
+        printf("\n  line %d: %s: status %d (want %d): %s\n", line, call, (int)got, (int)want,
+               plug->vt->last_error(h));
+    CU_ASSERT_EQUAL(got, want);
+    return got == want;
+}
+#define HK_EXPECT(h, call, want) hk_expect((h), (call), (want), #call, __LINE__)
+#define HK_OK(h, call) HK_EXPECT(h, call, HK_STATUS_OK)
+
+/* Asserts that a driver call succeeded, printing its error name otherwise. */
+static int cu_ok(CUresult r, const char *call, int line)
+{
+    if (r != CUDA_SUCCESS) {
+        const char *name = NULL;
+        cuGetErrorName(r, &name);
+        printf("\n  line %d: %s: %d (%s)\n", line, call, (int)r, name ? name : "?");
+    }
+    CU_ASSERT_EQUAL(r, CUDA_SUCCESS);
+    return r == CUDA_SUCCESS;
+}
+#define CU_OK(call) cu_ok((call), #call, __LINE__)
+
 static CUcontext current(void)
 {
     CUcontext c = NULL;
@@ -569,15 +596,15 @@ static void t_capture(void)
     float r = 42.0f;
     CU_ASSERT_EQUAL(plug->vt->set_pointer_mode(h, HK_POINTER_MODE_HOST), HK_STATUS_OK);
     OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
-    CU_ASSERT_EQUAL(b->sdot(h, N, dx, 1, dx, 1, &r), HK_STATUS_NOT_SUPPORTED);
+    HK_EXPECT(h, b->sdot(h, N, dx, 1, dx, 1, &r), HK_STATUS_NOT_SUPPORTED);
     CU_ASSERT_PTR_NOT_NULL(strstr(plug->vt->last_error(h), "host pointer mode results cannot be captured"));
-    CU_ASSERT_EQUAL(b->snrm2(h, N, dx, 1, &r), HK_STATUS_NOT_SUPPORTED);
+    HK_EXPECT(h, b->snrm2(h, N, dx, 1, &r), HK_STATUS_NOT_SUPPORTED);
     CU_ASSERT_EQUAL(r, 42.0f);
     OK(cuStreamIsCapturing(s, &cs));
     CU_ASSERT_EQUAL(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE);
     OK(cuStreamEndCapture(s, &g)); /* still valid */
     OK(cuGraphDestroy(g));
-    CU_ASSERT_EQUAL(b->sdot(h, N, dx, 1, dx, 1, &r), HK_STATUS_OK); /* and fine outside */
+    HK_OK(h, b->sdot(h, N, dx, 1, dx, 1, &r)); /* and fine outside */
     CU_ASSERT_DOUBLE_EQUAL(r, want, 1e-6 * want);
 
     /* device pointer mode: the first reduction on the per-thread stream is
@@ -586,17 +613,18 @@ static void t_capture(void)
     CU_ASSERT_EQUAL(plug->vt->set_pointer_mode(h, HK_POINTER_MODE_DEVICE), HK_STATUS_OK);
     CU_ASSERT_EQUAL(plug->vt->set_stream(h, CU_STREAM_PER_THREAD), HK_STATUS_OK);
     OK(cuStreamBeginCapture(CU_STREAM_PER_THREAD, CU_STREAM_CAPTURE_MODE_GLOBAL));
-    CU_ASSERT_EQUAL(b->sdot(h, N, dx, 1, dx, 1, dr), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(b->snrm2(h, N, dx, 1, (float *)dr + 1), HK_STATUS_OK);
+    HK_OK(h, b->sdot(h, N, dx, 1, dx, 1, dr));
+    HK_OK(h, b->snrm2(h, N, dx, 1, (float *)dr + 1));
     g = NULL;
-    OK(cuStreamEndCapture(CU_STREAM_PER_THREAD, &g));
-    OK(cuGraphInstantiate(&ge, g, 0));
+    CUresult end = cuStreamEndCapture(CU_STREAM_PER_THREAD, &g);
+    if (!CU_OK(end) || !CU_OK(cuGraphInstantiate(&ge, g, 0)))
+        goto cleanup;
     float back[2] = {0, 0};
     for (int round = 0; round < 3; round++) {
         OK(cuMemsetD8((CUdeviceptr)(uintptr_t)dr, 0, 8));
         if (round == 0) {
-            CU_ASSERT_EQUAL(b->sdot(h, N, dx, 1, dx, 1, dr), HK_STATUS_OK);
-            CU_ASSERT_EQUAL(b->snrm2(h, N, dx, 1, (float *)dr + 1), HK_STATUS_OK);
+            HK_OK(h, b->sdot(h, N, dx, 1, dx, 1, dr));
+            HK_OK(h, b->snrm2(h, N, dx, 1, (float *)dr + 1));
         } else {
             OK(cuGraphLaunch(ge, CU_STREAM_PER_THREAD));
         }
@@ -607,6 +635,7 @@ static void t_capture(void)
     }
     OK(cuGraphExecDestroy(ge));
     OK(cuGraphDestroy(g));
+cleanup:;
 
     /* another thread's global-mode capture survives this thread's first
      * reduction on a new stream, which allocates */
@@ -623,9 +652,9 @@ static void t_capture(void)
     pthread_barrier_wait(&bar);
     pthread_join(t, NULL);
     pthread_barrier_destroy(&bar);
-    CU_ASSERT_EQUAL(st, HK_STATUS_OK);
-    CU_ASSERT_EQUAL(cap.begin, CUDA_SUCCESS);
-    CU_ASSERT_EQUAL(cap.end, CUDA_SUCCESS);
+    HK_OK(h, st);
+    CU_OK(cap.begin);
+    CU_OK(cap.end);
     OK(cuStreamSynchronize(fresh));
     OK(cuMemcpyDtoH(back, (CUdeviceptr)(uintptr_t)dr, sizeof back[0]));
     CU_ASSERT_DOUBLE_EQUAL(back[0], want, 1e-6 * want);
@@ -727,6 +756,9 @@ static struct {
     size_t (*live)(void);
 } sim;
 
+/* A new handle whose first 8 streams have their workspaces (its first slab is
+ * full), then the first sdot on a 9th stream with the k-th call of entry
+ * failing, then the same call again. */
 typedef struct fault_trial {
     const char *entry;
     unsigned k;
@@ -737,56 +769,66 @@ typedef struct fault_trial {
     char why[300];
 } fault_trial_t;
 
-/* On a thread of its own (a fresh per-thread stream ID cache): a new handle
- * on the per-thread stream, its first sdot with the k-th call of entry
- * failing, then the same call again. */
-static void *fault_thread(void *arg)
+static void fault_trial(fault_trial_t *t)
 {
-    fault_trial_t *t = arg;
+    enum { NS = 9 };
     float x[300];
     for (int i = 0; i < 300; i++)
         x[i] = 1.0f;
-    hk_create_info_t ci = {sizeof ci, 0, 0};
-    hk_handle_t *h = NULL;
+    CUstream s[NS] = {0};
+    size_t live = sim.live();
+    hk_handle_t *h = create_on(0);
     void *dx = NULL, *dr = NULL;
     t->first = t->again = HK_STATUS_INTERNAL;
-    if (plug->vt->handle_create(&ci, &h) != HK_STATUS_OK ||
-        plug->vt->set_stream(h, CU_STREAM_PER_THREAD) != HK_STATUS_OK ||
-        plug->vt->set_pointer_mode(h, HK_POINTER_MODE_DEVICE) != HK_STATUS_OK ||
-        plug->mem->alloc(h, sizeof x, &dx) != HK_STATUS_OK ||
-        plug->mem->alloc(h, 4, &dr) != HK_STATUS_OK ||
-        plug->mem->copy_to_device(h, dx, x, sizeof x) != HK_STATUS_OK)
-        return NULL;
-    size_t live = sim.live();
-    unsigned long before = sim.calls(t->entry);
-    sim.fail(t->entry, t->k, CUDA_ERROR_UNKNOWN);
-    t->first = plug->blas->sdot(h, 300, dx, 1, dx, 1, dr);
-    t->calls = sim.calls(t->entry) - before;
-    snprintf(t->why, sizeof t->why, "%s", plug->vt->last_error(h));
-    sim.fail_clear();
-    if (t->first != HK_STATUS_OK)
-        t->leaked = sim.live() - live; /* a failed first call keeps nothing */
-    t->again = plug->blas->sdot(h, 300, dx, 1, dx, 1, dr);
-    if (plug->mem->copy_to_host(h, &t->result, dr, sizeof t->result) != HK_STATUS_OK)
-        t->result = -1.0f;
-    plug->mem->free_(h, dx);
-    plug->mem->free_(h, dr);
-    plug->vt->handle_destroy(h);
-    return NULL;
+    t->result = -1.0f;
+    int ok = h && plug->vt->set_pointer_mode(h, HK_POINTER_MODE_DEVICE) == HK_STATUS_OK &&
+             plug->mem->alloc(h, sizeof x, &dx) == HK_STATUS_OK &&
+             plug->mem->alloc(h, 4, &dr) == HK_STATUS_OK &&
+             plug->mem->copy_to_device(h, dx, x, sizeof x) == HK_STATUS_OK;
+    for (int i = 0; ok && i < NS; i++)
+        ok = cuStreamCreate(&s[i], CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
+             plug->vt->set_stream(h, s[i]) == HK_STATUS_OK &&
+             (i == NS - 1 || plug->blas->sdot(h, 300, dx, 1, dx, 1, dr) == HK_STATUS_OK);
+    if (ok) {
+        unsigned long before = sim.calls(t->entry);
+        sim.fail(t->entry, t->k, CUDA_ERROR_UNKNOWN);
+        t->first = plug->blas->sdot(h, 300, dx, 1, dx, 1, dr);
+        t->calls = sim.calls(t->entry) - before;
+        snprintf(t->why, sizeof t->why, "%s", plug->vt->last_error(h));
+        sim.fail_clear();
+        t->again = plug->blas->sdot(h, 300, dx, 1, dx, 1, dr);
+        if (plug->mem->copy_to_host(h, &t->result, dr, sizeof t->result) != HK_STATUS_OK)
+            t->result = -1.0f;
+    }
+    if (h) {
+        plug->vt->set_stream(h, NULL);
+        plug->mem->free_(h, dx);
+        plug->mem->free_(h, dr);
+        plug->vt->handle_destroy(h);
+    }
+    for (int i = 0; i < NS; i++)
+        if (s[i])
+            cuStreamDestroy(s[i]);
+    /* a slab made before a failing clear stays for the next call, and goes
+     * with the handle like the others */
+    t->leaked = sim.live() - live;
 }
 
 static void t_workspace_faults(void)
 {
-    static const char *const entries[] = {"cuStreamGetId", "cuStreamIsCapturing",
+    static const char *const entries[] = {"cuStreamIsCapturing",
                                           "cuThreadExchangeStreamCaptureMode", "cuMemAlloc",
                                           "cuMemsetD8Async"};
+    CUcontext p;
+    CUdevice dev;
+    OK(cuDeviceGet(&dev, 0));
+    OK(cuDevicePrimaryCtxRetain(&p, dev));
+    OK(cuCtxPushCurrent(p));
     int walked = 0;
     for (size_t e = 0; e < sizeof entries / sizeof entries[0]; e++) {
         for (unsigned k = 1; k < 10; k++) {
             fault_trial_t t = {entries[e], k, 0, 0, 0.0f, 0, 0, ""};
-            pthread_t th;
-            CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, fault_thread, &t), 0);
-            pthread_join(th, NULL);
+            fault_trial(&t);
             if (t.calls < k)
                 break; /* the first call makes fewer: this entry is walked */
             walked++;
@@ -802,7 +844,33 @@ static void t_workspace_faults(void)
             CU_ASSERT_EQUAL(t.result, 300.0f);
         }
     }
-    CU_ASSERT(walked >= 6);
+    CU_ASSERT_EQUAL(walked, 5); /* 1 + 2 + 1 + 1 calls on the way to a new slab */
+
+    /* set_stream cannot learn the stream's ID: the call asks for it itself */
+    hk_handle_t *h = create_on(0);
+    CUstream s;
+    float one = 1.0f, r = 0.0f;
+    void *dx = NULL;
+    OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CU_ASSERT_EQUAL_FATAL(plug->mem->alloc(h, sizeof one, &dx), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(plug->mem->copy_to_device(h, dx, &one, sizeof one), HK_STATUS_OK);
+    sim.fail("cuStreamGetId", 1, CUDA_ERROR_UNKNOWN);
+    CU_ASSERT_EQUAL(plug->vt->set_stream(h, s), HK_STATUS_OK);
+    unsigned long before = sim.calls("cuStreamGetId");
+    CU_ASSERT_EQUAL(plug->blas->sdot(h, 1, dx, 1, dx, 1, &r), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(sim.calls("cuStreamGetId"), before + 1);
+    CU_ASSERT_EQUAL(r, 1.0f);
+    sim.fail("cuStreamGetId", 1, CUDA_ERROR_UNKNOWN);
+    CU_ASSERT_EQUAL(plug->blas->sdot(h, 1, dx, 1, dx, 1, &r), HK_STATUS_CUDA_ERROR);
+    CU_ASSERT_PTR_NOT_NULL(strstr(plug->vt->last_error(h), "cuStreamGetId"));
+    sim.fail_clear();
+    CU_ASSERT_EQUAL(plug->vt->set_stream(h, NULL), HK_STATUS_OK);
+    plug->mem->free_(h, dx);
+    CU_ASSERT_EQUAL(plug->vt->handle_destroy(h), HK_STATUS_OK);
+    OK(cuStreamDestroy(s));
+    CUcontext popped;
+    OK(cuCtxPopCurrent(&popped));
+    OK(cuDevicePrimaryCtxRelease(dev));
 }
 
 /* ---- more than 2^31 elements (a real GPU: 8 GiB vectors) ---- */
@@ -810,8 +878,8 @@ static void t_workspace_faults(void)
 static void tail_is(hk_handle_t *h, const float *d, int64_t at, float want, int64_t count)
 {
     float back[16];
-    CU_ASSERT_EQUAL_FATAL(plug->mem->copy_to_host(h, back, d + at, count * sizeof *back),
-                          HK_STATUS_OK);
+    if (!HK_OK(h, plug->mem->copy_to_host(h, back, d + at, count * sizeof *back)))
+        return;
     int bad = 0;
     for (int64_t i = 0; i < count; i++)
         bad += back[i] != want;
@@ -831,29 +899,32 @@ static void t_beyond_2_31(void)
     CU_ASSERT_EQUAL_FATAL(plug->mem->alloc(h, (size_t)n * sizeof *x, (void **)&x), HK_STATUS_OK);
     CU_ASSERT_EQUAL_FATAL(plug->mem->alloc(h, (size_t)n * sizeof *y, (void **)&y), HK_STATUS_OK);
     CU_ASSERT_EQUAL_FATAL(plug->mem->alloc(h, sizeof c, (void **)&one), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(plug->mem->copy_to_device(h, one, c, sizeof c), HK_STATUS_OK);
+    HK_OK(h, plug->mem->copy_to_device(h, one, c, sizeof c));
     CU_ASSERT_EQUAL(plug->vt->set_pointer_mode(h, HK_POINTER_MODE_HOST), HK_STATUS_OK);
     /* x = 1, y = 2 everywhere: copies of one element (increment 0) */
-    CU_ASSERT_EQUAL(b->scopy(h, n, one, 0, x, 1), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(b->scopy(h, n, one + 1, 0, y, 1), HK_STATUS_OK);
+    /* each op waited for, so that a fault names its op */
+    HK_OK(h, b->scopy(h, n, one, 0, x, 1));
+    HK_OK(h, plug->vt->synchronize(h));
+    HK_OK(h, b->scopy(h, n, one + 1, 0, y, 1));
+    HK_OK(h, plug->vt->synchronize(h));
     float half = 0.5f, two = 2.0f;
-    CU_ASSERT_EQUAL(b->saxpy(h, n, &half, x, 1, y, 1), HK_STATUS_OK); /* y = 2.5 */
+    HK_OK(h, b->saxpy(h, n, &half, x, 1, y, 1)); /* y = 2.5 */
+    HK_OK(h, plug->vt->synchronize(h));
     tail_is(h, y, mid - 8, 2.5f, 16);
     tail_is(h, y, n - 16, 2.5f, 16);
-    CU_ASSERT_EQUAL(b->sdot(h, n, x, 1, y, 1, &r), HK_STATUS_OK);
+    HK_OK(h, b->sdot(h, n, x, 1, y, 1, &r));
     CU_ASSERT_EQUAL(r, (float)(2.5 * (double)n));
     CU_ASSERT_EQUAL(b->snrm2(h, n, x, 1, &r), HK_STATUS_OK);
     CU_ASSERT_DOUBLE_EQUAL(r, sqrt((double)n), 1e-6 * sqrt((double)n));
-    CU_ASSERT_EQUAL(b->sscal(h, n, &two, y, 1), HK_STATUS_OK); /* y = 5 */
+    HK_OK(h, b->sscal(h, n, &two, y, 1)); /* y = 5 */
     tail_is(h, y, n - 16, 5.0f, 16);
     /* strided, both ways, past element 2^31 */
     int64_t m = n / 2 - 1;
-    CU_ASSERT_EQUAL(b->sdot(h, m, x, 2, y, -2, &r), HK_STATUS_OK);
+    HK_OK(h, b->sdot(h, m, x, 2, y, -2, &r));
     CU_ASSERT_EQUAL(r, (float)(5.0 * (double)m));
-    CU_ASSERT_EQUAL(b->saxpy(h, m, &two, x, -2, y + 1, 2), HK_STATUS_OK); /* odd y = 7 */
+    HK_OK(h, b->saxpy(h, m, &two, x, -2, y + 1, 2)); /* odd y = 7 */
     float back[4];
-    CU_ASSERT_EQUAL(plug->mem->copy_to_host(h, back, y + 2 * (m - 1), sizeof back),
-                    HK_STATUS_OK);
+    HK_OK(h, plug->mem->copy_to_host(h, back, y + 2 * (m - 1), sizeof back));
     CU_ASSERT_EQUAL(back[0], 5.0f);
     CU_ASSERT_EQUAL(back[1], 7.0f);
     CU_ASSERT_EQUAL(back[2], 5.0f);
@@ -893,7 +964,7 @@ int blas1_register_streams(const hkct_plugin_t *p, const char *skip)
     *(void **)&sim.fail_clear = dlsym(RTLD_DEFAULT, "simcuda_fail_clear");
     *(void **)&sim.calls = dlsym(RTLD_DEFAULT, "simcuda_call_count");
     *(void **)&sim.live = dlsym(RTLD_DEFAULT, "simcuda_live_allocations");
-    CU_pTest test = hk_test_add(s, "first reduction on a stream: every failing driver call",
+    CU_pTest test = hk_test_add(s, "first reduction on a new stream: every failing driver call",
                                 t_workspace_faults);
     if (skip)
         hk_test_skip(test, skip);

@@ -174,8 +174,11 @@ static CUresult sim_stream_get_ctx(CUstream s, CUcontext *pctx, CUgreenCtx *pgre
     SIM_FAIL_IF(!pctx, CUDA_ERROR_INVALID_VALUE);
     struct CUctx_st *c;
     if (sim_stream_special(s)) {
-        /* fact 9: the special streams name the current context */
+        /* fact 9: the special streams name the current context; a green
+         * context has no per-thread stream (fact 22, as measured) */
         SIM_CHECK(sim_current(&c));
+        SIM_FAIL_IF(s == CU_STREAM_PER_THREAD && c->kind == SIM_CTX_GREEN,
+                    CUDA_ERROR_INVALID_HANDLE);
     } else {
         SIM_FAIL_IF(!sim_stream_live(s), CUDA_ERROR_INVALID_HANDLE);
         c = s->own.ctx;
