@@ -316,7 +316,8 @@ static hk_status_t reduce_launch(hk__call_t *c, hk__kernel_id_t k, unsigned grid
     *slot = mapped ? mapped_dev : ws->base + HK__WS_RESULT;
     st = launch(c, k, grid, params, op);
     if (st == HK_STATUS_OK) {
-        CUresult r = mapped ? CUDA_SUCCESS : hk__cu.cuMemcpyDtoHAsync(result, *slot, esz, c->stream);
+        CUresult r = mapped ? CUDA_SUCCESS
+                            : hk__cu.cuMemcpyDtoHAsync(result, *slot, esz, c->stream);
         if (r == CUDA_SUCCESS)
             r = hk__cu.cuStreamSynchronize(c->stream);
         if (r == CUDA_SUCCESS && mapped)

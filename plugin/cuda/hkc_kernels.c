@@ -324,7 +324,9 @@ static hk_status_t ws_make(hk__call_t *c, unsigned long long key, hk__ws_t **out
         goto out;
     }
 fail:
-    free(e); /* its memory stays free in the slab (a clear enqueued before a failure only writes it) */
+    /* its memory stays free in the slab (a clear enqueued before a failure
+     * only writes it) */
+    free(e);
     e = NULL;
 out:
     pthread_mutex_unlock(&hk__lock);

@@ -545,8 +545,10 @@ int hk_test_register(void)
         {"nrm2 without overflow or underflow", t_nrm2_extremes},
         {"vectors 1 to 3 elements off alignment, every op", t_misaligned},
         {"argument rules: refusals, in order, run nothing", t_rules_refused},
-        {"argument rules: nothing to do writes 0 results, reads nothing", t_rules_nothing_to_do},
-        {"argument rules: a source increment of 0 reads one element", t_rules_zero_source_increment},
+        {"argument rules: nothing to do writes 0 results, reads nothing",
+         t_rules_nothing_to_do},
+        {"argument rules: a source increment of 0 reads one element",
+         t_rules_zero_source_increment},
         {"checked mode refuses foreign pointers", t_checked_mode},
     };
     const char *skip = NULL;

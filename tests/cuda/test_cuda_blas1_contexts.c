@@ -221,7 +221,8 @@ static void t_capture(void)
     CU_ASSERT_EQUAL(plug->vt->set_pointer_mode(h, HK_POINTER_MODE_HOST), HK_STATUS_OK);
     OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     HK_EXPECT(h, b->sdot(h, N, dx, 1, dx, 1, &r), HK_STATUS_NOT_SUPPORTED);
-    CU_ASSERT_PTR_NOT_NULL(strstr(plug->vt->last_error(h), "host pointer mode results cannot be captured"));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(plug->vt->last_error(h), "host pointer mode results cannot be captured"));
     HK_EXPECT(h, b->snrm2(h, N, dx, 1, &r), HK_STATUS_NOT_SUPPORTED);
     CU_ASSERT_EQUAL(r, 42.0f);
     OK(cuStreamIsCapturing(s, &cs));
@@ -262,33 +263,43 @@ static void t_capture(void)
 cleanup:;
 
     /* another thread's global-mode capture survives this thread's first
-     * reduction on a new stream, which allocates */
+     * reductions on 9 new streams, past the handle's first workspaces: one of
+     * them allocates more */
+    enum { FRESH = 9 };
     pthread_barrier_t bar;
     CU_ASSERT_EQUAL_FATAL(pthread_barrier_init(&bar, NULL, 2), 0);
     capturer_t cap = {p0, &bar, CUDA_ERROR_UNKNOWN, CUDA_ERROR_UNKNOWN};
     pthread_t t;
     CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, capture_elsewhere, &cap), 0);
     pthread_barrier_wait(&bar);
-    CUstream fresh;
-    OK(cuStreamCreate(&fresh, CU_STREAM_NON_BLOCKING));
-    CU_ASSERT_EQUAL(plug->vt->set_stream(h, fresh), HK_STATUS_OK);
-    hk_status_t st = b->sdot(h, N, dx, 1, dx, 1, dr);
+    CUstream fresh[FRESH];
+    hk_status_t st[FRESH];
+    for (int i = 0; i < FRESH; i++) {
+        OK(cuStreamCreate(&fresh[i], CU_STREAM_NON_BLOCKING));
+        CU_ASSERT_EQUAL(plug->vt->set_stream(h, fresh[i]), HK_STATUS_OK);
+        st[i] = b->sdot(h, N, dx, 1, dx, 1, (float *)dr + 2 + i);
+    }
     pthread_barrier_wait(&bar);
     pthread_join(t, NULL);
     pthread_barrier_destroy(&bar);
-    HK_OK(h, st);
     CU_OK(cap.begin);
     CU_OK(cap.end);
-    OK(cuStreamSynchronize(fresh));
-    OK(cuMemcpyDtoH(back, (CUdeviceptr)(uintptr_t)dr, sizeof back[0]));
-    CU_ASSERT_DOUBLE_EQUAL(back[0], want, 1e-6 * want);
+    float many[FRESH];
+    for (int i = 0; i < FRESH; i++) {
+        HK_OK(h, st[i]);
+        OK(cuStreamSynchronize(fresh[i]));
+    }
+    OK(cuMemcpyDtoH(many, (CUdeviceptr)(uintptr_t)dr + 8, sizeof many));
+    for (int i = 0; i < FRESH; i++)
+        CU_ASSERT_DOUBLE_EQUAL(many[i], want, 1e-6 * want);
 
     CU_ASSERT_EQUAL(plug->vt->set_stream(h, NULL), HK_STATUS_OK);
     plug->mem->free_(h, dx);
     plug->mem->free_(h, dr);
     CU_ASSERT_EQUAL(plug->vt->handle_destroy(h), HK_STATUS_OK);
     OK(cuStreamDestroy(s));
-    OK(cuStreamDestroy(fresh));
+    for (int i = 0; i < FRESH; i++)
+        OK(cuStreamDestroy(fresh[i]));
     CUcontext popped;
     OK(cuCtxPopCurrent(&popped));
     OK(cuDevicePrimaryCtxRelease(dev));
