@@ -157,6 +157,56 @@ int hkb_verify(hkb_lane_t *lane, hkb_op_t op, hkb_prec_t prec, int64_t n, const 
  * through a random host block tiled by device copies. Synchronous. */
 int hkb_fill_random(void *dev, hkb_prec_t prec, int64_t n, uint64_t seed);
 
+/* ---- raw launches of hk-cuda's kernels (hkb_raw.c) -------------------------- */
+
+/* Device scratch of raw launches: alpha (float, double), the result (one
+ * double wide), the reductions' counter, and their partials. One per stream
+ * that reductions run on at once: they must not share it. */
+#define HKB_RAW_SCRATCH_BYTES (64 + 3 * 1024 * sizeof(double))
+typedef struct hkb_raw_scratch {
+    unsigned char *base;
+    float *alpha_f;
+    double *alpha_d;
+    void *result;
+    unsigned int *counter;
+    double *partials;
+} hkb_raw_scratch_t;
+
+/* One raw launch, ready to repeat: function, grid and the parameter array,
+ * which points into the struct itself (do not copy a prepared one). */
+typedef struct hkb_raw {
+    void *fn; /* CUfunction */
+    hkb_op_t op;
+    hkb_prec_t prec;
+    unsigned grid;
+    long long n, incx, incy;
+    float alpha_f;
+    double alpha_d;
+    const void *alpha_ptr, *x, *y, *partials, *counter, *result;
+    void *params[8];
+} hkb_raw_t;
+
+/* Takes the driver entry points and loads the embedded fatbin, once per
+ * process. [thread-safe] Returns 0 or -1. */
+int hkb_raw_init(void);
+
+/* Allocates and clears scratch on the current device, alpha set. */
+int hkb_raw_scratch_alloc(hkb_raw_scratch_t *s, float alpha_f, double alpha_d);
+void hkb_raw_scratch_free(hkb_raw_scratch_t *s);
+
+/* Prepares the launch hk-cuda makes for op in device pointer mode with unit
+ * increments: the kernel's function in the current context, hk-cuda's grid
+ * for n on a device of sms SMs, x and y, the scratch's alpha and result. */
+int hkb_raw_prepare(hkb_raw_t *r, hkb_op_t op, hkb_prec_t prec, int64_t n, const void *x,
+                    void *y, const hkb_raw_scratch_t *s, int sms, float alpha_f, double alpha_d);
+
+/* One cuLaunchKernel of r on stream. Returns 0 or -1 (reason recorded). */
+int hkb_raw_launch(hkb_raw_t *r, cudaStream_t stream);
+
+/* Records "what: CUDA_ERROR_NAME (code)" and returns -1 for a CUresult r that
+ * is not CUDA_SUCCESS; 0 otherwise. */
+int hkb_raw_cu_ok(int r, const char *what);
+
 /* ---- rows and output (hkb_report.c) ---------------------------------------- */
 
 typedef enum {

@@ -5,12 +5,15 @@
  * cuLaunchKernel. No lock, no allocation, no synchronisation, so calls can be
  * captured into a CUDA graph.
  *
- * Workspace rule: dot and nrm2 use the handle's workspace (per-block partials
- * and a counter). In device pointer mode, calls on one handle are ordered by
- * its stream; concurrent dot/nrm2 calls on one handle from several threads are
- * safe only while they all use the same stream. Use one handle per stream
- * otherwise. In host pointer mode the handle serialises its dot/nrm2 calls
- * itself (they synchronise anyway). */
+ * dot and nrm2 also look up the workspace of their stream (hk__ws_get, a
+ * lock-free table read after the first call on a stream), so concurrent calls
+ * on one handle are right from any threads on any streams. In host pointer
+ * mode the handle serialises its dot/nrm2 calls (they synchronise anyway).
+ *
+ * Argument rules (docs/abi.md, "hk.blas1/1: argument rules"), in this order:
+ * handle; nothing to do (n <= 0, and incx <= 0 for scal and nrm2: OK, dot and
+ * nrm2 write 0 to a non-NULL result); NULL pointers; increments (INT64_MIN,
+ * a destination increment of 0); spans; checked mode's pointer checks. */
 #include <string.h>
 
 #include "hk_blas1.h"
@@ -22,15 +25,16 @@ typedef union scalar {
 } scalar_t;
 
 /* Bytes from element 0 to the last element, plus one element; 0 on overflow
- * (past SIZE_MAX / 2). Overflow-checked multiplies rather than divisions:
- * this runs on every call, and a 64-bit division costs tens of cycles. */
+ * (past PTRDIFF_MAX). Overflow-checked multiplies rather than divisions:
+ * this runs on every call, and a 64-bit division costs tens of cycles. inc is
+ * never INT64_MIN here (refused before). */
 static size_t span_bytes(int64_t n, int64_t inc, size_t esz)
 {
     uint64_t a = inc < 0 ? (uint64_t)0 - (uint64_t)inc : (uint64_t)inc;
     uint64_t elems, bytes;
     if (__builtin_mul_overflow((uint64_t)(n - 1), a, &elems) ||
         __builtin_add_overflow(elems, 1u, &elems) ||
-        __builtin_mul_overflow(elems, (uint64_t)esz, &bytes) || bytes > SIZE_MAX / 2)
+        __builtin_mul_overflow(elems, (uint64_t)esz, &bytes) || bytes > PTRDIFF_MAX)
         return 0;
     return (size_t)bytes;
 }
@@ -79,12 +83,32 @@ static hk_status_t launch(hk__call_t *c, hk__kernel_id_t k, unsigned grid, void 
                     c->h->device);
 }
 
-static hk_status_t check_span(hk_handle_t *h, int64_t n, int64_t inc, size_t esz,
-                              const char *op)
+/* Rule 5: the vector's span fits in PTRDIFF_MAX bytes and does not run past
+ * the end of the address space from p, its lowest address. */
+static hk_status_t check_span(hk_handle_t *h, const void *p, int64_t n, int64_t inc, size_t esz,
+                              const char *op, const char *what)
 {
-    if (span_bytes(n, inc, esz) == 0)
-        return hk__fail(h, HK_STATUS_INVALID_VALUE, "%s: n = %lld with increment %lld overflows",
-                        op, (long long)n, (long long)inc);
+    size_t bytes = span_bytes(n, inc, esz);
+    if (bytes == 0)
+        return hk__fail(h, HK_STATUS_INVALID_VALUE,
+                        "%s: %s spans more than PTRDIFF_MAX bytes (n = %lld, increment %lld)", op,
+                        what, (long long)n, (long long)inc);
+    if ((uintptr_t)p > UINTPTR_MAX - (bytes - 1))
+        return hk__fail(h, HK_STATUS_INVALID_VALUE,
+                        "%s: %s (%p) with n = %lld and increment %lld runs past the end of the "
+                        "address space", op, what, p, (long long)n, (long long)inc);
+    return HK_STATUS_OK;
+}
+
+/* Rule 4: INT64_MIN has no magnitude; the destination of axpy and copy takes
+ * one element per i, so its increment cannot be 0. */
+static hk_status_t check_inc(hk_handle_t *h, int64_t inc, int dest, const char *op,
+                             const char *what)
+{
+    if (inc == INT64_MIN)
+        return hk__fail(h, HK_STATUS_INVALID_VALUE, "%s: %s is INT64_MIN", op, what);
+    if (dest && inc == 0)
+        return hk__fail(h, HK_STATUS_INVALID_VALUE, "%s: %s is 0 (the destination)", op, what);
     return HK_STATUS_OK;
 }
 
@@ -100,12 +124,19 @@ static hk_status_t check_mem(hk_handle_t *h, const void *p, int64_t n, int64_t i
 
 /* ---- axpy, scal, copy ---- */
 
-/* Both vectors' spans fit in memory (y may be NULL: one vector). */
-static hk_status_t check_spans(hk_handle_t *h, int64_t n, int64_t incx, int64_t incy, size_t esz,
-                               const char *op, int two)
+/* Rules 4 and 5 for x and, when y is not NULL, y; ydest: y is written. */
+static hk_status_t check_vectors(hk_handle_t *h, int64_t n, const void *x, int64_t incx,
+                                 const void *y, int64_t incy, int ydest, size_t esz,
+                                 const char *op)
 {
-    hk_status_t st = check_span(h, n, incx, esz, op);
-    return st == HK_STATUS_OK && two ? check_span(h, n, incy, esz, op) : st;
+    hk_status_t st = check_inc(h, incx, 0, op, "incx");
+    if (st == HK_STATUS_OK && y)
+        st = check_inc(h, incy, ydest, op, "incy");
+    if (st == HK_STATUS_OK)
+        st = check_span(h, x, n, incx, esz, op, "x");
+    if (st == HK_STATUS_OK && y)
+        st = check_span(h, y, n, incy, esz, op, "y");
+    return st;
 }
 
 /* alpha as the kernels take it: by value in host pointer mode (*a), as a
@@ -146,22 +177,19 @@ static hk_status_t axpy(hk_handle_t *h, int64_t n, const void *alpha, const void
     if (!alpha || !x || !y)
         return hk__fail(h, HK_STATUS_NULL_POINTER, "%s: %s is NULL", op,
                         !alpha ? "alpha" : !x ? "x" : "y");
-    if (incy == 0)
-        return hk__fail(h, HK_STATUS_INVALID_VALUE, "%s: incy is 0 (the destination)", op);
-    hk_status_t st = check_spans(h, n, incx, incy, esz, op, 1);
+    hk_status_t st = check_vectors(h, n, x, incx, y, incy, 1, esz, op);
     if (st != HK_STATUS_OK)
         return st;
     scalar_t a;
     const void *alpha_ptr;
     int device_mode = take_alpha(h, alpha, esz, &a, &alpha_ptr);
-    if (!device_mode && (esz == 4 ? a.f == 0.0f : a.d == 0.0))
-        return HK_STATUS_OK; /* reference BLAS returns early; y is left alone */
     hk__call_t c;
     st = hk__call_begin(h, &c);
     if (st != HK_STATUS_OK)
         return st;
     st = check_operands(h, n, x, incx, y, incy, alpha_ptr, esz);
-    if (st == HK_STATUS_OK) {
+    /* reference BLAS returns early with a zero alpha: y is left alone */
+    if (st == HK_STATUS_OK && (device_mode || (esz == 4 ? a.f != 0.0f : a.d != 0.0))) {
         long long nn = n, ix = incx, iy = incy;
         const void *x0 = first(x, n, incx, esz);
         void *y0 = (void *)first(y, n, incy, esz);
@@ -180,7 +208,7 @@ static hk_status_t scal(hk_handle_t *h, int64_t n, const void *alpha, void *x, i
         return HK_STATUS_OK; /* reference BLAS: nothing to do */
     if (!alpha || !x)
         return hk__fail(h, HK_STATUS_NULL_POINTER, "%s: %s is NULL", op, !alpha ? "alpha" : "x");
-    hk_status_t st = check_spans(h, n, incx, 0, esz, op, 0);
+    hk_status_t st = check_vectors(h, n, x, incx, NULL, 0, 0, esz, op);
     if (st != HK_STATUS_OK)
         return st;
     scalar_t a;
@@ -208,9 +236,7 @@ static hk_status_t copy(hk_handle_t *h, int64_t n, const void *x, int64_t incx, 
         return HK_STATUS_OK;
     if (!x || !y)
         return hk__fail(h, HK_STATUS_NULL_POINTER, "%s: %s is NULL", op, !x ? "x" : "y");
-    if (incy == 0)
-        return hk__fail(h, HK_STATUS_INVALID_VALUE, "%s: incy is 0 (the destination)", op);
-    hk_status_t st = check_spans(h, n, incx, incy, esz, op, 1);
+    hk_status_t st = check_vectors(h, n, x, incx, y, incy, 1, esz, op);
     if (st != HK_STATUS_OK)
         return st;
     hk__call_t c;
@@ -230,8 +256,80 @@ static hk_status_t copy(hk_handle_t *h, int64_t n, const void *x, int64_t incx, 
 
 /* ---- dot, nrm2 ---- */
 
-/* Launches a reduction; in host pointer mode also brings the result home.
- * y is NULL for nrm2. */
+/* Nothing to do: 0 to a non-NULL result, synchronously in host pointer mode,
+ * in stream order in device pointer mode (a memset: no workspace needed). */
+static hk_status_t reduce_empty(hk_handle_t *h, void *result, size_t esz, int device_mode,
+                                const char *op)
+{
+    if (!result)
+        return HK_STATUS_OK;
+    if (!device_mode) {
+        memset(result, 0, esz);
+        return HK_STATUS_OK;
+    }
+    hk__call_t c;
+    hk_status_t st = hk__call_begin(h, &c);
+    if (st != HK_STATUS_OK)
+        return st;
+    CUresult r = hk__cu.cuMemsetD8Async((CUdeviceptr)(uintptr_t)result, 0, esz, c.stream);
+    if (r != CUDA_SUCCESS)
+        st = hk__fail_cu(h, r, op);
+    return hk__call_end(&c, st);
+}
+
+/* Host pointer mode waits for its result, which a stream being captured
+ * never gives: refused before anything is enqueued, the capture untouched. */
+static hk_status_t refuse_capture(hk__call_t *c, const char *op)
+{
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = hk__cu.cuStreamIsCapturing(c->stream, &cs);
+    if (r != CUDA_SUCCESS)
+        return hk__fail_cu(c->h, r, op);
+    if (cs != CU_STREAM_CAPTURE_STATUS_NONE)
+        return hk__fail(c->h, HK_STATUS_NOT_SUPPORTED,
+                        "%s: host pointer mode results cannot be captured (the handle's stream "
+                        "is being captured); use device pointer mode", op);
+    return HK_STATUS_OK;
+}
+
+/* Launches a reduction on the stream's workspace. In host pointer mode the
+ * result goes to the handle's mapped word (or the workspace's, copied) and
+ * the call waits for it; the handle's lock serialises those calls. */
+static hk_status_t reduce_launch(hk__call_t *c, hk__kernel_id_t k, unsigned grid,
+                                 void **params, CUdeviceptr *partials, CUdeviceptr *counter,
+                                 CUdeviceptr *slot, void *result, size_t esz, int device_mode,
+                                 const char *op)
+{
+    hk_handle_t *h = c->h;
+    hk__ws_t *ws = NULL;
+    hk_status_t st = hk__ws_get(c, &ws);
+    if (st != HK_STATUS_OK)
+        return st;
+    *partials = ws->base + HK__WS_PARTIALS;
+    *counter = ws->base + HK__WS_COUNTER;
+    if (device_mode)
+        return launch(c, k, grid, params, op);
+    void *mapped = NULL;
+    CUdeviceptr mapped_dev = 0;
+    pthread_mutex_lock(&h->lock);
+    mapped = hk__result_slot(h, c->arm, &mapped_dev);
+    *slot = mapped ? mapped_dev : ws->base + HK__WS_RESULT;
+    st = launch(c, k, grid, params, op);
+    if (st == HK_STATUS_OK) {
+        CUresult r = mapped ? CUDA_SUCCESS
+                            : hk__cu.cuMemcpyDtoHAsync(result, *slot, esz, c->stream);
+        if (r == CUDA_SUCCESS)
+            r = hk__cu.cuStreamSynchronize(c->stream);
+        if (r == CUDA_SUCCESS && mapped)
+            memcpy(result, mapped, esz);
+        if (r != CUDA_SUCCESS)
+            st = hk__fail_cu(h, r, op);
+    }
+    pthread_mutex_unlock(&h->lock);
+    return st;
+}
+
+/* dot (y not NULL) or nrm2 (y NULL). */
 static hk_status_t reduce(hk_handle_t *h, int64_t n, const void *x, int64_t incx, const void *y,
                           int64_t incy, void *result, size_t esz, hk__kernel_id_t k,
                           const char *op)
@@ -239,70 +337,36 @@ static hk_status_t reduce(hk_handle_t *h, int64_t n, const void *x, int64_t incx
     const int is_dot = k == HK__K_SDOT || k == HK__K_DDOT;
     if (!hk__valid(h))
         return HK_STATUS_INVALID_HANDLE;
-    int empty = n <= 0 || (!is_dot && incx <= 0);
-    if (!result)
-        return empty ? HK_STATUS_OK
-                     : hk__fail(h, HK_STATUS_NULL_POINTER, "%s: result is NULL", op);
-    if (!empty && (!x || (is_dot && !y)))
-        return hk__fail(h, HK_STATUS_NULL_POINTER, "%s: %s is NULL", op, !x ? "x" : "y");
     int device_mode = atomic_load_explicit(&h->pointer_mode, memory_order_relaxed);
-    if (empty && !device_mode) {
-        memset(result, 0, esz);
-        return HK_STATUS_OK;
-    }
-    hk_status_t st = HK_STATUS_OK;
-    if (!empty) {
-        st = check_spans(h, n, incx, incy, esz, op, is_dot);
-        if (st != HK_STATUS_OK)
-            return st;
-    }
+    if (n <= 0 || (!is_dot && incx <= 0))
+        return reduce_empty(h, result, esz, device_mode, op);
+    if (!x || (is_dot && !y) || !result)
+        return hk__fail(h, HK_STATUS_NULL_POINTER, "%s: %s is NULL", op,
+                        !x ? "x" : is_dot && !y ? "y" : "result");
+    hk_status_t st = check_vectors(h, n, x, incx, is_dot ? y : NULL, incy, 0, esz, op);
+    if (st != HK_STATUS_OK)
+        return st;
     hk__call_t c;
     st = hk__call_begin(h, &c);
     if (st != HK_STATUS_OK)
         return st;
-    if (!empty)
-        st = check_operands(h, n, x, incx, is_dot ? y : NULL, incy, NULL, esz);
+    st = check_operands(h, n, x, incx, is_dot ? y : NULL, incy, NULL, esz);
     if (st == HK_STATUS_OK && device_mode)
         st = check_mem(h, result, 1, 1, esz, "result");
-    if (st != HK_STATUS_OK)
-        goto out;
-
-    long long nn = empty ? 0 : n, ix = incx, iy = incy;
-    const void *x0 = empty ? x : first(x, n, incx, esz);
-    const void *y0 = empty || !is_dot ? y : first(y, n, incy, esz);
-    CUdeviceptr partials = c.arm->ws + HK__WS_PARTIALS;
-    CUdeviceptr counter = c.arm->ws + HK__WS_COUNTER;
-    CUdeviceptr slot = device_mode ? (CUdeviceptr)(uintptr_t)result : c.arm->ws + HK__WS_RESULT;
-    void *mapped = NULL;
-    if (!device_mode) {
-        /* Host mode: the result word is the handle's, so one call at a time. */
-        pthread_mutex_lock(&h->lock);
-        CUdeviceptr mapped_dev;
-        mapped = hk__result_slot(h, c.arm, &mapped_dev);
-        if (mapped)
-            slot = mapped_dev;
+    if (st == HK_STATUS_OK && !device_mode)
+        st = refuse_capture(&c, op);
+    if (st == HK_STATUS_OK) {
+        long long nn = n, ix = incx, iy = incy;
+        const void *x0 = first(x, n, incx, esz);
+        const void *y0 = is_dot ? first(y, n, incy, esz) : NULL;
+        CUdeviceptr partials = 0, counter = 0;
+        CUdeviceptr slot = (CUdeviceptr)(uintptr_t)result;
+        unsigned grid = grid_for(h, n, incx == 1 && (!is_dot || incy == 1), esz, HK__MAX_BLOCKS);
+        void *dot_params[] = {&nn, &x0, &ix, &y0, &iy, &partials, &counter, &slot};
+        void *nrm_params[] = {&nn, &x0, &ix, &partials, &counter, &slot};
+        st = reduce_launch(&c, k, grid, is_dot ? dot_params : nrm_params, &partials, &counter,
+                           &slot, result, esz, device_mode, op);
     }
-    unsigned grid = empty ? 1u
-                          : grid_for(h, n, incx == 1 && (!is_dot || incy == 1), esz,
-                                     HK__MAX_BLOCKS);
-    void *dot_params[] = {&nn, &x0, &ix, &y0, &iy, &partials, &counter, &slot};
-    void *nrm_params[] = {&nn, &x0, &ix, &partials, &counter, &slot};
-    void **params = is_dot ? dot_params : nrm_params;
-    st = launch(&c, k, grid, params, op);
-    if (!device_mode) {
-        if (st == HK_STATUS_OK) {
-            CUresult r =
-                mapped ? CUDA_SUCCESS : hk__cu.cuMemcpyDtoHAsync(result, slot, esz, c.stream);
-            if (r == CUDA_SUCCESS)
-                r = hk__cu.cuStreamSynchronize(c.stream);
-            if (r == CUDA_SUCCESS && mapped)
-                memcpy(result, mapped, esz);
-            if (r != CUDA_SUCCESS)
-                st = hk__fail_cu(h, r, op);
-        }
-        pthread_mutex_unlock(&h->lock);
-    }
-out:
     return hk__call_end(&c, st);
 }
 

@@ -16,8 +16,11 @@
 
 /* ---- arming: what a handle makes in its context ---- */
 
-/* Makes the workspace and takes the functions for the handle's context, which
- * the caller has made current. On success publishes a new arm. */
+/* Takes the functions for the handle's context, which the caller has made
+ * current, and the memory of its first reduction workspaces. On success
+ * publishes a new arm. The workspaces are handed to streams at the first dot
+ * or nrm2 there (hk__ws_get), cleared on that stream: create touches no
+ * stream, which a green context's per-thread stream would refuse. */
 static hk_status_t arm(hk_handle_t *h, hk_handle_t *err_to)
 {
     hk_status_t st = HK_STATUS_OK;
@@ -31,34 +34,16 @@ static hk_status_t arm(hk_handle_t *h, hk_handle_t *err_to)
         goto fail;
     }
     st = hk__kernels_functions(err_to, a->ctx_id, a->fn);
+    if (st == HK_STATUS_OK)
+        st = hk__ws_reserve(a, err_to);
     if (st != HK_STATUS_OK)
         goto fail;
-    r = hk__cu.cuMemAlloc(&a->ws, HK__WS_BYTES);
-    if (r != CUDA_SUCCESS) {
-        a->ws = 0;
-        st = hk__fail_cu(err_to, r, "cuMemAlloc of the handle's workspace");
-        goto fail;
-    }
-    /* The reduction counter must start at 0; finish before any stream (even a
-     * non-blocking one) can run a kernel that reads it. On this thread's
-     * per-thread stream, so that create waits for its own clear and not, as
-     * the legacy stream would, for all work queued in the context. The
-     * partials need no clearing: every launch writes them before reading. */
-    r = hk__cu.cuMemsetD8Async(a->ws + HK__WS_COUNTER, 0, HK__WS_BYTES - HK__WS_COUNTER,
-                               CU_STREAM_PER_THREAD);
-    if (r == CUDA_SUCCESS)
-        r = hk__cu.cuStreamSynchronize(CU_STREAM_PER_THREAD);
-    if (r != CUDA_SUCCESS) {
-        st = hk__fail_cu(err_to, r, "clearing the handle's workspace");
-        goto fail;
-    }
     a->older = atomic_load(&h->arm);
     atomic_store_explicit(&h->arm, a, memory_order_release);
     return HK_STATUS_OK;
 fail:
-    if (a->ws)
-        hk__give_back_mem(a->ws); /* refused twice: the first failure is reported */
-    free(a);
+    hk__ws_free(a);
+    hk__arm_free(a);
     return st;
 }
 
@@ -296,8 +281,8 @@ static void disarm(hk_handle_t *h)
 {
     hk__arm_t *made = atomic_load(&h->arm);
     if (made) {
-        hk__give_back_mem(made->ws);
-        free(made);
+        hk__ws_free(made);
+        hk__arm_free(made);
     }
     atomic_store(&h->arm, NULL);
 }
@@ -462,7 +447,7 @@ hk_status_t hk__call_begin(hk_handle_t *h, hk__call_t *c)
     CUresult r = hk__cu.cuCtxGetCurrent(&c->prev);
     if (r != CUDA_SUCCESS)
         return hk__fail_cu(h, r, "cuCtxGetCurrent");
-    const hk__arm_t *a = atomic_load_explicit(&h->arm, memory_order_acquire);
+    hk__arm_t *a = atomic_load_explicit(&h->arm, memory_order_acquire);
     unsigned long long id = 0;
     r = hk__cu.cuCtxGetId(h->ctx, &id);
     if (r != CUDA_SUCCESS && r != CUDA_ERROR_CONTEXT_IS_DESTROYED)
@@ -480,7 +465,7 @@ hk_status_t hk__call_begin(hk_handle_t *h, hk__call_t *c)
         c->switched = 1;
     }
     c->arm = a;
-    c->stream = atomic_load_explicit(&h->stream, memory_order_relaxed);
+    hk__stream_read(h, &c->stream, &c->stream_id);
     return HK_STATUS_OK;
 }
 
@@ -503,7 +488,7 @@ hk_status_t hk__call_end(hk__call_t *c, hk_status_t st)
 /* Frees what the handle made in incarnation a of its context, which is alive:
  * after the work issued through the handle is done. Pushes the handle's
  * context for it and pops it again. Returns the first failure. */
-static hk_status_t free_made(hk_handle_t *h, const hk__arm_t *a)
+static hk_status_t free_made(hk_handle_t *h, hk__arm_t *a)
 {
     hk_status_t st = HK_STATUS_OK;
     CUresult r = hk__cu.cuCtxPushCurrent(h->ctx);
@@ -519,9 +504,9 @@ static hk_status_t free_made(hk_handle_t *h, const hk__arm_t *a)
         r = hk__cu.cuCtxSynchronize();
     if (r != CUDA_SUCCESS)
         st = hk__fail_cu(h, r, "destroy: cuCtxSynchronize waiting for the handle's work");
-    r = hk__give_back_mem(a->ws);
+    r = hk__ws_free(a);
     if (r != CUDA_SUCCESS && st == HK_STATUS_OK)
-        st = hk__fail_cu(h, r, "destroy: cuMemFree of the handle's workspace");
+        st = hk__fail_cu(h, r, "destroy: cuMemFree of the handle's workspaces");
     /* A word made in an earlier incarnation died with it. */
     if (h->slot && h->slot_ctx == a->ctx_id) {
         r = hk__give_back_host(h->slot);
@@ -565,7 +550,7 @@ hk_status_t hk__context_unbind(hk_handle_t *h)
     h->owns_primary = 0;
     while (a) {
         hk__arm_t *older = a->older;
-        free(a);
+        hk__arm_free(a);
         a = older;
     }
     atomic_store(&h->arm, NULL);

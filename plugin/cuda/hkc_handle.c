@@ -95,7 +95,7 @@ static hk_status_t handle_destroy(hk_handle_t *h)
     hk__arm_t *a = atomic_load(&h->arm);
     while (a) {
         hk__arm_t *older = a->older;
-        free(a);
+        hk__arm_free(a);
         a = older;
     }
     /* Its mutexes may be in any state in the child, and so may the
@@ -145,8 +145,13 @@ static hk_status_t set_stream(hk_handle_t *h, void *stream)
                             sdev == h->device ? " (another context of the same device)" : "");
         }
     }
-    atomic_store(&h->stream, s);
-    atomic_store(&h->user_stream, user);
+    /* A stream's ID names it uniquely (its handle value may come back for a
+     * later stream): the reductions keep a workspace per ID. Looked up per
+     * call instead (0) if the driver will not tell it here. */
+    unsigned long long id = 0;
+    if (user && hk__cu.cuStreamGetId(s, &id) != CUDA_SUCCESS)
+        id = 0;
+    hk__stream_publish(h, s, user, id);
     return HK_STATUS_OK;
 }
 

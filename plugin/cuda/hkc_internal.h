@@ -39,6 +39,9 @@
     X(cuCtxGetDevice, 2000)                   \
     X(cuCtxGetId, 12000)                      \
     X(cuStreamGetCtx, 9020)                   \
+    X(cuStreamGetId, 12000)                   \
+    X(cuStreamIsCapturing, 10000)             \
+    X(cuThreadExchangeStreamCaptureMode, 10010) \
     X(cuStreamSynchronize, 2000)              \
     X(cuMemAlloc, 3020)                       \
     X(cuMemFree, 3020)                        \
@@ -125,21 +128,67 @@ hk_status_t hk__kernels_release(void);
 hk_status_t hk__kernels_functions(hk_handle_t *h, unsigned long long ctx_id,
                                   CUfunction out[HK__K_COUNT]);
 
-/* ---- handles and contexts (hkc_context.c, hkc_handle.c) ---- */
+/* ---- reduction workspaces (hkc_kernels.c) ---- */
 
-/* Workspace of a handle: reduction partials, their counter, a result slot. */
+/* One stream's workspace for dot and nrm2: per-block partials, the
+ * last-block counter, and a result word for host pointer mode. */
 #define HK__WS_PARTIALS 0
 #define HK__WS_COUNTER (3 * HK__MAX_BLOCKS * sizeof(double))
 #define HK__WS_RESULT (HK__WS_COUNTER + 64)
 #define HK__WS_BYTES (HK__WS_RESULT + 64)
 
-/* What a handle made in one incarnation of its context. Immutable once
- * published; a re-arm publishes a new one and keeps the old until destroy,
- * so a thread still reading the old one never reads freed memory. */
+/* Workspaces are per stream, keyed by the stream (its unique ID; the
+ * per-thread stream is a different stream on every thread), so that
+ * reductions running at once on different streams never share partials or
+ * counter, while the calls on one stream reuse theirs in stream order. Made
+ * at the first dot or nrm2 on a stream, never freed before the handle (or its
+ * context incarnation) goes. */
+typedef struct hk__ws {
+    unsigned long long key;
+    CUdeviceptr base; /* inside one of the arm's slabs */
+    /* The counter was cleared by a memset that ran outside stream capture. A
+     * memset enqueued during capture only runs when the graph does, so until
+     * then every call clears it again first (in stream order). */
+    atomic_int cleared;
+} hk__ws_t;
+
+/* Keys: a created stream's driver ID (small counters, top bit clear); a
+ * thread's per-thread stream: that thread's own token with the top bit set;
+ * the legacy stream: all bits set. */
+#define HK__WS_LEGACY (~0ull)
+#define HK__WS_THREAD_BIT (1ull << 63)
+
+/* Open addressing, read without a lock: slots are filled once (release) and
+ * never emptied; a full enough table is replaced by a larger copy, the old
+ * one kept (older) until the arm goes, so a reader never reads freed memory. */
+typedef struct hk__ws_map {
+    unsigned mask; /* capacity - 1, a power of two */
+    unsigned count;
+    struct hk__ws_map *older;
+    _Atomic(hk__ws_t *) slot[];
+} hk__ws_map_t;
+
+/* Device memory for HK__WS_PER_SLAB workspaces in one allocation. The first
+ * slab is made with the arm, so that the first reductions on the first
+ * streams, during stream capture too, allocate nothing. */
+#define HK__WS_PER_SLAB 8
+typedef struct hk__slab {
+    CUdeviceptr base;
+    unsigned used; /* workspaces handed out; under hk__lock */
+    struct hk__slab *next;
+} hk__slab_t;
+
+/* ---- handles and contexts (hkc_context.c, hkc_handle.c) ---- */
+
+/* What a handle made in one incarnation of its context. ctx_id and fn are
+ * immutable once published; the workspaces are added to (under hk__lock). A
+ * re-arm publishes a new arm and keeps the old until destroy, so a thread
+ * still reading the old one never reads freed memory. */
 typedef struct hk__arm {
     unsigned long long ctx_id;
-    CUdeviceptr ws;
     CUfunction fn[HK__K_COUNT];
+    _Atomic(hk__ws_map_t *) ws; /* NULL until the first workspace */
+    hk__slab_t *slabs;          /* newest first; under hk__lock */
     struct hk__arm *older;
 } hk__arm_t;
 
@@ -158,8 +207,13 @@ struct hk_handle {
     uint32_t flags;    /* HK_CREATE_* in effect */
     int sm_count;
     _Atomic(hk__arm_t *) arm;
+    /* The stream setting: stream, user_stream and stream_id change together
+     * under the sequence count stream_seq (odd while set_stream writes), so a
+     * call reads all three of one setting (hk__stream_read). */
+    atomic_uint stream_seq;
     _Atomic(CUstream) stream;
     atomic_int user_stream; /* the stream is a real stream (dies with its context) */
+    _Atomic(unsigned long long) stream_id; /* a real stream's ID; 0: unknown or special */
     atomic_int pointer_mode;
     pthread_mutex_t lock;     /* re-arm and host-mode results (slow paths only) */
     /* Under lock: a page-locked host word mapped for the device, where host
@@ -181,14 +235,63 @@ struct hk_handle {
  * or NULL. Caller holds h->lock and has made the handle's context current. */
 void *hk__result_slot(hk_handle_t *h, const hk__arm_t *a, CUdeviceptr *dev);
 
-/* Per-call state: what to restore. */
+/* Per-call state: what to restore, and the call's stream setting. */
 typedef struct hk__call {
     hk_handle_t *h;
-    const hk__arm_t *arm;
+    hk__arm_t *arm;
     CUcontext prev;    /* the caller's current context */
     int switched;      /* the handle's context was pushed over it */
     CUstream stream;
+    unsigned long long stream_id; /* the stream's ID when set_stream learnt it, else 0 */
 } hk__call_t;
+
+/* Publishes a stream setting (set_stream). Writers exclude each other by the
+ * odd sequence count. */
+static inline void hk__stream_publish(hk_handle_t *h, CUstream s, int user,
+                                      unsigned long long id)
+{
+    unsigned q = atomic_load_explicit(&h->stream_seq, memory_order_relaxed);
+    for (;;) {
+        if (!(q & 1u) && atomic_compare_exchange_weak_explicit(
+                             &h->stream_seq, &q, q + 1u, memory_order_acquire,
+                             memory_order_relaxed))
+            break;
+        q = atomic_load_explicit(&h->stream_seq, memory_order_relaxed);
+    }
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&h->stream, s, memory_order_relaxed);
+    atomic_store_explicit(&h->user_stream, user, memory_order_relaxed);
+    atomic_store_explicit(&h->stream_id, id, memory_order_relaxed);
+    atomic_store_explicit(&h->stream_seq, q + 2u, memory_order_release);
+}
+
+/* Reads one whole stream setting. [handle-safe] */
+static inline void hk__stream_read(hk_handle_t *h, CUstream *s, unsigned long long *id)
+{
+    for (;;) {
+        unsigned q = atomic_load_explicit(&h->stream_seq, memory_order_acquire);
+        *s = atomic_load_explicit(&h->stream, memory_order_relaxed);
+        *id = atomic_load_explicit(&h->stream_id, memory_order_relaxed);
+        atomic_thread_fence(memory_order_acquire);
+        if (!(q & 1u) && atomic_load_explicit(&h->stream_seq, memory_order_relaxed) == q)
+            return;
+    }
+}
+
+/* The workspace of the call's stream in the call's arm, made (and its counter
+ * cleared, in stream order) at the first use of the stream; the handle's
+ * context is current. On a hit: no driver call, no lock, no allocation. */
+hk_status_t hk__ws_get(hk__call_t *c, hk__ws_t **out);
+
+/* Makes the arm's first slab of workspaces; its context is current. */
+hk_status_t hk__ws_reserve(hk__arm_t *a, hk_handle_t *err_to);
+
+/* Frees the device memory of an arm's workspaces; its context is current and
+ * alive. Returns the first failure (every block is tried). */
+CUresult hk__ws_free(hk__arm_t *a);
+
+/* Frees an arm's host memory (its workspace records and tables) and the arm. */
+void hk__arm_free(hk__arm_t *a);
 
 /* Every handle this copy of hk-cuda made (hkc_handle.c). */
 extern hk__registry_t hk__handles;

@@ -1,4 +1,4 @@
-/* hk-cuda: the kernel library.
+/* hk-cuda: the kernel library, and the reduction kernels' workspaces.
  *
  * One process-wide cuLibraryLoadData of the embedded fatbin, loaded by the
  * first live handle and unloaded with the last (DESIGN.md "Driver access").
@@ -6,7 +6,13 @@
  * and they survive a primary-context reset (fact 8). The CUfunction of a
  * kernel in one context is cached per context ID, so a later handle in the
  * same context skips cuKernelGetFunction (whose first call in a context
- * triggers the lazy module load). */
+ * triggers the lazy module load).
+ *
+ * dot and nrm2 need scratch memory (per-block partials and a last-block
+ * counter). A workspace per stream, keyed by the stream's unique ID, lets any
+ * number of threads call them on one handle on any streams: launches on one
+ * stream run one after the other and reuse their workspace; launches on
+ * different streams never share one. See plugin/cuda/README.md. */
 #include <stdlib.h>
 
 #include "hkc_internal.h"
@@ -119,4 +125,264 @@ hk_status_t hk__kernels_functions(hk_handle_t *h, unsigned long long ctx_id,
 out:
     pthread_mutex_unlock(&hk__lock);
     return st;
+}
+
+/* ---- reduction workspaces, one per stream ---- */
+
+/* The calling thread's per-thread stream, whatever the context: a token of
+ * the thread's own. CU_STREAM_PER_THREAD is one value for a different stream
+ * on every thread (fact 20), and the workspaces are per context incarnation
+ * already, so the thread tells them apart; no driver call needed. Tokens are
+ * never reused, so a stream of a thread that ended keeps its workspace to
+ * itself (its last work may still be running). */
+static atomic_ullong next_thread_token = 1;
+static _Thread_local unsigned long long thread_key;
+
+static unsigned long long per_thread_key(void)
+{
+    if (!thread_key)
+        thread_key = HK__WS_THREAD_BIT |
+                     atomic_fetch_add_explicit(&next_thread_token, 1, memory_order_relaxed);
+    return thread_key;
+}
+
+/* The key of the call's stream: its ID (known from set_stream for a created
+ * stream, else asked here), the thread's token for the per-thread stream, or
+ * HK__WS_LEGACY (the NULL stream is the legacy stream with the entry points
+ * taken here). */
+static hk_status_t stream_key(hk__call_t *c, unsigned long long *key)
+{
+    if (c->stream_id) {
+        *key = c->stream_id;
+        return HK_STATUS_OK;
+    }
+    if (c->stream == NULL || c->stream == CU_STREAM_LEGACY) {
+        *key = HK__WS_LEGACY;
+        return HK_STATUS_OK;
+    }
+    if (c->stream == CU_STREAM_PER_THREAD) {
+        *key = per_thread_key();
+        return HK_STATUS_OK;
+    }
+    CUresult r = hk__cu.cuStreamGetId(c->stream, key);
+    if (r == CUDA_SUCCESS && (*key & HK__WS_THREAD_BIT))
+        return hk__fail(c->h, HK_STATUS_INTERNAL, "cuStreamGetId gave %#llx, an ID with the top "
+                        "bit set", *key);
+    return r == CUDA_SUCCESS ? HK_STATUS_OK : hk__fail_cu(c->h, r, "cuStreamGetId");
+}
+
+static unsigned ws_hash(unsigned long long key, unsigned mask)
+{
+    return (unsigned)((key * 0x9e3779b97f4a7c15ull) >> 32) & mask;
+}
+
+static hk__ws_t *ws_find(const hk__ws_map_t *m, unsigned long long key)
+{
+    if (!m)
+        return NULL;
+    for (unsigned i = ws_hash(key, m->mask);; i = (i + 1) & m->mask) {
+        hk__ws_t *e = atomic_load_explicit(&m->slot[i], memory_order_acquire);
+        if (!e || e->key == key)
+            return e; /* a table is never more than half full: an empty slot comes */
+    }
+}
+
+static void ws_place(hk__ws_map_t *m, hk__ws_t *e)
+{
+    unsigned i = ws_hash(e->key, m->mask);
+    while (atomic_load_explicit(&m->slot[i], memory_order_relaxed))
+        i = (i + 1) & m->mask;
+    atomic_store_explicit(&m->slot[i], e, memory_order_release);
+    m->count++;
+}
+
+/* Adds e to the arm's table, replacing the table by one twice as large when
+ * it would be more than half full. Caller holds hk__lock. */
+static int ws_insert(hk__arm_t *a, hk__ws_t *e)
+{
+    hk__ws_map_t *m = atomic_load_explicit(&a->ws, memory_order_relaxed);
+    if (!m || 2 * (m->count + 1) > m->mask + 1) {
+        unsigned cap = m ? 2 * (m->mask + 1) : 16;
+        hk__ws_map_t *n = calloc(1, sizeof *n + cap * sizeof n->slot[0]);
+        if (!n)
+            return -1;
+        n->mask = cap - 1;
+        n->older = m;
+        for (unsigned i = 0; m && i <= m->mask; i++) {
+            hk__ws_t *old = atomic_load_explicit(&m->slot[i], memory_order_relaxed);
+            if (old)
+                ws_place(n, old);
+        }
+        atomic_store_explicit(&a->ws, n, memory_order_release);
+        m = n;
+    }
+    ws_place(m, e);
+    return 0;
+}
+
+/* Clears the counter in stream order. During capture the memset becomes part
+ * of the graph and has not run, so the workspace is not marked cleared. */
+static hk_status_t ws_clear(hk__call_t *c, hk__ws_t *e)
+{
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = hk__cu.cuStreamIsCapturing(c->stream, &cs);
+    if (r == CUDA_SUCCESS)
+        r = hk__cu.cuMemsetD8Async(e->base + HK__WS_COUNTER, 0, HK__WS_RESULT - HK__WS_COUNTER,
+                                   c->stream);
+    if (r != CUDA_SUCCESS)
+        return hk__fail_cu(c->h, r, "clearing a reduction workspace");
+    if (cs == CU_STREAM_CAPTURE_STATUS_NONE)
+        atomic_store_explicit(&e->cleared, 1, memory_order_release);
+    return HK_STATUS_OK;
+}
+
+/* cuMemAlloc and cuMemFree are among the calls that another thread's stream
+ * capture (in the default, global mode) forbids and that would invalidate it:
+ * these one-off calls run in relaxed mode, which the driver allows. */
+static CUresult relaxed_alloc(CUdeviceptr *p, size_t bytes)
+{
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    CUresult r = hk__cu.cuThreadExchangeStreamCaptureMode(&mode);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = hk__cu.cuMemAlloc(p, bytes);
+    CUresult back = hk__cu.cuThreadExchangeStreamCaptureMode(&mode);
+    if (r == CUDA_SUCCESS && back != CUDA_SUCCESS) {
+        hk__cu.cuMemFree(*p);
+        r = back;
+    }
+    return r;
+}
+
+static CUresult relaxed_free(CUdeviceptr p)
+{
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    CUresult r = hk__cu.cuThreadExchangeStreamCaptureMode(&mode);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = hk__cu.cuMemFree(p);
+    CUresult back = hk__cu.cuThreadExchangeStreamCaptureMode(&mode);
+    return r != CUDA_SUCCESS ? r : back;
+}
+
+/* A new slab of workspaces, first in the arm's list. Caller holds hk__lock or
+ * owns the arm alone; the arm's context is current. */
+static CUresult slab_add(hk__arm_t *a)
+{
+    hk__slab_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = relaxed_alloc(&s->base, (size_t)HK__WS_PER_SLAB * HK__WS_BYTES);
+    if (r != CUDA_SUCCESS) {
+        free(s);
+        return r;
+    }
+    s->next = a->slabs;
+    a->slabs = s;
+    return CUDA_SUCCESS;
+}
+
+hk_status_t hk__ws_reserve(hk__arm_t *a, hk_handle_t *err_to)
+{
+    CUresult r = slab_add(a);
+    return r == CUDA_SUCCESS ? HK_STATUS_OK
+                             : hk__fail_cu(err_to, r, "cuMemAlloc of the reduction workspaces");
+}
+
+/* Slow path: the first reduction on this stream in this arm. Under hk__lock,
+ * so two threads on one stream make one workspace; the entry is published
+ * only after its clear is enqueued, so any kernel enqueued by a thread that
+ * finds it comes after the clear on that stream. The memory comes from the
+ * arm's slab (made with the arm: no allocation for its first streams, so no
+ * allocation during a capture either); a full slab gets a new one. */
+static hk_status_t ws_make(hk__call_t *c, unsigned long long key, hk__ws_t **out)
+{
+    hk_status_t st = HK_STATUS_OK;
+    hk__arm_t *a = c->arm;
+    pthread_mutex_lock(&hk__lock);
+    hk__ws_t *e = ws_find(atomic_load_explicit(&a->ws, memory_order_acquire), key);
+    if (e)
+        goto out;
+    e = calloc(1, sizeof *e);
+    if (!e) {
+        st = hk__fail(c->h, HK_STATUS_OUT_OF_MEMORY, "no memory for a reduction workspace");
+        goto out;
+    }
+    e->key = key;
+    if (!a->slabs || a->slabs->used == HK__WS_PER_SLAB) {
+        CUresult r = slab_add(a);
+        if (r != CUDA_SUCCESS) {
+            st = hk__fail_cu(c->h, r, "cuMemAlloc of more reduction workspaces");
+            goto fail;
+        }
+    }
+    e->base = a->slabs->base + (CUdeviceptr)a->slabs->used * HK__WS_BYTES;
+    st = ws_clear(c, e);
+    if (st == HK_STATUS_OK && ws_insert(a, e) != 0)
+        st = hk__fail(c->h, HK_STATUS_OUT_OF_MEMORY, "no memory for the workspace table");
+    if (st == HK_STATUS_OK) {
+        a->slabs->used++;
+        goto out;
+    }
+fail:
+    /* its memory stays free in the slab (a clear enqueued before a failure
+     * only writes it) */
+    free(e);
+    e = NULL;
+out:
+    pthread_mutex_unlock(&hk__lock);
+    *out = e;
+    return st;
+}
+
+hk_status_t hk__ws_get(hk__call_t *c, hk__ws_t **out)
+{
+    unsigned long long key;
+    hk_status_t st = stream_key(c, &key);
+    if (st != HK_STATUS_OK)
+        return st;
+    hk__ws_t *e = ws_find(atomic_load_explicit(&c->arm->ws, memory_order_acquire), key);
+    if (!e)
+        return ws_make(c, key, out);
+    *out = e;
+    if (!atomic_load_explicit(&e->cleared, memory_order_acquire))
+        return ws_clear(c, e);
+    return HK_STATUS_OK;
+}
+
+CUresult hk__ws_free(hk__arm_t *a)
+{
+    CUresult first = CUDA_SUCCESS;
+    for (hk__slab_t *s = a ? a->slabs : NULL; s; s = s->next) {
+        if (!s->base)
+            continue;
+        CUresult r = relaxed_free(s->base);
+        if (r != CUDA_SUCCESS) /* a give-back is tried twice (plugin/cuda/README.md) */
+            r = relaxed_free(s->base);
+        if (r == CUDA_SUCCESS)
+            s->base = 0;
+        else if (first == CUDA_SUCCESS)
+            first = r;
+    }
+    return first;
+}
+
+void hk__arm_free(hk__arm_t *a)
+{
+    if (!a)
+        return;
+    hk__ws_map_t *m = atomic_load(&a->ws);
+    for (unsigned i = 0; m && i <= m->mask; i++)
+        free(atomic_load_explicit(&m->slot[i], memory_order_relaxed));
+    while (m) {
+        hk__ws_map_t *older = m->older;
+        free(m);
+        m = older;
+    }
+    while (a->slabs) {
+        hk__slab_t *next = a->slabs->next;
+        free(a->slabs);
+        a->slabs = next;
+    }
+    free(a);
 }

@@ -115,6 +115,7 @@ int hk_test_register(void)
     CU_pSuite s = hk_test_suite("driver facts", NULL, NULL);
     conf_register_contexts(s);
     conf_register_execution(s);
+    conf_register_streams(s);
     conf_register_runtime(s);
     conf_register_last(s);
     if (r != CUDA_SUCCESS || conf_ndev < 1)

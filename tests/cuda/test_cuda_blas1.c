@@ -4,13 +4,15 @@
  * hk-cpu, the project's oracle, run on the same inputs. Also the
  * documented statuses for bad input. Runs on the simulated driver in CI and
  * unchanged on a GPU; without a driver its tests are skipped. */
+#include <dlfcn.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hk_test.h"
-#include "hkct_plugin.h"
+#include "test_cuda_blas1.h"
 
 static hkct_plugin_t plug;
 static hk_handle_t *h;
@@ -47,6 +49,19 @@ static double get(const void *v, int dbl, long long i)
     return dbl ? ((const double *)v)[i] : (double)((const float *)v)[i];
 }
 
+/* Misaligned vectors (t_misaligned): x and y start this many elements past a
+ * block's (256-byte aligned) start. */
+static int offx, offy;
+
+/* Device copy of host bytes, off bytes into a new block; *base is the block. */
+static void *to_device_at(const void *host, size_t bytes, size_t off, void **base)
+{
+    CU_ASSERT_EQUAL_FATAL(plug.mem->alloc(h, bytes + off, base), HK_STATUS_OK);
+    void *d = (char *)*base + off;
+    CU_ASSERT_EQUAL_FATAL(plug.mem->copy_to_device(h, d, host, bytes), HK_STATUS_OK);
+    return d;
+}
+
 /* Runs one case and compares with the reference. */
 static void run_case(enum op op, int dbl, int device_mode, long long n, long long incx,
                      long long incy)
@@ -63,7 +78,9 @@ static void run_case(enum op op, int dbl, int device_mode, long long n, long lon
         hkct_fill_float(hx, lx, 7u + (unsigned)n);
         hkct_fill_float(hy, ly, 11u + (unsigned)n);
     }
-    void *dx = to_device(hx, lx * esz), *dy = to_device(hy, ly * esz);
+    void *bx, *by;
+    void *dx = to_device_at(hx, lx * esz, offx * esz, &bx);
+    void *dy = to_device_at(hy, ly * esz, offy * esz, &by);
     const double alpha = -0.75;
     float falpha = (float)alpha;
     double dalpha = alpha;
@@ -204,8 +221,8 @@ static void run_case(enum op op, int dbl, int device_mode, long long n, long lon
     }
     free(ox);
     free(oy);
-    plug.mem->free_(h, dx);
-    plug.mem->free_(h, dy);
+    plug.mem->free_(h, bx);
+    plug.mem->free_(h, by);
     plug.mem->free_(h, alpha_dev);
     plug.mem->free_(h, res_dev);
     free(hx);
@@ -219,6 +236,25 @@ static void run_all(enum op op, int dbl, int device_mode)
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
         for (size_t k = 0; k < sizeof incs / sizeof incs[0]; k++)
             run_case(op, dbl, device_mode, sizes[s], incs[k][0], incs[k][1]);
+}
+
+/* Vectors that start 1 to 3 elements off a 16-byte boundary, alone or both,
+ * at the same or at different offsets: the kernels' vector path must align
+ * itself (or give way to the strided one) and still cover every element. */
+static void t_misaligned(void)
+{
+    static const int offs[][2] = {{1, 0}, {0, 3}, {2, 1}, {3, 3}, {1, 2}};
+    const long long n = (1LL << 16) + 5;
+    for (size_t k = 0; k < sizeof offs / sizeof offs[0]; k++) {
+        offx = offs[k][0];
+        offy = offs[k][1];
+        for (int op = OP_AXPY; op <= OP_NRM2; op++)
+            for (int dbl = 0; dbl < 2; dbl++)
+                for (int mode = 0; mode < 2; mode++)
+                    run_case((enum op)op, dbl, mode, n, 1, 1);
+        run_case(OP_DOT, 0, 1, n, -1, 1);
+    }
+    offx = offy = 0;
 }
 
 #define CASE(name, op, dbl, mode) \
@@ -260,34 +296,193 @@ static void t_nrm2_extremes(void)
     plug.mem->free_(h, dx);
 }
 
-static void t_bad_input(void)
+/* ---- the argument rules of docs/abi.md ("hk.blas1/1: argument rules") ---- */
+
+/* Launches so far on the simulation (0 on a real driver, where the untouched
+ * destination shows that nothing ran). */
+static size_t (*sim_launch_count)(void);
+
+static size_t launches(void)
 {
-    float hx[4] = {1, 2, 3, 4}, a = 2.0f, r = 5.0f;
-    void *dx = to_device(hx, sizeof hx), *dy = to_device(hx, sizeof hx);
-    CU_ASSERT_EQUAL_FATAL(plug.vt->set_pointer_mode(h, HK_POINTER_MODE_HOST), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(plug.blas->saxpy(h, 4, &a, dx, 1, dy, 0), HK_STATUS_INVALID_VALUE);
-    CU_ASSERT_PTR_NOT_NULL(strstr(plug.vt->last_error(h), "incy"));
-    CU_ASSERT_EQUAL(plug.blas->scopy(h, 4, dx, 1, dy, 0), HK_STATUS_INVALID_VALUE);
-    CU_ASSERT_EQUAL(plug.blas->saxpy(h, 4, &a, NULL, 1, dy, 1), HK_STATUS_NULL_POINTER);
-    CU_ASSERT_EQUAL(plug.blas->saxpy(h, 4, NULL, dx, 1, dy, 1), HK_STATUS_NULL_POINTER);
-    CU_ASSERT_EQUAL(plug.blas->sdot(h, 4, dx, 1, dy, 1, NULL), HK_STATUS_NULL_POINTER);
-    CU_ASSERT_PTR_NOT_NULL(strstr(plug.vt->last_error(h), "result"));
-    CU_ASSERT_EQUAL(plug.blas->sdot(h, 4, dx, 1, NULL, 1, &r), HK_STATUS_NULL_POINTER);
-    CU_ASSERT_EQUAL(plug.blas->saxpy(h, (int64_t)1 << 62, &a, dx, 1 << 20, dy, 1),
-                    HK_STATUS_INVALID_VALUE);
-    /* n <= 0: no-op, results 0 */
-    CU_ASSERT_EQUAL(plug.blas->saxpy(h, -5, &a, NULL, 1, NULL, 1), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(plug.blas->sdot(h, -1, NULL, 1, NULL, 1, &r), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(r, 0.0f);
-    r = 5.0f;
-    CU_ASSERT_EQUAL(plug.blas->snrm2(h, 4, dx, -1, &r), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(r, 0.0f);
-    CU_ASSERT_EQUAL(plug.vt->set_pointer_mode(h, (hk_pointer_mode_t)7), HK_STATUS_INVALID_VALUE);
-    hk_pointer_mode_t m;
-    CU_ASSERT_EQUAL(plug.vt->get_pointer_mode(h, &m), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(m, HK_POINTER_MODE_HOST);
+    return sim_launch_count ? sim_launch_count() : 0;
+}
+
+/* A refusal: its status, one line naming the culprit. */
+static void refused(hk_status_t got, hk_status_t want, const char *word, const char *call,
+                    int line)
+{
+    const char *msg = plug.vt->last_error(h);
+    if (got != want || !strstr(msg, word))
+        printf("\n  line %d: %s: status %d (want %d), \"%s\" (want \"%s\" in it)\n", line, call,
+               (int)got, (int)want, msg, word);
+    CU_ASSERT_EQUAL(got, want);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, word));
+}
+#define REFUSED(call, want, word) refused((call), (want), (word), #call, __LINE__)
+
+static void expect_unchanged(const void *dev, const float *want, size_t n)
+{
+    float back[16];
+    CU_ASSERT_EQUAL_FATAL(plug.mem->copy_to_host(h, back, dev, n * sizeof *back), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(memcmp(back, want, n * sizeof *back), 0);
+}
+
+/* Rules 1, 3, 4, 5, in both pointer modes: each refusal runs nothing. */
+static void t_rules_refused(void)
+{
+    const hk_blas1_v1_t *b = plug.blas;
+    float hx[8] = {1, 2, 3, 4, 5, 6, 7, 8}, hy[8] = {8, 7, 6, 5, 4, 3, 2, 1};
+    double dd[8] = {0};
+    void *dx = to_device(hx, sizeof hx), *dy = to_device(hy, sizeof hy);
+    void *ddx = to_device(dd, sizeof dd);
+    void *top = (void *)(uintptr_t)(UINTPTR_MAX - 15); /* 8 floats from here wrap around */
+    const int64_t MIN = INT64_MIN;
+    for (int mode = 0; mode < 2; mode++) {
+        CU_ASSERT_EQUAL_FATAL(plug.vt->set_pointer_mode(h, mode ? HK_POINTER_MODE_DEVICE
+                                                                : HK_POINTER_MODE_HOST),
+                              HK_STATUS_OK);
+        float ha = 2.0f, hr = 42.0f;
+        void *a = mode ? to_device(&ha, sizeof ha) : (void *)&ha;
+        void *r = mode ? to_device(&hr, sizeof hr) : (void *)&hr;
+        double hdr = 42.0;
+        void *rd = mode ? to_device(&hdr, sizeof hdr) : (void *)&hdr;
+        size_t mark = launches();
+        /* 1: the handle */
+        CU_ASSERT_EQUAL(b->saxpy(NULL, 8, a, dx, 1, dy, 1), HK_STATUS_INVALID_HANDLE);
+        CU_ASSERT_EQUAL(b->sscal(NULL, 8, a, dy, 1), HK_STATUS_INVALID_HANDLE);
+        CU_ASSERT_EQUAL(b->scopy(NULL, 8, dx, 1, dy, 1), HK_STATUS_INVALID_HANDLE);
+        CU_ASSERT_EQUAL(b->sdot(NULL, 8, dx, 1, dy, 1, r), HK_STATUS_INVALID_HANDLE);
+        CU_ASSERT_EQUAL(b->dnrm2(NULL, 8, ddx, 1, rd), HK_STATUS_INVALID_HANDLE);
+        /* 3: NULL pointers, named; before the increments */
+        REFUSED(b->saxpy(h, 8, NULL, dx, 1, dy, 1), HK_STATUS_NULL_POINTER, "alpha");
+        REFUSED(b->saxpy(h, 8, a, NULL, MIN, dy, 1), HK_STATUS_NULL_POINTER, "x");
+        REFUSED(b->saxpy(h, 8, a, dx, 1, NULL, 0), HK_STATUS_NULL_POINTER, "y");
+        REFUSED(b->sscal(h, 8, NULL, dy, 1), HK_STATUS_NULL_POINTER, "alpha");
+        REFUSED(b->sscal(h, 8, a, NULL, 1), HK_STATUS_NULL_POINTER, "x");
+        REFUSED(b->scopy(h, 8, NULL, 1, dy, 1), HK_STATUS_NULL_POINTER, "x");
+        REFUSED(b->scopy(h, 8, dx, 1, NULL, 1), HK_STATUS_NULL_POINTER, "y");
+        REFUSED(b->sdot(h, 8, dx, 1, dy, 1, NULL), HK_STATUS_NULL_POINTER, "result");
+        REFUSED(b->sdot(h, 8, dx, 1, NULL, MIN, r), HK_STATUS_NULL_POINTER, "y");
+        REFUSED(b->snrm2(h, 8, NULL, 1, r), HK_STATUS_NULL_POINTER, "x");
+        REFUSED(b->dnrm2(h, 8, ddx, 1, NULL), HK_STATUS_NULL_POINTER, "result");
+        /* 4: INT64_MIN has no magnitude; a destination increment of 0 */
+        REFUSED(b->saxpy(h, 8, a, dx, MIN, dy, 1), HK_STATUS_INVALID_VALUE, "incx");
+        REFUSED(b->saxpy(h, 8, a, dx, 1, dy, MIN), HK_STATUS_INVALID_VALUE, "incy");
+        REFUSED(b->saxpy(h, 8, a, dx, 1, dy, 0), HK_STATUS_INVALID_VALUE, "incy");
+        REFUSED(b->scopy(h, 8, dx, MIN, dy, 1), HK_STATUS_INVALID_VALUE, "incx");
+        REFUSED(b->scopy(h, 8, dx, 1, dy, 0), HK_STATUS_INVALID_VALUE, "incy");
+        REFUSED(b->sdot(h, 8, dx, MIN, dy, 1, r), HK_STATUS_INVALID_VALUE, "incx");
+        REFUSED(b->sdot(h, 8, dx, 1, dy, MIN, r), HK_STATUS_INVALID_VALUE, "incy");
+        /* ... and before the span */
+        REFUSED(b->scopy(h, 8, dx, 1, top, 0), HK_STATUS_INVALID_VALUE, "incy");
+        /* 5: spans past PTRDIFF_MAX bytes, or past the end of the address space */
+        REFUSED(b->saxpy(h, INT64_C(1) << 62, a, dx, 1 << 20, dy, 1), HK_STATUS_INVALID_VALUE,
+                "x spans more than PTRDIFF_MAX");
+        REFUSED(b->sdot(h, INT64_MAX, dx, 1, dy, 1, r), HK_STATUS_INVALID_VALUE, "x spans");
+        REFUSED(b->sscal(h, INT64_MAX / 2, a, dy, 3), HK_STATUS_INVALID_VALUE, "x spans");
+        REFUSED(b->scopy(h, 8, dx, 1, top, 1), HK_STATUS_INVALID_VALUE,
+                "y (0xfffffffffffffff0) with n = 8 and increment 1 runs past the end");
+        REFUSED(b->sdot(h, 8, top, -1, dy, 1, r), HK_STATUS_INVALID_VALUE, "x (");
+        REFUSED(b->snrm2(h, 4, top, 2, r), HK_STATUS_INVALID_VALUE, "past the end");
+        CU_ASSERT_EQUAL(launches(), mark);
+        expect_unchanged(dy, hy, 8);
+        if (mode) {
+            float back = 0.0f;
+            CU_ASSERT_EQUAL(plug.mem->copy_to_host(h, &back, r, sizeof back), HK_STATUS_OK);
+            CU_ASSERT_EQUAL(back, 42.0f);
+            plug.mem->free_(h, a);
+            plug.mem->free_(h, r);
+            plug.mem->free_(h, rd);
+        } else {
+            CU_ASSERT_EQUAL(hr, 42.0f);
+            CU_ASSERT_EQUAL(hdr, 42.0);
+        }
+    }
     plug.mem->free_(h, dx);
     plug.mem->free_(h, dy);
+    plug.mem->free_(h, ddx);
+}
+/* Rule 2: nothing to do is OK, reads nothing (NULL vectors, any increments),
+ * and dot and nrm2 write 0 to a non-NULL result: at once in host pointer
+ * mode, in stream order in device pointer mode. No kernel runs. */
+static void t_rules_nothing_to_do(void)
+{
+    const hk_blas1_v1_t *b = plug.blas;
+    const int64_t MIN = INT64_MIN;
+    float hy[8] = {8, 7, 6, 5, 4, 3, 2, 1}, fr = 42.0f;
+    double dr = 42.0;
+    void *dy = to_device(hy, sizeof hy);
+    CU_ASSERT_EQUAL_FATAL(plug.vt->set_pointer_mode(h, HK_POINTER_MODE_HOST), HK_STATUS_OK);
+    size_t mark = launches();
+    CU_ASSERT_EQUAL(b->saxpy(h, 0, NULL, NULL, MIN, NULL, 0), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(b->daxpy(h, -7, NULL, NULL, 1, NULL, 1), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(b->scopy(h, -1, NULL, 0, NULL, 0), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(b->sscal(h, 8, NULL, NULL, 0), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(b->dscal(h, 8, NULL, NULL, MIN), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(b->sscal(h, 8, NULL, dy, -1), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(b->sdot(h, 0, NULL, MIN, NULL, 0, &fr), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(fr, 0.0f);
+    dr = 42.0;
+    CU_ASSERT_EQUAL(b->ddot(h, -3, NULL, 1, NULL, 1, &dr), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(dr, 0.0);
+    fr = 42.0f;
+    CU_ASSERT_EQUAL(b->snrm2(h, 8, dy, 0, &fr), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(fr, 0.0f);
+    dr = 42.0;
+    CU_ASSERT_EQUAL(b->dnrm2(h, 8, NULL, MIN, &dr), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(dr, 0.0);
+    CU_ASSERT_EQUAL(b->sdot(h, 0, NULL, 1, NULL, 1, NULL), HK_STATUS_OK); /* NULL result */
+    CU_ASSERT_EQUAL(b->snrm2(h, -1, NULL, 1, NULL), HK_STATUS_OK);
+
+    CU_ASSERT_EQUAL_FATAL(plug.vt->set_pointer_mode(h, HK_POINTER_MODE_DEVICE), HK_STATUS_OK);
+    const double junk[4] = {42.0, 42.0, 42.0, 42.0};
+    void *res = to_device(junk, sizeof junk);
+    float *rf = res;
+    double *rd = (double *)res + 1;
+    CU_ASSERT_EQUAL(b->sdot(h, 0, NULL, 1, NULL, 1, rf), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(b->dnrm2(h, 5, NULL, -2, rd), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(b->ddot(h, 0, NULL, MIN, NULL, 1, NULL), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(b->saxpy(h, -2, NULL, NULL, 1, NULL, 1), HK_STATUS_OK);
+    double back[4];
+    CU_ASSERT_EQUAL(plug.mem->copy_to_host(h, back, res, sizeof back), HK_STATUS_OK);
+    float first;
+    memcpy(&first, back, sizeof first);
+    CU_ASSERT_EQUAL(first, 0.0f);
+    /* only sizeof(float) written */
+    CU_ASSERT_EQUAL(memcmp((char *)back + 4, (const char *)junk + 4, 4), 0);
+    CU_ASSERT_EQUAL(back[1], 0.0);
+    CU_ASSERT_EQUAL(back[2], 42.0);
+    CU_ASSERT_EQUAL(launches(), mark);
+    expect_unchanged(dy, hy, 8);
+    plug.mem->free_(h, res);
+    plug.mem->free_(h, dy);
+}
+
+/* A source increment of 0 is valid: the one element, n times. */
+static void t_rules_zero_source_increment(void)
+{
+    const hk_blas1_v1_t *b = plug.blas;
+    float hx[4] = {3, 100, 100, 100}, hy[6] = {1, 2, 3, 4, 5, 6}, back[6], a = 0.5f, r = 0.0f;
+    double dx[2] = {-2, 100}, dy[3] = {1, 2, 4}, dback[3], dr = 0.0;
+    void *fx = to_device(hx, sizeof hx), *fy = to_device(hy, sizeof hy);
+    void *gx = to_device(dx, sizeof dx), *gy = to_device(dy, sizeof dy);
+    CU_ASSERT_EQUAL_FATAL(plug.vt->set_pointer_mode(h, HK_POINTER_MODE_HOST), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(b->sdot(h, 6, fx, 0, fy, 1, &r), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(r, 3.0f * 21.0f);
+    CU_ASSERT_EQUAL(b->ddot(h, 3, gy, 1, gx, 0, &dr), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(dr, -2.0 * 7.0);
+    CU_ASSERT_EQUAL(b->saxpy(h, 6, &a, fx, 0, fy, 1), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(plug.mem->copy_to_host(h, back, fy, sizeof back), HK_STATUS_OK);
+    for (int i = 0; i < 6; i++)
+        CU_ASSERT_EQUAL(back[i], hy[i] + 1.5f);
+    CU_ASSERT_EQUAL(b->dcopy(h, 3, gx, 0, gy, -1), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(plug.mem->copy_to_host(h, dback, gy, sizeof dback), HK_STATUS_OK);
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(dback[i], -2.0);
+    plug.mem->free_(h, fx);
+    plug.mem->free_(h, fy);
+    plug.mem->free_(h, gx);
+    plug.mem->free_(h, gy);
 }
 
 /* Checked mode refuses a host pointer where device memory is needed. */
@@ -350,11 +545,17 @@ int hk_test_register(void)
         {"snrm2 host", t_snrm2_host}, {"snrm2 device", t_snrm2_dev},
         {"dnrm2 host", t_dnrm2_host}, {"dnrm2 device", t_dnrm2_dev},
         {"nrm2 without overflow or underflow", t_nrm2_extremes},
-        {"bad input statuses", t_bad_input},
+        {"vectors 1 to 3 elements off alignment, every op", t_misaligned},
+        {"argument rules: refusals, in order, run nothing", t_rules_refused},
+        {"argument rules: nothing to do writes 0 results, reads nothing",
+         t_rules_nothing_to_do},
+        {"argument rules: a source increment of 0 reads one element",
+         t_rules_zero_source_increment},
         {"checked mode refuses foreign pointers", t_checked_mode},
     };
     const char *skip = NULL;
     static char why[600];
+    *(void **)&sim_launch_count = dlsym(RTLD_DEFAULT, "simcuda_launch_count");
     if (hkct_plugin_open(&plug) != 0) {
         snprintf(why, sizeof why, "%s", plug.why);
         skip = why;
@@ -373,5 +574,5 @@ int hk_test_register(void)
         if (skip)
             hk_test_skip(test, skip);
     }
-    return 0;
+    return blas1_register_streams(&plug, skip);
 }

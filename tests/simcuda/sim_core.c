@@ -92,6 +92,9 @@ CUresult sim_enter(enum sim_entry e, int need_init)
         pthread_mutex_unlock(&sim.lock);
         return CUDA_ERROR_NOT_INITIALIZED;
     }
+    /* Whatever could observe a result first lets pending blocks finish. */
+    if (sim.pending && !sim_entry_keeps_pending(e))
+        sim_exec_flush(NULL);
     return CUDA_SUCCESS;
 }
 
@@ -242,6 +245,7 @@ SIM_API CUresult cuGetErrorString(CUresult error, const char **str)
 __attribute__((destructor)) static void sim_fini(void)
 {
     pthread_mutex_lock(&sim.lock);
+    sim_exec_free();
     sim_mem_free_all();
     sim_log_free();
     sim_obj_t *o = sim.objects;

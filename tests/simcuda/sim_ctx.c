@@ -43,6 +43,7 @@ void sim_ctx_end(struct CUctx_st *c)
 {
     if (!c->alive)
         return;
+    sim_exec_flush(c); /* a reset or destroy waits for the context's work */
     c->alive = 0;
     c->id = 0;
     sim_mem_drop_ctx(c);

@@ -29,23 +29,53 @@ void sim_nodes_unref(sim_nodes_t *n)
         sim_nodes_free(n);
 }
 
+/* Which open captures forbid this thread's unsafe calls, as the driver's
+ * documentation of cuThreadExchangeStreamCaptureMode puts it: in the thread's
+ * GLOBAL mode, its own captures not begun RELAXED and every GLOBAL capture of
+ * any thread; in THREAD_LOCAL mode, its own captures not begun RELAXED; in
+ * RELAXED mode, none (fact 23). */
+static int sim_capture_forbids(const struct CUstream_st *s)
+{
+    CUstreamCaptureMode mine = sim_tls.capture_mode;
+    if (!s->capturing || mine == CU_STREAM_CAPTURE_MODE_RELAXED)
+        return 0;
+    int own = pthread_equal(s->capture_thread, pthread_self()) &&
+              s->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED;
+    return own || (mine == CU_STREAM_CAPTURE_MODE_GLOBAL &&
+                   s->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
 CUresult sim_capture_forbid(void)
 {
-    if (sim.global_captures == 0)
+    int forbidden = 0;
+    if (sim.open_captures == 0)
         return CUDA_SUCCESS;
     for (sim_obj_t *o = sim.objects; o; o = o->next_obj) {
         struct CUstream_st *s = (struct CUstream_st *)o;
-        if (o->magic == SIM_MAGIC_STREAM && s->capturing &&
-            s->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL)
+        if (o->magic == SIM_MAGIC_STREAM && sim_capture_forbids(s)) {
             s->capture_invalid = 1;
+            forbidden = 1;
+        }
     }
-    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    return forbidden ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    SIM_BEGIN(cuThreadExchangeStreamCaptureMode);
+    SIM_FAIL_IF(!mode || (*mode != CU_STREAM_CAPTURE_MODE_GLOBAL &&
+                          *mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+                          *mode != CU_STREAM_CAPTURE_MODE_RELAXED),
+                CUDA_ERROR_INVALID_VALUE);
+    CUstreamCaptureMode old = sim_tls.capture_mode;
+    sim_tls.capture_mode = *mode;
+    *mode = old;
+    SIM_END;
 }
 
 static void sim_capture_close(struct CUstream_st *s)
 {
-    if (s->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL)
-        sim.global_captures--;
+    sim.open_captures--;
     s->capturing = 0;
     s->capture_invalid = 0;
 }
@@ -114,8 +144,8 @@ static CUresult sim_begin_capture(CUstream hs, CUstreamCaptureMode mode)
     struct CUctx_st *c;
     struct CUstream_st *s;
     SIM_CHECK(sim_stream_target(hs, &c, &s));
-    /* The legacy default stream cannot be captured. */
-    SIM_FAIL_IF(!s, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    /* The legacy default stream cannot be captured; a per-thread stream can. */
+    SIM_FAIL_IF(s->kind == SIM_STREAM_LEGACY, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     SIM_FAIL_IF(s->capturing, CUDA_ERROR_ILLEGAL_STATE);
     struct CUgraph_st *g = sim_obj_new(SIM_MAGIC_GRAPH, sizeof *g);
     SIM_FAIL_IF(!g, CUDA_ERROR_OUT_OF_MEMORY);
@@ -127,8 +157,8 @@ static CUresult sim_begin_capture(CUstream hs, CUstreamCaptureMode mode)
     s->capturing = 1;
     s->capture_invalid = 0;
     s->capture_mode = mode;
-    if (mode == CU_STREAM_CAPTURE_MODE_GLOBAL)
-        sim.global_captures++;
+    s->capture_thread = pthread_self();
+    sim.open_captures++;
     SIM_END;
 }
 
@@ -146,9 +176,10 @@ SIM_API CUresult cuStreamEndCapture(CUstream hs, CUgraph *out)
 {
     SIM_BEGIN(cuStreamEndCapture);
     SIM_FAIL_IF(!out, CUDA_ERROR_INVALID_VALUE);
-    SIM_FAIL_IF(!hs || hs == CU_STREAM_LEGACY || hs == CU_STREAM_PER_THREAD ||
-                    hs->hdr.magic != SIM_MAGIC_STREAM || !hs->alive,
-                CUDA_ERROR_INVALID_HANDLE);
+    struct CUctx_st *c;
+    SIM_FAIL_IF(!hs || hs == CU_STREAM_LEGACY, CUDA_ERROR_INVALID_HANDLE);
+    SIM_CHECK(sim_stream_special(hs) ? sim_stream_target(hs, &c, &hs)
+                                     : sim_stream_actual(hs, NULL, &hs));
     SIM_FAIL_IF(!hs->capturing, CUDA_ERROR_ILLEGAL_STATE);
     int invalid = hs->capture_invalid;
     struct CUgraph_st *g = hs->capture_graph;
@@ -169,12 +200,9 @@ SIM_API CUresult cuStreamIsCapturing(CUstream hs, CUstreamCaptureStatus *status)
     SIM_BEGIN(cuStreamIsCapturing);
     SIM_FAIL_IF(!status, CUDA_ERROR_INVALID_VALUE);
     *status = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (hs == NULL || hs == CU_STREAM_LEGACY || hs == CU_STREAM_PER_THREAD) {
-        struct CUctx_st *c;
-        SIM_CHECK(sim_current(&c));
-        goto out;
-    }
-    SIM_FAIL_IF(hs->hdr.magic != SIM_MAGIC_STREAM || !hs->alive, CUDA_ERROR_INVALID_HANDLE);
+    struct CUctx_st *c;
+    SIM_CHECK(sim_stream_special(hs) ? sim_stream_target(hs, &c, &hs)
+                                     : sim_stream_actual(hs, NULL, &hs));
     if (hs->capturing)
         *status = hs->capture_invalid ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
                                       : CU_STREAM_CAPTURE_STATUS_ACTIVE;
@@ -230,14 +258,14 @@ SIM_API CUresult cuGraphLaunch(CUgraphExec x, CUstream hs)
     SIM_FAIL_IF(!x || x->hdr.magic != SIM_MAGIC_GEXEC || !x->alive, CUDA_ERROR_INVALID_HANDLE);
     SIM_FAIL_IF(!sim_owner_valid(&x->own), CUDA_ERROR_CONTEXT_IS_DESTROYED);
     struct CUstream_st *s;
-    if (hs == NULL || hs == CU_STREAM_LEGACY || hs == CU_STREAM_PER_THREAD) {
+    if (sim_stream_special(hs)) {
         struct CUctx_st *c;
         SIM_CHECK(sim_current(&c));
         SIM_FAIL_IF(c != x->own.ctx, CUDA_ERROR_INVALID_HANDLE);
-    } else {
-        SIM_CHECK(sim_stream_resolve(hs, x->own.ctx, &s));
-        SIM_FAIL_IF(s->capturing, CUDA_ERROR_NOT_SUPPORTED); /* nested capture: not modelled */
     }
+    SIM_CHECK(sim_stream_resolve(hs, x->own.ctx, &s));
+    SIM_FAIL_IF(s->capturing, CUDA_ERROR_NOT_SUPPORTED); /* nested capture: not modelled */
+    /* The entry protocol ran every pending block first: replays run whole. */
     for (sim_node_t *n = x->nodes->first; n; n = n->next)
         SIM_CHECK(sim_run(n->emu, n->emu->name, x->own.ctx, hs, n->grid, n->block,
                           n->shared_bytes, n->argv));

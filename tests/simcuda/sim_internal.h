@@ -57,7 +57,8 @@
     X(cuStreamEndCapture) X(cuStreamIsCapturing) X(cuGraphInstantiate)                   \
     X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy)                \
     X(cuGraphDestroy) X(cuDeviceGetDevResource) X(cuDevResourceGenerateDesc)             \
-    X(cuGreenCtxCreate) X(cuGreenCtxDestroy) X(cuCtxFromGreenCtx)
+    X(cuGreenCtxCreate) X(cuGreenCtxDestroy) X(cuCtxFromGreenCtx) X(cuStreamGetId)        \
+    X(cuThreadExchangeStreamCaptureMode)
 
 enum sim_entry {
 #define SIM__ENUM(n) SIM_E_##n,
@@ -98,6 +99,7 @@ struct CUctx_st {
     unsigned long long id;  /* valid while alive; a new one each activation */
     unsigned flags;
     struct CUgreenCtx_st *green;
+    struct CUstream_st *legacy; /* its legacy default stream, made on first use */
 };
 
 struct CUgreenCtx_st {
@@ -117,14 +119,25 @@ typedef struct sim_owner {
     unsigned long long ctx_id;
 } sim_owner_t;
 
+/* What a CUstream value names: a stream made with cuStreamCreate, or one of the
+ * special streams, which the simulation resolves to objects of their own: the
+ * legacy stream of a context, and each thread's per-thread stream of each
+ * context (fact 20: the same CU_STREAM_PER_THREAD value is a different stream
+ * on every thread). Work pending on a stream (sim_exec.c) is kept in order. */
+enum sim_stream_kind { SIM_STREAM_USER, SIM_STREAM_LEGACY, SIM_STREAM_PER_THREAD };
+
 struct CUstream_st {
     sim_obj_t hdr;
     sim_owner_t own;
     int alive;
     unsigned flags;
+    enum sim_stream_kind kind;
+    unsigned long long id;  /* cuStreamGetId: unique for the life of the process */
+    struct CUstream_st *next_ptds; /* the thread's other per-thread streams */
     int capturing;          /* a capture sequence is open */
     int capture_invalid;    /* an illegal call invalidated it */
     CUstreamCaptureMode capture_mode;
+    pthread_t capture_thread; /* the thread that began it */
     struct CUgraph_st *capture_graph;
 };
 
@@ -235,8 +248,10 @@ typedef struct sim_state {
     CUresult fail_err[SIM_E__COUNT];
     simcuda_launch_record_t *log;
     size_t nlog, cap_log;
-    int global_captures;       /* open capture sequences in global mode */
+    int open_captures;         /* open capture sequences, any mode */
     struct CUlib_st *libs;
+    unsigned long long next_stream_id;
+    struct sim_grid *pending;  /* launches not run to the end yet (sim_exec.c) */
 } sim_state_t;
 
 extern sim_state_t sim;
@@ -245,6 +260,8 @@ extern volatile int sim_forked; /* set in a fork child; read without the lock */
 typedef struct sim_tls {
     struct CUctx_st *stack[SIM_STACK_MAX];
     int depth;
+    struct CUstream_st *ptds;          /* this thread's per-thread streams */
+    CUstreamCaptureMode capture_mode;  /* cuThreadExchangeStreamCaptureMode */
 } sim_tls_t;
 
 extern _Thread_local sim_tls_t sim_tls;
@@ -306,12 +323,19 @@ void sim_mem_drop_ctx(struct CUctx_st *c);            /* frees what c allocated 
 const sim_alloc_t *sim_mem_find(uintptr_t p);         /* the live block holding p */
 void sim_mem_free_all(void);
 
-/* sim_stream.c (lock held): NULL, legacy and per-thread streams give *out NULL.
- * resolve: s must belong to cur (400 otherwise). target: the context work on s
- * runs in (s's own, or the current one for the special streams). */
+/* sim_stream.c (lock held). The special streams (NULL, legacy, per-thread) are
+ * resolved to their objects in the context concerned; the per-thread stream
+ * of a green context does not exist (400, fact 22).
+ * actual: s as seen in context ctx. resolve: s must belong to cur (400
+ * otherwise). target: the context work on s runs in (s's own, or the current
+ * one for the special streams) and the stream. */
+int sim_stream_special(CUstream s);
+CUresult sim_stream_actual(CUstream s, struct CUctx_st *ctx, struct CUstream_st **out);
 CUresult sim_stream_resolve(CUstream s, struct CUctx_st *cur, struct CUstream_st **out);
 CUresult sim_stream_target(CUstream s, struct CUctx_st **ctx, struct CUstream_st **out);
-/* 900 and invalidation of every global-mode capture, when one is open */
+/* A call the real driver forbids during stream capture (allocation, freeing,
+ * context synchronisation): 900, invalidating the captures concerned, unless
+ * this thread's capture mode allows it (fact 23). */
 CUresult sim_capture_forbid(void);
 void sim_capture_drop_ctx(struct CUctx_st *c);        /* close captures of c's streams */
 
@@ -327,6 +351,19 @@ CUresult sim_run(const simcuda_emu_entry_t *emu, const char *name, struct CUctx_
                  CUstream stream, const unsigned grid[3], const unsigned block[3],
                  unsigned shared_bytes, void **params);
 void sim_log_free(void);
+
+/* sim_exec.c (lock held): launches of kernels emulated block by block run
+ * part of their blocks at the launch and the rest later, interleaved with the
+ * blocks of launches on other streams, as concurrent streams run on a GPU.
+ * launch: runs what stream order requires first, then starts the grid.
+ * flush: runs every pending block (of one context; or all). */
+CUresult sim_exec_launch(const simcuda_emu_entry_t *emu, const char *name, struct CUctx_st *ctx,
+                         struct CUstream_st *s, CUstream hstream, const unsigned grid[3],
+                         const unsigned block[3], unsigned shared_bytes, void **params);
+void sim_exec_order(struct CUstream_st *s); /* what work on s must wait for */
+void sim_exec_flush(struct CUctx_st *ctx);  /* ctx NULL: every context */
+void sim_exec_free(void);
+int sim_entry_keeps_pending(enum sim_entry e);
 
 /* sim_graph.c (lock held) */
 CUresult sim_capture_launch(struct CUstream_st *s, const simcuda_emu_entry_t *emu,

@@ -2,8 +2,9 @@
  * (DESIGN.md facts 4, 5, 8, 14), the emulation registry, and the launch log.
  * A launch on a stream of another context runs in that context, as on the
  * real driver (a CUfunction must then belong to the stream's context).
- * A launch runs its emulation at once on the calling thread, which keeps every
- * stream's order trivially. */
+ * A launch first completes what stream order puts before it; then an
+ * emulation of the whole grid runs at once on the calling thread, and a
+ * block-by-block emulation starts its grid (sim_exec.c). */
 #include "sim_internal.h"
 
 #include <stdio.h>
@@ -66,7 +67,13 @@ CUresult sim_run(const simcuda_emu_entry_t *emu, const char *name, struct CUctx_
                               .ctx = ctx,
                               .stream = stream,
                               .device = ctx->device};
-        r = emu->fn(&l, params);
+        if (emu->block) {
+            r = emu->check(&l, params);
+            for (unsigned b = 0; r == CUDA_SUCCESS && b < grid[0]; b++)
+                emu->block(&l, params, b);
+        } else {
+            r = emu->fn(&l, params);
+        }
     }
     sim_log(name, ctx, stream, r);
     return r;
@@ -109,8 +116,14 @@ static CUresult sim_launch_checked(CUfunction f, const unsigned grid[3], const u
     if ((unsigned long long)block[0] * block[1] * block[2] > 1024 || block[2] > 64)
         return CUDA_ERROR_INVALID_VALUE;
     const simcuda_emu_entry_t *emu = sim_emu_find(name);
-    if (s && s->capturing)
+    if (s->capturing)
         return sim_capture_launch(s, emu, name, grid, block, shared_bytes, params);
+    if (emu && emu->block) {
+        r = sim_exec_launch(emu, name, c, s, hstream, grid, block, shared_bytes, params);
+        sim_log(name, c, hstream, r);
+        return r;
+    }
+    sim_exec_order(s);
     return sim_run(emu, name, c, hstream, grid, block, shared_bytes, params);
 }
 

@@ -1,9 +1,12 @@
-/* simcuda streams and events. Work runs synchronously at submission, so a
- * stream only carries its owner (DESIGN.md facts 5, 9) and its capture state;
- * synchronising is a check of the handle. */
+/* simcuda streams and events. A stream carries its owner (DESIGN.md facts 5,
+ * 9), its ID, its capture state and, through sim_exec.c, the order of the work
+ * still pending on it; synchronising runs that work. The special streams are
+ * objects of their own: a context's legacy stream, and each thread's
+ * per-thread stream of each context (fact 20), which a green context does not
+ * have (fact 22). */
 #include "sim_internal.h"
 
-static int sim_is_special(CUstream s)
+int sim_stream_special(CUstream s)
 {
     return s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
 }
@@ -13,11 +16,61 @@ static int sim_stream_live(const struct CUstream_st *s)
     return s->hdr.magic == SIM_MAGIC_STREAM && s->alive && sim_owner_valid(&s->own);
 }
 
+static struct CUstream_st *sim_stream_new(struct CUctx_st *c, enum sim_stream_kind kind,
+                                          unsigned flags)
+{
+    struct CUstream_st *s = sim_obj_new(SIM_MAGIC_STREAM, sizeof *s);
+    if (!s)
+        return NULL;
+    s->own = sim_owner_of(c);
+    s->alive = 1;
+    s->flags = flags;
+    s->kind = kind;
+    s->id = ++sim.next_stream_id;
+    return s;
+}
+
+/* The special stream s of context c (alive), made on first use; a context
+ * that comes back with a new ID (a re-activated primary) gets new ones. */
+CUresult sim_stream_actual(CUstream s, struct CUctx_st *c, struct CUstream_st **out)
+{
+    *out = NULL;
+    if (!sim_stream_special(s)) {
+        if (!sim_stream_live(s))
+            return CUDA_ERROR_INVALID_HANDLE;
+        *out = s;
+        return CUDA_SUCCESS;
+    }
+    if (s == CU_STREAM_PER_THREAD) {
+        if (c->kind == SIM_CTX_GREEN)
+            return CUDA_ERROR_INVALID_HANDLE; /* fact 22 */
+        struct CUstream_st *p = sim_tls.ptds;
+        while (p && !(p->own.ctx == c && p->own.ctx_id == c->id))
+            p = p->next_ptds;
+        if (!p) {
+            p = sim_stream_new(c, SIM_STREAM_PER_THREAD, 0);
+            if (!p)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            p->next_ptds = sim_tls.ptds;
+            sim_tls.ptds = p;
+        }
+        *out = p;
+        return CUDA_SUCCESS;
+    }
+    if (!c->legacy || c->legacy->own.ctx_id != c->id) {
+        c->legacy = sim_stream_new(c, SIM_STREAM_LEGACY, 0);
+        if (!c->legacy)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *out = c->legacy;
+    return CUDA_SUCCESS;
+}
+
 CUresult sim_stream_resolve(CUstream s, struct CUctx_st *cur, struct CUstream_st **out)
 {
     *out = NULL;
-    if (sim_is_special(s))
-        return CUDA_SUCCESS;
+    if (sim_stream_special(s))
+        return sim_stream_actual(s, cur, out);
     if (!sim_stream_live(s) || s->own.ctx != cur)
         return CUDA_ERROR_INVALID_HANDLE;
     *out = s;
@@ -31,8 +84,10 @@ CUresult sim_stream_target(CUstream s, struct CUctx_st **ctx, struct CUstream_st
 {
     *out = NULL;
     CUresult r = sim_current(ctx);
-    if (r != CUDA_SUCCESS || sim_is_special(s))
+    if (r != CUDA_SUCCESS)
         return r;
+    if (sim_stream_special(s))
+        return sim_stream_actual(s, *ctx, out);
     if (!sim_stream_live(s))
         return CUDA_ERROR_INVALID_HANDLE;
     *ctx = s->own.ctx;
@@ -46,11 +101,8 @@ static CUresult sim_stream_create(CUstream *out, unsigned flags)
     SIM_FAIL_IF(!out || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING), CUDA_ERROR_INVALID_VALUE);
     struct CUctx_st *c;
     SIM_CHECK(sim_current(&c));
-    struct CUstream_st *s = sim_obj_new(SIM_MAGIC_STREAM, sizeof *s);
+    struct CUstream_st *s = sim_stream_new(c, SIM_STREAM_USER, flags);
     SIM_FAIL_IF(!s, CUDA_ERROR_OUT_OF_MEMORY);
-    s->own = sim_owner_of(c);
-    s->alive = 1;
-    s->flags = flags;
     *out = s;
     SIM_END;
 }
@@ -69,10 +121,9 @@ SIM_API CUresult cuStreamCreateWithPriority(CUstream *out, unsigned int flags, i
 static CUresult sim_stream_destroy(CUstream s)
 {
     SIM_BEGIN(cuStreamDestroy);
-    SIM_FAIL_IF(sim_is_special(s) || !sim_stream_live(s), CUDA_ERROR_INVALID_HANDLE);
+    SIM_FAIL_IF(sim_stream_special(s) || !sim_stream_live(s), CUDA_ERROR_INVALID_HANDLE);
     if (s->capturing) {
-        if (s->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL)
-            sim.global_captures--;
+        sim.open_captures--;
         s->capturing = 0;
     }
     s->alive = 0;
@@ -90,16 +141,17 @@ SIM_API CUresult cuStreamDestroy_v2(CUstream s)
 }
 
 /* A stream handle to check for synchronise/query: special ones need a usable
- * current context; a capturing stream cannot be synchronised. */
+ * current context; a capturing stream cannot be synchronised. (The entry
+ * protocol has already run every pending block.) */
 static CUresult sim_stream_check(CUstream s)
 {
-    if (sim_is_special(s)) {
-        struct CUctx_st *c;
-        return sim_current(&c);
-    }
-    if (!sim_stream_live(s))
-        return CUDA_ERROR_INVALID_HANDLE;
-    return s->capturing ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+    struct CUctx_st *c;
+    struct CUstream_st *st;
+    CUresult r = sim_stream_special(s) ? sim_stream_target(s, &c, &st)
+                                       : sim_stream_actual(s, NULL, &st);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return st->capturing ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
 
 SIM_API CUresult cuStreamSynchronize(CUstream s)
@@ -121,9 +173,12 @@ static CUresult sim_stream_get_ctx(CUstream s, CUcontext *pctx, CUgreenCtx *pgre
     SIM_BEGIN(cuStreamGetCtx);
     SIM_FAIL_IF(!pctx, CUDA_ERROR_INVALID_VALUE);
     struct CUctx_st *c;
-    if (sim_is_special(s)) {
-        /* fact 9: the special streams name the current context */
+    if (sim_stream_special(s)) {
+        /* fact 9: the special streams name the current context; a green
+         * context has no per-thread stream (fact 22, as measured) */
         SIM_CHECK(sim_current(&c));
+        SIM_FAIL_IF(s == CU_STREAM_PER_THREAD && c->kind == SIM_CTX_GREEN,
+                    CUDA_ERROR_INVALID_HANDLE);
     } else {
         SIM_FAIL_IF(!sim_stream_live(s), CUDA_ERROR_INVALID_HANDLE);
         c = s->own.ctx;
@@ -182,12 +237,12 @@ SIM_API CUresult cuEventRecord(CUevent e, CUstream s)
     SIM_BEGIN(cuEventRecord);
     SIM_FAIL_IF(!sim_event_live(e), CUDA_ERROR_INVALID_HANDLE);
     struct CUstream_st *st;
-    SIM_CHECK(sim_stream_resolve(s, e->own.ctx, &st));
-    if (st == NULL) {
+    if (sim_stream_special(s)) {
         struct CUctx_st *c;
         SIM_CHECK(sim_current(&c));
         SIM_FAIL_IF(c != e->own.ctx, CUDA_ERROR_INVALID_HANDLE);
     }
+    SIM_CHECK(sim_stream_resolve(s, e->own.ctx, &st));
     e->recorded = 1;
     e->when_ms = sim_now_ms();
     SIM_END;
@@ -244,4 +299,20 @@ SIM_API CUresult cuEventDestroy(CUevent e)
 SIM_API CUresult cuEventDestroy_v2(CUevent e)
 {
     return sim_event_destroy(e);
+}
+
+/* The ID of the stream s names for the calling thread: the per-thread stream
+ * has one ID per thread (fact 20). */
+SIM_API CUresult cuStreamGetId(CUstream s, unsigned long long *id)
+{
+    SIM_BEGIN(cuStreamGetId);
+    SIM_FAIL_IF(!id, CUDA_ERROR_INVALID_VALUE);
+    struct CUctx_st *c;
+    struct CUstream_st *st;
+    if (sim_stream_special(s))
+        SIM_CHECK(sim_stream_target(s, &c, &st));
+    else
+        SIM_CHECK(sim_stream_actual(s, NULL, &st));
+    *id = st->id;
+    SIM_END;
 }

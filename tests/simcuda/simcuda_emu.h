@@ -32,6 +32,15 @@ typedef struct simcuda_launch {
 
 typedef CUresult (*simcuda_emu_fn)(const simcuda_launch_t *launch, void **params);
 
+/* Block-by-block emulation (SIMCUDA_EMULATION_BLOCKS): check validates the
+ * launch and its pointers before anything runs (its result is the launch's);
+ * block then runs block b of the grid, once for each b in [0, grid[0]), in an
+ * order the simulation chooses, possibly interleaved with the blocks of
+ * launches on other streams and after the launch returned. block must keep
+ * everything that outlives one block in device memory, as a kernel does. */
+typedef CUresult (*simcuda_emu_check_fn)(const simcuda_launch_t *launch, void **params);
+typedef void (*simcuda_emu_block_fn)(const simcuda_launch_t *launch, void **params, unsigned b);
+
 #define SIMCUDA_EMU_MAX_PARAMS 16
 
 typedef struct simcuda_emu_entry {
@@ -42,12 +51,14 @@ typedef struct simcuda_emu_entry {
      * values, since the caller's storage is gone when the graph is replayed. */
     unsigned nparams;
     unsigned param_size[SIMCUDA_EMU_MAX_PARAMS];
+    simcuda_emu_check_fn check; /* both set for a block-by-block emulation, else NULL */
+    simcuda_emu_block_fn block;
 } simcuda_emu_entry_t;
 
 #define SIMCUDA_EMULATION(kernel, fn)                                                  \
     static const simcuda_emu_entry_t simcuda__emu_entry_##kernel                       \
         __attribute__((used, section("simcuda_emu"), aligned(sizeof(void *)))) = {     \
-            #kernel, fn, 0, {0}}
+            #kernel, fn, 0, {0}, NULL, NULL}
 
 /* Like SIMCUDA_EMULATION, and also gives the size of each kernel parameter, e.g.
  *     SIMCUDA_EMULATION_ARGS(hk_probe_kernel, emu_probe, sizeof(unsigned *), sizeof(unsigned));
@@ -57,7 +68,19 @@ typedef struct simcuda_emu_entry {
     static const simcuda_emu_entry_t simcuda__emu_entry_##kernel                       \
         __attribute__((used, section("simcuda_emu"), aligned(sizeof(void *)))) = {     \
             #kernel, fn, sizeof((unsigned[]){__VA_ARGS__}) / sizeof(unsigned),          \
-            {__VA_ARGS__}}
+            {__VA_ARGS__}, NULL, NULL}
+
+/* A kernel emulated block by block, with the sizes of its parameters (the
+ * simulation keeps copies of the argument values while blocks are pending):
+ *     SIMCUDA_EMULATION_BLOCKS(hk_sdot_kernel, check_dot, dot_block, sizeof(long long), ...);
+ * Launches on one stream still run in order; launches on different streams of
+ * one device run their blocks interleaved, so that two launches sharing
+ * scratch memory race as they would on a GPU. */
+#define SIMCUDA_EMULATION_BLOCKS(kernel, check_fn, block_fn, ...)                      \
+    static const simcuda_emu_entry_t simcuda__emu_entry_##kernel                       \
+        __attribute__((used, section("simcuda_emu"), aligned(sizeof(void *)))) = {     \
+            #kernel, NULL, sizeof((unsigned[]){__VA_ARGS__}) / sizeof(unsigned),        \
+            {__VA_ARGS__}, check_fn, block_fn}
 
 /* For emulations: CUDA_SUCCESS when [ptr, ptr+bytes) lies inside one live
  * allocation of launch->device; CUDA_ERROR_ILLEGAL_ADDRESS otherwise (memory of

@@ -1,13 +1,14 @@
 /* Host emulations of kernels/hk_blas1*.cu for the simulated driver.
  *
- * Each computes what the whole grid computes, with the kernels' argument
- * layout, and leaves device memory as the kernels leave it: for dot and nrm2
- * the per-block partials (blocks own elements as in the kernels' strided
- * path: element i belongs to thread i mod (grid * 256)), the counter back at
- * 0, and the result. A counter that is not 0 at launch behaves as on the GPU:
- * no block sees itself last, the result is not written and the counter ends
- * G higher. Every pointer is checked with simcuda_emu_check first, so a
- * pointer of another device or a freed one fails the launch. */
+ * axpy, scal and copy compute what the whole grid computes, with the kernels'
+ * argument layout. dot and nrm2 run block by block (SIMCUDA_EMULATION_BLOCKS),
+ * so that the simulation can interleave them with launches on other streams:
+ * each block leaves device memory as the kernel's block leaves it (its
+ * partials, the counter, and for the last block the result and the counter
+ * back at 0), and two launches sharing partials and counter from different
+ * streams go wrong as they do on a GPU. Every pointer is checked with
+ * simcuda_emu_check first, so a pointer of another device or a freed one
+ * fails the launch. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -111,25 +112,7 @@ EMU_SCAL(double, emu_dscal)
 EMU_COPY(float, emu_scopy)
 EMU_COPY(double, emu_dcopy)
 
-/* ---- dot, nrm2: the last-block-done protocol ---- */
-
-/* Checks the scratch, then counts the grid's blocks in. Returns 1 when the
- * last block would run (the counter was 0), and puts the counter where the
- * kernel leaves it. */
-static CUresult finish_protocol(const simcuda_launch_t *l, double *partials, size_t per_block,
-                                unsigned *counter, void *result, size_t rsz, int *last)
-{
-    unsigned g = l->grid[0];
-    CUresult r;
-    if ((r = simcuda_emu_check(l, partials, g * per_block * sizeof(double))) != CUDA_SUCCESS ||
-        (r = simcuda_emu_check(l, counter, sizeof *counter)) != CUDA_SUCCESS ||
-        (r = simcuda_emu_check(l, result, rsz)) != CUDA_SUCCESS)
-        return r;
-    unsigned before = *counter;
-    *last = before == 0u;
-    *counter = *last ? 0u : before + g;
-    return CUDA_SUCCESS;
-}
+/* ---- dot, nrm2: the last-block-done protocol, block by block ---- */
 
 /* One reduction kernel: add folds element i (x[i * incx], and y[i * incy] for
  * dot, else x again) into its block's sums p; finish turns the grid's sums s
@@ -142,49 +125,87 @@ typedef struct reduction {
     double (*finish)(const double *s);
 } reduction_t;
 
+/* The arguments of a reduction kernel, by name. */
+typedef struct red_args {
+    long long n, incx, incy;
+    const void *x, *y;
+    double *partials;
+    unsigned *counter;
+    void *result;
+    int any; /* there are elements to read */
+} red_args_t;
+
+static red_args_t red_args(void **params, const reduction_t *op)
+{
+    const int k = op->dot ? 2 : 0; /* where partials, counter, result start, less 3 */
+    red_args_t a;
+    a.n = P(long long, 0);
+    a.x = P(const void *, 1);
+    a.incx = P(long long, 2);
+    a.y = op->dot ? P(const void *, 3) : NULL;
+    a.incy = op->dot ? P(long long, 4) : 0;
+    a.partials = P(double *, 3 + k);
+    a.counter = P(unsigned *, 4 + k);
+    a.result = P(void *, 5 + k);
+    a.any = a.n > 0 && (op->dot || a.incx > 0);
+    return a;
+}
+
 static double elem(const void *v, long long i, size_t esz)
 {
     return esz == sizeof(float) ? (double)((const float *)v)[i] : ((const double *)v)[i];
 }
 
-static CUresult emu_reduce(const simcuda_launch_t *l, void **params, const reduction_t *op)
+/* Every pointer the grid will touch, before any block runs. */
+static CUresult red_check(const simcuda_launch_t *l, void **params, const reduction_t *op)
 {
-    const int k = op->dot ? 2 : 0; /* where partials, counter, result start, less 3 */
-    long long n = P(long long, 0), incx = P(long long, 2), incy = op->dot ? P(long long, 4) : 0;
-    const void *x = P(const void *, 1), *y = op->dot ? P(const void *, 3) : NULL;
-    double *partials = P(double *, 3 + k);
-    unsigned *counter = P(unsigned *, 4 + k);
-    void *result = P(void *, 5 + k);
-    int last = 0;
-    int any = n > 0 && (op->dot || incx > 0);
+    red_args_t a = red_args(params, op);
     CUresult r = check_launch(l);
-    if (r == CUDA_SUCCESS && any)
-        r = op->dot ? check_pair(l, n, x, incx, y, incy, op->esz)
-                    : check_vec(l, x, n, incx, op->esz);
+    if (r == CUDA_SUCCESS && a.any)
+        r = op->dot ? check_pair(l, a.n, a.x, a.incx, a.y, a.incy, op->esz)
+                    : check_vec(l, a.x, a.n, a.incx, op->esz);
     if (r == CUDA_SUCCESS)
-        r = finish_protocol(l, partials, op->sums, counter, result, op->esz, &last);
-    if (r != CUDA_SUCCESS)
-        return r;
+        r = simcuda_emu_check(l, a.partials, l->grid[0] * op->sums * sizeof(double));
+    if (r == CUDA_SUCCESS)
+        r = simcuda_emu_check(l, a.counter, sizeof *a.counter);
+    if (r == CUDA_SUCCESS)
+        r = simcuda_emu_check(l, a.result, op->esz);
+    return r;
+}
+
+/* Block b as the kernel runs it: its share of the elements (element i
+ * belongs to block (i mod (grid * 256)) / 256, as on the kernels' strided
+ * path) into its partials, then it counts itself in; the block that counts
+ * last (the counter read G - 1) adds every block's partials in block order,
+ * writes the result and puts the counter back to 0. A counter that did not
+ * start at 0 makes no block, or the wrong one, see itself last, as on a GPU. */
+static void red_block(const simcuda_launch_t *l, void **params, unsigned b,
+                      const reduction_t *op)
+{
+    red_args_t a = red_args(params, op);
     unsigned g = l->grid[0];
     long long threads = (long long)g * EMU_BLOCK;
-    memset(partials, 0, g * op->sums * sizeof(double));
-    for (long long i = 0; any && i < n; i++) {
-        double xi = elem(x, i * incx, op->esz);
-        op->add(partials + op->sums * ((i % threads) / EMU_BLOCK), xi,
-                op->dot ? elem(y, i * incy, op->esz) : xi);
-    }
+    double *mine = a.partials + (size_t)op->sums * b;
+    for (unsigned j = 0; j < op->sums; j++)
+        mine[j] = 0.0;
+    for (long long start = (long long)b * EMU_BLOCK; a.any && start < a.n; start += threads)
+        for (long long i = start; i < start + EMU_BLOCK && i < a.n; i++) {
+            double xi = elem(a.x, i * a.incx, op->esz);
+            op->add(mine, xi, op->dot ? elem(a.y, i * a.incy, op->esz) : xi);
+        }
+    unsigned before = (*a.counter)++;
+    if (before != g - 1)
+        return;
     double s[3] = {0.0, 0.0, 0.0};
-    for (unsigned b = 0; b < g; b++)
+    for (unsigned k = 0; k < g; k++)
         for (unsigned j = 0; j < op->sums; j++)
-            s[j] += partials[op->sums * b + j];
-    if (last) {
-        double v = op->finish(s);
-        if (op->esz == sizeof(float))
-            *(float *)result = (float)v;
-        else
-            *(double *)result = v;
-    }
-    return CUDA_SUCCESS;
+            s[j] += a.partials[(size_t)op->sums * k + j];
+    double v = op->finish(s);
+    if (op->esz == sizeof(float))
+        *(float *)a.result = (float)v;
+    else
+        *(double *)a.result = v;
+    *a.counter = 0u;
 }
 
 static void add_prod(double *p, double x, double y)
@@ -240,10 +261,14 @@ static double blue_finish(const double *s)
 }
 
 #define EMU_REDUCE(name, dot, T, sums, add, finish)                                          \
-    static CUresult name(const simcuda_launch_t *l, void **params)                          \
+    static const reduction_t name##_op = {dot, sizeof(T), sums, add, finish};                \
+    static CUresult name##_check(const simcuda_launch_t *l, void **params)                  \
     {                                                                                        \
-        static const reduction_t op = {dot, sizeof(T), sums, add, finish};                   \
-        return emu_reduce(l, params, &op);                                                   \
+        return red_check(l, params, &name##_op);                                             \
+    }                                                                                        \
+    static void name##_block(const simcuda_launch_t *l, void **params, unsigned b)          \
+    {                                                                                        \
+        red_block(l, params, b, &name##_op);                                                 \
     }
 
 EMU_REDUCE(emu_sdot, 1, float, 1, add_prod, sum_of)
@@ -262,9 +287,11 @@ SIMCUDA_EMULATION_ARGS(hk_sscal_kernel, emu_sscal, SZ_LL, sizeof(float), SZ_P, S
 SIMCUDA_EMULATION_ARGS(hk_dscal_kernel, emu_dscal, SZ_LL, sizeof(double), SZ_P, SZ_P, SZ_LL);
 SIMCUDA_EMULATION_ARGS(hk_scopy_kernel, emu_scopy, SZ_LL, SZ_P, SZ_LL, SZ_P, SZ_LL);
 SIMCUDA_EMULATION_ARGS(hk_dcopy_kernel, emu_dcopy, SZ_LL, SZ_P, SZ_LL, SZ_P, SZ_LL);
-SIMCUDA_EMULATION_ARGS(hk_sdot_kernel, emu_sdot, SZ_LL, SZ_P, SZ_LL, SZ_P, SZ_LL, SZ_P, SZ_P,
-                       SZ_P);
-SIMCUDA_EMULATION_ARGS(hk_ddot_kernel, emu_ddot, SZ_LL, SZ_P, SZ_LL, SZ_P, SZ_LL, SZ_P, SZ_P,
-                       SZ_P);
-SIMCUDA_EMULATION_ARGS(hk_snrm2_kernel, emu_snrm2, SZ_LL, SZ_P, SZ_LL, SZ_P, SZ_P, SZ_P);
-SIMCUDA_EMULATION_ARGS(hk_dnrm2_kernel, emu_dnrm2, SZ_LL, SZ_P, SZ_LL, SZ_P, SZ_P, SZ_P);
+SIMCUDA_EMULATION_BLOCKS(hk_sdot_kernel, emu_sdot_check, emu_sdot_block, SZ_LL, SZ_P, SZ_LL,
+                         SZ_P, SZ_LL, SZ_P, SZ_P, SZ_P);
+SIMCUDA_EMULATION_BLOCKS(hk_ddot_kernel, emu_ddot_check, emu_ddot_block, SZ_LL, SZ_P, SZ_LL,
+                         SZ_P, SZ_LL, SZ_P, SZ_P, SZ_P);
+SIMCUDA_EMULATION_BLOCKS(hk_snrm2_kernel, emu_snrm2_check, emu_snrm2_block, SZ_LL, SZ_P, SZ_LL,
+                         SZ_P, SZ_P, SZ_P);
+SIMCUDA_EMULATION_BLOCKS(hk_dnrm2_kernel, emu_dnrm2_check, emu_dnrm2_block, SZ_LL, SZ_P, SZ_LL,
+                         SZ_P, SZ_P, SZ_P);

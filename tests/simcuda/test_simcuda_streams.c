@@ -1,0 +1,340 @@
+/* Tests of the simulated driver's streams: stream IDs (the per-thread stream
+ * is a stream of its own on every thread), the capture modes of threads, and
+ * the block-by-block execution that makes reductions on different streams
+ * interleave as on a GPU while one stream keeps its order. The facts shared
+ * with the real driver are in tests/conformance (facts 20, 22, 23). */
+#include "hk_test.h"
+#include "simcuda.h"
+
+#include <cuda.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OK(call) CU_ASSERT_EQUAL_FATAL((call), CUDA_SUCCESS)
+
+/* PTX naming the reduction kernel, whose emulation runs block by block. */
+static const char sdot_ptx[] = "//\n.version 8.0\n.target sm_90\n.address_size 64\n"
+                               ".visible .entry hk_sdot_kernel(.param .u64 n)\n{ ret; }\n";
+
+static int init_suite(void)
+{
+    return cuInit(0) == CUDA_SUCCESS ? 0 : 1;
+}
+
+static void clear_stack(void)
+{
+    CUcontext c;
+    while (cuCtxPopCurrent(&c) == CUDA_SUCCESS) {
+    }
+}
+
+typedef struct ids {
+    CUcontext ctx;
+    unsigned long long ptds[2], legacy, null;
+    CUresult r;
+} ids_t;
+
+static void *ids_thread(void *arg)
+{
+    ids_t *t = arg;
+    t->r = cuCtxSetCurrent(t->ctx);
+    if (t->r == CUDA_SUCCESS)
+        t->r = cuStreamGetId(CU_STREAM_PER_THREAD, &t->ptds[0]);
+    if (t->r == CUDA_SUCCESS)
+        t->r = cuStreamGetId(CU_STREAM_PER_THREAD, &t->ptds[1]);
+    if (t->r == CUDA_SUCCESS)
+        t->r = cuStreamGetId(CU_STREAM_LEGACY, &t->legacy);
+    if (t->r == CUDA_SUCCESS)
+        t->r = cuStreamGetId(NULL, &t->null);
+    return NULL;
+}
+
+static void test_stream_ids(void)
+{
+    CUcontext c, other;
+    CUstream s1, s2;
+    unsigned long long id1, id2, again, mine, in_other;
+    OK(cuCtxCreate(&c, NULL, 0, 0));
+    OK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    OK(cuStreamCreate(&s2, 0));
+    OK(cuStreamGetId(s1, &id1));
+    OK(cuStreamGetId(s2, &id2));
+    OK(cuStreamGetId(s1, &again));
+    CU_ASSERT_NOT_EQUAL(id1, id2);
+    CU_ASSERT_EQUAL(id1, again);
+    OK(cuStreamGetId(CU_STREAM_PER_THREAD, &mine));
+    ids_t t[2] = {{.ctx = c}, {.ctx = c}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, ids_thread, &t[i]), 0);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        CU_ASSERT_EQUAL(t[i].r, CUDA_SUCCESS);
+        CU_ASSERT_EQUAL(t[i].ptds[0], t[i].ptds[1]); /* stable on its thread */
+        CU_ASSERT_NOT_EQUAL(t[i].ptds[0], mine);     /* but another stream per thread */
+        CU_ASSERT_EQUAL(t[i].legacy, t[i].null);     /* NULL is the legacy stream */
+        CU_ASSERT_NOT_EQUAL(t[i].legacy, t[i].ptds[0]);
+    }
+    CU_ASSERT_NOT_EQUAL(t[0].ptds[0], t[1].ptds[0]);
+    CU_ASSERT_EQUAL(t[0].legacy, t[1].legacy); /* one legacy stream per context */
+    /* another context: another per-thread stream on the same thread */
+    OK(cuCtxCreate(&other, NULL, 0, 0));
+    OK(cuStreamGetId(CU_STREAM_PER_THREAD, &in_other));
+    CU_ASSERT_NOT_EQUAL(in_other, mine);
+    OK(cuCtxDestroy(other));
+    OK(cuStreamDestroy(s1));
+    OK(cuStreamDestroy(s2));
+    OK(cuCtxDestroy(c));
+    /* with nothing current, a special stream names no stream */
+    CU_ASSERT_EQUAL(cuStreamGetId(CU_STREAM_PER_THREAD, &mine), CUDA_ERROR_INVALID_CONTEXT);
+    clear_stack();
+}
+
+typedef struct alloc_try {
+    CUstreamCaptureMode mode;
+    CUresult r;
+} alloc_try_t;
+
+static void *alloc_thread(void *arg)
+{
+    alloc_try_t *a = arg;
+    CUcontext c;
+    CUdeviceptr p;
+    CUstreamCaptureMode m = a->mode;
+    a->r = cuDevicePrimaryCtxRetain(&c, 0);
+    if (a->r == CUDA_SUCCESS)
+        a->r = cuCtxSetCurrent(c);
+    if (a->r == CUDA_SUCCESS)
+        a->r = cuThreadExchangeStreamCaptureMode(&m);
+    if (a->r == CUDA_SUCCESS) {
+        a->r = cuMemAlloc(&p, 64);
+        if (a->r == CUDA_SUCCESS)
+            cuMemFree(p);
+    }
+    cuDevicePrimaryCtxRelease(0);
+    return NULL;
+}
+
+/* cuThreadExchangeStreamCaptureMode: what another thread may do while this
+ * one captures in global mode. */
+static void test_capture_modes(void)
+{
+    CUcontext p;
+    CUstream s;
+    CUgraph g = NULL;
+    CUdeviceptr d;
+    OK(cuDevicePrimaryCtxRetain(&p, 0));
+    OK(cuCtxSetCurrent(p));
+    OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    static const CUstreamCaptureMode modes[3] = {CU_STREAM_CAPTURE_MODE_GLOBAL,
+                                                 CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+                                                 CU_STREAM_CAPTURE_MODE_RELAXED};
+    static const CUresult want[3] = {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, CUDA_SUCCESS,
+                                     CUDA_SUCCESS};
+    for (int i = 0; i < 3; i++) {
+        alloc_try_t a = {modes[i], CUDA_ERROR_UNKNOWN};
+        pthread_t t;
+        OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, alloc_thread, &a), 0);
+        pthread_join(t, NULL);
+        CU_ASSERT_EQUAL(a.r, want[i]);
+        g = NULL;
+        /* a forbidden call invalidates the capture; allowed ones leave it */
+        CU_ASSERT_EQUAL(cuStreamEndCapture(s, &g), i == 0 ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+                                                           : CUDA_SUCCESS);
+        if (g)
+            OK(cuGraphDestroy(g));
+    }
+    /* the capturing thread itself, in relaxed mode */
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CU_ASSERT_EQUAL(cuMemAlloc(&d, 64), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    OK(cuStreamEndCapture(s, &g) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED ? CUDA_SUCCESS
+                                                                           : CUDA_ERROR_UNKNOWN);
+    OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    OK(cuThreadExchangeStreamCaptureMode(&m));
+    CU_ASSERT_EQUAL(m, CU_STREAM_CAPTURE_MODE_GLOBAL); /* the previous mode comes back */
+    OK(cuMemAlloc(&d, 64));
+    OK(cuThreadExchangeStreamCaptureMode(&m));
+    CU_ASSERT_EQUAL(m, CU_STREAM_CAPTURE_MODE_RELAXED);
+    OK(cuStreamEndCapture(s, &g));
+    OK(cuGraphDestroy(g));
+    OK(cuMemFree(d));
+    m = (CUstreamCaptureMode)7;
+    CU_ASSERT_EQUAL(cuThreadExchangeStreamCaptureMode(&m), CUDA_ERROR_INVALID_VALUE);
+    OK(cuStreamDestroy(s));
+    clear_stack();
+    OK(cuDevicePrimaryCtxRelease(0));
+}
+
+/* ---- reductions interleave across streams, keep their order on one ---- */
+
+enum { N = 4096 * 8 + 5 }; /* 9 blocks of hk-cuda's float grid */
+
+typedef struct scratch {
+    CUdeviceptr partials, counter, result;
+} scratch_t;
+
+static void make_scratch(scratch_t *s)
+{
+    OK(cuMemAlloc(&s->partials, 1024 * sizeof(double)));
+    OK(cuMemAlloc(&s->counter, 64));
+    OK(cuMemAlloc(&s->result, 64));
+    OK(cuMemsetD8(s->counter, 0, 64));
+}
+
+static void free_scratch(scratch_t *s)
+{
+    OK(cuMemFree(s->partials));
+    OK(cuMemFree(s->counter));
+    OK(cuMemFree(s->result));
+}
+
+static CUresult launch_sdot(CUkernel k, CUstream st, CUdeviceptr x, CUdeviceptr y, scratch_t *s)
+{
+    long long n = N, inc = 1;
+    void *args[] = {&n, &x, &inc, &y, &inc, &s->partials, &s->counter, &s->result};
+    return cuLaunchKernel((CUfunction)k, 9, 1, 1, 256, 1, 1, 0, st, args, NULL);
+}
+
+static float result_of(const scratch_t *s)
+{
+    float r = -1.0f;
+    CU_ASSERT_EQUAL(cuMemcpyDtoH(&r, s->result, sizeof r), CUDA_SUCCESS);
+    return r;
+}
+
+static void test_interleaved_reductions(void)
+{
+    CUcontext c;
+    CUlibrary lib;
+    CUkernel k;
+    CUstream a, b;
+    CUdeviceptr x, y;
+    scratch_t s1, s2;
+    static float hx[N], hy[N];
+    double want = 0.0;
+    for (int i = 0; i < N; i++) {
+        hx[i] = (float)(i % 7) - 3.0f;
+        hy[i] = (float)(i % 5) - 1.5f;
+        want += (double)hx[i] * hy[i];
+    }
+    OK(cuCtxCreate(&c, NULL, 0, 0));
+    OK(cuLibraryLoadData(&lib, sdot_ptx, NULL, NULL, 0, NULL, NULL, 0));
+    OK(cuLibraryGetKernel(&k, lib, "hk_sdot_kernel"));
+    OK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+    OK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+    OK(cuMemAlloc(&x, sizeof hx));
+    OK(cuMemAlloc(&y, sizeof hy));
+    OK(cuMemcpyHtoD(x, hx, sizeof hx));
+    OK(cuMemcpyHtoD(y, hy, sizeof hy));
+    make_scratch(&s1);
+    make_scratch(&s2);
+
+    /* one stream, one scratch: in order, both right */
+    OK(launch_sdot(k, a, x, y, &s1));
+    OK(launch_sdot(k, a, x, y, &s1));
+    CU_ASSERT_DOUBLE_EQUAL(result_of(&s1), want, 1e-3);
+    /* two streams, a scratch each: both right */
+    OK(cuMemsetD8(s1.result, 0, 4));
+    OK(launch_sdot(k, a, x, y, &s1));
+    OK(launch_sdot(k, b, x, y, &s2));
+    CU_ASSERT_DOUBLE_EQUAL(result_of(&s1), want, 1e-3);
+    CU_ASSERT_DOUBLE_EQUAL(result_of(&s2), want, 1e-3);
+    /* two streams, one partials and counter (results apart): the blocks
+     * interleave, the counter no longer tells the last block, and a result
+     * sums partials of the other launch, or is not written at all */
+    double want_yy = 0.0;
+    for (int i = 0; i < N; i++)
+        want_yy += (double)hy[i] * hy[i];
+    OK(cuMemsetD8(s1.result, 0, 4));
+    OK(cuMemsetD8(s2.result, 0, 4));
+    scratch_t shared = {s1.partials, s1.counter, s2.result};
+    OK(launch_sdot(k, a, x, y, &s1));
+    OK(launch_sdot(k, b, y, y, &shared));
+    unsigned counter = 0;
+    OK(cuMemcpyDtoH(&counter, s1.counter, sizeof counter));
+    CU_ASSERT(fabs(result_of(&s1) - want) > 1e-3 || fabs(result_of(&s2) - want_yy) > 1e-3 ||
+              counter != 0);
+    OK(cuMemsetD8(s1.counter, 0, 4));
+    /* the legacy stream waits for a blocking stream's work, and the other way
+     * round: in order again, on a fresh scratch */
+    CUstream blocking;
+    OK(cuStreamCreate(&blocking, 0));
+    OK(launch_sdot(k, blocking, x, y, &s2));
+    OK(launch_sdot(k, NULL, x, y, &s2));
+    OK(launch_sdot(k, blocking, x, y, &s2));
+    CU_ASSERT_DOUBLE_EQUAL(result_of(&s2), want, 1e-3);
+    OK(cuStreamDestroy(blocking));
+
+    free_scratch(&s1);
+    free_scratch(&s2);
+    OK(cuMemFree(x));
+    OK(cuMemFree(y));
+    OK(cuStreamDestroy(a));
+    OK(cuStreamDestroy(b));
+    OK(cuLibraryUnload(lib));
+    OK(cuCtxDestroy(c));
+    clear_stack();
+}
+
+/* A pending grid completes before anything could see its result, including
+ * the end of its context. */
+static void test_pending_completes(void)
+{
+    CUcontext c;
+    CUlibrary lib;
+    CUkernel k;
+    CUstream a;
+    CUdeviceptr x, host_result;
+    scratch_t s;
+    static float hx[N];
+    for (int i = 0; i < N; i++)
+        hx[i] = 1.0f;
+    OK(cuCtxCreate(&c, NULL, 0, 0));
+    OK(cuLibraryLoadData(&lib, sdot_ptx, NULL, NULL, 0, NULL, NULL, 0));
+    OK(cuLibraryGetKernel(&k, lib, "hk_sdot_kernel"));
+    OK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+    OK(cuMemAlloc(&x, sizeof hx));
+    OK(cuMemcpyHtoD(x, hx, sizeof hx));
+    make_scratch(&s);
+    /* the result in mapped host memory: read after a synchronise */
+    float *mapped = NULL;
+    OK(cuMemHostAlloc((void **)&mapped, 64, CU_MEMHOSTALLOC_DEVICEMAP));
+    OK(cuMemHostGetDevicePointer(&host_result, mapped, 0));
+    *mapped = -1.0f;
+    s.result = host_result;
+    OK(launch_sdot(k, a, x, x, &s));
+    CU_ASSERT_EQUAL(*mapped, -1.0f); /* half of its blocks ran */
+    OK(cuStreamSynchronize(a));
+    CU_ASSERT_EQUAL(*mapped, (float)N);
+    *mapped = -1.0f;
+    OK(launch_sdot(k, a, x, x, &s));
+    OK(cuCtxSynchronize());
+    CU_ASSERT_EQUAL(*mapped, (float)N);
+    OK(cuMemFreeHost(mapped));
+    OK(cuMemFree(s.partials));
+    OK(cuMemFree(s.counter));
+    OK(cuMemFree(x));
+    OK(cuStreamDestroy(a));
+    OK(cuLibraryUnload(lib));
+    OK(cuCtxDestroy(c));
+    clear_stack();
+}
+
+int hk_test_register(void)
+{
+    if (!getenv("SIMCUDA_DEVICES"))
+        setenv("SIMCUDA_DEVICES", "2", 1);
+    CU_pSuite s = hk_test_suite("simcuda streams", init_suite, NULL);
+    hk_test_add(s, "stream IDs: one per stream, the per-thread stream one per thread",
+                test_stream_ids);
+    hk_test_add(s, "capture modes: what a thread may do during another's capture",
+                test_capture_modes);
+    hk_test_add(s, "reductions interleave across streams and keep one stream's order",
+                test_interleaved_reductions);
+    hk_test_add(s, "pending blocks finish before a result can be seen", test_pending_completes);
+    return 0;
+}
