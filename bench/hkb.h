@@ -1,5 +1,5 @@
 /* hk-bench internals: shared types, check macros and the functions each figure
- * file uses. The figures themselves are defined in TARGETS.md; bench/README.md
+ * file uses. The figures themselves are defined in docs/targets.md; bench/README.md
  * explains the columns. hk-bench is test equipment: it links the CUDA runtime
  * and cuBLAS to measure hk-cuda side by side with them in one process. */
 #ifndef HKB_H

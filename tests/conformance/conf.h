@@ -1,4 +1,4 @@
-/* The driver conformance suite: one test per driver fact of DESIGN.md, run
+/* The driver conformance suite: one test per driver fact of docs/contexts.md, run
  * against the real driver on a GPU machine and against tests/simcuda in CI.
  * Written against the plain driver API (linked with -lcuda) plus the runtime
  * through tests/common/hk_rt.h. */

@@ -1,4 +1,4 @@
-/* Conformance: context facts 1, 2, 6, 7, 10, 15 and 16 (DESIGN.md). */
+/* Conformance: context facts 1, 2, 6, 7, 10, 15 and 16 (docs/contexts.md). */
 #include "conf.h"
 
 #include <pthread.h>

@@ -1,4 +1,4 @@
-/* Conformance: execution facts 4, 5, 11, 13, 14 and 17 (DESIGN.md): who may
+/* Conformance: execution facts 4, 5, 11, 13, 14 and 17 (docs/contexts.md): who may
  * launch what where, pointer ownership, capture, unloading, green contexts. */
 #include "conf.h"
 
@@ -49,7 +49,8 @@ static void fact04_module_vs_library(void)
     conf_clear_stack();
 }
 
-/* Fact 5, as the real driver behaves (DESIGN.md said 400; a run on two H200s
+/* Fact 5, as the real driver behaves (one might read the documentation as a
+ * refusal with 400; a run on two H200s
  * showed otherwise): a launch while context A is current, on a stream created
  * in context B, is accepted and runs in B, on B's device; cuStreamGetCtx names
  * B. Nothing in the driver stops it, so a library must check the stream's

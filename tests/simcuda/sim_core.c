@@ -123,7 +123,7 @@ double sim_now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* A child of a process that used the driver cannot use it (DESIGN.md fact 18).
+/* A child of a process that used the driver cannot use it (docs/contexts.md fact 18).
  * The child has one thread, so no lock is held there; it is re-made anyway
  * for the simcuda_* functions, which still take it. */
 static void sim_atfork_child(void)
