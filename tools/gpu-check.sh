@@ -32,9 +32,11 @@ step() { # name, command...
     local t0=$SECONDS
     "$@" >"$out/$name.txt" 2>&1
     local rc=$?
-    # On a GPU only tests that need the simulated driver (fault injection) may
-    # be skipped; any other skip is a failure here.
-    if grep '^skipped: ' "$out/$name.txt" | grep -qv 'simulated driver'; then
+    # On a GPU only tests that need the simulated driver (fault injection) or,
+    # on a one-GPU machine, a second device may be skipped; any other skip is
+    # a failure here.
+    if grep '^skipped: ' "$out/$name.txt" | grep -v 'simulated driver' \
+        | grep -qvE "needs (2|two) devices[,;] (the driver lists 1|this machine has one)"; then
         echo "gpu-check: $name skipped a test that should run on a GPU" >>"$out/$name.txt"
         [ $rc -ne 0 ] || rc=98
     fi
@@ -49,9 +51,15 @@ cat "$out/gpus.txt"
 step conformance        $dbg/tests/test_conformance
 step cuda-nodriver      $dbg/tests/test_cuda_nodriver
 step cuda-context       $dbg/tests/test_cuda_context
+step cuda-abi           $dbg/tests/test_cuda_abi
 step cuda-blas1         $dbg/tests/test_cuda_blas1
 step cuda-blas1-release $rel/tests/test_cuda_blas1
 step hk-host-run        $rel/bin/hk-host run
+step hk-validate-cuda   $rel/bin/hk-validate $rel/plugins/hk-cuda.so
+step hk-validate-cmp    $rel/bin/hk-validate --compare $rel/plugins/hk-cpu.so $rel/plugins/hk-cuda.so
+# The Python package against PyTorch and CuPy, where the machine has them.
+step python-gpu env HK_LOADER_LIBRARY=$rel/stage/usr/local/lib/libhkloader.so.1 PYTHONPATH=python \
+    python3 python/tests/run.py test_gpu
 if [ $sanitize -eq 1 ]; then
     for tool in memcheck racecheck initcheck; do
         step "sanitize-$tool" compute-sanitizer --tool $tool --error-exitcode 99 \
