@@ -545,7 +545,7 @@ static void t_beyond_2_31(void)
     float half = 0.5f, two = 2.0f;
     HK_OK(h, b->saxpy(h, n, &half, x, 1, y, 1)); /* y = 2.5 */
     HK_OK(h, plug->vt->synchronize(h));
-    tail_is(h, y, mid - 8, 2.5f, 16);
+    tail_is(h, y, mid - 8, 2.5f, n - (mid - 8)); /* elements 2^31 - 8 .. n - 1 */
     tail_is(h, y, n - 16, 2.5f, 16);
     HK_OK(h, b->sdot(h, n, x, 1, y, 1, &r));
     CU_ASSERT_EQUAL(r, (float)(2.5 * (double)n));
