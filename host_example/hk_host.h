@@ -1,4 +1,7 @@
-/* hk-host: the command-line host. Shared declarations of its commands. */
+/* hk-host: the command-line host. Shared declarations of its commands.
+ *
+ * hk-host is single-threaded: the output state below (JSON document, error
+ * list, progress line) and the escaping buffers are process globals. */
 #ifndef HK_HOST_H
 #define HK_HOST_H
 
@@ -7,6 +10,10 @@
 
 #include "hk_loader.h"
 
+/* The program's own version, independent of the plugin ABI (hk-host
+ * --version prints both). */
+#define HK_HOST_VERSION "1.0.0"
+
 /* Exit statuses (hk-host --help lists them). */
 #define HK_HOST_EXIT_OK 0     /* everything that ran was right */
 #define HK_HOST_EXIT_FAIL 1   /* a wrong result, a failed call, no usable plugin */
@@ -14,44 +21,115 @@
 #define HK_HOST_EXIT_MEMORY 3 /* the workload's memory cannot be had (host or device) */
 
 typedef struct hk_host_opts {
-    const char *plugin; /* name or path; NULL: the default (hk-cuda if usable, else hk-cpu) */
+    const char *plugin; /* -p request: NAME, NAME@RANGE or a path; NULL: the default
+                           (hk-cuda if usable, else hk-cpu) */
     int64_t n;          /* vector length of the workload */
     int device;         /* HK_DEVICE_CURRENT or an ordinal */
     int verbose;
     unsigned seed;
+    int json;           /* --json: one JSON document on stdout */
+    int argc;           /* the arguments after the command, for commands that */
+    char **argv;        /* take their own (validate, bench) */
 } hk_host_opts_t;
 
-/* Loads every plugin of the search path; NULL on failure (message on stderr).
- * Loader messages go to stderr: warnings unless quiet, everything if verbose. */
-hk_loader_t *hk_host_loader(int verbose, int quiet);
-
-/* A chosen plugin and a live handle on it. vt is the loader's copy of the
- * plugin's vtable: every slot is checked for NULL before it is called. */
-typedef struct hk_host_target {
-    hk_plugin_t *plugin;
-    const hk_vtable_t *vt;
-    hk_handle_t *handle;
-} hk_host_target_t;
-
-/* Picks the plugin (opts->plugin, else hk-cuda when a handle can be made, else
- * hk-cpu, saying why on stdout) and creates a handle. Returns 0 or an exit code. */
-int hk_host_pick(hk_loader_t *loader, const hk_host_opts_t *opts, hk_host_target_t *out);
-void hk_host_release(hk_host_target_t *t);
+/* ---- output (hk_host_out.c) ---- */
 
 /* s with every byte outside printable ASCII (control characters, DEL, bytes
  * of 0x80 and up) shown as \xNN and a backslash as \\, so that a plugin's or
  * a file's name cannot move the cursor, recolour or forge lines. The result
- * lives in one of a few rotating static buffers (hk-host is single-threaded):
- * at most 8 results may be in use at once; a very long text is cut with
- * "...". NULL → "(null)". */
+ * lives in one of a few rotating static buffers: at most 8 results may be in
+ * use at once; a very long text is cut with "...". NULL → "(null)". */
 const char *hk_host_esc(const char *s);
 
-/* The plugin's last error for handle (NULL: this thread's failed create),
- * escaped: last_error_copy when the plugin has it, else last_error. */
-const char *hk_host_error(const hk_host_target_t *t, const hk_handle_t *handle);
+/* A JSON writer that indents by two spaces. Every string (keys included) is
+ * escaped: quote, backslash and every control character as \uXXXX (or the
+ * short forms), DEL and C1 controls too, and a byte that is not part of valid
+ * UTF-8 as U+FFFD, so that any plugin or file name gives a valid document. */
+#define HK_JSON_DEPTH 16
+typedef struct hk_json {
+    FILE *f;
+    int depth;
+    int count[HK_JSON_DEPTH]; /* members written so far at each open level */
+    char kind[HK_JSON_DEPTH]; /* '{' or '[' */
+} hk_json_t;
 
-int hk_host_cmd_list(const hk_host_opts_t *opts);
-int hk_host_cmd_info(const hk_host_opts_t *opts);
-int hk_host_cmd_run(const hk_host_opts_t *opts);
+/* key is NULL for array elements and the top value; in an object it names
+ * the member. hk_json_str with v NULL writes null; hk_json_num with a value
+ * that is not finite writes null. */
+void hk_json_open(hk_json_t *j, const char *key, char kind);
+void hk_json_close(hk_json_t *j);
+void hk_json_str(hk_json_t *j, const char *key, const char *v);
+void hk_json_int(hk_json_t *j, const char *key, long long v);
+void hk_json_num(hk_json_t *j, const char *key, double v);
+void hk_json_bool(hk_json_t *j, const char *key, int v);
+void hk_json_null(hk_json_t *j, const char *key);
+
+/* The document of a --json command: hk_host_doc_begin opens the top object
+ * with "command"; hk_host_doc_end closes whatever is still open, adds
+ * "errors" (every hk_host_fail line) and "exit_status", and returns rc. NULL
+ * when the command runs without --json. */
+hk_json_t *hk_host_json(void);
+void hk_host_doc_begin(const hk_host_opts_t *opts, const char *command);
+int hk_host_doc_end(int rc);
+
+/* One error: "hk-host: <text>" on stderr, escaped, on one line, and in the
+ * document's "errors" under --json. Arguments are raw text. */
+void hk_host_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The progress line: only when stdout is a terminal and not under --json.
+ * hk_host_progress_start arms it for a run of `total` steps; from
+ * HK_HOST_PROGRESS_AFTER_MS after that on (short runs never show it),
+ * hk_host_progress writes "[step/total] text  seconds" in place of the
+ * previous line, cut to the terminal's width; hk_host_progress_clear erases
+ * it (before any other output, and at the end). Text is raw, escaped here. */
+#define HK_HOST_PROGRESS_AFTER_MS 200
+void hk_host_progress_start(const hk_host_opts_t *opts, int total);
+void hk_host_progress(int step, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void hk_host_progress_clear(void);
+
+/* ---- plugins (hk_host_plugins.c) ---- */
+
+/* Loads every plugin of the search path; NULL on failure (message on stderr).
+ * Loader messages go to stderr: warnings unless quiet, everything if verbose.
+ * list, info and run load quietly: list shows every refusal as its output,
+ * and info and run name only the refusal that decided their choice. */
+hk_loader_t *hk_host_loader(int verbose, int quiet);
+
+/* A chosen plugin and, when one could be made, a live handle on it. vt is
+ * the loader's copy of the plugin's vtable: every slot is checked for NULL
+ * before it is called. */
+typedef struct hk_host_target {
+    hk_plugin_t *plugin;
+    const hk_vtable_t *vt;
+    hk_handle_t *handle;     /* NULL when handle_create failed */
+    const char *request;     /* the -p request, or NULL for the default */
+    char why[1100];          /* why this plugin, raw: "a CUDA device is usable",
+                                "hk-cuda is unusable: ...", "-p x@^1: highest
+                                version in ^1", "-p /path/x.so" */
+    char handle_error[1024]; /* raw "STATUS: message" when handle is NULL */
+} hk_host_target_t;
+
+/* Picks the plugin (opts->plugin through hk_loader_select, else hk-cuda when a
+ * handle can be made on it, else hk-cpu) and tries to create a handle; the
+ * handle's failure is recorded in handle_error, not reported. Returns 0, or
+ * an exit code after hk_host_fail when no plugin could be chosen. */
+int hk_host_choose(hk_loader_t *loader, const hk_host_opts_t *opts, hk_host_target_t *out);
+void hk_host_release(hk_host_target_t *t);
+
+/* Text: "plugin: NAME VERSION (WHY)". JSON: member "plugin" with name,
+ * version, path, ABI, flags, request and why. */
+void hk_host_print_choice(const hk_host_target_t *t);
+
+/* The plugin's last error for handle (NULL: this thread's failed create),
+ * raw, in buf: last_error_copy when the plugin has it, else last_error. */
+const char *hk_host_error(const hk_host_target_t *t, const hk_handle_t *handle, char *buf,
+                          size_t len);
+
+/* ---- commands ---- */
+int hk_host_cmd_list(const hk_host_opts_t *opts);     /* hk_host_plugins.c */
+int hk_host_cmd_info(const hk_host_opts_t *opts);     /* hk_host_info.c */
+int hk_host_cmd_run(const hk_host_opts_t *opts);      /* hk_host_run.c */
+int hk_host_cmd_validate(const hk_host_opts_t *opts); /* hk_host_exec.c */
+int hk_host_cmd_bench(const hk_host_opts_t *opts);    /* hk_host_exec.c */
 
 #endif /* HK_HOST_H */

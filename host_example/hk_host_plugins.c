@@ -1,4 +1,4 @@
-/* hk-host: finding plugins, choosing one, and the list and info commands. */
+/* hk-host: finding plugins, choosing one, and the list command. */
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
@@ -9,51 +9,22 @@
 #include "hk_host.h"
 #include "hk_status_text.h"
 
-const char *hk_host_esc(const char *s)
+const char *hk_host_error(const hk_host_target_t *t, const hk_handle_t *handle, char *buf,
+                          size_t len)
 {
-    static char ring[8][8192];
-    static unsigned next;
-    char *out = ring[next++ % 8];
-    const size_t cap = sizeof ring[0];
-    size_t k = 0;
-    if (!s)
-        s = "(null)";
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        char piece[8];
-        if (c == '\\')
-            snprintf(piece, sizeof piece, "\\\\");
-        else if (c < 0x20 || c >= 0x7f)
-            snprintf(piece, sizeof piece, "\\x%02x", c);
-        else
-            snprintf(piece, sizeof piece, "%c", c);
-        size_t len = strlen(piece);
-        if (k + len + 4 > cap) { /* room for "..." and the NUL */
-            memcpy(out + k, "...", 3);
-            k += 3;
-            break;
-        }
-        memcpy(out + k, piece, len);
-        k += len;
-    }
-    out[k] = '\0';
-    return out;
-}
-
-const char *hk_host_error(const hk_host_target_t *t, const hk_handle_t *handle)
-{
-    char msg[1024];
-    if (hk_plugin_last_error_copy(t->plugin, handle, msg, sizeof msg, NULL) != HK_STATUS_OK)
-        snprintf(msg, sizeof msg, "(no message: the handle is not live)");
-    return hk_host_esc(msg);
+    if (hk_plugin_last_error_copy(t->plugin, handle, buf, len, NULL) != HK_STATUS_OK)
+        snprintf(buf, len, "(no message: the handle is not live)");
+    return buf;
 }
 
 /* user: the log level to print up to (HK_LOG_ERROR .. HK_LOG_DEBUG). Lines
  * come from the loader and from plugins: shown escaped. */
 static void log_line(void *user, hk_log_level_t level, const char *msg)
 {
-    if ((int)level <= *(const int *)user)
+    if ((int)level <= *(const int *)user) {
+        hk_host_progress_clear();
         fprintf(stderr, "hk-host: %s\n", hk_host_esc(msg));
+    }
 }
 
 /* The plugins built beside this program: <dir of exe>/../plugins. */
@@ -83,100 +54,163 @@ hk_loader_t *hk_host_loader(int verbose, int quiet)
     hk_loader_t *loader = NULL;
     hk_status_t st = hk_loader_create(&lo, &loader);
     if (st != HK_STATUS_OK) {
-        fprintf(stderr, "hk-host: cannot create the plugin loader: %s\n", hk_status_string(st));
+        hk_host_fail("cannot create the plugin loader: %s", hk_status_string(st));
         return NULL;
     }
     st = hk_loader_scan(loader);
     if (st != HK_STATUS_OK) {
-        fprintf(stderr, "hk-host: plugin scan failed: %s\n",
-                hk_host_esc(hk_loader_last_error(loader)));
+        hk_host_fail("plugin scan failed: %s", hk_loader_last_error(loader));
         hk_loader_destroy(loader);
         return NULL;
     }
     return loader;
 }
 
-static const char *refusal_of(hk_loader_t *loader, const char *name)
+/* The report of a refused candidate whose file is NAME.so, or NULL. */
+static const hk_load_report_t *refusal_of(hk_loader_t *loader, const char *name, size_t name_len)
 {
-    char want[64];
-    snprintf(want, sizeof want, "/%s.so", name);
     for (size_t i = 0; i < hk_loader_report_count(loader); i++) {
         const hk_load_report_t *r = hk_loader_report(loader, i);
-        size_t lp = strlen(r->path), lw = strlen(want);
-        if (r->stage != HK_STAGE_LOADED && lp >= lw && strcmp(r->path + lp - lw, want) == 0)
-            return r->reason;
+        const char *base = strrchr(r->path, '/');
+        base = base ? base + 1 : r->path;
+        if (r->stage != HK_STAGE_LOADED && strncmp(base, name, name_len) == 0 &&
+            strcmp(base + name_len, ".so") == 0)
+            return r;
     }
     return NULL;
 }
 
-static int make_handle(hk_host_target_t *t, const hk_host_opts_t *opts, char *why, size_t len)
+/* What hk_loader_select_explain says about request, in a malloc'ed array
+ * (*out, *n; the caller frees *out). Returns explain's status. */
+static hk_status_t explain(hk_loader_t *loader, const char *request, hk_select_entry_t **out,
+                           size_t *n)
+{
+    size_t cap = 4;
+    hk_select_entry_t *e = NULL;
+    *out = NULL;
+    *n = 0;
+    for (;;) {
+        hk_select_entry_t *grown = realloc(e, cap * sizeof *e);
+        if (!grown) {
+            free(e);
+            return HK_STATUS_OUT_OF_MEMORY;
+        }
+        e = grown;
+        size_t count = 0;
+        hk_status_t st = hk_loader_select_explain(loader, request, e, cap, &count);
+        if (count <= cap) {
+            *out = e;
+            *n = count;
+            return st;
+        }
+        cap = count; /* more plugins of that name than room: ask again */
+    }
+}
+
+static int make_handle(hk_host_target_t *t, const hk_host_opts_t *opts)
 {
     t->vt = hk_plugin_vtable(t->plugin);
     t->handle = NULL;
-    if (!t->vt->handle_create || !t->vt->handle_destroy) { /* the loader refuses these */
-        snprintf(why, len, "NOT_SUPPORTED: the plugin has no handle_create or handle_destroy");
+    t->handle_error[0] = '\0';
+    if (!t->vt->handle_create) { /* the loader refuses such a plugin: defensive */
+        snprintf(t->handle_error, sizeof t->handle_error,
+                 "NOT_SUPPORTED: the plugin has no handle_create");
         return -1;
     }
     hk_create_info_t ci = {sizeof ci, opts->device, 0};
     hk_status_t st = t->vt->handle_create(&ci, &t->handle);
     if (st == HK_STATUS_OK)
         return 0;
-    snprintf(why, len, "%s: %s", hk_status_name(st), hk_host_error(t, NULL));
+    char msg[768];
+    snprintf(t->handle_error, sizeof t->handle_error, "%s: %s", hk_status_name(st),
+             hk_host_error(t, NULL, msg, sizeof msg));
     t->handle = NULL;
     return -1;
 }
 
-int hk_host_pick(hk_loader_t *loader, const hk_host_opts_t *opts, hk_host_target_t *out)
+/* Why the default candidate `name` cannot be had, into buf: its file was
+ * refused, it is not there, or no loaded version is selectable. */
+static void unavailable(hk_loader_t *loader, const char *name, char *buf, size_t len)
 {
-    char why[512];
+    const hk_load_report_t *r = refusal_of(loader, name, strlen(name));
+    if (hk_loader_find(loader, name)) { /* loaded, but excluded or pinned away */
+        const char *e = hk_loader_last_error(loader);
+        size_t nl = strlen(name);
+        if (strncmp(e, name, nl) == 0 && strncmp(e + nl, ": ", 2) == 0)
+            e += nl + 2; /* the line starts with the request: said already */
+        snprintf(buf, len, "%s", e);
+    } else if (r) {
+        snprintf(buf, len, "%s was refused: %s: %s", r->path, hk_load_stage_name(r->stage),
+                 r->reason);
+    } else {
+        snprintf(buf, len, "not found in the plugin path");
+    }
+}
+
+/* The -p request: hk_loader_select, with the loader's reason. */
+static int choose_requested(hk_loader_t *loader, const hk_host_opts_t *opts,
+                            hk_host_target_t *out)
+{
+    const char *req = opts->plugin;
+    int path = strchr(req, '/') || (strlen(req) >= 3 && strcmp(req + strlen(req) - 3, ".so") == 0);
+    if (hk_loader_select(loader, req, &out->plugin) != HK_STATUS_OK) {
+        const char *at = strchr(req, '@');
+        const hk_load_report_t *r =
+            path || hk_loader_find(loader, req) ? NULL
+                                                : refusal_of(loader, req, at ? (size_t)(at - req)
+                                                                             : strlen(req));
+        if (r)
+            hk_host_fail("%s; %s was refused: %s: %s", hk_loader_last_error(loader), r->path,
+                         hk_load_stage_name(r->stage), r->reason);
+        else
+            hk_host_fail("%s", hk_loader_last_error(loader));
+        return HK_HOST_EXIT_FAIL;
+    }
+    snprintf(out->why, sizeof out->why, "-p %s", req);
+    hk_select_entry_t *e;
+    size_t n;
+    if (!path && explain(loader, req, &e, &n) == HK_STATUS_OK) {
+        for (size_t i = 0; i < n; i++) {
+            const char *why = e[i].reason;
+            if (e[i].verdict != HK_SELECT_CHOSEN)
+                continue;
+            if (strncmp(why, "chosen: ", 8) == 0)
+                why += 8;
+            snprintf(out->why, sizeof out->why, "-p %s: %s", req, why);
+        }
+        free(e);
+    }
+    make_handle(out, opts);
+    return 0;
+}
+
+int hk_host_choose(hk_loader_t *loader, const hk_host_opts_t *opts, hk_host_target_t *out)
+{
     memset(out, 0, sizeof *out);
-    if (opts->plugin) {
-        if (strchr(opts->plugin, '/')) {
-            if (hk_loader_open(loader, opts->plugin, &out->plugin) != HK_STATUS_OK) {
-                fprintf(stderr, "hk-host: %s\n", hk_host_esc(hk_loader_last_error(loader)));
-                return 1;
-            }
-        } else if (!(out->plugin = hk_loader_find(loader, opts->plugin))) {
-            const char *r = refusal_of(loader, opts->plugin);
-            fprintf(stderr, "hk-host: plugin \"%s\" %s%s (see hk-host list)\n",
-                    hk_host_esc(opts->plugin), r ? "was refused: " : "was not found",
-                    r ? hk_host_esc(r) : "");
-            return 1;
-        }
-        if (make_handle(out, opts, why, sizeof why) != 0) {
-            fprintf(stderr, "hk-host: %s: cannot create a handle: %s\n",
-                    hk_host_esc(hk_plugin_name(out->plugin)), why);
-            return 1;
-        }
-        printf("plugin: %s %s (chosen with --plugin)\n", hk_host_esc(hk_plugin_name(out->plugin)),
-               hk_host_esc(hk_plugin_version(out->plugin)));
-        return 0;
-    }
+    out->request = opts->plugin;
+    if (opts->plugin)
+        return choose_requested(loader, opts, out);
     /* Default: the GPU when one is usable, else the CPU, saying why. */
-    out->plugin = hk_loader_find(loader, "hk-cuda");
-    if (out->plugin && make_handle(out, opts, why, sizeof why) == 0) {
-        printf("plugin: hk-cuda %s (a CUDA device is usable)\n",
-               hk_host_esc(hk_plugin_version(out->plugin)));
-        return 0;
+    char why_cuda[1024];
+    if (hk_loader_select(loader, "hk-cuda", &out->plugin) == HK_STATUS_OK) {
+        if (make_handle(out, opts) == 0) {
+            snprintf(out->why, sizeof out->why, "a CUDA device is usable");
+            return 0;
+        }
+        snprintf(why_cuda, sizeof why_cuda, "%s", out->handle_error);
+    } else {
+        unavailable(loader, "hk-cuda", why_cuda, sizeof why_cuda);
     }
-    if (!out->plugin) {
-        const char *r = refusal_of(loader, "hk-cuda");
-        snprintf(why, sizeof why, "%s%s", r ? "refused: " : "not found in the plugin path",
-                 r ? hk_host_esc(r) : "");
+    if (hk_loader_select(loader, "hk-cpu", &out->plugin) != HK_STATUS_OK) {
+        char why_cpu[1024];
+        unavailable(loader, "hk-cpu", why_cpu, sizeof why_cpu);
+        hk_host_fail("no usable plugin: hk-cuda is unusable (%s) and hk-cpu %s", why_cuda,
+                     strcmp(why_cpu, "not found in the plugin path") == 0 ? "was not found"
+                                                                          : why_cpu);
+        return HK_HOST_EXIT_FAIL;
     }
-    out->plugin = hk_loader_find(loader, "hk-cpu");
-    if (!out->plugin) {
-        const char *r = refusal_of(loader, "hk-cpu");
-        fprintf(stderr, "hk-host: hk-cuda is unusable (%s) and hk-cpu %s%s\n", why,
-                r ? "was refused: " : "was not found", r ? hk_host_esc(r) : "");
-        return 1;
-    }
-    printf("plugin: hk-cpu %s (hk-cuda is unusable: %s)\n",
-           hk_host_esc(hk_plugin_version(out->plugin)), why);
-    if (make_handle(out, opts, why, sizeof why) != 0) {
-        fprintf(stderr, "hk-host: hk-cpu: cannot create a handle: %s\n", why);
-        return 1;
-    }
+    snprintf(out->why, sizeof out->why, "hk-cuda is unusable: %s", why_cuda);
+    make_handle(out, opts);
     return 0;
 }
 
@@ -185,68 +219,192 @@ void hk_host_release(hk_host_target_t *t)
     if (t->handle && t->vt->handle_destroy) {
         hk_status_t st = t->vt->handle_destroy(t->handle);
         if (st != HK_STATUS_OK)
-            fprintf(stderr, "hk-host: handle_destroy: %s\n", hk_status_name(st));
+            hk_host_fail("handle_destroy: %s", hk_status_name(st));
     }
     t->handle = NULL;
 }
 
+static const char *memory_of(const hk_plugin_t *p)
+{
+    uint32_t mem = hk_plugin_flags(p) & HK_PLUGIN_MEMORY_MASK;
+    return mem == HK_PLUGIN_MEMORY_HOST ? "host" : mem == HK_PLUGIN_MEMORY_CUDA ? "cuda" : NULL;
+}
+
+/* The members that describe a plugin, into the open JSON object. */
+static void json_plugin(hk_json_t *j, const hk_plugin_t *p)
+{
+    char abi[32];
+    uint32_t v = hk_plugin_abi(p);
+    snprintf(abi, sizeof abi, "%u.%u", HK_ABI_VERSION_MAJOR(v), HK_ABI_VERSION_MINOR(v));
+    hk_json_str(j, "name", hk_plugin_name(p));
+    hk_json_str(j, "version", hk_plugin_version(p));
+    hk_json_str(j, "abi", abi);
+    hk_json_str(j, "path", hk_plugin_path(p));
+    hk_json_int(j, "flags", hk_plugin_flags(p));
+    hk_json_bool(j, "unload_safe", (hk_plugin_flags(p) & HK_PLUGIN_UNLOAD_SAFE) != 0);
+    hk_json_str(j, "memory", memory_of(p));
+}
+
+void hk_host_print_choice(const hk_host_target_t *t)
+{
+    hk_json_t *j = hk_host_json();
+    if (!j) {
+        printf("plugin: %s %s (%s)\n", hk_host_esc(hk_plugin_name(t->plugin)),
+               hk_host_esc(hk_plugin_version(t->plugin)), hk_host_esc(t->why));
+        return;
+    }
+    hk_json_open(j, "plugin", '{');
+    json_plugin(j, t->plugin);
+    hk_json_str(j, "request", t->request);
+    hk_json_str(j, "why", t->why);
+    hk_json_close(j);
+}
+
+/* ---- list ---- */
+
+/* One line of the list: a plugin, whether its name selects it, and why. */
+typedef struct list_row {
+    hk_plugin_t *plugin;
+    const char *verdict; /* hk_select_verdict_name, or NULL */
+    char reason[HK_SELECT_REASON_MAX];
+} list_row_t;
+
+/* A name that a request can carry: not a path, no '@', no space or control
+ * character (hk_loader.h, "Version selection"). */
+static int requestable(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || strchr(name, '@') || strchr(name, '/') ||
+        (n >= 3 && !strcmp(name + n - 3, ".so")))
+        return 0;
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+        if (*c <= 0x20 || *c == 0x7f)
+            return 0;
+    return 1;
+}
+
+/* Rows for every plugin named like plugin `first`, in load order, at most
+ * room of them. */
+static size_t group_rows(hk_loader_t *loader, hk_plugin_t *first, list_row_t *rows, size_t room)
+{
+    const char *name = hk_plugin_name(first);
+    size_t k = 0, np = hk_loader_plugin_count(loader);
+    hk_select_entry_t *e = NULL;
+    size_t n = 0;
+    hk_status_t st = requestable(name) ? explain(loader, name, &e, &n) : HK_STATUS_INVALID_VALUE;
+    if (e && (st == HK_STATUS_OK || st == HK_STATUS_NOT_FOUND)) {
+        for (size_t i = 0; i < n && k < room; i++) {
+            rows[k].plugin = e[i].plugin;
+            rows[k].verdict = hk_select_verdict_name(e[i].verdict);
+            snprintf(rows[k++].reason, sizeof rows[0].reason, "%s", e[i].reason);
+        }
+        free(e);
+        return k;
+    }
+    free(e);
+    for (size_t i = 0; i < np && k < room; i++) {
+        hk_plugin_t *p = hk_loader_plugin(loader, i);
+        if (strcmp(hk_plugin_name(p), name) != 0)
+            continue;
+        rows[k].plugin = p;
+        rows[k].verdict = NULL;
+        if (st == HK_STATUS_INVALID_VALUE)
+            snprintf(rows[k++].reason, sizeof rows[0].reason,
+                     "its name cannot be requested (a space, control character, '@' or '/', "
+                     "or a .so ending): -p takes its path");
+        else
+            snprintf(rows[k++].reason, sizeof rows[0].reason, "not explained: %s",
+                     hk_status_string(st));
+    }
+    return k;
+}
+
+static void list_text(const list_row_t *rows, size_t n, hk_loader_t *loader)
+{
+    printf("%zu plugin(s) loaded; * marks the one its name selects (-p NAME):\n", n);
+    for (size_t i = 0; i < n; i++) {
+        hk_plugin_t *p = rows[i].plugin;
+        uint32_t abi = hk_plugin_abi(p);
+        int chosen = rows[i].verdict && strcmp(rows[i].verdict, "chosen") == 0;
+        printf("  %c %-10s %-8s ABI %u.%u  %s\n", chosen ? '*' : ' ',
+               hk_host_esc(hk_plugin_name(p)), hk_host_esc(hk_plugin_version(p)),
+               HK_ABI_VERSION_MAJOR(abi), HK_ABI_VERSION_MINOR(abi),
+               hk_host_esc(hk_plugin_path(p)));
+        if (!chosen)
+            printf("      %s\n", hk_host_esc(rows[i].reason));
+    }
+    size_t nr = hk_loader_report_count(loader), refused = 0;
+    for (size_t i = 0; i < nr; i++)
+        refused += hk_loader_report(loader, i)->stage != HK_STAGE_LOADED;
+    if (!refused)
+        return;
+    printf("%zu candidate(s) refused:\n", refused);
+    for (size_t i = 0; i < nr; i++) {
+        const hk_load_report_t *r = hk_loader_report(loader, i);
+        if (r->stage != HK_STAGE_LOADED)
+            printf("  %s: %s: %s\n", hk_host_esc(r->path), hk_load_stage_name(r->stage),
+                   hk_host_esc(r->reason));
+    }
+}
+
+static void list_json(hk_json_t *j, const list_row_t *rows, size_t n, hk_loader_t *loader)
+{
+    hk_json_open(j, "plugins", '[');
+    for (size_t i = 0; i < n; i++) {
+        hk_json_open(j, NULL, '{');
+        json_plugin(j, rows[i].plugin);
+        hk_json_bool(j, "selected", rows[i].verdict && !strcmp(rows[i].verdict, "chosen"));
+        hk_json_str(j, "verdict", rows[i].verdict);
+        hk_json_str(j, "reason", rows[i].reason);
+        hk_json_close(j);
+    }
+    hk_json_close(j);
+    hk_json_open(j, "refused", '[');
+    for (size_t i = 0; i < hk_loader_report_count(loader); i++) {
+        const hk_load_report_t *r = hk_loader_report(loader, i);
+        if (r->stage == HK_STAGE_LOADED)
+            continue;
+        hk_json_open(j, NULL, '{');
+        hk_json_str(j, "path", r->path);
+        hk_json_str(j, "stage", hk_load_stage_name(r->stage));
+        hk_json_str(j, "status", hk_status_name(r->status));
+        hk_json_str(j, "reason", r->reason);
+        hk_json_close(j);
+    }
+    hk_json_close(j);
+}
+
 int hk_host_cmd_list(const hk_host_opts_t *opts)
 {
+    hk_host_doc_begin(opts, "list");
     /* Refusals are this command's output: no warning lines besides. */
     hk_loader_t *loader = hk_host_loader(opts->verbose, 1);
     if (!loader)
-        return 1;
-    size_t np = hk_loader_plugin_count(loader), nr = hk_loader_report_count(loader);
-    printf("%zu plugin(s) loaded:\n", np);
+        return hk_host_doc_end(HK_HOST_EXIT_FAIL);
+    size_t np = hk_loader_plugin_count(loader), n = 0;
+    list_row_t *rows = calloc(np ? np : 1, sizeof *rows);
+    if (!rows) {
+        hk_host_fail("list: out of memory");
+        hk_loader_destroy(loader);
+        return hk_host_doc_end(HK_HOST_EXIT_FAIL);
+    }
+    /* Grouped by name, in the order each name was first loaded. */
     for (size_t i = 0; i < np; i++) {
         hk_plugin_t *p = hk_loader_plugin(loader, i);
-        uint32_t abi = hk_plugin_abi(p);
-        printf("  %-10s %-8s ABI %u.%u  %s\n", hk_host_esc(hk_plugin_name(p)),
-               hk_host_esc(hk_plugin_version(p)), HK_ABI_VERSION_MAJOR(abi),
-               HK_ABI_VERSION_MINOR(abi), hk_host_esc(hk_plugin_path(p)));
+        int seen = 0;
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = strcmp(hk_plugin_name(hk_loader_plugin(loader, k)), hk_plugin_name(p)) == 0;
+        if (!seen)
+            n += group_rows(loader, p, rows + n, np - n);
     }
-    size_t refused = 0;
-    for (size_t i = 0; i < nr; i++)
-        refused += hk_loader_report(loader, i)->stage != HK_STAGE_LOADED;
-    if (refused) {
-        printf("%zu candidate(s) refused:\n", refused);
-        for (size_t i = 0; i < nr; i++) {
-            const hk_load_report_t *r = hk_loader_report(loader, i);
-            if (r->stage != HK_STAGE_LOADED)
-                printf("  %s: %s: %s\n", hk_host_esc(r->path), hk_load_stage_name(r->stage),
-                       hk_host_esc(r->reason));
-        }
-    }
+    /* The reports are read after the selection: a malformed HK_PLUGIN_PIN or
+     * HK_PLUGIN_EXCLUDE entry is reported by it. */
+    hk_json_t *j = hk_host_json();
+    if (j)
+        list_json(j, rows, n, loader);
+    else
+        list_text(rows, n, loader);
+    free(rows);
     hk_loader_destroy(loader);
-    return np ? 0 : 1;
-}
-
-int hk_host_cmd_info(const hk_host_opts_t *opts)
-{
-    hk_loader_t *loader = hk_host_loader(opts->verbose, 0);
-    if (!loader)
-        return 1;
-    hk_host_target_t t;
-    int rc = hk_host_pick(loader, opts, &t);
-    if (rc == 0) {
-        uint32_t abi = hk_plugin_abi(t.plugin);
-        printf("path: %s\nABI: %u.%u%s\ntables:", hk_host_esc(hk_plugin_path(t.plugin)),
-               HK_ABI_VERSION_MAJOR(abi), HK_ABI_VERSION_MINOR(abi),
-               (hk_plugin_flags(t.plugin) & HK_PLUGIN_UNLOAD_SAFE) ? " (unload-safe)" : "");
-        const char *name;
-        for (size_t i = 0; t.vt->enum_tables && t.vt->enum_tables(i, &name) == HK_STATUS_OK; i++)
-            printf(" %s", hk_host_esc(name));
-        printf("%s\n", t.vt->enum_tables ? "" : " (not supported: no enum_tables)");
-        uint32_t mem = hk_plugin_flags(t.plugin) & HK_PLUGIN_MEMORY_MASK;
-        printf("memory: %s\n", mem == HK_PLUGIN_MEMORY_HOST   ? "host"
-                               : mem == HK_PLUGIN_MEMORY_CUDA ? "CUDA device"
-                                                              : "not stated (ABI before 1.2)");
-        hk_handle_info_t hi = {.size = sizeof hi};
-        if (t.vt->handle_info && t.vt->handle_info(t.handle, &hi) == HK_STATUS_OK)
-            printf("handle: device %d, context id %llu, owns primary: %s\n", hi.device,
-                   (unsigned long long)hi.context_id, hi.owns_primary ? "yes" : "no");
-        hk_host_release(&t);
-    }
-    hk_loader_destroy(loader);
-    return rc;
+    return hk_host_doc_end(np ? HK_HOST_EXIT_OK : HK_HOST_EXIT_FAIL);
 }

@@ -55,30 +55,67 @@ static double seconds(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* Text: one row. JSON: one element of "rows". result: "ok", "wrong",
+ * "failed", "not-supported"; error: the failed call's or the missing slot's
+ * line, raw. */
+static void row(run_ctx_t *c, const char *op, const char *mode, const char *result,
+                hk_status_t st, const char *error, double err, double tol, double dt)
+{
+    hk_json_t *j = hk_host_json();
+    hk_host_progress_clear();
+    if (j) {
+        hk_json_open(j, NULL, '{');
+        hk_json_str(j, "op", op);
+        hk_json_str(j, "mode", mode);
+        hk_json_int(j, "n", c->n);
+        hk_json_str(j, "result", result);
+        hk_json_str(j, "status", st == HK_STATUS_OK ? NULL : hk_status_name(st));
+        hk_json_str(j, "error", error);
+        int measured = !strcmp(result, "ok") || !strcmp(result, "wrong");
+        hk_json_num(j, "rel_err", measured ? err : NAN);
+        hk_json_num(j, "tol", measured ? tol : NAN);
+        hk_json_num(j, "time_ms", measured ? dt * 1e3 : NAN);
+        hk_json_close(j);
+    } else if (!strcmp(result, "not-supported")) {
+        printf("  %-6s %-6s n=%-9lld not supported (%s)\n", op, mode, (long long)c->n, error);
+    } else if (!strcmp(result, "failed")) {
+        printf("  %-6s %-6s n=%-9lld FAILED: %s: %s\n", op, mode, (long long)c->n,
+               hk_status_name(st), hk_host_esc(error));
+    } else {
+        printf("  %-6s %-6s n=%-9lld %s  rel.err %.2e (tol %.0e)  %.2f ms\n", op, mode,
+               (long long)c->n, !strcmp(result, "ok") ? "ok   " : "WRONG", err, tol, dt * 1e3);
+    }
+    fflush(stdout);
+}
+
 static int report(run_ctx_t *c, const char *op, const char *mode, hk_status_t st, double err,
                   double tol, double dt)
 {
     c->checks++;
     if (st != HK_STATUS_OK) {
+        char msg[1024];
         c->failures++;
-        printf("  %-6s %-6s n=%-9lld FAILED: %s: %s\n", op, mode, (long long)c->n,
-               hk_status_name(st), hk_host_error(c->t, c->t->handle));
+        row(c, op, mode, "failed", st, hk_host_error(c->t, c->t->handle, msg, sizeof msg), 0, 0,
+            0);
         return -1;
     }
     int ok = err <= tol; /* NaN fails too */
     if (!ok)
         c->failures++;
-    printf("  %-6s %-6s n=%-9lld %s  rel.err %.2e (tol %.0e)  %.2f ms\n", op, mode,
-           (long long)c->n, ok ? "ok   " : "WRONG", err, tol, dt * 1e3);
-    fflush(stdout);
+    row(c, op, mode, ok ? "ok" : "wrong", st, NULL, err, tol, dt);
     return ok ? 0 : -1;
 }
 
 static void unsupported(run_ctx_t *c, const char *op, const char *mode, const char *why)
 {
     c->unsupported++;
-    printf("  %-6s %-6s n=%-9lld not supported (%s)\n", op, mode, (long long)c->n, why);
-    fflush(stdout);
+    row(c, op, mode, "not-supported", HK_STATUS_OK, why, 0, 0, 0);
+}
+
+/* The progress line before an op: which one, of the 20 rows. */
+static void step(run_ctx_t *c, const char *op, const char *mode)
+{
+    hk_host_progress(c->checks + c->unsupported + 1, "%s %s n=%lld", op, mode, (long long)c->n);
 }
 
 /* Waits for the op's work when the plugin can say so, and times it. */
@@ -98,8 +135,9 @@ static void *upload(run_ctx_t *c, const void *src, size_t bytes)
     if (st == HK_STATUS_OK)
         st = c->m.copy_to_device(c->t->handle, d, src, bytes);
     if (st != HK_STATUS_OK) {
-        fprintf(stderr, "hk-host: device memory (%zu bytes): %s: %s\n", bytes,
-                hk_status_name(st), hk_host_error(c->t, c->t->handle));
+        char msg[1024];
+        hk_host_fail("device memory (%zu bytes): %s: %s", bytes, hk_status_name(st),
+                     hk_host_error(c->t, c->t->handle, msg, sizeof msg));
         if (st == HK_STATUS_OUT_OF_MEMORY)
             c->no_memory = 1;
         if (d)
@@ -128,6 +166,7 @@ static void lane_free(run_ctx_t *c, lane_t *l)
 #define HK_HOST_OPS(T, P, TOL, RTOL)                                                    \
     static void axpy_##P(run_ctx_t *c, lane_t *l, T alpha, const T *pa)                 \
     {                                                                                   \
+        step(c, #P "axpy", l->mode);                                                    \
         const T *x = l->x, *y = l->y;                                                   \
         T *out = l->out;                                                                \
         if (!c->b.P##axpy) {                                                            \
@@ -154,6 +193,7 @@ static void lane_free(run_ctx_t *c, lane_t *l)
     /* y := alpha y; y holds ref. */                                                    \
     static void scal_##P(run_ctx_t *c, lane_t *l, T alpha, const T *pa)                 \
     {                                                                                   \
+        step(c, #P "scal", l->mode);                                                    \
         T *out = l->out;                                                                \
         if (!c->b.P##scal) {                                                            \
             unsupported(c, #P "scal", l->mode, "hk.blas1/1 has no " #P "scal");         \
@@ -177,6 +217,7 @@ static void lane_free(run_ctx_t *c, lane_t *l)
      * dot still computes x . x. */                                                     \
     static void copy_##P(run_ctx_t *c, lane_t *l)                                       \
     {                                                                                   \
+        step(c, #P "copy", l->mode);                                                    \
         if (!c->b.P##copy) {                                                            \
             unsupported(c, #P "copy", l->mode, "hk.blas1/1 has no " #P "copy");         \
             hk_status_t st = c->m.copy_to_device(c->t->handle, l->dy, l->x, l->bytes);  \
@@ -204,6 +245,7 @@ static void lane_free(run_ctx_t *c, lane_t *l)
         }                                                                               \
         T res = 0;                                                                      \
         int dev = l->pm == HK_POINTER_MODE_DEVICE;                                      \
+        step(c, #P "dot", l->mode);                                                     \
         if (!c->b.P##dot) {                                                             \
             unsupported(c, #P "dot", l->mode, "hk.blas1/1 has no " #P "dot");           \
         } else {                                                                        \
@@ -215,6 +257,7 @@ static void lane_free(run_ctx_t *c, lane_t *l)
                 st = c->m.copy_to_host(c->t->handle, &res, l->dscal, sizeof res);       \
             report(c, #P "dot", l->mode, st, fabs(res - want) / (mag + 1e-300), RTOL, dt); \
         }                                                                               \
+        step(c, #P "nrm2", l->mode);                                                    \
         if (!c->b.P##nrm2) {                                                            \
             unsupported(c, #P "nrm2", l->mode, "hk.blas1/1 has no " #P "nrm2");         \
             return;                                                                     \
@@ -249,11 +292,13 @@ static void lane_free(run_ctx_t *c, lane_t *l)
         l.ref = malloc((size_t)c->n * sizeof(double) + sizeof(double));                 \
         int rc = -1;                                                                    \
         if (!l.x || !l.y || !l.out || !l.ref) {                                         \
-            fprintf(stderr, "hk-host: --size %lld: cannot allocate %zu bytes of host "  \
-                    "memory\n", (long long)c->n, 3 * l.bytes + (size_t)c->n * 8);       \
+            hk_host_fail("--size %lld: cannot allocate %zu bytes of host memory",       \
+                         (long long)c->n, 3 * l.bytes + (size_t)c->n * 8);              \
             c->no_memory = 1;                                                           \
             goto out;                                                                   \
         }                                                                               \
+        hk_host_progress(c->checks + c->unsupported + 1, "%s %s: preparing n=%lld",     \
+                         #T, l.mode, (long long)c->n);                                  \
         unsigned s = c->seed;                                                           \
         T *x = l.x, *y = l.y;                                                           \
         for (int64_t i = 0; i < c->n; i++) {                                            \
@@ -293,16 +338,16 @@ static int size_fits(int64_t n)
 {
     size_t need;
     if (__builtin_mul_overflow((uint64_t)n + 1, (uint64_t)4 * sizeof(double), &need)) {
-        fprintf(stderr, "hk-host: --size %lld: the workload needs 32 bytes per element, more "
-                "than this machine can address\n", (long long)n);
+        hk_host_fail("--size %lld: the workload needs 32 bytes per element, more than this "
+                     "machine can address", (long long)n);
         return -1;
     }
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     size_t have;
     if (pages > 0 && page > 0 && !__builtin_mul_overflow((size_t)pages, (size_t)page, &have) &&
         need > have) {
-        fprintf(stderr, "hk-host: --size %lld: the workload needs %zu bytes of host memory, "
-                "this machine has %zu\n", (long long)n, need, have);
+        hk_host_fail("--size %lld: the workload needs %zu bytes of host memory, this machine "
+                     "has %zu", (long long)n, need, have);
         return -1;
     }
     return 0;
@@ -312,14 +357,14 @@ static int size_fits(int64_t n)
  * do without. Returns 0 or prints why and returns -1. */
 static int take_tables(run_ctx_t *c)
 {
-    const char *name = hk_host_esc(hk_plugin_name(c->t->plugin));
+    const char *name = hk_plugin_name(c->t->plugin);
     hk_status_t st = hk_plugin_get_table(c->t->plugin, HK_TABLE_BLAS1_V1, &c->b, sizeof c->b);
     if (st == HK_STATUS_OK)
         st = hk_plugin_get_table(c->t->plugin, HK_TABLE_MEMORY_V1, &c->m, sizeof c->m);
     if (st != HK_STATUS_OK) {
-        fprintf(stderr, "hk-host: %s: cannot take table %s: %s: %s\n", name,
-                c->b.size ? HK_TABLE_MEMORY_V1 : HK_TABLE_BLAS1_V1, hk_status_name(st),
-                st == HK_STATUS_NOT_FOUND ? "the plugin has none" : hk_status_string(st));
+        hk_host_fail("%s: cannot take table %s: %s: %s", name,
+                     c->b.size ? HK_TABLE_MEMORY_V1 : HK_TABLE_BLAS1_V1, hk_status_name(st),
+                     st == HK_STATUS_NOT_FOUND ? "the plugin has none" : hk_status_string(st));
         return -1;
     }
     const char *missing = !c->m.alloc            ? "alloc"
@@ -328,48 +373,84 @@ static int take_tables(run_ctx_t *c)
                           : !c->m.copy_to_host   ? "copy_to_host"
                                                  : NULL;
     if (missing) {
-        fprintf(stderr, "hk-host: %s: %s has no %s: the workload cannot place its data\n",
-                name, HK_TABLE_MEMORY_V1, missing);
+        hk_host_fail("%s: %s has no %s: the workload cannot place its data", name,
+                     HK_TABLE_MEMORY_V1, missing);
         return -1;
     }
     return 0;
 }
 
-int hk_host_cmd_run(const hk_host_opts_t *opts)
+static void summary(const run_ctx_t *c)
 {
-    if (size_fits(opts->n) != 0)
-        return HK_HOST_EXIT_MEMORY;
-    hk_loader_t *loader = hk_host_loader(opts->verbose, 0);
-    if (!loader)
-        return HK_HOST_EXIT_FAIL;
-    hk_host_target_t t;
-    int rc = hk_host_pick(loader, opts, &t);
-    if (rc != 0)
-        goto out;
-    run_ctx_t c = {.t = &t, .n = opts->n, .seed = opts->seed};
-    if (take_tables(&c) != 0) {
-        rc = HK_HOST_EXIT_FAIL;
-        goto release;
+    const char *verdict = c->failures ? "FAILED" : "all results verified";
+    hk_json_t *j = hk_host_json();
+    hk_host_progress_clear();
+    if (j) {
+        hk_json_open(j, "summary", '{');
+        hk_json_int(j, "checks", c->checks);
+        hk_json_int(j, "wrong_or_failed", c->failures);
+        hk_json_int(j, "not_supported", c->unsupported);
+        hk_json_str(j, "verdict", verdict);
+        hk_json_close(j);
+    } else if (c->unsupported) {
+        printf("%d checks, %d wrong or failed, %d not supported: %s\n", c->checks, c->failures,
+               c->unsupported, verdict);
+    } else {
+        printf("%d checks, %d wrong or failed: %s\n", c->checks, c->failures, verdict);
     }
-    printf("workload: hk.blas1/1, every op in float and double, n = %lld, seed %u\n",
-           (long long)opts->n, opts->seed);
+}
+
+/* Both types in both pointer modes. Returns the exit status. */
+static int workload(run_ctx_t *c, const hk_host_opts_t *opts)
+{
+    hk_json_t *j = hk_host_json();
+    if (j) {
+        hk_json_open(j, "workload", '{');
+        hk_json_str(j, "table", HK_TABLE_BLAS1_V1);
+        hk_json_int(j, "n", opts->n);
+        hk_json_int(j, "seed", opts->seed);
+        hk_json_close(j);
+        hk_json_open(j, "rows", '[');
+    } else {
+        printf("workload: hk.blas1/1, every op in float and double, n = %lld, seed %u\n",
+               (long long)opts->n, opts->seed);
+    }
+    hk_host_progress_start(opts, 20);
     static const hk_pointer_mode_t modes[] = {HK_POINTER_MODE_HOST, HK_POINTER_MODE_DEVICE};
     for (int k = 0; k < 2; k++) {
-        if (run_s(&c, modes[k]) != 0 || run_d(&c, modes[k]) != 0) {
-            rc = c.no_memory ? HK_HOST_EXIT_MEMORY : HK_HOST_EXIT_FAIL;
-            goto release;
+        if (run_s(c, modes[k]) != 0 || run_d(c, modes[k]) != 0) {
+            hk_host_progress_clear();
+            return c->no_memory ? HK_HOST_EXIT_MEMORY : HK_HOST_EXIT_FAIL;
         }
     }
-    if (c.unsupported)
-        printf("%d checks, %d wrong or failed, %d not supported: %s\n", c.checks, c.failures,
-               c.unsupported, c.failures ? "FAILED" : "all results verified");
-    else
-        printf("%d checks, %d wrong or failed: %s\n", c.checks, c.failures,
-               c.failures ? "FAILED" : "all results verified");
-    rc = c.failures ? HK_HOST_EXIT_FAIL : HK_HOST_EXIT_OK;
-release:
+    if (j)
+        hk_json_close(j); /* rows */
+    summary(c);
+    return c->failures ? HK_HOST_EXIT_FAIL : HK_HOST_EXIT_OK;
+}
+
+int hk_host_cmd_run(const hk_host_opts_t *opts)
+{
+    hk_host_doc_begin(opts, "run");
+    if (size_fits(opts->n) != 0)
+        return hk_host_doc_end(HK_HOST_EXIT_MEMORY);
+    hk_loader_t *loader = hk_host_loader(opts->verbose, 1);
+    if (!loader)
+        return hk_host_doc_end(HK_HOST_EXIT_FAIL);
+    hk_host_target_t t;
+    int rc = hk_host_choose(loader, opts, &t);
+    if (rc != 0)
+        goto out;
+    hk_host_print_choice(&t);
+    if (!t.handle) {
+        hk_host_fail("%s: cannot create a handle: %s", hk_plugin_name(t.plugin), t.handle_error);
+        rc = HK_HOST_EXIT_FAIL;
+        goto out;
+    }
+    run_ctx_t c = {.t = &t, .n = opts->n, .seed = opts->seed};
+    rc = take_tables(&c) != 0 ? HK_HOST_EXIT_FAIL : workload(&c, opts);
     hk_host_release(&t);
 out:
     hk_loader_destroy(loader);
-    return rc;
+    return hk_host_doc_end(rc);
 }

@@ -1,7 +1,14 @@
 /* hk-host, run as a user would: list, fallback to hk-cpu without a driver,
  * hk-cuda on the simulated driver, a wrong result, a plugin lacking slots,
- * hostile names, impossible sizes, bad arguments. */
+ * hostile names, impossible sizes, bad arguments, --version and --help,
+ * -p with NAME@RANGE and paths, list's marks with two versions side by side,
+ * info without a usable GPU, --json checked by a strict parser, the progress
+ * line (only on a terminal), and the validate and bench commands. */
+#include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
+#include <pty.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,14 +16,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "hk_abi.h"
 #include "hk_test.h"
 
-/* Runs the shell command cmd (stderr folded into stdout); returns the exit
- * status and the output in a malloc'ed *out. */
-static int run(const char *cmd, char **out)
+/* Runs the shell command cmd; returns the exit status and the output in a
+ * malloc'ed *out. what: "2>&1" (stdout and stderr), "2>/dev/null" (stdout
+ * only) or "2>&1 >/dev/null" (stderr only). */
+static int run_to(const char *cmd, const char *what, char **out)
 {
-    char full[4096];
-    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    char full[8192];
+    snprintf(full, sizeof full, "%s %s", cmd, what);
     FILE *p = popen(full, "r");
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap);
@@ -42,6 +51,47 @@ static int run(const char *cmd, char **out)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+static int run(const char *cmd, char **out) { return run_to(cmd, "2>&1", out); }
+static int run_out(const char *cmd, char **out) { return run_to(cmd, "2>/dev/null", out); }
+static int run_err(const char *cmd, char **out) { return run_to(cmd, "2>&1 >/dev/null", out); }
+
+/* Runs cmd with its stdout, stderr and stdin on a pseudo-terminal. */
+static int run_tty(const char *cmd, char **out)
+{
+    int master;
+    pid_t pid = forkpty(&master, NULL, NULL, NULL);
+    if (pid < 0) {
+        *out = NULL;
+        return -1;
+    }
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    for (ssize_t n; buf;) {
+        if (len + 4096 > cap) {
+            char *grown = realloc(buf, cap *= 2);
+            if (!grown)
+                break;
+            buf = grown;
+        }
+        n = read(master, buf + len, cap - len - 1);
+        if (n > 0)
+            len += (size_t)n;
+        else if (!(n < 0 && errno == EINTR))
+            break; /* EIO: the terminal's other side is closed */
+    }
+    if (buf)
+        buf[len] = '\0';
+    close(master);
+    int st;
+    waitpid(pid, &st, 0);
+    *out = buf;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 static int has(const char *out, const char *needle)
 {
     int ok = out && strstr(out, needle) != NULL;
@@ -50,26 +100,91 @@ static int has(const char *out, const char *needle)
     return ok;
 }
 
-#define NO_DRIVER "env -u LD_LIBRARY_PATH -u HK_PLUGIN_PATH HK_CUDA_DRIVER=/nonexistent/libcuda.so.1 "
+static int lines(const char *s)
+{
+    int n = 0;
+    for (; s && *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* Feeds doc to tests/host/json_check.py with the Python expressions given
+ * (NULL-terminated; the document is `d`). Returns the checker's status. */
+static int json_check(const char *doc, ...)
+{
+    char cmd[8192];
+    int k = snprintf(cmd, sizeof cmd, "%s %s", HK_TEST_PYTHON, HK_TEST_JSON_CHECK);
+    va_list ap;
+    va_start(ap, doc);
+    for (const char *e; (e = va_arg(ap, const char *));)
+        k += snprintf(cmd + k, sizeof cmd - (size_t)k, " '%s'", e);
+    va_end(ap);
+    FILE *p = popen(cmd, "w");
+    if (!p)
+        return -1;
+    fputs(doc ? doc : "", p);
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A fresh directory beside the build's tests: the loader refuses anything
+ * below a directory that others can write, /tmp included. */
+static void temp_dir(char *dir, size_t len, const char *tag)
+{
+    char *copy = strdup(HK_TEST_HOST);
+    snprintf(dir, len, "%s/../hk_host_%sXXXXXX", dirname(copy), tag);
+    free(copy);
+    CU_ASSERT_FATAL(mkdtemp(dir) != NULL);
+}
+
+static void remove_tree(const char *dir)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CU_ASSERT(system(cmd) == 0);
+}
+
+static void copy_file(const char *from, const char *to, mode_t mode)
+{
+    FILE *in = fopen(from, "rb"), *o = fopen(to, "wb");
+    CU_ASSERT_FATAL(in && o);
+    char buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        CU_ASSERT_FATAL(fwrite(buf, 1, n, o) == n);
+    fclose(in);
+    CU_ASSERT_FATAL(fclose(o) == 0);
+    CU_ASSERT_FATAL(chmod(to, mode) == 0);
+}
+
+static void write_file(const char *path, const char *text, mode_t mode)
+{
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_FATAL(f != NULL);
+    fputs(text, f);
+    CU_ASSERT_FATAL(fclose(f) == 0);
+    CU_ASSERT_FATAL(chmod(path, mode) == 0);
+}
+
+#define NO_DRIVER                                                                         \
+    "env -u LD_LIBRARY_PATH -u HK_PLUGIN_PATH -u HK_PLUGIN_PIN -u HK_PLUGIN_EXCLUDE "    \
+    "HK_CUDA_DRIVER=/nonexistent/libcuda.so.1 "
+#define TWINS "env -u LD_LIBRARY_PATH HK_PLUGIN_PATH=" HK_TEST_TWIN_DIR " HK_CUDA_DRIVER=/x "
 
 static void test_list(void)
 {
     char *out;
     CU_ASSERT_EQUAL(run(NO_DRIVER HK_TEST_HOST " list", &out), 0);
-    CU_ASSERT(has(out, "2 plugin(s) loaded"));
-    CU_ASSERT(has(out, "hk-cpu     1.0.0    ABI 1.2"));
+    CU_ASSERT(has(out, "2 plugin(s) loaded; * marks the one its name selects"));
+    CU_ASSERT(has(out, "  * hk-cpu     1.0.0    ABI 1.2  "));
     CU_ASSERT(has(out, "hk-cuda"));
     free(out);
 }
 
 static void test_list_reports_refused(void)
 {
-    /* In the build tree: the loader refuses anything below a directory that
-     * others can write, /tmp included. */
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/../hk_host_testXXXXXX", dirname(strdupa(HK_TEST_HOST)));
-    CU_ASSERT_FATAL(mkdtemp(dir) != NULL);
-    char path[600], cmd[1400], *out;
+    char dir[512], path[600], cmd[1400], *out;
+    temp_dir(dir, sizeof dir, "test");
     snprintf(path, sizeof path, "%s/notaplugin.so", dir);
     FILE *f = fopen(path, "w");
     CU_ASSERT_FATAL(f != NULL);
@@ -88,8 +203,57 @@ static void test_list_reports_refused(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(first);
     CU_ASSERT_PTR_NULL(strstr(first + 1, "notaplugin.so: open"));
     free(out);
-    unlink(path);
-    rmdir(dir);
+    remove_tree(dir);
+}
+
+/* Two versions of hk-twin side by side: the name selects 1.10.0 (a text
+ * comparison would take 1.4.1), and the other line says why not it. */
+static void test_list_marks_chosen_version(void)
+{
+    char *out;
+    CU_ASSERT_EQUAL(run(TWINS HK_TEST_HOST " list", &out), 0);
+    CU_ASSERT(has(out, "  * hk-twin    1.10.0   ABI 1.2  " HK_TEST_TWIN_DIR "/hk-twin-b.so\n"));
+    CU_ASSERT(has(out, "\n    hk-twin    1.4.1    ABI 1.2  " HK_TEST_TWIN_DIR "/hk-twin-a.so\n"
+                       "      lower than 1.10.0, the chosen version\n"));
+    CU_ASSERT(has(out, "  * hk-cpu "));
+    free(out);
+    CU_ASSERT_EQUAL(run(TWINS "HK_PLUGIN_EXCLUDE=hk-twin@1.10.0 " HK_TEST_HOST " list", &out), 0);
+    CU_ASSERT(has(out, "  * hk-twin    1.4.1 "));
+    CU_ASSERT(has(out, "/hk-twin-b.so\n"
+                       "      excluded by HK_PLUGIN_EXCLUDE entry hk-twin@1.10.0\n"));
+    free(out);
+    CU_ASSERT_EQUAL(run(TWINS "HK_PLUGIN_PIN=hk-twin@1.4.1 " HK_TEST_HOST " list", &out), 0);
+    CU_ASSERT(has(out, "  * hk-twin    1.4.1 "));
+    CU_ASSERT(has(out, "/hk-twin-b.so\n      pinned to 1.4.1 by HK_PLUGIN_PIN\n"));
+    free(out);
+}
+
+static void test_plugin_request(void)
+{
+    char *out;
+    CU_ASSERT_EQUAL(run(TWINS HK_TEST_HOST " run -n 100 -p hk-twin@~1.4", &out), 0);
+    CU_ASSERT(has(out, "plugin: hk-twin 1.4.1 (-p hk-twin@~1.4: highest version in ~1.4)\n"));
+    CU_ASSERT(has(out, "all results verified"));
+    free(out);
+    CU_ASSERT_EQUAL(run(TWINS HK_TEST_HOST " -p hk-twin run -n 100", &out), 0);
+    CU_ASSERT(has(out, "plugin: hk-twin 1.10.0 (-p hk-twin: highest version in any release)\n"));
+    free(out);
+    CU_ASSERT_EQUAL(run(TWINS HK_TEST_HOST " info -p " HK_TEST_TWIN_A, &out), 0);
+    CU_ASSERT(has(out, "plugin: hk-twin 1.4.1 (-p " HK_TEST_TWIN_A ")\n"));
+    free(out);
+    /* Nothing in range: one line on stderr naming every candidate, no output. */
+    CU_ASSERT_EQUAL(run_out(TWINS HK_TEST_HOST " run -p hk-twin@^2", &out), 1);
+    CU_ASSERT_STRING_EQUAL(out, "");
+    free(out);
+    CU_ASSERT_EQUAL(run_err(TWINS HK_TEST_HOST " run -p hk-twin@^2", &out), 1);
+    CU_ASSERT(has(out, "hk-host: hk-twin@^2: found 1.4.1 ("));
+    CU_ASSERT(has(out, "1.10.0 (" HK_TEST_TWIN_DIR "/hk-twin-b.so: outside ^2); none in range\n"));
+    CU_ASSERT_EQUAL(lines(out), 1);
+    free(out);
+    CU_ASSERT_EQUAL(run_err(TWINS HK_TEST_HOST " info -p hk-twin@1.x.y.z", &out), 1);
+    CU_ASSERT(has(out, "bad range"));
+    CU_ASSERT_EQUAL(lines(out), 1);
+    free(out);
 }
 
 static void test_run_falls_back_without_driver(void)
@@ -104,6 +268,7 @@ static void test_run_falls_back_without_driver(void)
 
 static void test_run_on_simulated_gpu(void)
 {
+#ifdef HK_TEST_SIM_DIR
     char *out;
     CU_ASSERT_EQUAL(run("env LD_LIBRARY_PATH=" HK_TEST_SIM_DIR
                         " HK_CUDA_DRIVER=" HK_TEST_SIM_DIR "/libcuda.so.1 " HK_TEST_HOST
@@ -114,6 +279,7 @@ static void test_run_on_simulated_gpu(void)
     CU_ASSERT(has(out, "(a CUDA device is usable)"));
     CU_ASSERT(has(out, "20 checks, 0 wrong or failed: all results verified"));
     free(out);
+#endif
 }
 
 static void test_run_catches_wrong_result(void)
@@ -143,37 +309,41 @@ static void test_run_on_plugin_missing_slots(void)
                        "set_pointer_mode)"));
     CU_ASSERT(has(out, "6 checks, 0 wrong or failed, 14 not supported: all results verified"));
     free(out);
+    /* info counts the slots the plugin fills in the table the host gets */
+    CU_ASSERT_EQUAL(run(NO_DRIVER HK_TEST_HOST " info -p " HK_TEST_MISSING, &out), 0);
+    CU_ASSERT(has(out, "  hk.blas1/1     72 bytes, 6 of 10 slots\n"));
+    free(out);
+}
+
+/* The evil plugin under a file name with control characters, in a fresh
+ * directory (*dir), with a file that is not a plugin beside it. */
+static void evil_dir(char *dir, size_t len)
+{
+    char path[600];
+    temp_dir(dir, len, "esc");
+    snprintf(path, sizeof path, "%s/evil\001\nname.so", dir);
+    copy_file(HK_TEST_EVIL, path, 0755);
+    snprintf(path, sizeof path, "%s/notaplugin.so", dir);
+    write_file(path, "this is not an ELF file, whatever its name says, and it is long enough "
+                     "to be read as a header by the loader's ELF check\n", 0644);
 }
 
 /* A plugin's name and version and a file's name reach the terminal escaped:
  * no raw control character from them is printed. */
 static void test_plugin_strings_escaped(void)
 {
-    /* In the build tree: the loader refuses directories others can write. */
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/../hk_host_escXXXXXX", dirname(strdupa(HK_TEST_HOST)));
-    CU_ASSERT_FATAL(mkdtemp(dir) != NULL);
-    char path[600], cmd[1400], *out;
-    snprintf(path, sizeof path, "%s/evil\001\nname.so", dir);
-    FILE *in = fopen(HK_TEST_EVIL, "rb"), *to = fopen(path, "wb");
-    CU_ASSERT_FATAL(in && to);
-    char buf[1 << 16];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
-        CU_ASSERT_FATAL(fwrite(buf, 1, n, to) == n);
-    fclose(in);
-    CU_ASSERT_FATAL(fclose(to) == 0);
+    char dir[512], cmd[1400], *out;
+    evil_dir(dir, sizeof dir);
     snprintf(cmd, sizeof cmd, "env HK_PLUGIN_PATH=%s HK_CUDA_DRIVER=/x " HK_TEST_HOST " list", dir);
     CU_ASSERT_EQUAL(run(cmd, &out), 0);
     CU_ASSERT(has(out, "hk-\\x1b[31mevil\\x07\\x09name 1.0\\x7f  ABI 1.2"));
-    CU_ASSERT(has(out, "/evil\\x01\\x0aname.so\n"));
+    CU_ASSERT(has(out, "/evil\\x01\\x0aname.so\n      its name cannot be requested"));
     int raw = 0;
     for (const char *c = out; c && *c; c++)
         raw += (*c > 0 && *c < 0x20 && *c != '\n') || *c == 0x7f;
     CU_ASSERT_EQUAL(raw, 0);
     free(out);
-    unlink(path);
-    rmdir(dir);
+    remove_tree(dir);
 }
 
 /* Sizes whose memory cannot be had: one line saying why, exit status 3,
@@ -195,21 +365,319 @@ static void test_run_refuses_impossible_sizes(void)
     free(out);
 }
 
+/* Usage errors: status 2 and one line; a plugin that is not there: 1. */
 static void test_bad_arguments(void)
 {
+    static const struct {
+        const char *args, *says;
+        int rc;
+    } cases[] = {
+        {" run -p no-such-plugin", "hk-host: no-such-plugin: no plugin named no-such-plugin is "
+                                   "loaded (loaded: hk-cpu",
+         1},
+        {" frobnicate", "unknown command \"frobnicate\"", 2},
+        {" run -n lots", "--size lots: not a number", 2},
+        {"", "no command given", 2},
+        {" --frob list", "unknown option --frob", 2},
+        {" list -x", "unknown option -x", 2},
+        {" run -n", "-n needs a value", 2},
+        {" list -n 5", "list: -n/--size does not apply to it", 2},
+        {" --json validate x.so", "validate: put its options after it", 2},
+        {" run extra", "run: unexpected argument \"extra\"", 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[512], *out;
+        snprintf(cmd, sizeof cmd, NO_DRIVER HK_TEST_HOST "%s", cases[i].args);
+        CU_ASSERT_EQUAL(run(cmd, &out), cases[i].rc);
+        CU_ASSERT(has(out, cases[i].says));
+        CU_ASSERT_EQUAL(lines(out), 1);
+        free(out);
+    }
+}
+
+static void test_version(void)
+{
+    char *out, want[128];
+    snprintf(want, sizeof want, "handlekit " HK_TEST_HANDLEKIT_VERSION ": plugin ABI %d.%d "
+             "(loads plugins of ABI %d.0 to %d.%d)\n", HK_ABI_MAJOR, HK_ABI_MINOR, HK_ABI_MAJOR,
+             HK_ABI_MAJOR, HK_ABI_MINOR);
+    for (int k = 0; k < 2; k++) {
+        CU_ASSERT_EQUAL(run(k ? HK_TEST_HOST " -V" : HK_TEST_HOST " --version", &out), 0);
+        CU_ASSERT_EQUAL(strncmp(out, "hk-host 1.", 10), 0);
+        CU_ASSERT(has(out, want));
+        CU_ASSERT_EQUAL(lines(out), 2);
+        free(out);
+    }
+}
+
+static void test_help(void)
+{
     char *out;
-    CU_ASSERT_EQUAL(run(NO_DRIVER HK_TEST_HOST " run -p no-such-plugin", &out), 1);
-    CU_ASSERT(has(out, "plugin \"no-such-plugin\" was not found"));
+    CU_ASSERT_EQUAL(run_out(HK_TEST_HOST " --help", &out), 0);
+    CU_ASSERT(has(out, "usage: hk-host"));
+    static const char *const want[] = {
+        "\n  list [--json]\n", "\n  info [-p REQUEST]", "\n  run [-p REQUEST]",
+        "\n  validate PLUGIN.so", "\n  bench [--csv FILE]", "NAME@RANGE", "--json",
+        "exit status:\n  0  everything that ran was right", "\n  1  a wrong result",
+        "\n  2  bad usage\n", "\n  3  the workload's host or device memory cannot be had"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        CU_ASSERT(has(out, want[i]));
     free(out);
-    CU_ASSERT_EQUAL(run(NO_DRIVER HK_TEST_HOST " frobnicate", &out), 2);
-    CU_ASSERT(has(out, "unknown command \"frobnicate\""));
-    free(out);
-    CU_ASSERT_EQUAL(run(NO_DRIVER HK_TEST_HOST " run -n lots", &out), 2);
-    CU_ASSERT(has(out, "--size lots: not a number"));
-    free(out);
-    CU_ASSERT_EQUAL(run(NO_DRIVER HK_TEST_HOST " --help", &out), 0);
+    CU_ASSERT_EQUAL(run_out(HK_TEST_HOST " run --help", &out), 0); /* after a command too */
     CU_ASSERT(has(out, "usage: hk-host"));
     free(out);
+}
+
+/* info on hk-cuda without a driver: everything from the file, then the
+ * handle's failure as the last line; status 1. */
+static void test_info_without_gpu(void)
+{
+#ifdef HK_TEST_CUDA_PLUGIN
+    char *out;
+    CU_ASSERT_EQUAL(run(NO_DRIVER HK_TEST_HOST " info -p hk-cuda", &out), 1);
+    CU_ASSERT(has(out, "\nABI: 1.2\nflags: 0x4 (memory: CUDA device)\ntables:\n"
+                       "  hk.blas1/1     88 bytes, 10 of 10 slots\n"
+                       "  hk.memory/1    48 bytes, 5 of 5 slots\n"
+                       "handle: cannot be created: NO_DRIVER: "));
+    const char *last = strstr(out, "handle: ");
+    CU_ASSERT(last && lines(last) == 1 && last[strlen(last) - 1] == '\n');
+    free(out);
+#endif
+}
+
+static void test_json_list(void)
+{
+    char dir[512], cmd[1600], *out;
+    evil_dir(dir, sizeof dir);
+    snprintf(cmd, sizeof cmd, "env HK_PLUGIN_PATH=%s:" HK_TEST_TWIN_DIR " HK_CUDA_DRIVER=/x "
+             HK_TEST_HOST " list --json", dir);
+    CU_ASSERT_EQUAL(run_out(cmd, &out), 0);
+    CU_ASSERT_EQUAL(json_check(out, "d[\"command\"] == \"list\" and d[\"exit_status\"] == 0",
+                               "d[\"errors\"] == []",
+                               "[(p[\"version\"], p[\"selected\"], p[\"verdict\"]) for p in "
+                               "d[\"plugins\"] if p[\"name\"] == \"hk-twin\"] == [(\"1.4.1\", "
+                               "False, \"lower\"), (\"1.10.0\", True, \"chosen\")]",
+                               "[p[\"reason\"] for p in d[\"plugins\"] if p[\"version\"] == "
+                               "\"1.4.1\"] == [\"lower than 1.10.0, the chosen version\"]",
+                               "[(p[\"version\"], p[\"path\"][-14:], p[\"selected\"]) for p in "
+                               "d[\"plugins\"] if \"evil\" in p[\"name\"]] == [(\"1.0\\x7f\", "
+                               "\"/evil\\x01\\nname.so\", False)]",
+                               "\"hk-\\x1b[31mevil\\x07\\tname\" in [p[\"name\"] for p in "
+                               "d[\"plugins\"]]",
+                               "all(set(p) >= {\"name\", \"version\", \"abi\", \"path\", "
+                               "\"flags\", \"memory\", \"selected\", \"reason\"} for p in "
+                               "d[\"plugins\"])",
+                               "[(r[\"path\"][-14:], r[\"stage\"], r[\"status\"]) for r in "
+                               "d[\"refused\"]] == [(\"/notaplugin.so\", \"open\", "
+                               "\"LOAD_FAILED\")]",
+                               "\"not an ELF file\" in d[\"refused\"][0][\"reason\"]", NULL),
+                    0);
+    free(out);
+    remove_tree(dir);
+}
+
+static void test_json_info(void)
+{
+    char *out;
+    CU_ASSERT_EQUAL(run_out(NO_DRIVER HK_TEST_HOST " info --json", &out), 0);
+    CU_ASSERT_EQUAL(json_check(out, "d[\"command\"] == \"info\" and d[\"exit_status\"] == 0",
+                               "d[\"plugin\"][\"name\"] == \"hk-cpu\"",
+                               "d[\"plugin\"][\"why\"].startswith(\"hk-cuda is unusable: "
+                               "NO_DRIVER: \")",
+                               "d[\"plugin\"][\"abi\"] == \"1.2\" and d[\"plugin\"][\"memory\"]"
+                               " == \"host\" and d[\"plugin\"][\"unload_safe\"]",
+                               "[(t[\"name\"], t[\"size\"], t[\"slots\"], t[\"present\"]) for t "
+                               "in d[\"tables\"]] == [(\"hk.blas1/1\", 88, 10, 10), "
+                               "(\"hk.memory/1\", 48, 5, 5)]",
+                               "d[\"handle\"] == {\"created\": True, \"error\": None, "
+                               "\"device\": -1, \"context_id\": 0, \"owns_primary\": False}",
+                               NULL),
+                    0);
+    free(out);
+#ifdef HK_TEST_CUDA_PLUGIN
+    CU_ASSERT_EQUAL(run_out(NO_DRIVER HK_TEST_HOST " info -p hk-cuda --json", &out), 1);
+    CU_ASSERT_EQUAL(json_check(out, "d[\"exit_status\"] == 1",
+                               "d[\"plugin\"][\"memory\"] == \"cuda\"",
+                               "len(d[\"tables\"]) == 2",
+                               "d[\"handle\"][\"created\"] is False",
+                               "d[\"handle\"][\"error\"].startswith(\"NO_DRIVER: \")", NULL),
+                    0);
+    free(out);
+#endif
+}
+
+static void test_json_run(void)
+{
+    char *out;
+    CU_ASSERT_EQUAL(run_out(NO_DRIVER HK_TEST_HOST " run -n 1000 --json", &out), 0);
+    CU_ASSERT_EQUAL(json_check(out, "d[\"command\"] == \"run\" and d[\"exit_status\"] == 0",
+                               "d[\"plugin\"][\"name\"] == \"hk-cpu\"",
+                               "d[\"workload\"] == {\"table\": \"hk.blas1/1\", \"n\": 1000, "
+                               "\"seed\": 1}",
+                               "len(d[\"rows\"]) == 20 and all(r[\"result\"] == \"ok\" and "
+                               "r[\"n\"] == 1000 and r[\"rel_err\"] <= r[\"tol\"] and "
+                               "r[\"time_ms\"] >= 0 and r[\"error\"] is None for r in d[\"rows\"])",
+                               "[r[\"op\"] + \" \" + r[\"mode\"] for r in d[\"rows\"]][:6] == "
+                               "[\"saxpy host\", \"sscal host\", \"scopy host\", \"sdot host\", "
+                               "\"snrm2 host\", \"daxpy host\"]",
+                               "d[\"summary\"] == {\"checks\": 20, \"wrong_or_failed\": 0, "
+                               "\"not_supported\": 0, \"verdict\": \"all results verified\"}",
+                               NULL),
+                    0);
+    free(out);
+    CU_ASSERT_EQUAL(run_out(NO_DRIVER HK_TEST_HOST " run -n 1000 --json -p " HK_TEST_MISSING,
+                            &out), 0);
+    CU_ASSERT_EQUAL(json_check(out, "sum(r[\"result\"] == \"not-supported\" for r in d[\"rows\"])"
+                                    " == 14",
+                               "[r[\"error\"] for r in d[\"rows\"] if r[\"op\"] == \"sdot\"][0] "
+                               "== \"hk.blas1/1 has no sdot\"",
+                               "[r[\"rel_err\"] for r in d[\"rows\"] if r[\"op\"] == \"sdot\"][0]"
+                               " is None", NULL),
+                    0);
+    free(out);
+    CU_ASSERT_EQUAL(run_out(NO_DRIVER HK_TEST_HOST " run -n 1000 --json -p " HK_TEST_WRONG, &out),
+                    1);
+    CU_ASSERT_EQUAL(json_check(out, "d[\"exit_status\"] == 1",
+                               "[r[\"result\"] for r in d[\"rows\"]].count(\"wrong\") >= 1",
+                               "d[\"summary\"][\"verdict\"] == \"FAILED\"", NULL),
+                    0);
+    free(out);
+    /* A failure before any row: still one document, with the error. */
+    CU_ASSERT_EQUAL(run_out(NO_DRIVER HK_TEST_HOST " run --json -p nosuch", &out), 1);
+    CU_ASSERT_EQUAL(json_check(out, "d[\"exit_status\"] == 1 and \"plugin\" not in d",
+                               "len(d[\"errors\"]) == 1 and d[\"errors\"][0].startswith("
+                               "\"nosuch: no plugin named nosuch is loaded\")", NULL),
+                    0);
+    free(out);
+}
+
+/* The progress line: on a terminal a long run shows it and erases it; in a
+ * pipe, and with --json, there is none. */
+static void test_progress_only_on_terminal(void)
+{
+    char *out;
+    CU_ASSERT_EQUAL(run_out(NO_DRIVER HK_TEST_HOST " run -n 3000000", &out), 0);
+    CU_ASSERT_PTR_NULL(strchr(out, '\r'));
+    CU_ASSERT_PTR_NULL(strchr(out, '\033'));
+    CU_ASSERT(has(out, "20 checks, 0 wrong or failed: all results verified\n"));
+    free(out);
+    CU_ASSERT_EQUAL(run_tty(NO_DRIVER HK_TEST_HOST " run -n 3000000", &out), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    CU_ASSERT(has(out, "/20] "));
+    const char *last = out;
+    for (const char *p; (p = strstr(last, "/20] ")); last = p + 1) {
+    }
+    CU_ASSERT(has(last, "\r\033[K")); /* the last one is erased */
+    CU_ASSERT(has(out, "all results verified"));
+    free(out);
+    CU_ASSERT_EQUAL(run_tty(NO_DRIVER HK_TEST_HOST " run -n 3000000 --json", &out), 0);
+    CU_ASSERT_PTR_NULL(strchr(out, '\033'));
+    CU_ASSERT_PTR_NULL(strstr(out, "/20] "));
+    free(out);
+}
+
+/* A bin directory with a copy of hk-host, its bench scripts, and whatever
+ * the test puts beside them. */
+static void bin_dir(char *dir, size_t len)
+{
+    char from[1200], to[1200], *copy = strdup(HK_TEST_HOST);
+    const char *bin = dirname(copy);
+    temp_dir(dir, len, "bin");
+    static const char *const files[] = {"hk-host", "hk-bench-plot.py", "hk-bench-compare.py"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(from, sizeof from, "%s/%s", bin, files[i]);
+        snprintf(to, sizeof to, "%s/%s", dir, files[i]);
+        copy_file(from, to, i == 0 ? 0755 : 0644); /* python3 runs the scripts */
+    }
+    free(copy);
+}
+
+static void test_validate_passthrough(void)
+{
+    char dir[512], path[600], cmd[1400], *out, *want;
+#ifdef HK_TEST_VALIDATE
+    /* The real one, found beside hk-host: the same output and status. */
+    int rc = run(HK_TEST_VALIDATE " --list", &want);
+    CU_ASSERT_EQUAL(run(HK_TEST_HOST " validate --list", &out), rc);
+    CU_ASSERT(lines(out) > 10);
+    CU_ASSERT_STRING_EQUAL(out, want);
+    free(out);
+    free(want);
+#endif
+    bin_dir(dir, sizeof dir);
+    snprintf(cmd, sizeof cmd, "%s/hk-host validate x.so --only 'a b' --json", dir);
+    CU_ASSERT_EQUAL(run(cmd, &out), 1); /* no hk-validate there yet */
+    CU_ASSERT(has(out, "hk-host: validate: "));
+    CU_ASSERT(has(out, "/hk-validate: not found ("));
+    CU_ASSERT_EQUAL(lines(out), 1);
+    free(out);
+    snprintf(path, sizeof path, "%s/hk-validate", dir);
+    write_file(path, "#!/bin/sh\nfor a in \"$@\"; do echo \"arg: $a\"; done\nexit 7\n", 0755);
+    CU_ASSERT_EQUAL(run(cmd, &out), 7);
+    CU_ASSERT_STRING_EQUAL(out, "arg: x.so\narg: --only\narg: a b\narg: --json\n");
+    free(out);
+    remove_tree(dir);
+}
+
+/* bench with a stand-in hk-bench that echoes its arguments and writes the
+ * CSV named by FAKE_CSV where --csv says. */
+static void test_bench(void)
+{
+    char dir[512], path[600], cmd[2000], *out;
+    bin_dir(dir, sizeof dir);
+    snprintf(cmd, sizeof cmd, "%s/hk-host bench --quick", dir);
+    CU_ASSERT_EQUAL(run(cmd, &out), 1);
+    CU_ASSERT(has(out, "/hk-bench: not found (it is built by `scons bench` where nvcc and "
+                       "cuBLAS are found)\n"));
+    CU_ASSERT_EQUAL(lines(out), 1);
+    free(out);
+    snprintf(path, sizeof path, "%s/hk-bench", dir);
+    write_file(path,
+               "#!/bin/sh\necho \"hk-bench: $*\"\ncsv=\n"
+               "while [ $# -gt 0 ]; do [ \"$1\" = --csv ] && csv=$2; shift; done\n"
+               "[ -n \"$FAKE_FAIL\" ] && { echo 'hk-bench: error: no GPU' >&2; exit 1; }\n"
+               "[ -n \"$csv\" ] && cp \"$FAKE_CSV\" \"$csv\"\nexit 0\n",
+               0755);
+    /* A regression against OLD: the table, status 1; the CSV kept. */
+    snprintf(cmd, sizeof cmd, "cd %s && FAKE_CSV=" HK_TEST_BENCH_NEW " ./hk-host bench --quick "
+             "--only P1 --csv new.csv --compare " HK_TEST_BENCH_OLD " --plot figs", dir);
+    CU_ASSERT_EQUAL(run(cmd, &out), 1);
+    CU_ASSERT(has(out, "hk-bench: --quick --only P1 --csv new.csv\n"));
+    CU_ASSERT(has(out, "P1  axpy       f32  2^26        1.02     0.9442    -7.5%    5%  WORSE\n"));
+    CU_ASSERT(has(out, "summary: 8 compared: 2 worse,"));
+    free(out);
+    static const char *const made[] = {"new.csv", "figs/p1.svg", "figs/p2.svg"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, made[i]);
+        CU_ASSERT(access(path, R_OK) == 0);
+    }
+    /* Within a wider tolerance: status 0; no --csv: a temporary file. */
+    snprintf(cmd, sizeof cmd, "cd %s && FAKE_CSV=" HK_TEST_BENCH_NEW " ./hk-host bench "
+             "--compare=" HK_TEST_BENCH_OLD " --tolerance 30 -- --csv-like-arg", dir);
+    CU_ASSERT_EQUAL(run(cmd, &out), 0);
+    CU_ASSERT(has(out, "hk-bench: --csv-like-arg --csv /"));
+    CU_ASSERT(has(out, " 0 worse,"));
+    free(out);
+    /* A CSV plot.py cannot read: one line, status 1. */
+    snprintf(cmd, sizeof cmd, "cd %s && FAKE_CSV=" HK_TEST_JSON_CHECK " ./hk-host bench "
+             "--plot figs2", dir);
+    CU_ASSERT_EQUAL(run_err(cmd, &out), 1);
+    CU_ASSERT(has(out, "plot.py: "));
+    CU_ASSERT(has(out, ": not an hk-bench CSV: "));
+    CU_ASSERT_EQUAL(lines(out), 1);
+    free(out);
+    /* hk-bench fails: its status, its line, nothing compared. */
+    snprintf(cmd, sizeof cmd, "cd %s && FAKE_FAIL=1 ./hk-host bench --compare "
+             HK_TEST_BENCH_OLD, dir);
+    CU_ASSERT_EQUAL(run(cmd, &out), 1);
+    CU_ASSERT(has(out, "hk-bench: error: no GPU\n"));
+    CU_ASSERT_PTR_NULL(strstr(out, "summary:"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "cd %s && ./hk-host bench --compare nothing.csv", dir);
+    CU_ASSERT_EQUAL(run(cmd, &out), 2);
+    CU_ASSERT(has(out, "hk-host: bench: --compare nothing.csv: No such file or directory\n"));
+    free(out);
+    remove_tree(dir);
 }
 
 int hk_test_register(void)
@@ -217,6 +685,9 @@ int hk_test_register(void)
     CU_pSuite s = hk_test_suite("hk-host", NULL, NULL);
     hk_test_add(s, "list shows every plugin", test_list);
     hk_test_add(s, "list reports a refused candidate with its reason", test_list_reports_refused);
+    hk_test_add(s, "list marks what each name selects and says why not the others",
+                test_list_marks_chosen_version);
+    hk_test_add(s, "-p takes NAME, NAME@RANGE and a path", test_plugin_request);
     hk_test_add(s, "run without a driver falls back to hk-cpu, saying why",
                 test_run_falls_back_without_driver);
     CU_pTest t = hk_test_add(s, "run uses hk-cuda on the simulated GPU", test_run_on_simulated_gpu);
@@ -226,12 +697,28 @@ int hk_test_register(void)
     (void)t;
 #endif
     hk_test_add(s, "run exits 1 on a wrong result", test_run_catches_wrong_result);
-    hk_test_add(s, "bad arguments: status 1 or 2 with the reason", test_bad_arguments);
+    hk_test_add(s, "bad arguments: status 1 or 2 with one line", test_bad_arguments);
+    hk_test_add(s, "--version: hk-host's version and the plugin ABI", test_version);
+    hk_test_add(s, "--help lists the commands and the exit statuses", test_help);
     hk_test_add(s, "run on a plugin lacking slots: not supported rows, exit 0",
                 test_run_on_plugin_missing_slots);
     hk_test_add(s, "plugin and file names with control characters are escaped",
                 test_plugin_strings_escaped);
     hk_test_add(s, "run refuses sizes it cannot allocate: exit 3 with the reason",
                 test_run_refuses_impossible_sizes);
+    t = hk_test_add(s, "info without a usable GPU shows the plugin and one handle line",
+                    test_info_without_gpu);
+#ifndef HK_TEST_CUDA_PLUGIN
+    hk_test_skip(t, "hk-cuda is not built: no CUDA toolkit");
+#else
+    (void)t;
+#endif
+    hk_test_add(s, "list --json: a strict document, names escaped", test_json_list);
+    hk_test_add(s, "info --json: tables and handle", test_json_info);
+    hk_test_add(s, "run --json: every row, and failures as documents", test_json_run);
+    hk_test_add(s, "the progress line only on a terminal", test_progress_only_on_terminal);
+    hk_test_add(s, "validate runs hk-validate and passes its status on",
+                test_validate_passthrough);
+    hk_test_add(s, "bench: missing hk-bench, CSV, plot and comparison", test_bench);
     return 0;
 }

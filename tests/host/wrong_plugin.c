@@ -12,7 +12,9 @@
  *                        short, without snrm2 and dnrm2 (though its storage
  *                        fills them: only the size says they are absent)
  *   HK_TEST_EVIL_NAME    a name and version with control characters, as a
- *                        hostile plugin could answer */
+ *                        hostile plugin could answer
+ *   HK_TEST_TWIN=VERSION hk-twin: hk-cpu unchanged under another name and the
+ *                        given version, built twice to sit side by side */
 #include <stddef.h>
 #include <string.h>
 
@@ -25,7 +27,7 @@ static const hk_blas1_v1_t *inner_blas;
 static hk_vtable_t vtable;
 static hk_blas1_v1_t blas;
 
-#if !defined(HK_TEST_MISSING) && !defined(HK_TEST_EVIL_NAME)
+#if !defined(HK_TEST_MISSING) && !defined(HK_TEST_EVIL_NAME) && !defined(HK_TEST_TWIN)
 #define HK_TEST_WRONG 1
 static hk_status_t wrong_saxpy(hk_handle_t *h, int64_t n, const float *alpha, const float *x,
                                int64_t incx, float *y, int64_t incy)
@@ -72,6 +74,10 @@ hk_plugin_negotiate(const hk_negotiate_request_t *req, hk_negotiate_answer_t *an
 #ifdef HK_TEST_MISSING
     vtable.set_pointer_mode = NULL;
     ans->name = "hk-missing";
+#endif
+#ifdef HK_TEST_TWIN
+    ans->name = "hk-twin";
+    ans->version = HK_TEST_TWIN;
 #endif
 #ifdef HK_TEST_EVIL_NAME
     /* Control characters but no line break: the loader's probe refuses an

@@ -1,0 +1,166 @@
+/* hk-host info: a plugin's ABI, flags, tables with their sizes, and how a
+ * handle binds. Everything but the handle comes from the loaded file alone,
+ * so it is shown even where no handle can be made (no GPU, no driver); the
+ * handle's failure is one line, and the exit status 1. */
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hk_blas1.h"
+#include "hk_host.h"
+#include "hk_memory.h"
+#include "hk_status_text.h"
+
+/* A plugin that never ends its table list is cut here. */
+#define HK_HOST_MAX_TABLES 256
+
+typedef struct table_row {
+    const char *name;  /* the plugin's string */
+    hk_status_t st;    /* of hk_plugin_get_table */
+    size_t size;       /* bytes taken (the copy's size field) */
+    int slots, present; /* known tables: slots the host knows, non-NULL ones; else -1 */
+} table_row_t;
+
+/* The host's copy of one table: its size, and for a table this host knows
+ * how many of its slots the plugin fills. */
+static void measure(const hk_plugin_t *p, const char *name, table_row_t *row)
+{
+    static union {
+        size_t size;
+        unsigned char bytes[HK_TABLE_SIZE_MAX];
+    } buf;
+    /* Both known tables are a size field and then function pointers only. */
+    size_t known = 0, first = 0;
+    if (!strcmp(name, HK_TABLE_BLAS1_V1))
+        known = sizeof(hk_blas1_v1_t), first = offsetof(hk_blas1_v1_t, saxpy);
+    else if (!strcmp(name, HK_TABLE_MEMORY_V1))
+        known = sizeof(hk_memory_v1_t), first = offsetof(hk_memory_v1_t, alloc);
+    row->name = name;
+    row->slots = row->present = -1;
+    row->st = hk_plugin_get_table(p, name, &buf, known ? known : sizeof buf);
+    row->size = row->st == HK_STATUS_OK ? buf.size : 0;
+    if (row->st != HK_STATUS_OK || !known)
+        return;
+    void (*slot)(void);
+    row->slots = (int)((known - first) / sizeof slot);
+    row->present = 0;
+    for (int i = 0; i < row->slots; i++) {
+        memcpy(&slot, buf.bytes + first + (size_t)i * sizeof slot, sizeof slot);
+        row->present += slot != NULL;
+    }
+}
+
+static size_t tables_of(const hk_host_target_t *t, table_row_t *rows)
+{
+    size_t n = 0;
+    const char *name;
+    if (t->vt->enum_tables) {
+        while (n < HK_HOST_MAX_TABLES && t->vt->enum_tables(n, &name) == HK_STATUS_OK && name)
+            measure(t->plugin, name, &rows[n]), n++;
+        return n;
+    }
+    /* No enum_tables: ask for the tables this host knows by name. */
+    static const char *const known[] = {HK_TABLE_BLAS1_V1, HK_TABLE_MEMORY_V1};
+    for (size_t i = 0; i < 2; i++) {
+        measure(t->plugin, known[i], &rows[n]);
+        n += rows[n].st != HK_STATUS_NOT_FOUND;
+    }
+    return n;
+}
+
+static void info_text(const hk_host_target_t *t, const table_row_t *rows, size_t n)
+{
+    uint32_t abi = hk_plugin_abi(t->plugin), fl = hk_plugin_flags(t->plugin);
+    uint32_t mem = fl & HK_PLUGIN_MEMORY_MASK;
+    printf("path: %s\nABI: %u.%u\n", hk_host_esc(hk_plugin_path(t->plugin)),
+           HK_ABI_VERSION_MAJOR(abi), HK_ABI_VERSION_MINOR(abi));
+    printf("flags: 0x%x (%smemory: %s)\n", fl, (fl & HK_PLUGIN_UNLOAD_SAFE) ? "unload-safe, " : "",
+           mem == HK_PLUGIN_MEMORY_HOST   ? "host"
+           : mem == HK_PLUGIN_MEMORY_CUDA ? "CUDA device"
+                                          : "not stated, ABI before 1.2");
+    printf("tables:%s\n", t->vt->enum_tables ? "" : " (no enum_tables: the known names asked for)");
+    for (size_t i = 0; i < n; i++) {
+        const table_row_t *r = &rows[i];
+        if (r->st != HK_STATUS_OK)
+            printf("  %-12s not obtainable: %s\n", hk_host_esc(r->name), hk_status_name(r->st));
+        else if (r->slots >= 0)
+            printf("  %-12s %4zu bytes, %d of %d slots\n", hk_host_esc(r->name), r->size,
+                   r->present, r->slots);
+        else
+            printf("  %-12s %4zu bytes\n", hk_host_esc(r->name), r->size);
+    }
+}
+
+static void info_json(hk_json_t *j, const table_row_t *rows, size_t n)
+{
+    hk_json_open(j, "tables", '[');
+    for (size_t i = 0; i < n; i++) {
+        hk_json_open(j, NULL, '{');
+        hk_json_str(j, "name", rows[i].name);
+        hk_json_str(j, "status", hk_status_name(rows[i].st));
+        hk_json_int(j, "size", (long long)rows[i].size);
+        if (rows[i].slots >= 0) {
+            hk_json_int(j, "slots", rows[i].slots);
+            hk_json_int(j, "present", rows[i].present);
+        } else {
+            hk_json_null(j, "slots");
+            hk_json_null(j, "present");
+        }
+        hk_json_close(j);
+    }
+    hk_json_close(j);
+}
+
+/* The handle line; returns 0, or 1 when no handle could be made. */
+static int info_handle(const hk_host_target_t *t)
+{
+    hk_json_t *j = hk_host_json();
+    hk_handle_info_t hi = {.size = sizeof hi};
+    hk_status_t st = HK_STATUS_NOT_SUPPORTED;
+    if (t->handle && t->vt->handle_info)
+        st = t->vt->handle_info(t->handle, &hi);
+    if (j) {
+        hk_json_open(j, "handle", '{');
+        hk_json_bool(j, "created", t->handle != NULL);
+        hk_json_str(j, "error", t->handle ? NULL : t->handle_error);
+        if (st == HK_STATUS_OK) {
+            hk_json_int(j, "device", hi.device);
+            hk_json_int(j, "context_id", (long long)hi.context_id);
+            hk_json_bool(j, "owns_primary", hi.owns_primary);
+        }
+        hk_json_close(j);
+    } else if (!t->handle) {
+        printf("handle: cannot be created: %s\n", hk_host_esc(t->handle_error));
+    } else if (st == HK_STATUS_OK) {
+        printf("handle: device %d, context id %llu, owns primary: %s\n", hi.device,
+               (unsigned long long)hi.context_id, hi.owns_primary ? "yes" : "no");
+    } else {
+        printf("handle: created; its binding is unknown (%s)\n",
+               t->vt->handle_info ? hk_status_name(st) : "the plugin has no handle_info");
+    }
+    return t->handle ? HK_HOST_EXIT_OK : HK_HOST_EXIT_FAIL;
+}
+
+int hk_host_cmd_info(const hk_host_opts_t *opts)
+{
+    hk_host_doc_begin(opts, "info");
+    hk_loader_t *loader = hk_host_loader(opts->verbose, 1);
+    if (!loader)
+        return hk_host_doc_end(HK_HOST_EXIT_FAIL);
+    hk_host_target_t t;
+    int rc = hk_host_choose(loader, opts, &t);
+    if (rc == 0) {
+        static table_row_t rows[HK_HOST_MAX_TABLES];
+        size_t n = tables_of(&t, rows);
+        hk_host_print_choice(&t);
+        hk_json_t *j = hk_host_json();
+        if (j)
+            info_json(j, rows, n);
+        else
+            info_text(&t, rows, n);
+        rc = info_handle(&t);
+        hk_host_release(&t);
+    }
+    hk_loader_destroy(loader);
+    return hk_host_doc_end(rc);
+}
