@@ -502,7 +502,11 @@ static void hk__reason(char *dst, size_t n, const hk__sel_cand_t *c, const hk__s
 static void hk__none_loaded(hk_loader_t *loader, const hk__request_t *req, hk__text_t *err)
 {
     char clean[128];
-    hk__text_add(err, "%s: no plugin named %s is loaded", req->text, req->name);
+    /* A bare name is the request itself: say it once. */
+    if (strcmp(req->text, req->name) == 0)
+        hk__text_add(err, "no plugin named %s is loaded", req->name);
+    else
+        hk__text_add(err, "%s: no plugin named %s is loaded", req->text, req->name);
     pthread_mutex_lock(&loader->lock);
     size_t shown = 0;
     for (size_t i = 0; i < loader->nplugins; i++) {

@@ -178,7 +178,7 @@ static void test_not_found_names_candidates(void)
     CU_ASSERT_STRING_EQUAL(hk_loader_last_error(loader), want);
     /* the line stays valid after later failures */
     const char *kept = hk_loader_last_error(loader);
-    expect_none(loader, "tp-nope", "tp-nope: no plugin named tp-nope is loaded (loaded: tp-sel)");
+    expect_none(loader, "tp-nope", "no plugin named tp-nope is loaded (loaded: tp-sel)");
     expect_none(loader, "tp-sel@^4", "tp-sel@^4: found 1.0.0");
     CU_ASSERT_STRING_EQUAL(kept, want);
     CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
@@ -195,7 +195,7 @@ static void test_not_found_names_candidates(void)
 
     loader = tl_loader(NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(loader);
-    expect_none(loader, "tp-sel", "tp-sel: no plugin named tp-sel is loaded (no plugin is "
+    expect_none(loader, "tp-sel", "no plugin named tp-sel is loaded (no plugin is "
                                   "loaded)");
     /* a pre-release alone: not selected by name unless named */
     CU_ASSERT_EQUAL(hk_loader_open(loader, tl_plugin("sel-b/sel_2_0_0_rc1.so"), NULL),
