@@ -34,5 +34,6 @@ void hk_host_release(hk_host_target_t *t);
 int hk_host_cmd_list(const hk_host_opts_t *opts);
 int hk_host_cmd_info(const hk_host_opts_t *opts);
 int hk_host_cmd_run(const hk_host_opts_t *opts);
+int hk_host_cmd_swap(int argc, char **argv); /* hk_host_swap.c; argv[0] is "swap" */
 
 #endif /* HK_HOST_H */

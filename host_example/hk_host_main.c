@@ -17,6 +17,9 @@ static void usage(FILE *f)
             "  info        the chosen plugin's tables and a handle's binding\n"
             "  run         a verified workload: every hk.blas1/1 op in float and double;\n"
             "              exits non-zero on a wrong result\n"
+            "  swap -p A -q B [-t T] [-k K] [-n N] [-w MS]\n"
+            "              threads call through movable handles while the implementation\n"
+            "              is swapped between A and B (hk-host swap -h for details)\n"
             "options:\n"
             "  -p, --plugin NAME|PATH  plugin to use (default: hk-cuda when usable, else hk-cpu)\n"
             "  -n, --size N            vector length for run (default 1048576)\n"
@@ -49,6 +52,8 @@ int main(int argc, char **argv)
         {NULL, 0, NULL, 0}};
     int c;
     long long v;
+    if (argc > 1 && strcmp(argv[1], "swap") == 0) /* its options are its own */
+        return hk_host_cmd_swap(argc - 1, argv + 1);
     while ((c = getopt_long(argc, argv, "p:n:d:s:vh", longopts, NULL)) != -1) {
         switch (c) {
         case 'p':
