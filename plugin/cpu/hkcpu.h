@@ -8,7 +8,9 @@
 #include "hk_abi.h"
 
 #define HKCPU_NAME "hk-cpu"
+#ifndef HKCPU_VERSION /* a second build with another version serves the swap tests */
 #define HKCPU_VERSION "1.0.0"
+#endif
 #define HKCPU_MAGIC 0x686b637075u /* live handle */
 #define HKCPU_DEAD 0xdeadu        /* destroyed: catches most use after destroy */
 #define HKCPU_MSG 256
