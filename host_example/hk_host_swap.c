@@ -301,9 +301,10 @@ int hk_host_cmd_swap(int argc, char **argv)
         totals(w, o.threads, t);
         hk_loader_swap_state(loader, &s);
         open_modules(loader, &o, &open, &total);
-        printf("swap: calls %llu, wrong %llu, failed %llu, swaps %ld (%ld refused), longest "
-               "switch %.0f us, modules still open: %d of %d\n",
-               t[0], t[1], t[2], o.swaps - refused, refused, s.max_switch_ns / 1e3, open, total);
+        printf("swap: calls %llu, wrong %llu, failed %llu, swaps %ld of %ld (%ld refused), "
+               "longest switch %.0f us, modules still open: %d of %d\n",
+               t[0], t[1], t[2], o.swaps - refused, o.swaps, refused, s.max_switch_ns / 1e3,
+               open, total);
         rc = (t[1] || t[2] || refused) ? 1 : 0;
     }
     free(w);
