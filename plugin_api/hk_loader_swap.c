@@ -126,6 +126,19 @@ static hk_status_t hk__check_domains(hk__job_t *job, int dom_new)
     return HK_STATUS_OK;
 }
 
+/* The memory domain of a handle made with ci, from its handle_info. */
+static int hk__dom_of_handle(const hk_vtable_t *vt, const hk_create_info_t *ci)
+{
+    hk_handle_t *h = NULL;
+    hk_handle_info_t info = {.size = sizeof(info)};
+    if (vt->handle_create(ci, &h) != HK_STATUS_OK)
+        return HK__DOM_UNKNOWN;
+    if (!vt->handle_info || vt->handle_info(h, &info) != HK_STATUS_OK)
+        info.size = 0;
+    vt->handle_destroy(h);
+    return hk__dom_of_info(&info);
+}
+
 /* The new plugin's tables, domain, and a verified workload on a handle of
  * it, made on the device of the first handle that moves. */
 static hk_status_t hk__validate(hk__job_t *job)
@@ -159,6 +172,14 @@ static hk_status_t hk__validate(hk__job_t *job)
     const hk_vtable_t *vt = &job->fresh.core;
     hk_handle_t *h = NULL;
     st = vt->handle_create(&ci, &h);
+    if (st != HK_STATUS_OK && dom_new == HK__DOM_UNKNOWN && ci.device != HK_DEVICE_CURRENT) {
+        /* It may have no such device because it works in another domain:
+         * that is the better reason to give. */
+        hk_create_info_t dflt = {sizeof(dflt), HK_DEVICE_CURRENT, 0};
+        int dom = hk__dom_of_handle(vt, &dflt);
+        if (dom != HK__DOM_UNKNOWN && hk__check_domains(job, dom) != HK_STATUS_OK)
+            return HK_STATUS_NOT_SUPPORTED;
+    }
     if (st != HK_STATUS_OK) {
         snprintf(job->why, sizeof(job->why), "%s %s: handle_create: %s: %s", to->name,
                  to->version, hk_status_name(st), vt->last_error(NULL));

@@ -1,4 +1,4 @@
-/* Helpers of the swap tests (swap_test.h) and the program's registration. */
+/* Helpers of the swap test programs (swap_test.h). */
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -93,12 +93,4 @@ void swp_tables(hk_blas1_v1_t *blas, hk_memory_v1_t *mem)
 {
     hk_mhandle_get_table(HK_TABLE_BLAS1_V1, blas, sizeof *blas);
     hk_mhandle_get_table(HK_TABLE_MEMORY_V1, mem, sizeof *mem);
-}
-
-int hk_test_register(void)
-{
-    swp_register_basic();
-    swp_register_load();
-    swp_register_host();
-    return 0;
 }

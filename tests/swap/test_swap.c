@@ -450,3 +450,11 @@ void swp_register_basic(void)
     hk_test_add(s, "loader destroy is BUSY while handles live", test_destroy_busy_while_handles_live);
     hk_test_add(s, "an acquired plugin is not closed", test_acquired_plugin_stays_open);
 }
+
+int hk_test_register(void)
+{
+    swp_register_basic();
+    swp_register_load();
+    swp_register_host();
+    return 0;
+}
