@@ -291,103 +291,111 @@ static hk_status_t hk__vfail(const hk__vctx_t *c, const char *what, hk_status_t 
     return st;
 }
 
-/* One precision of the workload: memset, upload, axpy, scal, copy, dot,
- * nrm2, download, every value checked. T: type, P: s or d. */
-#define HK__VERIFY(T, P, TOL)                                                                  \
-    static hk_status_t hk__verify_##P(const hk__vctx_t *c, T *hx, T *hy)                       \
+/* Places the workload's data: dy zeroed by memset_ and checked through a
+ * download, then x and y uploaded. T: type, P: s or d. */
+#define HK__VPLACE(T, P)                                                                       \
+    static hk_status_t hk__vplace_##P(const hk__vctx_t *c, T *hx, T *hy, void *dx, void *dy)  \
     {                                                                                          \
         const size_t bytes = HK__VN * sizeof(T);                                               \
-        void *dx = NULL, *dy = NULL;                                                           \
         hk_status_t st;                                                                        \
-        T alpha = (T)2, half = (T)-0.5, r = 0;                                                 \
-        double dot = 0.0, sq = 0.0;                                                            \
-        if ((st = c->m->alloc(c->h, bytes, &dx)) != HK_STATUS_OK                               \
-            || (st = c->m->alloc(c->h, bytes, &dy)) != HK_STATUS_OK) {                         \
-            st = hk__vfail(c, "alloc", st);                                                    \
-            goto out;                                                                          \
-        }                                                                                      \
-        for (int i = 0; i < HK__VN; i++) {                                                     \
-            hx[i] = (T)hk__vx(i);                                                              \
-            hy[i] = (T)hk__vy(i);                                                              \
-            dot += hk__vx(i) * hk__vy(i);                                                      \
-            sq += hk__vx(i) * hk__vx(i);                                                       \
-        }                                                                                      \
         if ((st = c->m->memset_(c->h, dy, 0, bytes)) != HK_STATUS_OK                           \
-            || (st = c->m->copy_to_host(c->h, hx, dy, bytes)) != HK_STATUS_OK) {               \
-            st = hk__vfail(c, "memset", st);                                                   \
-            goto out;                                                                          \
-        }                                                                                      \
+            || (st = c->m->copy_to_host(c->h, hx, dy, bytes)) != HK_STATUS_OK)                 \
+            return hk__vfail(c, "memset", st);                                                 \
         for (int i = 0; i < HK__VN; i++)                                                       \
             if (hx[i] != (T)0) {                                                               \
                 snprintf(c->why, c->n, "memset left %g at element %d", (double)hx[i], i);      \
-                st = HK_STATUS_LOAD_FAILED;                                                    \
-                goto out;                                                                      \
+                return HK_STATUS_LOAD_FAILED;                                                  \
             }                                                                                  \
-        for (int i = 0; i < HK__VN; i++)                                                       \
+        for (int i = 0; i < HK__VN; i++) {                                                     \
             hx[i] = (T)hk__vx(i);                                                              \
+            hy[i] = (T)hk__vy(i);                                                              \
+        }                                                                                      \
         if ((st = c->m->copy_to_device(c->h, dx, hx, bytes)) != HK_STATUS_OK                   \
-            || (st = c->m->copy_to_device(c->h, dy, hy, bytes)) != HK_STATUS_OK) {             \
-            st = hk__vfail(c, "upload", st);                                                   \
-            goto out;                                                                          \
+            || (st = c->m->copy_to_device(c->h, dy, hy, bytes)) != HK_STATUS_OK)               \
+            return hk__vfail(c, "upload", st);                                                 \
+        return HK_STATUS_OK;                                                                   \
+    }
+
+/* 1 when the first n elements of v (type T) equal the reference f(i);
+ * otherwise why names the first wrong element. */
+#define HK__VCHECK(T, P)                                                                       \
+    static int hk__vcheck_##P(const hk__vctx_t *c, const char *op, const T *v,                 \
+                              double (*f)(int))                                                \
+    {                                                                                          \
+        for (int i = 0; i < HK__VN; i++)                                                       \
+            if ((double)v[i] != f(i)) {                                                        \
+                snprintf(c->why, c->n, "%s gave %g at element %d, expected %g", op,            \
+                         (double)v[i], i, f(i));                                               \
+                return 0;                                                                      \
+            }                                                                                  \
+        return 1;                                                                              \
+    }
+
+/* One precision of the workload: dot and nrm2 of the placed data, then
+ * y = 2x + y (downloaded and checked), then x = -x/2 and y = x (checked).
+ * T: type, P: s or d, TOL: nrm2's relative tolerance. */
+#define HK__VERIFY(T, P, TOL)                                                                  \
+    HK__VPLACE(T, P)                                                                           \
+    HK__VCHECK(T, P)                                                                           \
+    static hk_status_t hk__vops_##P(const hk__vctx_t *c, T *hy, void *dx, void *dy)           \
+    {                                                                                          \
+        const size_t bytes = HK__VN * sizeof(T);                                               \
+        T alpha = (T)2, half = (T)-0.5, r = 0;                                                 \
+        double dot = 0.0, sq = 0.0;                                                            \
+        hk_status_t st;                                                                        \
+        for (int i = 0; i < HK__VN; i++) {                                                     \
+            dot += hk__vx(i) * hk__vy(i);                                                      \
+            sq += hk__vx(i) * hk__vx(i);                                                       \
         }                                                                                      \
-        if ((st = c->b->P##dot(c->h, HK__VN, dx, 1, dy, 1, &r)) != HK_STATUS_OK) {             \
-            st = hk__vfail(c, #P "dot", st);                                                   \
-            goto out;                                                                          \
-        }                                                                                      \
+        if ((st = c->b->P##dot(c->h, HK__VN, dx, 1, dy, 1, &r)) != HK_STATUS_OK)               \
+            return hk__vfail(c, #P "dot", st);                                                 \
         if ((double)r != dot) {                                                                \
             snprintf(c->why, c->n, #P "dot gave %g, expected %g", (double)r, dot);             \
-            st = HK_STATUS_LOAD_FAILED;                                                        \
-            goto out;                                                                          \
+            return HK_STATUS_LOAD_FAILED;                                                      \
         }                                                                                      \
-        if ((st = c->b->P##nrm2(c->h, HK__VN, dx, 1, &r)) != HK_STATUS_OK) {                   \
-            st = hk__vfail(c, #P "nrm2", st);                                                  \
-            goto out;                                                                          \
-        }                                                                                      \
+        if ((st = c->b->P##nrm2(c->h, HK__VN, dx, 1, &r)) != HK_STATUS_OK)                     \
+            return hk__vfail(c, #P "nrm2", st);                                                \
         /* Compared squared: the loader does not link the math library. */                    \
         double rr = (double)r * (double)r;                                                     \
         if (!(rr - sq <= 2 * TOL * sq && sq - rr <= 2 * TOL * sq)) {                           \
             snprintf(c->why, c->n, #P "nrm2 gave %.9g, expected the root of %.9g", (double)r,  \
                      sq);                                                                      \
-            st = HK_STATUS_LOAD_FAILED;                                                        \
-            goto out;                                                                          \
+            return HK_STATUS_LOAD_FAILED;                                                      \
         }                                                                                      \
-        /* y = 2x + y; x = -x/2; y = x: afterwards y[i] = -x0[i]/2 and the axpy result        \
-         * is checked through the copy's source before that. */                               \
-        if ((st = c->b->P##axpy(c->h, HK__VN, &alpha, dx, 1, dy, 1)) != HK_STATUS_OK) {        \
-            st = hk__vfail(c, #P "axpy", st);                                                  \
-            goto out;                                                                          \
-        }                                                                                      \
-        if ((st = c->m->copy_to_host(c->h, hy, dy, bytes)) != HK_STATUS_OK) {                  \
-            st = hk__vfail(c, "copy_to_host", st);                                             \
-            goto out;                                                                          \
-        }                                                                                      \
-        for (int i = 0; i < HK__VN; i++)                                                       \
-            if ((double)hy[i] != 2.0 * hk__vx(i) + hk__vy(i)) {                                \
-                snprintf(c->why, c->n, #P "axpy gave %g at element %d, expected %g",           \
-                         (double)hy[i], i, 2.0 * hk__vx(i) + hk__vy(i));                       \
-                st = HK_STATUS_LOAD_FAILED;                                                    \
-                goto out;                                                                      \
-            }                                                                                  \
+        if ((st = c->b->P##axpy(c->h, HK__VN, &alpha, dx, 1, dy, 1)) != HK_STATUS_OK           \
+            || (st = c->m->copy_to_host(c->h, hy, dy, bytes)) != HK_STATUS_OK)                 \
+            return hk__vfail(c, #P "axpy", st);                                                \
+        if (!hk__vcheck_##P(c, #P "axpy", hy, hk__vaxpy))                                      \
+            return HK_STATUS_LOAD_FAILED;                                                      \
         if ((st = c->b->P##scal(c->h, HK__VN, &half, dx, 1)) != HK_STATUS_OK                   \
             || (st = c->b->P##copy(c->h, HK__VN, dx, 1, dy, 1)) != HK_STATUS_OK                \
-            || (st = c->m->copy_to_host(c->h, hy, dy, bytes)) != HK_STATUS_OK) {               \
-            st = hk__vfail(c, #P "scal, " #P "copy", st);                                      \
-            goto out;                                                                          \
-        }                                                                                      \
-        for (int i = 0; i < HK__VN; i++)                                                       \
-            if ((double)hy[i] != -0.5 * hk__vx(i)) {                                           \
-                snprintf(c->why, c->n, #P "scal and " #P "copy gave %g at element %d, "        \
-                         "expected %g", (double)hy[i], i, -0.5 * hk__vx(i));                   \
-                st = HK_STATUS_LOAD_FAILED;                                                    \
-                goto out;                                                                      \
-            }                                                                                  \
-    out:                                                                                       \
+            || (st = c->m->copy_to_host(c->h, hy, dy, bytes)) != HK_STATUS_OK)                 \
+            return hk__vfail(c, #P "scal, " #P "copy", st);                                    \
+        if (!hk__vcheck_##P(c, #P "scal and " #P "copy", hy, hk__vscal))                       \
+            return HK_STATUS_LOAD_FAILED;                                                      \
+        return HK_STATUS_OK;                                                                   \
+    }                                                                                          \
+    static hk_status_t hk__verify_##P(const hk__vctx_t *c, T *hx, T *hy)                       \
+    {                                                                                          \
+        void *dx = NULL, *dy = NULL;                                                           \
+        hk_status_t st = c->m->alloc(c->h, HK__VN * sizeof(T), &dx);                           \
+        if (st == HK_STATUS_OK)                                                                \
+            st = c->m->alloc(c->h, HK__VN * sizeof(T), &dy);                                   \
+        if (st != HK_STATUS_OK)                                                                \
+            st = hk__vfail(c, "alloc", st);                                                    \
+        if (st == HK_STATUS_OK)                                                                \
+            st = hk__vplace_##P(c, hx, hy, dx, dy);                                            \
+        if (st == HK_STATUS_OK)                                                                \
+            st = hk__vops_##P(c, hy, dx, dy);                                                  \
         if (dx)                                                                                \
             c->m->free_(c->h, dx);                                                             \
         if (dy)                                                                                \
             c->m->free_(c->h, dy);                                                             \
         return st;                                                                             \
     }
+
+static double hk__vaxpy(int i) { return 2.0 * hk__vx(i) + hk__vy(i); }
+static double hk__vscal(int i) { return -0.5 * hk__vx(i); }
 
 HK__VERIFY(float, s, 1e-5)
 HK__VERIFY(double, d, 1e-12)

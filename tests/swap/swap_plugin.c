@@ -6,9 +6,12 @@
  *   SWP_CREATE_FAILS       handle_create fails with OUT_OF_MEMORY
  *   SWP_ADD_FLAGS          flags added to the answer (memory-domain flags)
  *   SWP_INFO_DEVICE        handle_info reports this device (a GPU's, say)
+ *   SWP_HOLD_SSCAL         sscal waits while the bits of x[0] are SWP_HOLD, so
+ *                          that a test can keep a call in flight
  * Every handle_create and handle_destroy logs "swp-create NAME VERSION" or
  * "swp-destroy NAME VERSION" at HK_LOG_DEBUG through the host's log callback,
  * so a test sees whether any code of the plugin ran. */
+#include <sched.h>
 #include <string.h>
 
 #include "hk_blas1.h"
@@ -78,6 +81,16 @@ static hk_status_t swp_saxpy(hk_handle_t *h, int64_t n, const float *alpha, cons
 }
 #endif
 
+#ifdef SWP_HOLD_SSCAL
+static hk_status_t swp_sscal(hk_handle_t *h, int64_t n, const float *alpha, float *x,
+                             int64_t incx)
+{
+    while (n > 0 && x && __atomic_load_n((const uint32_t *)(void *)x, __ATOMIC_ACQUIRE) == SWP_HOLD)
+        sched_yield();
+    return inner_blas->sscal(h, n, alpha, x, incx);
+}
+#endif
+
 static hk_status_t swp_get_table(const char *name, const void **table)
 {
     hk_status_t st = inner->get_table(name, table);
@@ -86,6 +99,9 @@ static hk_status_t swp_get_table(const char *name, const void **table)
         blas = *inner_blas;
 #ifdef SWP_WRONG_SAXPY
         blas.saxpy = swp_saxpy;
+#endif
+#ifdef SWP_HOLD_SSCAL
+        blas.sscal = swp_sscal;
 #endif
         *table = &blas;
     }

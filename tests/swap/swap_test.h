@@ -35,6 +35,9 @@ void swp_register_host(void);
 
 #define SWP_A HK_SWAP_CPU_A
 #define SWP_B HK_SWAP_CPU_B
+/* The bits of x[0] that keep swp_hold's sscal waiting. */
+#define SWP_HOLD 0x7fc0beefu
+
 #define SWP_DOUBLE(name) HK_SWAP_PLUGIN_DIR "/" name ".so"
 
 #endif /* SWAP_TEST_H */

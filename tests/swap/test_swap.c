@@ -1,6 +1,8 @@
 /* Movable handles and swap from one thread: forwarding, settings that follow
  * a swap, modules closed and opened again, refused swaps that leave the old
  * implementation serving, loader destroy while handles live, bad input. */
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -435,6 +437,94 @@ static void test_acquired_plugin_stays_open(void)
     fx_down(&f);
 }
 
+typedef struct held {
+    hk_mhandle_t *mh;
+    hk_loader_t *loader;
+    float *x;
+    hk_status_t st;
+} held_t;
+
+static void *held_call(void *arg)
+{
+    held_t *c = arg;
+    hk_blas1_v1_t b;
+    hk_memory_v1_t m;
+    swp_tables(&b, &m);
+    float one = 1.0f;
+    c->st = b.sscal(hk_mhandle_handle(c->mh), 2, &one, c->x, 1);
+    return NULL;
+}
+
+static void *held_swap(void *arg)
+{
+    held_t *c = arg;
+    c->st = hk_loader_swap(c->loader, SWP_A, NULL, NULL);
+    return NULL;
+}
+
+/* A call in flight finishes on the old implementation while new calls run on
+ * the new one; the swap waits for it, and says so in its state. */
+static void test_call_boundary(void)
+{
+    fx_t f;
+    CU_ASSERT_FATAL(fx_up(&f));
+    hk_plugin_t *hold = swp_open(f.loader, SWP_DOUBLE("swp_hold"));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(hold);
+    hk_mhandle_t *mh = NULL;
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(hold, NULL, &mh), HK_STATUS_OK);
+    float x[2] = {0.0f, 5.0f};
+    uint32_t bits = SWP_HOLD;
+    __atomic_store_n((uint32_t *)(void *)x, bits, __ATOMIC_RELEASE);
+    held_t call = {mh, f.loader, x, HK_STATUS_INTERNAL}, sw = call;
+    pthread_t tc, ts;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&tc, NULL, held_call, &call), 0);
+    hk_mhandle_state_t ms = {.size = sizeof ms};
+    do {
+        sched_yield();
+        hk_mhandle_state(mh, &ms);
+    } while (ms.inflight == 0);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&ts, NULL, held_swap, &sw), 0);
+    hk_swap_state_t ls;
+    do {
+        sched_yield();
+        ls = lstate(f.loader);
+    } while (ls.phase != HK_SWAP_DRAINING);
+    CU_ASSERT_EQUAL(ls.draining, 1);
+    CU_ASSERT_EQUAL(ls.inflight, 1);
+    hk_swap_plugin_state_t ph = pstate(hold);
+    CU_ASSERT_EQUAL(ph.handles, 0);
+    CU_ASSERT_EQUAL(ph.inflight, 1);
+    CU_ASSERT_EQUAL(ph.draining, 1);
+    CU_ASSERT_EQUAL(pstate(f.a).handles, 1);
+    CU_ASSERT_PTR_EQUAL(plugin_of(mh), f.a);
+    /* A new call does not wait for the drain: it runs on hk-cpu 1.0.0. */
+    float y[2] = {1.0f, 2.0f}, three = 3.0f;
+    hk_blas1_v1_t b;
+    hk_memory_v1_t m;
+    swp_tables(&b, &m);
+    CU_ASSERT_EQUAL(b.sscal(hk_mhandle_handle(mh), 2, &three, y, 1), HK_STATUS_OK);
+    CU_ASSERT(y[0] == 3.0f && y[1] == 6.0f);
+    CU_ASSERT_EQUAL(hk_loader_destroy(f.loader), HK_STATUS_BUSY);
+    CU_ASSERT(swp_mapped(SWP_DOUBLE("swp_hold"))); /* not closed under the call */
+
+    float go = 7.0f;
+    memcpy(&bits, &go, sizeof bits);
+    __atomic_store_n((uint32_t *)(void *)x, bits, __ATOMIC_RELEASE);
+    pthread_join(tc, NULL);
+    pthread_join(ts, NULL);
+    CU_ASSERT_EQUAL(call.st, HK_STATUS_OK);
+    CU_ASSERT(x[0] == 7.0f && x[1] == 5.0f);
+    CU_ASSERT_EQUAL(sw.st, HK_STATUS_OK);
+    ls = lstate(f.loader);
+    CU_ASSERT_EQUAL(ls.phase, HK_SWAP_IDLE);
+    CU_ASSERT_EQUAL(ls.draining, 0);
+    CU_ASSERT(ls.last_drain_ns > 0);
+    CU_ASSERT_EQUAL(pstate(hold).module, HK_MODULE_CLOSED);
+    CU_ASSERT(!swp_mapped(SWP_DOUBLE("swp_hold")));
+    CU_ASSERT_EQUAL(hk_mhandle_destroy(mh), HK_STATUS_OK);
+    fx_down(&f);
+}
+
 void swp_register_basic(void)
 {
     CU_pSuite s = hk_test_suite("swap", NULL, NULL);
@@ -443,6 +533,7 @@ void swp_register_basic(void)
     hk_test_add(s, "swap moves settings, closes and reopens modules",
                 test_swap_moves_state_and_closes);
     hk_test_add(s, "swap moves only the handles of from", test_swap_from_name);
+    hk_test_add(s, "a call in flight finishes on the old implementation", test_call_boundary);
     hk_test_add(s, "refused: wrong verification result", test_refused_wrong_result);
     hk_test_add(s, "refused: handle_create fails", test_refused_create_fails);
     hk_test_add(s, "refused: other memory domain (flag)", test_refused_cross_domain_flag);
