@@ -34,6 +34,7 @@ typedef struct hk__job {
     hk__binding_t fresh; /* the new plugin's tables (raw unused) */
     hk__mover_t *movers;
     size_t nmovers;
+    int reopened; /* the new plugin's module was closed and this swap opened it */
     char why[768];
 } hk__job_t;
 
@@ -374,6 +375,7 @@ static hk_status_t hk__prepare(hk__job_t *job, const char *request)
         snprintf(job->why, sizeof(job->why), "%s", hk_loader_last_error(job->loader));
         return st;
     }
+    job->reopened = job->to->module == NULL;
     st = hk__swap_ensure_open(job->loader, job->to, job->why, sizeof(job->why));
     if (st != HK_STATUS_OK)
         return st;
@@ -397,6 +399,8 @@ static hk_status_t hk__run(hk__job_t *job, const char *request, uint64_t t0)
         for (size_t i = 0; i < job->nmovers; i++)
             if (job->movers[i].raw)
                 job->fresh.core.handle_destroy(job->movers[i].raw);
+        if (job->reopened) /* leave it closed, as it was */
+            hk__swap_try_close(job->loader, job->sw, job->to);
         return st;
     }
     uint64_t t_switch = hk__now_ns();

@@ -160,8 +160,9 @@ typedef struct hk_swap_options {
  *   OK             every handle that had to move runs the new plugin
  *   NULL_POINTER   loader or request NULL (no last error without a loader)
  *   INVALID_VALUE  opts->size below 4
- *   what hk_loader_select returns; LOAD_FAILED when a closed plugin's file
- *                  cannot be opened again
+ *   what hk_loader_select returns; LOAD_FAILED, INSECURE or NOT_FOUND when
+ *                  a closed plugin's file cannot be opened again (changed on
+ *                  disk, writable by others, no entry point)
  *   NOT_SUPPORTED  the new plugin lacks hk.blas1/1 or hk.memory/1, or a slot
  *                  the old implementation offers; the memory domains differ
  *                  or one is unknown; a handle's device or context cannot be

@@ -391,6 +391,33 @@ static void test_refused_cross_domain_info(void)
             "in CUDA device memory", "buffers would not follow");
 }
 
+/* A refused swap to a plugin whose module was closed closes it again. */
+static void test_refused_leaves_closed(void)
+{
+    fx_t f;
+    CU_ASSERT_FATAL(fx_up(&f));
+    hk_plugin_t *gpu = swp_open(f.loader, SWP_DOUBLE("swp_cudainfo"));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(gpu);
+    hk_mhandle_t *m1 = NULL, *m2 = NULL;
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f.a, NULL, &m1), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hk_loader_swap(f.loader, SWP_B, NULL, NULL), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(pstate(f.a).module, HK_MODULE_CLOSED);
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(gpu, NULL, &m2), HK_STATUS_OK);
+    /* m2 reports a GPU device: moving both to hk-cpu 1.0.0 is refused after
+     * its file was opened again for the verification. */
+    CU_ASSERT_EQUAL(hk_loader_swap(f.loader, SWP_A, NULL, NULL), HK_STATUS_NOT_SUPPORTED);
+    CU_ASSERT(has(hk_loader_last_error(f.loader), "buffers would not follow"));
+    hk_swap_plugin_state_t pa = pstate(f.a);
+    CU_ASSERT_EQUAL(pa.reopens, 1);
+    CU_ASSERT_EQUAL(pa.module, HK_MODULE_CLOSED);
+    CU_ASSERT(!swp_mapped(SWP_A));
+    CU_ASSERT_PTR_EQUAL(plugin_of(m1), f.b);
+    CU_ASSERT(works(m1));
+    CU_ASSERT_EQUAL(hk_mhandle_destroy(m1), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hk_mhandle_destroy(m2), HK_STATUS_OK);
+    fx_down(&f);
+}
+
 static void test_destroy_busy_while_handles_live(void)
 {
     hk_loader_t *loader = swp_loader();
@@ -538,6 +565,7 @@ void swp_register_basic(void)
     hk_test_add(s, "refused: handle_create fails", test_refused_create_fails);
     hk_test_add(s, "refused: other memory domain (flag)", test_refused_cross_domain_flag);
     hk_test_add(s, "refused: other memory domain (handle_info)", test_refused_cross_domain_info);
+    hk_test_add(s, "refused: a closed module stays closed", test_refused_leaves_closed);
     hk_test_add(s, "loader destroy is BUSY while handles live", test_destroy_busy_while_handles_live);
     hk_test_add(s, "an acquired plugin is not closed", test_acquired_plugin_stays_open);
 }
