@@ -131,5 +131,8 @@ int hk_host_cmd_info(const hk_host_opts_t *opts);     /* hk_host_info.c */
 int hk_host_cmd_run(const hk_host_opts_t *opts);      /* hk_host_run.c */
 int hk_host_cmd_validate(const hk_host_opts_t *opts); /* hk_host_exec.c */
 int hk_host_cmd_bench(const hk_host_opts_t *opts);    /* hk_host_exec.c */
+/* hk_host_swap.c: parses its own options; argv[0] is "swap". */
+int hk_host_cmd_swap(int argc, char **argv);
+int hk_host_cmd_swap_args(const hk_host_opts_t *opts); /* the table's entry for it */
 
 #endif /* HK_HOST_H */

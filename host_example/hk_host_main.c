@@ -47,6 +47,11 @@ static const hk_host_cmd_t commands[] = {
      "flags ratios worse than OLD.csv's by more than the run-to-run tolerance\n"
      "(default 5 %, P4 50 %; SPEC is PCT or FIGURE=PCT, e.g. P2=10) and exits 1\n"
      "then; exit status otherwise hk-bench's (3: a missed target under --strict)"},
+    {"swap", hk_host_cmd_swap_args, NULL,
+     "swap -p A -q B [-t THREADS] [-k SWAPS] [-n N] [-w MS]",
+     "threads call through movable handles, every result checked, while the\n"
+     "implementation is swapped between A and B (hk-host swap -h for details;\n"
+     "docs/swap.md)"},
 };
 #define HK_HOST_NCMDS (sizeof commands / sizeof commands[0])
 

@@ -98,6 +98,7 @@ struct hk_loader {
     const char *last_error; /* a report's line or a static string; never NULL */
     int env_notice_done;    /* the "HK_PLUGIN_PATH ignored" report was made */
     struct hk__select_texts *select_texts; /* hk_loader_select.c; freed by hk__select_free */
+    struct hk__swap *_Atomic swap; /* movable handles (hk_loader_mhandle.c); made on first use */
 };
 
 /* What the probe learnt about one candidate (hk_loader_probe.c). */
@@ -271,6 +272,11 @@ void hk__reason_rename(char *text, size_t n, const char *from, const char *to);
 int hk__probe_main(int argc, char **argv);
 
 void hk__select_free(hk_loader_t *loader); /* hk_loader_select.c, at destroy */
+
+/* hk_loader_swap.c: nonzero (with the last error set) while a movable handle
+ * lives; hk__swap_free frees the swap record at destroy. */
+int hk__swap_busy(hk_loader_t *loader);
+void hk__swap_free(hk_loader_t *loader);
 
 /* ---- hk_loader_ltdl.c: every libltdl call goes through these ---- */
 

@@ -186,7 +186,7 @@ static void hk__plugin_free(hk_plugin_t *p)
         free(p->tables);
         p->tables = next;
     }
-    if (p->flags & HK_PLUGIN_UNLOAD_SAFE)
+    if ((p->flags & HK_PLUGIN_UNLOAD_SAFE) && p->module) /* NULL: a swap closed it */
         hk__ltdl_close(p->module, p->mapped);
     /* Otherwise the module stays mapped (hk__ltdl_keep made it resident):
      * function pointers from its vtable or tables may still be held by
@@ -202,6 +202,8 @@ hk_status_t hk_loader_destroy(hk_loader_t *loader)
 {
     if (!loader)
         return HK_STATUS_OK;
+    if (hk__swap_busy(loader)) /* a movable handle still calls into a module */
+        return HK_STATUS_BUSY;
     hk__lock(loader);
     for (size_t i = 0; i < loader->nplugins; i++) {
         if (atomic_load(&loader->plugins[i]->refs) != 0) {
@@ -231,6 +233,7 @@ hk_status_t hk_loader_destroy(hk_loader_t *loader)
         free(r);
     }
     hk__select_free(loader);
+    hk__swap_free(loader);
     free(loader->plugins);
     free(loader->reports);
     hk__ltdl_exit(&loader->advise);

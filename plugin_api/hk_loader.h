@@ -158,8 +158,8 @@ typedef struct hk_loader_options {
 hk_status_t hk_loader_create(const hk_loader_options_t *opts, hk_loader_t **out);
 
 /* [not-concurrent] Closes every module whose plugin is not in use and frees the
- * loader. Returns HK_STATUS_BUSY (and frees nothing) while a plugin is acquired.
- * NULL is a no-op returning HK_STATUS_OK. */
+ * loader. Returns HK_STATUS_BUSY (and frees nothing) while a plugin is acquired
+ * or a movable handle (hk_swap.h) lives. NULL is a no-op returning HK_STATUS_OK. */
 hk_status_t hk_loader_destroy(hk_loader_t *loader);
 
 /* [thread-safe] Scans every directory of the search path (HK_PLUGIN_PATH, then
@@ -270,10 +270,13 @@ hk_status_t hk_plugin_last_error_copy(const hk_plugin_t *plugin, const hk_handle
                                       char *buf, size_t len, size_t *needed);
 
 /* [thread-safe] Reference counting for swap: a caller that uses a plugin's
- * vtable outside the loader's lifetime rules holds a reference. A release
- * without an acquire is ignored. hk_loader_destroy closes a plugin's module
- * only if it declared HK_PLUGIN_UNLOAD_SAFE; other modules stay mapped for
- * the rest of the process. */
+ * vtable outside the loader's lifetime rules holds a reference. The loader
+ * cannot see handles made through hk_plugin_vtable() nor tables taken from
+ * it: a host keeps a reference while it holds any, so that hk_loader_destroy
+ * stays BUSY and a swap (hk_swap.h) never closes the module under them. A
+ * release without an acquire is ignored. hk_loader_destroy closes a plugin's
+ * module only if it declared HK_PLUGIN_UNLOAD_SAFE; other modules stay mapped
+ * for the rest of the process. */
 void hk_plugin_acquire(hk_plugin_t *plugin);
 void hk_plugin_release(hk_plugin_t *plugin);
 

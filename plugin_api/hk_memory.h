@@ -32,7 +32,7 @@ typedef struct hk_memory_v1 {
 
     /* Allocates bytes on the handle's device, aligned to at least 64 bytes.
      * The caller owns *out and frees it with free_ on a handle of the same
-     * plugin instance and device. bytes == 0 → *out = NULL, HK_STATUS_OK.
+     * plugin (any loaded build of it: memory follows a swap) and device. bytes == 0 → *out = NULL, HK_STATUS_OK.
      * A size that cannot be allocated (past what the device or machine has,
      * or so large that rounding it up overflows) → HK_STATUS_OUT_OF_MEMORY
      * with a reason naming the size, *out = NULL. out NULL →
@@ -40,9 +40,10 @@ typedef struct hk_memory_v1 {
     hk_status_t (*alloc)(hk_handle_t *h, size_t bytes, void **out);
 
     /* Frees what alloc returned. NULL → HK_STATUS_OK, nothing done. A pointer
-     * that is not the start of a live allocation of this plugin instance
-     * (foreign, already freed, or inside a block) → HK_STATUS_INVALID_VALUE
-     * naming it, and nothing is freed. */
+     * that is not the start of a live allocation of this plugin (foreign,
+     * already freed, or inside a block) → HK_STATUS_INVALID_VALUE naming it,
+     * and nothing is freed. Two threads freeing one pointer at once is
+     * undefined. */
     hk_status_t (*free_)(hk_handle_t *h, void *ptr);
 
     /* Copies bytes host → device; returns when src may be reused and dst holds

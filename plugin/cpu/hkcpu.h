@@ -10,7 +10,9 @@
 #include "hk_abi.h"
 
 #define HKCPU_NAME "hk-cpu"
+#ifndef HKCPU_VERSION /* a second build with another version serves the swap tests */
 #define HKCPU_VERSION "1.0.0"
+#endif
 #define HKCPU_MSG 256
 
 /* Lives in a slot of hk__cpu_handles (hk__registry.h): its memory stays the
@@ -42,8 +44,6 @@ hk_status_t hk__cpu_stray(hk_status_t status, const char *fmt, ...)
  * h unless the registry says it is one of its slots. */
 hk_status_t hk__cpu_check(const hk_handle_t *h, const char *fn);
 
-/* At unload: frees the allocation records of hk.memory/1. */
-void hk__cpu_memory_fini(void);
 
 extern const struct hk_blas1_v1 hk__cpu_blas1;
 extern const struct hk_memory_v1 hk__cpu_memory;

@@ -270,12 +270,12 @@ static const hk_vtable_t cpu_vtable = {
 };
 
 /* hk-cpu is unload-safe: when its module is closed, give back the registry's
- * chunks (only if no handle is left: one still held points there) and the
- * allocation records. Runs nothing at load. */
+ * chunks (only if no handle is left: one still held points there). Blocks of
+ * hk.memory/1 stay: they belong to the host until it frees them, with this
+ * build or another one of hk-cpu. Runs nothing at load. */
 __attribute__((destructor)) static void cpu_unload(void)
 {
     hk__reg_fini(&hk__cpu_handles);
-    hk__cpu_memory_fini();
 }
 
 __attribute__((visibility("default"))) hk_status_t

@@ -2,12 +2,12 @@
  * host memory, 64-byte aligned like a GPU allocation would be, so hosts can
  * run one workload anywhere.
  *
- * free_ must refuse a pointer it did not hand out instead of passing it to
- * free(), and must do so without reading memory around it (it may be no
- * memory at all), so every live allocation is recorded in a small hash set. */
+ * free_ must refuse a pointer it did not hand out instead of passing it on,
+ * and must do so without reading memory that may not be there: see "blocks". */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "hk_memory.h"
@@ -20,89 +20,50 @@
             return st_;                                                             \
     } while (0)
 
-/* ---- the set of live allocations: open addressing, linear probing ---- */
+/* ---- blocks ---- */
 
-#define TOMB ((uintptr_t)1) /* a removed entry; 0 is an empty one */
+/* Every block is a private anonymous mapping of its own: a 64-byte header at
+ * the start of the mapping, the caller's memory right after it. free_ tells
+ * one of its blocks without trusting the pointer: it must sit 64 bytes past a
+ * page boundary, that page must be mapped (mincore answers without touching
+ * it), and the header there must carry the tag and its own address. The tag is
+ * the same in every build of hk-cpu, so a buffer follows a swap between two of
+ * them (docs/swap.md); a freed block is unmapped, so freeing it again finds no
+ * mapping, and its tag is cleared first, so of two threads freeing it at once
+ * only one unmaps it. */
+#define BLOCK_TAG 0x686b6370752d6d65ull /* "hkcpu-me" */
+#define BLOCK_HEADER 64
 
-static pthread_mutex_t rec_lock = PTHREAD_MUTEX_INITIALIZER;
-static uintptr_t *rec;    /* cap entries; under rec_lock */
-static size_t rec_cap;    /* a power of two, or 0 */
-static size_t rec_used;   /* live entries plus tombstones */
+typedef struct block {
+    uint64_t tag;    /* BLOCK_TAG while live */
+    uint64_t self;   /* the mapping's address */
+    uint64_t length; /* the mapping's length */
+    uint64_t pad[5];
+} block_t;
 
-static size_t rec_hash(uintptr_t p, size_t cap)
+_Static_assert(sizeof(block_t) == BLOCK_HEADER, "the header is the alignment");
+
+static size_t page_size(void)
 {
-    return (size_t)(((uint64_t)p >> 6) * 0x9e3779b97f4a7c15ull) & (cap - 1);
+    long page = sysconf(_SC_PAGESIZE);
+    return page > 0 ? (size_t)page : 4096;
 }
 
-/* Rebuilds the set with room for twice the live entries. Caller holds the
- * lock. Returns -1 when out of memory (the old set stays). */
-static int rec_grow(void)
+/* The live block whose memory starts at ptr, or NULL. */
+static block_t *block_of(const void *ptr)
 {
-    size_t cap = rec_cap ? rec_cap * 2 : 64;
-    uintptr_t *n = calloc(cap, sizeof *n);
-    if (!n)
-        return -1;
-    size_t used = 0;
-    for (size_t i = 0; i < rec_cap; i++) {
-        if (rec[i] > TOMB) {
-            size_t j = rec_hash(rec[i], cap);
-            while (n[j])
-                j = (j + 1) & (cap - 1);
-            n[j] = rec[i];
-            used++;
-        }
-    }
-    free(rec);
-    rec = n;
-    rec_cap = cap;
-    rec_used = used;
-    return 0;
-}
-
-static int rec_add(uintptr_t p)
-{
-    int rc = 0;
-    pthread_mutex_lock(&rec_lock);
-    if ((rec_used + 1) * 2 > rec_cap && rec_grow() != 0) {
-        rc = -1;
-        goto out;
-    }
-    size_t j = rec_hash(p, rec_cap);
-    while (rec[j] > TOMB)
-        j = (j + 1) & (rec_cap - 1);
-    if (rec[j] == 0)
-        rec_used++;
-    rec[j] = p;
-out:
-    pthread_mutex_unlock(&rec_lock);
-    return rc;
-}
-
-/* Removes p; returns 1 when it was recorded. */
-static int rec_remove(uintptr_t p)
-{
-    int found = 0;
-    pthread_mutex_lock(&rec_lock);
-    if (rec_cap) {
-        size_t j = rec_hash(p, rec_cap);
-        while (rec[j] != 0 && rec[j] != p)
-            j = (j + 1) & (rec_cap - 1);
-        if (rec[j] == p) {
-            rec[j] = TOMB;
-            found = 1;
-        }
-    }
-    pthread_mutex_unlock(&rec_lock);
-    return found;
-}
-
-void hk__cpu_memory_fini(void)
-{
-    pthread_mutex_lock(&rec_lock);
-    free(rec);
-    rec = NULL;
-    rec_cap = rec_used = 0;
-    pthread_mutex_unlock(&rec_lock);
+    size_t page = page_size();
+    uintptr_t p = (uintptr_t)ptr;
+    if ((p & (page - 1)) != BLOCK_HEADER)
+        return NULL;
+    unsigned char resident;
+    block_t *b = (block_t *)(p - BLOCK_HEADER);
+    if (mincore(b, 1, &resident) != 0) /* ENOMEM: nothing is mapped there */
+        return NULL;
+    if (__atomic_load_n(&b->tag, __ATOMIC_ACQUIRE) != BLOCK_TAG || b->self != (uintptr_t)b ||
+        b->length < page)
+        return NULL;
+    return b;
 }
 
 /* ---- the table ---- */
@@ -138,15 +99,19 @@ static hk_status_t cpu_alloc(hk_handle_t *h, size_t bytes, void **out)
         return hk__cpu_fail(h, HK_STATUS_OUT_OF_MEMORY,
                             "alloc: %zu bytes is more than this machine's memory (%zu bytes)",
                             bytes, have);
-    void *p = aligned_alloc(64, rounded);
-    if (!p)
-        return hk__cpu_fail(h, HK_STATUS_OUT_OF_MEMORY, "alloc: %zu bytes: out of memory", bytes);
-    if (rec_add((uintptr_t)p) != 0) {
-        free(p);
+    size_t page = page_size(), length;
+    if (__builtin_add_overflow(rounded, BLOCK_HEADER + page - 1, &length))
         return hk__cpu_fail(h, HK_STATUS_OUT_OF_MEMORY,
-                            "alloc: %zu bytes: out of memory for its record", bytes);
-    }
-    *out = p;
+                            "alloc: %zu bytes cannot be allocated (rounding up overflows)", bytes);
+    length &= ~(page - 1);
+    void *m = mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return hk__cpu_fail(h, HK_STATUS_OUT_OF_MEMORY, "alloc: %zu bytes: out of memory", bytes);
+    block_t *b = m;
+    b->self = (uintptr_t)b;
+    b->length = length;
+    __atomic_store_n(&b->tag, BLOCK_TAG, __ATOMIC_RELEASE);
+    *out = (char *)m + BLOCK_HEADER;
     return HK_STATUS_OK;
 }
 
@@ -155,11 +120,14 @@ static hk_status_t cpu_free(hk_handle_t *h, void *ptr)
     CHECK_HANDLE(h, "free_");
     if (!ptr)
         return HK_STATUS_OK;
-    if (!rec_remove((uintptr_t)ptr))
+    block_t *b = block_of(ptr);
+    uint64_t tag = BLOCK_TAG;
+    if (!b || !__atomic_compare_exchange_n(&b->tag, &tag, 0, 0, __ATOMIC_ACQ_REL,
+                                           __ATOMIC_ACQUIRE))
         return hk__cpu_fail(h, HK_STATUS_INVALID_VALUE,
                             "free_: %p is not the start of a live hk-cpu allocation (foreign, "
                             "already freed, or inside a block)", ptr);
-    free(ptr);
+    munmap(b, (size_t)b->length);
     return HK_STATUS_OK;
 }
 

@@ -215,8 +215,10 @@ static void test_foreign_pointers(void)
     CU_ASSERT_EQUAL(vt->handle_destroy(h), HK_STATUS_OK);
 }
 
-/* Two loaded copies of hk-cpu: each refuses the other's handles and
- * allocations, and still serves its own. */
+/* Two loaded copies of hk-cpu: each refuses the other's handles and still
+ * serves its own. Memory is another matter: it belongs to the host, and any
+ * build of hk-cpu frees a block another one made (a swap between two builds
+ * moves handles, and the buffers follow), once. */
 static void test_other_copy(void)
 {
     const hk_vtable_t *vt2;
@@ -230,8 +232,8 @@ static void test_other_copy(void)
     CU_ASSERT_EQUAL_FATAL(vt2->handle_create(NULL, &theirs), HK_STATUS_OK);
     void *block = NULL;
     CU_ASSERT_EQUAL(mem2->alloc(theirs, 256, &block), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(mem->free_(mine, block), HK_STATUS_INVALID_VALUE);
-    CU_ASSERT_EQUAL(mem2->free_(theirs, block), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(mem->free_(mine, block), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(mem2->free_(theirs, block), HK_STATUS_INVALID_VALUE); /* freed already */
     CU_ASSERT_EQUAL(count_accepted(vt, blas, mem, theirs), 0);
     CU_ASSERT_EQUAL(count_accepted(vt2, blas2, mem2, mine), 0);
     CU_ASSERT_EQUAL(vt->synchronize(mine), HK_STATUS_OK);

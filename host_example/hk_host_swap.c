@@ -1,0 +1,321 @@
+/* hk-host swap: worker threads call through movable handles, every result
+ * checked, while the main thread swaps the implementation between two
+ * plugins every few milliseconds. One progress line on a terminal, one
+ * summary line at the end; exits 1 on any wrong or failed call or refused
+ * swap. Works in any memory domain: data goes through hk.memory/1. */
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hk_blas1.h"
+#include "hk_host.h"
+#include "hk_memory.h"
+#include "hk_status_text.h"
+#include "hk_swap.h"
+
+typedef struct swap_opts {
+    const char *a, *b;
+    long threads, swaps, wait_ms;
+    int64_t n;
+} swap_opts_t;
+
+typedef struct worker {
+    pthread_t tid;
+    hk_mhandle_t *mh;
+    int64_t n;
+    atomic_ullong calls, wrong, failed;
+    char first[320];  /* the first failure, written by the worker only */
+    atomic_int ready; /* 1: set up, -1: set-up failed */
+} worker_t;
+
+static atomic_int stop;
+static hk_blas1_v1_t B;
+static hk_memory_v1_t M;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: hk-host swap -p REQUEST_A -q REQUEST_B [-t THREADS] [-k SWAPS] [-n N] "
+            "[-w MS]\n"
+            "  worker threads call saxpy and sdot through movable handles, every result\n"
+            "  checked, while the implementation is swapped between A and B.\n"
+            "  -p, -q  plugin requests: NAME, NAME@RANGE or a path to a .so file\n"
+            "  -t      worker threads (default 8)\n"
+            "  -k      swaps (default 100)\n"
+            "  -n      vector length (default 4096)\n"
+            "  -w      milliseconds between swaps (default 2)\n");
+}
+
+static int parse(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 0);
+    if (errno || *s == '\0' || *end != '\0' || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_opts(int argc, char **argv, swap_opts_t *o)
+{
+    long v;
+    int c;
+    *o = (swap_opts_t){NULL, NULL, 8, 100, 2, 4096};
+    optind = 1;
+    while ((c = getopt(argc, argv, "p:q:t:k:n:w:h")) != -1) {
+        long *dst = c == 't' ? &o->threads : c == 'k' ? &o->swaps : c == 'w' ? &o->wait_ms : NULL;
+        long hi = c == 't' ? 256 : c == 'k' ? 1000000 : c == 'w' ? 10000 : (1L << 26);
+        if (c == 'p' || c == 'q') {
+            *(c == 'p' ? &o->a : &o->b) = optarg;
+        } else if (c == 't' || c == 'k' || c == 'w' || c == 'n') {
+            if (parse(optarg, c == 't' || c == 'n' ? 1 : 0, hi, &v)) {
+                fprintf(stderr, "hk-host swap: -%c %s: not a number in %d..%ld\n", c, optarg,
+                        c == 't' || c == 'n', hi);
+                return 2;
+            }
+            if (dst)
+                *dst = v;
+            else
+                o->n = v;
+        } else if (c == 'h') {
+            usage(stdout);
+            return 0;
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!o->a || !o->b || optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    return -1; /* go on */
+}
+
+static void fail(worker_t *w, const char *op, hk_status_t st)
+{
+    atomic_fetch_add(&w->failed, 1);
+    if (!w->first[0]) {
+        char why[256];
+        hk_mhandle_last_error_copy(w->mh, why, sizeof why);
+        snprintf(w->first, sizeof w->first, "%s: %s: %s", op, hk_status_name(st), why);
+    }
+}
+
+/* Rounds of: y += x or y -= x, read y back, x.y; each call counted and
+ * each result checked exactly (small integers). */
+static void *work(void *arg)
+{
+    worker_t *w = arg;
+    hk_handle_t *h = hk_mhandle_handle(w->mh);
+    size_t bytes = (size_t)w->n * sizeof(float);
+    float *x = malloc(bytes), *y0 = malloc(bytes), *y = malloc(bytes);
+    void *dx = NULL, *dy = NULL;
+    double dot[2] = {0.0, 0.0};
+    if (!x || !y0 || !y || M.alloc(h, bytes, &dx) != HK_STATUS_OK
+        || M.alloc(h, bytes, &dy) != HK_STATUS_OK) {
+        atomic_store(&w->ready, -1);
+        goto out;
+    }
+    for (int64_t i = 0; i < w->n; i++) {
+        x[i] = (float)(i % 5 - 2);
+        y0[i] = (float)(i % 3 - 1);
+        dot[0] += (double)x[i] * y0[i];
+        dot[1] += (double)x[i] * (y0[i] + x[i]);
+    }
+    if (M.copy_to_device(h, dx, x, bytes) != HK_STATUS_OK
+        || M.copy_to_device(h, dy, y0, bytes) != HK_STATUS_OK) {
+        atomic_store(&w->ready, -1);
+        goto out;
+    }
+    atomic_store(&w->ready, 1);
+    for (int up = 1; !atomic_load(&stop); up = !up) {
+        float alpha = up ? 1.0f : -1.0f, r = 0.0f;
+        hk_status_t st = B.saxpy(h, w->n, &alpha, dx, 1, dy, 1);
+        atomic_fetch_add(&w->calls, 1);
+        if (st != HK_STATUS_OK) {
+            fail(w, "saxpy", st);
+            break;
+        }
+        st = M.copy_to_host(h, y, dy, bytes);
+        atomic_fetch_add(&w->calls, 1);
+        if (st != HK_STATUS_OK) {
+            fail(w, "copy_to_host", st);
+            break;
+        }
+        for (int64_t i = 0; i < w->n; i++)
+            if (y[i] != y0[i] + (up ? x[i] : 0.0f)) {
+                atomic_fetch_add(&w->wrong, 1);
+                break;
+            }
+        st = B.sdot(h, w->n, dx, 1, dy, 1, &r);
+        atomic_fetch_add(&w->calls, 1);
+        if (st != HK_STATUS_OK) {
+            fail(w, "sdot", st);
+            break;
+        }
+        if ((double)r != dot[up])
+            atomic_fetch_add(&w->wrong, 1);
+    }
+out:
+    if (dx)
+        M.free_(h, dx);
+    if (dy)
+        M.free_(h, dy);
+    free(x);
+    free(y0);
+    free(y);
+    return NULL;
+}
+
+static void totals(worker_t *w, long n, unsigned long long t[3])
+{
+    t[0] = t[1] = t[2] = 0;
+    for (long i = 0; i < n; i++) {
+        t[0] += atomic_load(&w[i].calls);
+        t[1] += atomic_load(&w[i].wrong);
+        t[2] += atomic_load(&w[i].failed);
+    }
+}
+
+/* Swaps o->swaps times, B first; returns the number refused. */
+static long swap_loop(hk_loader_t *loader, const swap_opts_t *o, worker_t *w)
+{
+    int tty = isatty(STDOUT_FILENO);
+    long refused = 0;
+    for (long i = 0; i < o->swaps; i++) {
+        const char *to = (i % 2) ? o->a : o->b;
+        if (hk_loader_swap(loader, to, NULL, NULL) != HK_STATUS_OK) {
+            if (refused++ == 0)
+                fprintf(stderr, "hk-host swap: %s\n", hk_loader_last_error(loader));
+        }
+        if (tty) {
+            unsigned long long t[3];
+            hk_swap_state_t s = {.size = sizeof s};
+            totals(w, o->threads, t);
+            hk_loader_swap_state(loader, &s);
+            printf("\rswap %ld/%ld  calls %llu  wrong %llu  failed %llu  in flight %llu  "
+                   "last switch %.0f us ",
+                   i + 1, o->swaps, t[0], t[1], t[2], (unsigned long long)s.inflight,
+                   s.last_switch_ns / 1e3);
+            fflush(stdout);
+        }
+        struct timespec ts = {o->wait_ms / 1000, (o->wait_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (tty)
+        printf("\n");
+    return refused;
+}
+
+/* Resolves both requests (the plugins stay loaded), starts the workers on A. */
+static int start(hk_loader_t *loader, const swap_opts_t *o, worker_t *w, long *started)
+{
+    hk_plugin_t *pa = NULL, *pb = NULL;
+    if (hk_loader_select(loader, o->a, &pa) != HK_STATUS_OK
+        || hk_loader_select(loader, o->b, &pb) != HK_STATUS_OK) {
+        fprintf(stderr, "hk-host swap: %s\n", hk_loader_last_error(loader));
+        return 1;
+    }
+    printf("swap: %s %s (%s) <-> %s %s (%s), %ld threads, %ld swaps, n %lld\n",
+           hk_plugin_name(pa), hk_plugin_version(pa), hk_plugin_path(pa), hk_plugin_name(pb),
+           hk_plugin_version(pb), hk_plugin_path(pb), o->threads, o->swaps, (long long)o->n);
+    fflush(stdout);
+    hk_mhandle_get_table(HK_TABLE_BLAS1_V1, &B, sizeof B);
+    hk_mhandle_get_table(HK_TABLE_MEMORY_V1, &M, sizeof M);
+    for (*started = 0; *started < o->threads; (*started)++) {
+        worker_t *wk = &w[*started];
+        wk->n = o->n;
+        if (hk_mhandle_create_on(pa, NULL, &wk->mh) != HK_STATUS_OK) {
+            fprintf(stderr, "hk-host swap: %s\n", hk_loader_last_error(loader));
+            return 1;
+        }
+        if (pthread_create(&wk->tid, NULL, work, wk) != 0) {
+            hk_mhandle_destroy(wk->mh);
+            fprintf(stderr, "hk-host swap: cannot start a thread\n");
+            return 1;
+        }
+        while (atomic_load(&wk->ready) == 0)
+            sched_yield();
+        if (atomic_load(&wk->ready) < 0) {
+            (*started)++;
+            fprintf(stderr, "hk-host swap: cannot place the data: %s\n",
+                    hk_loader_last_error(loader));
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Counts the modules of A and B that are still open. */
+static void open_modules(hk_loader_t *loader, const swap_opts_t *o, int *open, int *total)
+{
+    hk_plugin_t *p[2] = {NULL, NULL};
+    hk_loader_select(loader, o->a, &p[0]);
+    hk_loader_select(loader, o->b, &p[1]);
+    *open = *total = 0;
+    for (int i = 0; i < 2; i++) {
+        if (!p[i] || (i == 1 && p[1] == p[0]))
+            continue;
+        hk_swap_plugin_state_t s = {.size = sizeof s};
+        (*total)++;
+        if (hk_plugin_swap_state(p[i], &s) == HK_STATUS_OK && s.module != HK_MODULE_CLOSED)
+            (*open)++;
+    }
+}
+
+int hk_host_cmd_swap(int argc, char **argv)
+{
+    swap_opts_t o;
+    int rc = parse_opts(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    hk_loader_t *loader = hk_host_loader(0, 0);
+    if (!loader)
+        return 1;
+    worker_t *w = calloc((size_t)o.threads, sizeof(*w));
+    long started = 0, refused = 0;
+    atomic_store(&stop, 0);
+    rc = w ? start(loader, &o, w, &started) : 1;
+    if (rc == 0)
+        refused = swap_loop(loader, &o, w);
+    atomic_store(&stop, 1);
+    for (long i = 0; i < started; i++) {
+        pthread_join(w[i].tid, NULL);
+        if (w[i].first[0])
+            fprintf(stderr, "hk-host swap: thread %ld: %s\n", i, w[i].first);
+        hk_mhandle_destroy(w[i].mh);
+    }
+    if (rc == 0) {
+        unsigned long long t[3];
+        hk_swap_state_t s = {.size = sizeof s};
+        int open, total;
+        totals(w, o.threads, t);
+        hk_loader_swap_state(loader, &s);
+        open_modules(loader, &o, &open, &total);
+        printf("swap: calls %llu, wrong %llu, failed %llu, swaps %ld of %ld (%ld refused), "
+               "longest switch %.0f us, modules still open: %d of %d\n",
+               t[0], t[1], t[2], o.swaps - refused, o.swaps, refused, s.max_switch_ns / 1e3,
+               open, total);
+        rc = (t[1] || t[2] || refused) ? 1 : 0;
+    }
+    free(w);
+    if (hk_loader_destroy(loader) != HK_STATUS_OK)
+        fprintf(stderr, "hk-host swap: %s\n", hk_loader_last_error(loader));
+    return rc;
+}
+
+/* The command table's entry: opts->argv holds what follows "swap", and the
+ * word itself sits just before it in the process's argv. */
+int hk_host_cmd_swap_args(const hk_host_opts_t *opts)
+{
+    return hk_host_cmd_swap(opts->argc + 1, opts->argv - 1);
+}

@@ -1,0 +1,152 @@
+/* handlekit movable handles and swap: internals shared by
+ * hk_loader_mhandle.c (handles, forwarding, call path), hk_loader_swap.c (the
+ * swap and its state) and hk_loader_swapmod.c (verification, module close and
+ * reopen). Never installed.
+ *
+ * The call path. A movable handle has two bindings (a plugin handle and
+ * copies of the plugin's tables) and an atomic pointer to the current one.
+ * A call increments the current binding's in-flight count, then reads the
+ * pointer again: if a swap moved it meanwhile, the call takes its increment
+ * back and starts over; otherwise it calls through the binding and
+ * decrements. The swap stores the new pointer and then waits for the old
+ * binding's count to reach zero. Both sides use sequentially consistent
+ * operations, so either the call sees the new pointer or the swap sees the
+ * call: no call runs on a binding the swap has drained. A call that loaded
+ * the old pointer and increments late only touches the counter, which lives
+ * as long as the handle, and the drained binding is only written again by
+ * the swap after the next one, when the same rule has kept every call out.
+ *
+ * Locks. swap->lock serialises swaps, creates and destroys of movable
+ * handles, module closes and reopens; it is held for a whole swap, drain
+ * included. swap->list_lock guards the handle and module arrays and every
+ * write of a binding's fields; it is only held for short reads and writes,
+ * so state queries never wait for a swap. mh->lock guards a handle's
+ * settings (stream, pointer mode) and its message buffer; a swap holds the
+ * locks of the handles it moves while it switches them. Order: swap->lock,
+ * then mh->lock (in the swap's list order), then list_lock, then the
+ * loader's gate or lock. */
+#ifndef HK__SWAP_H
+#define HK__SWAP_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "hk__loader.h"
+#include "hk_blas1.h"
+#include "hk_memory.h"
+#include "hk_swap.h"
+
+#define HK__MH_LIVE 0x686b6d68616e646cULL /* "hkmhandl": a live movable handle */
+#define HK__MH_DEAD 0x646561646d68646cULL /* destroyed; its memory is kept for reuse */
+#define HK__MH_MSG 1024
+
+/* One implementation a movable handle can be bound to. Padded so that the
+ * counter, written by every call, shares no cache line with what calls read. */
+typedef struct hk__binding {
+    _Alignas(64) atomic_uint inflight;
+    _Alignas(64) hk_handle_t *raw; /* NULL when the slot is empty */
+    hk_plugin_t *plugin;
+    hk_vtable_t core;              /* copies taken when the binding was made */
+    hk_blas1_v1_t blas1;
+    hk_memory_v1_t memory;
+} hk__binding_t;
+
+struct hk_mhandle {
+    _Alignas(64) atomic_uint_fast64_t magic; /* HK__MH_LIVE while live */
+    _Atomic(hk__binding_t *) cur;
+    atomic_uint_fast64_t generation;
+    hk__binding_t slot[2];
+    hk_loader_t *loader;
+    hk_mhandle_t *next_free;     /* the pool's free list */
+    pthread_mutex_t lock;        /* settings and msg */
+    hk_create_info_t info;       /* as given at create, size normalised */
+    hk_handle_info_t bound;      /* handle_info of the first handle; size 0: unknown */
+    void *stream;                /* the last stream set through set_stream */
+    hk_pointer_mode_t mode;      /* the last pointer mode set */
+    uint64_t settings_gen;       /* bumped by every successful setter */
+    char msg[HK__MH_MSG];
+};
+
+/* Per plugin that movable handles used: its module's state. */
+typedef struct hk__swap_module {
+    hk_plugin_t *plugin;
+    atomic_int state; /* hk_module_state_t */
+    atomic_uint_fast64_t closes;
+    atomic_uint_fast64_t reopens;
+} hk__swap_module_t;
+
+typedef struct hk__swap_text {
+    struct hk__swap_text *next;
+    char line[];
+} hk__swap_text_t;
+
+struct hk__swap {
+    pthread_mutex_t lock;
+    pthread_mutex_t list_lock;
+    hk_mhandle_t **handles;
+    size_t nhandles, caphandles;
+    hk__swap_module_t **modules;
+    size_t nmodules, capmodules;
+    hk__swap_text_t *texts; /* failure lines, kept for the loader's lifetime */
+    atomic_int phase;
+    atomic_uint_fast64_t generation, failed, closed, draining;
+    atomic_uint_fast64_t last_switch_ns, last_drain_ns, max_switch_ns, max_drain_ns;
+};
+
+/* ---- the call path ---- */
+
+static inline hk__binding_t *hk__mh_enter(hk_mhandle_t *mh)
+{
+    for (;;) {
+        hk__binding_t *b = atomic_load_explicit(&mh->cur, memory_order_acquire);
+        atomic_fetch_add_explicit(&b->inflight, 1, memory_order_seq_cst);
+        if (atomic_load_explicit(&mh->cur, memory_order_seq_cst) == b)
+            return b;
+        atomic_fetch_sub_explicit(&b->inflight, 1, memory_order_release);
+    }
+}
+
+static inline void hk__mh_leave(hk__binding_t *b)
+{
+    atomic_fetch_sub_explicit(&b->inflight, 1, memory_order_release);
+}
+
+/* ---- hk_loader_mhandle.c ---- */
+
+/* The loader's swap record, made on first use; NULL when out of memory. */
+struct hk__swap *hk__swap_get(hk_loader_t *loader);
+
+/* Fills b (an empty slot) with plugin, raw and copies of its tables. Caller
+ * holds list_lock, or the binding is not yet reachable. */
+void hk__binding_fill(hk__binding_t *b, hk_plugin_t *plugin, hk_handle_t *raw);
+
+/* Copies a plugin table clamped into the zeroed *dst of size bytes; 0 when
+ * the plugin has no such table. */
+int hk__table_copy(const hk_vtable_t *core, const char *name, void *dst, size_t size);
+
+/* Records a failure line: keeps it for the loader's lifetime, makes it the
+ * loader's last error and this thread's movable-handle message. Returns st. */
+hk_status_t hk__swap_fail(hk_loader_t *loader, hk_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- hk_loader_swapmod.c ---- */
+
+/* The module record of plugin (made when missing; NULL when out of memory).
+ * Caller holds swap->lock. */
+hk__swap_module_t *hk__swap_module(struct hk__swap *sw, hk_plugin_t *plugin);
+
+/* Makes sure plugin's module is open: opens its file again when a swap
+ * closed it. Caller holds swap->lock. On failure why says what was wrong. */
+hk_status_t hk__swap_ensure_open(hk_loader_t *loader, hk_plugin_t *plugin, char *why, size_t n);
+
+/* Closes plugin's module when nothing can reach it any more (see hk_swap.h,
+ * step 6), and checks that it left the process. Caller holds swap->lock. */
+void hk__swap_try_close(hk_loader_t *loader, struct hk__swap *sw, hk_plugin_t *plugin);
+
+/* Runs the verification workload on h through the given tables. Returns OK
+ * or the failing status with why filled. */
+hk_status_t hk__swap_verify(const hk_vtable_t *core, const hk_blas1_v1_t *b,
+                            const hk_memory_v1_t *m, hk_handle_t *h, char *why, size_t n);
+
+#endif /* HK__SWAP_H */

@@ -1,0 +1,598 @@
+/* handlekit live swap: moving every movable handle to another implementation
+ * while other threads call through them (hk_swap.h states the steps, and
+ * hk__swap.h the call path's protocol and the locks). */
+#include "hk__swap.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hk_status_text.h"
+
+enum { HK__DOM_UNKNOWN = 0, HK__DOM_HOST = 1, HK__DOM_CUDA = 2 };
+
+/* Whether a handle_info answer of info->size bytes covers field. */
+#define HK__HAS(info, field) \
+    ((info).size >= offsetof(hk_handle_info_t, field) + sizeof((info).field))
+
+typedef struct hk__mover {
+    hk_mhandle_t *mh;
+    hk__binding_t *old;    /* the binding it had when the swap began */
+    hk_handle_t *raw;      /* the new plugin handle; NULL until made */
+    void *stream;          /* the settings the new handle was given */
+    hk_pointer_mode_t mode;
+    uint64_t gen;
+} hk__mover_t;
+
+typedef struct hk__job {
+    hk_loader_t *loader;
+    struct hk__swap *sw;
+    const char *from;
+    hk_plugin_t *to;
+    hk__binding_t fresh; /* the new plugin's tables (raw unused) */
+    hk__mover_t *movers;
+    size_t nmovers;
+    int reopened; /* the new plugin's module was closed and this swap opened it */
+    char why[768];
+} hk__job_t;
+
+static uint64_t hk__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static const char *hk__dom_name(int dom)
+{
+    return dom == HK__DOM_HOST ? "host memory" : dom == HK__DOM_CUDA ? "CUDA device memory"
+                                                                      : "an unknown domain";
+}
+
+static int hk__dom_of_flags(uint32_t flags)
+{
+    int host = (flags & HK_PLUGIN_MEMORY_HOST) != 0, cuda = (flags & HK_PLUGIN_MEMORY_CUDA) != 0;
+    return host == cuda ? HK__DOM_UNKNOWN : host ? HK__DOM_HOST : HK__DOM_CUDA;
+}
+
+static int hk__dom_of_info(const hk_handle_info_t *info)
+{
+    if (!HK__HAS(*info, device))
+        return HK__DOM_UNKNOWN;
+    return info->device < 0 ? HK__DOM_HOST : HK__DOM_CUDA;
+}
+
+/* The movable handles that move: those not on the new plugin yet and, with
+ * from, those whose plugin has that name. */
+static hk_status_t hk__collect(hk__job_t *job)
+{
+    struct hk__swap *sw = job->sw;
+    hk_status_t st = HK_STATUS_OK;
+    pthread_mutex_lock(&sw->list_lock);
+    job->movers = calloc(sw->nhandles ? sw->nhandles : 1, sizeof(*job->movers));
+    if (!job->movers) {
+        st = HK_STATUS_OUT_OF_MEMORY;
+        goto out;
+    }
+    for (size_t i = 0; i < sw->nhandles; i++) {
+        hk_mhandle_t *mh = sw->handles[i];
+        hk__binding_t *b = atomic_load(&mh->cur);
+        if (b->plugin == job->to || (job->from && strcmp(b->plugin->name, job->from) != 0))
+            continue;
+        job->movers[job->nmovers].mh = mh;
+        job->movers[job->nmovers].old = b;
+        job->nmovers++;
+    }
+out:
+    pthread_mutex_unlock(&sw->list_lock);
+    return st;
+}
+
+/* A slot the old implementation offers and the new one lacks, or NULL. */
+static const char *hk__lacking(const hk__binding_t *old, const hk__binding_t *neu)
+{
+#define HK__SLOT(TBL, NAME)                  \
+    if (old->TBL.NAME && !neu->TBL.NAME)     \
+        return #NAME;
+    HK__SLOT(core, set_stream) HK__SLOT(core, get_stream) HK__SLOT(core, set_pointer_mode)
+    HK__SLOT(core, get_pointer_mode) HK__SLOT(core, handle_info) HK__SLOT(core, synchronize)
+    HK__SLOT(blas1, saxpy) HK__SLOT(blas1, daxpy) HK__SLOT(blas1, sscal) HK__SLOT(blas1, dscal)
+    HK__SLOT(blas1, scopy) HK__SLOT(blas1, dcopy) HK__SLOT(blas1, sdot) HK__SLOT(blas1, ddot)
+    HK__SLOT(blas1, snrm2) HK__SLOT(blas1, dnrm2)
+    HK__SLOT(memory, alloc) HK__SLOT(memory, free_) HK__SLOT(memory, copy_to_device)
+    HK__SLOT(memory, copy_to_host) HK__SLOT(memory, memset_)
+#undef HK__SLOT
+    return NULL;
+}
+
+/* Every mover's domain must be dom_new. */
+static hk_status_t hk__check_domains(hk__job_t *job, int dom_new)
+{
+    for (size_t i = 0; i < job->nmovers; i++) {
+        hk_plugin_t *old = job->movers[i].old->plugin;
+        int dom = hk__dom_of_flags(old->flags);
+        if (dom == HK__DOM_UNKNOWN)
+            dom = hk__dom_of_info(&job->movers[i].mh->bound);
+        if (dom == dom_new && dom != HK__DOM_UNKNOWN)
+            continue;
+        snprintf(job->why, sizeof(job->why),
+                 "%s %s works in %s and %s %s in %s: the callers' buffers would not follow "
+                 "(a swap stays within one memory domain)",
+                 old->name, old->version, hk__dom_name(dom), job->to->name, job->to->version,
+                 hk__dom_name(dom_new));
+        return HK_STATUS_NOT_SUPPORTED;
+    }
+    return HK_STATUS_OK;
+}
+
+/* The memory domain of a handle made with ci, from its handle_info. */
+static int hk__dom_of_handle(const hk_vtable_t *vt, const hk_create_info_t *ci)
+{
+    hk_handle_t *h = NULL;
+    hk_handle_info_t info = {.size = sizeof(info)};
+    if (vt->handle_create(ci, &h) != HK_STATUS_OK)
+        return HK__DOM_UNKNOWN;
+    if (!vt->handle_info || vt->handle_info(h, &info) != HK_STATUS_OK)
+        info.size = 0;
+    vt->handle_destroy(h);
+    return hk__dom_of_info(&info);
+}
+
+/* The new plugin's tables, domain, and a verified workload on a handle of
+ * it, made on the device of the first handle that moves. */
+static hk_status_t hk__validate(hk__job_t *job)
+{
+    hk_plugin_t *to = job->to;
+    int dom_new = hk__dom_of_flags(to->flags);
+    hk_status_t st;
+    if (dom_new != HK__DOM_UNKNOWN && (st = hk__check_domains(job, dom_new)) != HK_STATUS_OK)
+        return st; /* refused before any code of the new plugin runs */
+
+    hk__binding_fill(&job->fresh, to, NULL);
+    if (!job->fresh.blas1.size || !job->fresh.memory.size) {
+        snprintf(job->why, sizeof(job->why), "%s %s offers no %s table", to->name, to->version,
+                 !job->fresh.blas1.size ? HK_TABLE_BLAS1_V1 : HK_TABLE_MEMORY_V1);
+        return HK_STATUS_NOT_SUPPORTED;
+    }
+    for (size_t i = 0; i < job->nmovers; i++) {
+        const char *slot = hk__lacking(job->movers[i].old, &job->fresh);
+        if (slot) {
+            snprintf(job->why, sizeof(job->why), "%s %s lacks %s, which %s %s offers", to->name,
+                     to->version, slot, job->movers[i].old->plugin->name,
+                     job->movers[i].old->plugin->version);
+            return HK_STATUS_NOT_SUPPORTED;
+        }
+    }
+
+    hk_create_info_t ci = {sizeof(ci), HK_DEVICE_CURRENT, 0};
+    if (job->nmovers && HK__HAS(job->movers[0].mh->bound, device)
+        && job->movers[0].mh->bound.device >= 0)
+        ci.device = job->movers[0].mh->bound.device;
+    const hk_vtable_t *vt = &job->fresh.core;
+    hk_handle_t *h = NULL;
+    st = vt->handle_create(&ci, &h);
+    if (st != HK_STATUS_OK && dom_new == HK__DOM_UNKNOWN && ci.device != HK_DEVICE_CURRENT) {
+        /* It may have no such device because it works in another domain:
+         * that is the better reason to give. */
+        hk_create_info_t dflt = {sizeof(dflt), HK_DEVICE_CURRENT, 0};
+        int dom = hk__dom_of_handle(vt, &dflt);
+        if (dom != HK__DOM_UNKNOWN && hk__check_domains(job, dom) != HK_STATUS_OK)
+            return HK_STATUS_NOT_SUPPORTED;
+    }
+    if (st != HK_STATUS_OK) {
+        snprintf(job->why, sizeof(job->why), "%s %s: handle_create: %s: %s", to->name,
+                 to->version, hk_status_name(st), vt->last_error(NULL));
+        return st;
+    }
+    if (dom_new == HK__DOM_UNKNOWN) {
+        hk_handle_info_t info = {.size = sizeof(info)};
+        if (!vt->handle_info || vt->handle_info(h, &info) != HK_STATUS_OK)
+            info.size = 0;
+        st = hk__check_domains(job, hk__dom_of_info(&info));
+    }
+    if (st == HK_STATUS_OK) {
+        char what[512];
+        st = hk__swap_verify(vt, &job->fresh.blas1, &job->fresh.memory, h, what, sizeof(what));
+        if (st != HK_STATUS_OK)
+            snprintf(job->why, sizeof(job->why), "%s %s failed verification: %s", to->name,
+                     to->version, what);
+    }
+    vt->handle_destroy(h);
+    return st;
+}
+
+/* Gives a new handle a movable handle's settings; force: also the defaults
+ * (the settings changed since the handle was made). */
+static hk_status_t hk__apply(const hk_vtable_t *vt, hk_handle_t *raw, void *stream,
+                             hk_pointer_mode_t mode, int force, const char **what)
+{
+    hk_status_t st = HK_STATUS_OK;
+    if (stream || force) {
+        *what = "set_stream";
+        st = vt->set_stream ? vt->set_stream(raw, stream)
+                            : stream ? HK_STATUS_NOT_SUPPORTED : HK_STATUS_OK;
+    }
+    if (st == HK_STATUS_OK && (mode != HK_POINTER_MODE_HOST || force)) {
+        *what = "set_pointer_mode";
+        st = vt->set_pointer_mode ? vt->set_pointer_mode(raw, mode)
+                                  : mode != HK_POINTER_MODE_HOST ? HK_STATUS_NOT_SUPPORTED
+                                                                 : HK_STATUS_OK;
+    }
+    return st;
+}
+
+/* Makes the new handle of one mover with the same device, context, flags,
+ * stream and pointer mode. */
+static hk_status_t hk__make_new(hk__job_t *job, hk__mover_t *mv)
+{
+    hk_mhandle_t *mh = mv->mh;
+    const hk_handle_info_t *bound = &mh->bound; /* fixed at create */
+    const hk_vtable_t *vt = &job->fresh.core;
+    pthread_mutex_lock(&mh->lock);
+    hk_create_info_t ci = mh->info;
+    mv->stream = mh->stream;
+    mv->mode = mh->mode;
+    mv->gen = mh->settings_gen;
+    pthread_mutex_unlock(&mh->lock);
+
+    int user_ctx = HK__HAS(*bound, owns_primary) && !bound->owns_primary;
+    if (HK__HAS(*bound, device) && bound->device >= 0)
+        ci.device = user_ctx ? HK_DEVICE_CURRENT : bound->device;
+    hk_status_t st = vt->handle_create(&ci, &mv->raw);
+    if (st != HK_STATUS_OK) {
+        mv->raw = NULL;
+        snprintf(job->why, sizeof(job->why), "%s %s: handle_create (device %d): %s: %s",
+                 job->to->name, job->to->version, ci.device, hk_status_name(st),
+                 vt->last_error(NULL));
+        return st;
+    }
+    const char *what = "";
+    st = hk__apply(vt, mv->raw, mv->stream, mv->mode, 0, &what);
+    if (st != HK_STATUS_OK) {
+        snprintf(job->why, sizeof(job->why), "%s %s: %s: %s: %s", job->to->name,
+                 job->to->version, what, hk_status_name(st), vt->last_error(mv->raw));
+        return st;
+    }
+    hk_handle_info_t now = {.size = sizeof(now)};
+    if (!HK__HAS(*bound, device) || !vt->handle_info || vt->handle_info(mv->raw, &now) != HK_STATUS_OK)
+        return HK_STATUS_OK; /* nothing to compare with */
+    int same_ctx = !HK__HAS(*bound, context_id) || !HK__HAS(now, context_id)
+                   || now.context_id == bound->context_id;
+    if (now.device == bound->device && same_ctx)
+        return HK_STATUS_OK;
+    snprintf(job->why, sizeof(job->why),
+             "a movable handle bound to device %d, context %llu would move to device %d, "
+             "context %llu%s",
+             bound->device, (unsigned long long)bound->context_id, now.device,
+             (unsigned long long)now.context_id,
+             user_ctx ? " (it is bound to a context it does not own: swap with that context "
+                        "current)" : "");
+    return HK_STATUS_NOT_SUPPORTED;
+}
+
+/* Switches every mover at a call boundary. Settings changed since
+ * hk__make_new are given to the new handle first; a failure there switches
+ * nothing. */
+static hk_status_t hk__commit(hk__job_t *job)
+{
+    hk_status_t st = HK_STATUS_OK;
+    const hk_vtable_t *vt = &job->fresh.core;
+    for (size_t i = 0; i < job->nmovers; i++)
+        pthread_mutex_lock(&job->movers[i].mh->lock);
+    for (size_t i = 0; i < job->nmovers && st == HK_STATUS_OK; i++) {
+        hk__mover_t *mv = &job->movers[i];
+        if (mv->mh->settings_gen == mv->gen)
+            continue;
+        const char *what = "";
+        st = hk__apply(vt, mv->raw, mv->mh->stream, mv->mh->mode, 1, &what);
+        if (st != HK_STATUS_OK)
+            snprintf(job->why, sizeof(job->why), "%s %s: %s: %s: %s", job->to->name,
+                     job->to->version, what, hk_status_name(st), vt->last_error(mv->raw));
+    }
+    if (st == HK_STATUS_OK) {
+        pthread_mutex_lock(&job->sw->list_lock);
+        for (size_t i = 0; i < job->nmovers; i++) {
+            hk_mhandle_t *mh = job->movers[i].mh;
+            hk__binding_t *spare = job->movers[i].old == &mh->slot[0] ? &mh->slot[1] : &mh->slot[0];
+            hk__binding_fill(spare, job->to, job->movers[i].raw);
+            atomic_store(&mh->cur, spare);
+            atomic_fetch_add(&mh->generation, 1);
+            job->movers[i].raw = NULL; /* the movable handle owns it now */
+        }
+        pthread_mutex_unlock(&job->sw->list_lock);
+    }
+    for (size_t i = job->nmovers; i-- > 0;)
+        pthread_mutex_unlock(&job->movers[i].mh->lock);
+    return st;
+}
+
+/* Waits until no call runs on the old bindings, destroys the old handles and
+ * empties the bindings. */
+static void hk__drain(hk__job_t *job)
+{
+    struct hk__swap *sw = job->sw;
+    atomic_store(&sw->draining, job->nmovers);
+    atomic_store(&sw->phase, HK_SWAP_DRAINING);
+    for (size_t i = 0; i < job->nmovers; i++) {
+        hk__binding_t *old = job->movers[i].old;
+        for (unsigned spins = 0; atomic_load(&old->inflight) != 0; spins++) {
+            if (spins < 64) {
+                sched_yield();
+            } else {
+                struct timespec ts = {0, 20000};
+                nanosleep(&ts, NULL);
+            }
+        }
+        hk_status_t st = old->core.handle_destroy(old->raw);
+        if (st != HK_STATUS_OK && job->loader->log) {
+            char line[256];
+            snprintf(line, sizeof(line), "swap: %s handle_destroy of an old handle: %s",
+                     old->plugin->name, hk_status_name(st));
+            job->loader->log(job->loader->log_user, HK_LOG_WARN, line);
+        }
+        pthread_mutex_lock(&sw->list_lock);
+        old->raw = NULL;
+        old->plugin = NULL;
+        pthread_mutex_unlock(&sw->list_lock);
+        atomic_fetch_sub(&sw->draining, 1);
+    }
+}
+
+/* Closes every plugin the movers left that nothing reaches any more. */
+static void hk__close_old(hk__job_t *job, hk_plugin_t **olds)
+{
+    atomic_store(&job->sw->phase, HK_SWAP_CLOSING);
+    size_t n = 0;
+    for (size_t i = 0; i < job->nmovers; i++) {
+        hk_plugin_t *p = olds[i];
+        int seen = 0;
+        for (size_t k = 0; k < n && !seen; k++)
+            seen = olds[k] == p;
+        if (!seen)
+            olds[n++] = p;
+    }
+    for (size_t k = 0; k < n; k++)
+        hk__swap_try_close(job->loader, job->sw, olds[k]);
+}
+
+static void hk__record_times(struct hk__swap *sw, uint64_t t_switch, uint64_t t_drain)
+{
+    atomic_store(&sw->last_switch_ns, t_switch);
+    atomic_store(&sw->last_drain_ns, t_drain);
+    if (t_switch > atomic_load(&sw->max_switch_ns))
+        atomic_store(&sw->max_switch_ns, t_switch);
+    if (t_drain > atomic_load(&sw->max_drain_ns))
+        atomic_store(&sw->max_drain_ns, t_drain);
+}
+
+/* Everything up to the switch; on failure nothing has moved. */
+static hk_status_t hk__prepare(hk__job_t *job, const char *request)
+{
+    hk_status_t st = hk_loader_select(job->loader, request, &job->to);
+    if (st != HK_STATUS_OK) {
+        snprintf(job->why, sizeof(job->why), "%s", hk_loader_last_error(job->loader));
+        return st;
+    }
+    job->reopened = job->to->module == NULL;
+    st = hk__swap_ensure_open(job->loader, job->to, job->why, sizeof(job->why));
+    if (st != HK_STATUS_OK)
+        return st;
+    st = hk__collect(job);
+    if (st != HK_STATUS_OK) {
+        snprintf(job->why, sizeof(job->why), "out of memory");
+        return st;
+    }
+    st = hk__validate(job);
+    for (size_t i = 0; i < job->nmovers && st == HK_STATUS_OK; i++)
+        st = hk__make_new(job, &job->movers[i]);
+    return st;
+}
+
+static hk_status_t hk__run(hk__job_t *job, const char *request, uint64_t t0)
+{
+    hk_status_t st = hk__prepare(job, request);
+    if (st == HK_STATUS_OK)
+        st = hk__commit(job);
+    if (st != HK_STATUS_OK) {
+        for (size_t i = 0; i < job->nmovers; i++)
+            if (job->movers[i].raw)
+                job->fresh.core.handle_destroy(job->movers[i].raw);
+        if (job->reopened) /* leave it closed, as it was */
+            hk__swap_try_close(job->loader, job->sw, job->to);
+        return st;
+    }
+    uint64_t t_switch = hk__now_ns();
+    atomic_fetch_add(&job->sw->generation, 1);
+    hk_plugin_t **olds = calloc(job->nmovers ? job->nmovers : 1, sizeof(*olds));
+    for (size_t i = 0; olds && i < job->nmovers; i++)
+        olds[i] = job->movers[i].old->plugin;
+    hk__drain(job);
+    uint64_t t_drained = hk__now_ns();
+    if (olds) /* without the list the old modules just stay open */
+        hk__close_old(job, olds);
+    free(olds);
+    hk__record_times(job->sw, t_switch - t0, t_drained - t_switch);
+    return HK_STATUS_OK;
+}
+
+hk_status_t hk_loader_swap(hk_loader_t *loader, const char *request,
+                           const hk_swap_options_t *opts, hk_plugin_t **to)
+{
+    uint64_t t0 = hk__now_ns();
+    if (to)
+        *to = NULL;
+    if (!loader)
+        return HK_STATUS_NULL_POINTER;
+    if (!request)
+        return hk__swap_fail(loader, HK_STATUS_NULL_POINTER, "swap refused: request is NULL");
+    hk_swap_options_t o = {sizeof(o), NULL};
+    if (opts) {
+        if (opts->size < sizeof(uint32_t))
+            return hk__swap_fail(loader, HK_STATUS_INVALID_VALUE,
+                                 "swap to %s refused: opts->size is %u", request,
+                                 (unsigned)opts->size);
+        memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
+    }
+    struct hk__swap *sw = hk__swap_get(loader);
+    if (!sw)
+        return hk__swap_fail(loader, HK_STATUS_OUT_OF_MEMORY, "swap refused: out of memory");
+
+    /* The job holds a cache-line aligned binding: calloc's alignment is not enough. */
+    hk__job_t *job = aligned_alloc(_Alignof(hk__job_t), sizeof(*job));
+    if (job)
+        memset(job, 0, sizeof(*job));
+    if (!job)
+        return hk__swap_fail(loader, HK_STATUS_OUT_OF_MEMORY, "swap refused: out of memory");
+    job->loader = loader;
+    job->sw = sw;
+    job->from = o.from;
+    pthread_mutex_lock(&sw->lock);
+    atomic_store(&sw->phase, HK_SWAP_PENDING);
+    hk_status_t st = hk__run(job, request, t0);
+    if (st != HK_STATUS_OK) {
+        atomic_fetch_add(&sw->failed, 1);
+        hk__swap_fail(loader, st, "swap to %s refused: %s", request, job->why);
+    } else if (to) {
+        *to = job->to;
+    }
+    atomic_store(&sw->phase, HK_SWAP_IDLE);
+    pthread_mutex_unlock(&sw->lock);
+    free(job->movers);
+    free(job);
+    return st;
+}
+
+/* ---- state ---- */
+
+hk_status_t hk_loader_swap_state(hk_loader_t *loader, hk_swap_state_t *state)
+{
+    if (!loader || !state)
+        return HK_STATUS_NULL_POINTER;
+    if (state->size < sizeof(uint32_t))
+        return HK_STATUS_INVALID_VALUE;
+    hk_swap_state_t s;
+    memset(&s, 0, sizeof(s));
+    struct hk__swap *sw = atomic_load(&loader->swap);
+    if (sw) {
+        s.phase = (hk_swap_phase_t)atomic_load(&sw->phase);
+        s.generation = atomic_load(&sw->generation);
+        s.failed = atomic_load(&sw->failed);
+        s.modules_closed = atomic_load(&sw->closed);
+        s.draining = atomic_load(&sw->draining);
+        s.last_switch_ns = atomic_load(&sw->last_switch_ns);
+        s.last_drain_ns = atomic_load(&sw->last_drain_ns);
+        s.max_switch_ns = atomic_load(&sw->max_switch_ns);
+        s.max_drain_ns = atomic_load(&sw->max_drain_ns);
+        pthread_mutex_lock(&sw->list_lock);
+        s.handles = sw->nhandles;
+        for (size_t i = 0; i < sw->nhandles; i++)
+            s.inflight += atomic_load(&sw->handles[i]->slot[0].inflight)
+                          + atomic_load(&sw->handles[i]->slot[1].inflight);
+        pthread_mutex_unlock(&sw->list_lock);
+    }
+    size_t n = state->size < sizeof(s) ? state->size : sizeof(s);
+    s.size = (uint32_t)n;
+    memcpy(state, &s, n);
+    return HK_STATUS_OK;
+}
+
+hk_status_t hk_plugin_swap_state(hk_plugin_t *plugin, hk_swap_plugin_state_t *state)
+{
+    if (!plugin || !state)
+        return HK_STATUS_NULL_POINTER;
+    if (state->size < sizeof(uint32_t))
+        return HK_STATUS_INVALID_VALUE;
+    hk_swap_plugin_state_t s;
+    memset(&s, 0, sizeof(s));
+    s.module = HK_MODULE_OPEN;
+    struct hk__swap *sw = atomic_load(&plugin->loader->swap);
+    if (sw) {
+        pthread_mutex_lock(&sw->list_lock);
+        for (size_t i = 0; i < sw->nmodules; i++) {
+            if (sw->modules[i]->plugin == plugin) {
+                s.module = (hk_module_state_t)atomic_load(&sw->modules[i]->state);
+                s.closes = atomic_load(&sw->modules[i]->closes);
+                s.reopens = atomic_load(&sw->modules[i]->reopens);
+            }
+        }
+        for (size_t i = 0; i < sw->nhandles; i++) {
+            hk_mhandle_t *mh = sw->handles[i];
+            hk__binding_t *cur = atomic_load(&mh->cur);
+            for (int k = 0; k < 2; k++) {
+                if (mh->slot[k].plugin != plugin)
+                    continue;
+                s.inflight += atomic_load(&mh->slot[k].inflight);
+                if (&mh->slot[k] == cur)
+                    s.handles++;
+                else
+                    s.draining++;
+            }
+        }
+        pthread_mutex_unlock(&sw->list_lock);
+    }
+    size_t n = state->size < sizeof(s) ? state->size : sizeof(s);
+    s.size = (uint32_t)n;
+    memcpy(state, &s, n);
+    return HK_STATUS_OK;
+}
+
+const char *hk_swap_phase_name(hk_swap_phase_t phase)
+{
+    switch (phase) {
+    case HK_SWAP_IDLE: return "idle";
+    case HK_SWAP_PENDING: return "pending";
+    case HK_SWAP_DRAINING: return "draining";
+    case HK_SWAP_CLOSING: return "closing";
+    }
+    return "unknown";
+}
+
+const char *hk_module_state_name(hk_module_state_t state)
+{
+    switch (state) {
+    case HK_MODULE_OPEN: return "open";
+    case HK_MODULE_CLOSED: return "closed";
+    case HK_MODULE_STILL_MAPPED: return "still-mapped";
+    }
+    return "unknown";
+}
+
+/* ---- the loader's lifetime ---- */
+
+int hk__swap_busy(hk_loader_t *loader)
+{
+    struct hk__swap *sw = atomic_load(&loader->swap);
+    if (!sw)
+        return 0;
+    pthread_mutex_lock(&sw->list_lock);
+    size_t n = sw->nhandles;
+    pthread_mutex_unlock(&sw->list_lock);
+    if (n == 0)
+        return 0;
+    hk__swap_fail(loader, HK_STATUS_BUSY,
+                  "loader destroy refused: %zu movable handle(s) still live (hk_mhandle_destroy "
+                  "them first)", n);
+    return 1;
+}
+
+void hk__swap_free(hk_loader_t *loader)
+{
+    struct hk__swap *sw = atomic_load(&loader->swap);
+    if (!sw)
+        return;
+    while (sw->texts) {
+        hk__swap_text_t *t = sw->texts;
+        sw->texts = t->next;
+        free(t);
+    }
+    for (size_t i = 0; i < sw->nmodules; i++)
+        free(sw->modules[i]);
+    free(sw->modules);
+    free(sw->handles);
+    pthread_mutex_destroy(&sw->lock);
+    pthread_mutex_destroy(&sw->list_lock);
+    free(sw);
+    atomic_store(&loader->swap, NULL);
+}

@@ -1,0 +1,238 @@
+/* handlekit movable handles and live swap of implementations.
+ *
+ * A movable handle (hk_mhandle_t) is made through the loader and is not tied
+ * to one plugin: every call goes to the implementation the handle is bound to
+ * at that moment, and hk_loader_swap binds every movable handle to another
+ * implementation while other threads keep calling. A host uses a movable
+ * handle like a plugin handle: hk_mhandle_vtable() and hk_mhandle_get_table()
+ * give a core vtable and tables of the plugin types (hk_vtable_t,
+ * hk_blas1_v1_t, hk_memory_v1_t) whose slots forward to the current
+ * implementation, and hk_mhandle_handle() is the handle to pass to them.
+ *
+ * The loader knows every movable handle and counts the calls in flight on
+ * each, with atomics only: the call path takes no lock and never waits for a
+ * swap. A swap
+ *   1. resolves its request (hk_loader_select rules) and reopens the plugin's
+ *      file if an earlier swap closed it;
+ *   2. refuses a swap across memory domains (the caller's buffers would not
+ *      follow): the domain is the plugin's HK_PLUGIN_MEMORY_HOST or
+ *      HK_PLUGIN_MEMORY_CUDA flag, or for a plugin without one the device
+ *      its handles report through handle_info (-1: host memory);
+ *   3. verifies the new plugin: a handle is created and a small workload runs
+ *      through its hk.memory/1 and hk.blas1/1 tables, every result checked;
+ *   4. creates, for every movable handle that moves, a handle of the new
+ *      plugin with the same state: the same create flags; the same device
+ *      and context (a handle bound to a primary context is made with that
+ *      device given explicitly; one bound to another context, a user or green
+ *      context, is made with HK_DEVICE_CURRENT and so needs that context
+ *      current on the thread that swaps); the same stream and pointer mode;
+ *      the new handle must report the same device and context ID;
+ *   5. switches every handle at a call boundary: calls already in flight
+ *      finish on the old handle, calls that start later run on the new one;
+ *   6. waits until the old handles have no call in flight, destroys them,
+ *      and closes each old plugin's module once no movable handle is bound to
+ *      it, no call is in flight in it, nobody holds hk_plugin_acquire on it,
+ *      and it declared HK_PLUGIN_UNLOAD_SAFE; the module is then checked to
+ *      be gone from the process (/proc/self/maps).
+ * A failure in steps 1-4 changes nothing: every handle keeps its
+ * implementation, and the loader's last error says why.
+ *
+ * A plugin whose module a swap closed stays in the loader's lists (its name,
+ * version, path and reports remain valid), but its vtable copy reads as all
+ * NULL slots until a movable-handle request or a swap resolves to it again,
+ * which opens the same file again (it must be the same file, answering its
+ * negotiation as before). Raw handles made through hk_plugin_vtable() and
+ * tables taken from hk_plugin_table() are invisible to the loader: a host
+ * that keeps them holds hk_plugin_acquire() on the plugin for as long as it
+ * uses them, and an acquired plugin is never closed.
+ *
+ * Thread rules: every function here is [thread-safe] unless it says
+ * otherwise; swaps, creates and destroys of movable handles of one loader are
+ * serialised by the loader (a create or destroy waits for a running swap).
+ * The forwarding slots follow the rules of the slots they forward to
+ * ([handle-safe]). */
+#ifndef HK_SWAP_H
+#define HK_SWAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hk_abi.h"
+#include "hk_loader.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Memory-domain flags of hk_negotiate_answer_t.flags (ABI 1.2); defined here
+ * too so that this header serves hosts built against ABI 1.1 headers. */
+#ifndef HK_PLUGIN_MEMORY_HOST
+#define HK_PLUGIN_MEMORY_HOST 0x2u /* the plugin's memory is host memory */
+#endif
+#ifndef HK_PLUGIN_MEMORY_CUDA
+#define HK_PLUGIN_MEMORY_CUDA 0x4u /* the plugin's memory is CUDA device memory */
+#endif
+
+typedef struct hk_mhandle hk_mhandle_t;
+
+/* Creates a movable handle on the plugin that request resolves to
+ * (hk_loader_select: "NAME", "NAME@RANGE" or a path). info as for
+ * handle_create (NULL: defaults; size below 12: HK_STATUS_INVALID_VALUE);
+ * it is kept and used again at every swap. On success the caller owns *out
+ * and frees it with hk_mhandle_destroy. Returns OK, NULL_POINTER (loader,
+ * request or out NULL), INVALID_VALUE, what hk_loader_select returns, what
+ * the plugin's handle_create returns, OUT_OF_MEMORY. On failure *out is NULL
+ * and the reason is in hk_loader_last_error and in
+ * hk_mhandle_last_error_copy(NULL, ...) on this thread. */
+hk_status_t hk_mhandle_create(hk_loader_t *loader, const char *request,
+                              const hk_create_info_t *info, hk_mhandle_t **out);
+
+/* The same on a plugin already chosen (owned by its loader). */
+hk_status_t hk_mhandle_create_on(hk_plugin_t *plugin, const hk_create_info_t *info,
+                                 hk_mhandle_t **out);
+
+/* [not-concurrent with calls on this handle] Destroys the movable handle and
+ * the plugin handle it is bound to. Returns INVALID_HANDLE for NULL or a
+ * handle that is not live, BUSY (and destroys nothing) when it sees a call in
+ * flight on it, else the status of the plugin's handle_destroy (the movable
+ * handle is gone in every case but INVALID_HANDLE and BUSY). A destroy waits
+ * for a swap that is running on its loader. The module of the plugin stays
+ * open (only a swap closes modules, and hk_loader_destroy). */
+hk_status_t hk_mhandle_destroy(hk_mhandle_t *mh);
+
+/* The handle to pass to the forwarding vtable and tables: mh itself, typed
+ * as a handle; NULL for NULL. Valid until hk_mhandle_destroy. */
+hk_handle_t *hk_mhandle_handle(hk_mhandle_t *mh);
+
+/* The forwarding core vtable (static storage, never NULL). Its slots take
+ * hk_mhandle_handle() handles and forward to the current implementation:
+ * set_stream, get_stream, set_pointer_mode, get_pointer_mode, handle_info,
+ * synchronize, last_error; set_stream and set_pointer_mode are remembered
+ * and given to the next implementation at a swap. handle_destroy is
+ * hk_mhandle_destroy; handle_create returns HK_STATUS_NOT_SUPPORTED (movable
+ * handles are made with hk_mhandle_create); get_table and enum_tables offer
+ * the forwarding tables. last_error returns a copy owned by the movable
+ * handle, valid until the next last_error on it from any thread (NULL or
+ * not live: this thread's last failure of a movable-handle function). A
+ * slot the current implementation lacks returns HK_STATUS_NOT_SUPPORTED. A
+ * handle that is not live gives HK_STATUS_INVALID_HANDLE; the loader
+ * recognises its own handles from its records and reads no other memory. */
+const hk_vtable_t *hk_mhandle_vtable(void);
+
+/* Copies the forwarding table named name ("hk.blas1/1", "hk.memory/1") into
+ * the caller's table of size bytes: min(size, the loader's sizeof) bytes, the
+ * rest zeroed, and the copy's size field set to the bytes copied. Returns
+ * NULL_POINTER (name or table NULL), INVALID_VALUE (size smaller than the
+ * size field), NOT_FOUND (no such table). */
+hk_status_t hk_mhandle_get_table(const char *name, void *table, size_t size);
+
+/* Copies the last error of the implementation mh is bound to (NULL or not
+ * live: this thread's last failure of a movable-handle function) into buf,
+ * cut to len - 1 bytes and NUL-terminated. Returns INVALID_HANDLE for a
+ * handle not live (buf then holds this thread's line), NULL_POINTER for a
+ * NULL buf or len 0. */
+hk_status_t hk_mhandle_last_error_copy(hk_mhandle_t *mh, char *buf, size_t len);
+
+typedef struct hk_mhandle_state {
+    uint32_t size;        /* set by the caller to sizeof as it knows it */
+    hk_plugin_t *plugin;  /* the current implementation, owned by the loader */
+    uint64_t generation;  /* how often this handle was switched */
+    uint64_t inflight;    /* calls in flight on it now, old implementation included */
+} hk_mhandle_state_t;
+
+/* Fills min(state->size, sizeof) bytes of *state (a snapshot: a swap may
+ * switch the handle right after). Returns INVALID_HANDLE, NULL_POINTER,
+ * INVALID_VALUE (size below 4). */
+hk_status_t hk_mhandle_state(hk_mhandle_t *mh, hk_mhandle_state_t *state);
+
+typedef struct hk_swap_options {
+    uint32_t size;     /* sizeof(hk_swap_options_t) as the caller knows it */
+    const char *from;  /* move only the movable handles whose current plugin has
+                          this name; NULL: every movable handle of the loader */
+} hk_swap_options_t;
+
+/* Binds movable handles to the plugin that request resolves to (see the file
+ * comment for the steps). opts may be NULL (every movable handle). Handles
+ * already bound to that plugin stay as they are; with no handle to move the
+ * new plugin is still verified. Waits until the old handles are drained and
+ * destroyed before it returns. *to (may be NULL) receives the new plugin on
+ * success. Returns:
+ *   OK             every handle that had to move runs the new plugin
+ *   NULL_POINTER   loader or request NULL (no last error without a loader)
+ *   INVALID_VALUE  opts->size below 4
+ *   what hk_loader_select returns; LOAD_FAILED, INSECURE or NOT_FOUND when
+ *                  a closed plugin's file cannot be opened again (changed on
+ *                  disk, writable by others, no entry point)
+ *   NOT_SUPPORTED  the new plugin lacks hk.blas1/1 or hk.memory/1, or a slot
+ *                  the old implementation offers; the memory domains differ
+ *                  or one is unknown; a handle's device or context cannot be
+ *                  bound again
+ *   LOAD_FAILED    the verification workload computed a wrong result
+ *   the status of the new plugin's handle_create, set_stream,
+ *                  set_pointer_mode or a table slot when one fails
+ *   OUT_OF_MEMORY
+ * On failure nothing moved; hk_loader_last_error starts with "swap to
+ * <request> refused: " and says why. */
+hk_status_t hk_loader_swap(hk_loader_t *loader, const char *request,
+                           const hk_swap_options_t *opts, hk_plugin_t **to);
+
+typedef enum hk_swap_phase {
+    HK_SWAP_IDLE = 0,     /* no swap running */
+    HK_SWAP_PENDING = 1,  /* resolving, verifying, making the new handles */
+    HK_SWAP_DRAINING = 2, /* switched; waiting for calls on old handles */
+    HK_SWAP_CLOSING = 3   /* closing modules nothing uses any more */
+} hk_swap_phase_t;
+
+typedef struct hk_swap_state {
+    uint32_t size;            /* set by the caller to sizeof as it knows it */
+    hk_swap_phase_t phase;
+    uint64_t generation;      /* swaps that succeeded on this loader */
+    uint64_t failed;          /* swaps refused */
+    uint64_t modules_closed;  /* modules closed by swaps and gone from the process */
+    uint64_t handles;         /* live movable handles */
+    uint64_t inflight;        /* calls in flight through them */
+    uint64_t draining;        /* old handles switched away from, not yet destroyed */
+    uint64_t last_switch_ns;  /* last swap: from the call until every handle ran
+                                 the new implementation */
+    uint64_t last_drain_ns;   /* last swap: from then until the old handles were
+                                 drained and destroyed */
+    uint64_t max_switch_ns;   /* the longest of each over this loader's swaps */
+    uint64_t max_drain_ns;
+} hk_swap_state_t;
+
+/* Fills min(state->size, sizeof) bytes of *state. Never waits for a running
+ * swap. Returns NULL_POINTER, INVALID_VALUE (size below 4). */
+hk_status_t hk_loader_swap_state(hk_loader_t *loader, hk_swap_state_t *state);
+
+typedef enum hk_module_state {
+    HK_MODULE_OPEN = 0,        /* mapped and usable */
+    HK_MODULE_CLOSED = 1,      /* closed by a swap and gone from the process */
+    HK_MODULE_STILL_MAPPED = 2 /* closed by a swap, but the file is still mapped
+                                  (another reference to it exists in the
+                                  process, or /proc/self/maps was unreadable) */
+} hk_module_state_t;
+
+typedef struct hk_swap_plugin_state {
+    uint32_t size;            /* set by the caller to sizeof as it knows it */
+    hk_module_state_t module;
+    uint64_t handles;         /* movable handles bound to this plugin */
+    uint64_t inflight;        /* calls in flight in it through movable handles */
+    uint64_t draining;        /* its old handles not yet destroyed by a swap */
+    uint64_t closes;          /* times a swap closed its module */
+    uint64_t reopens;         /* times its file was opened again */
+} hk_swap_plugin_state_t;
+
+/* Fills min(state->size, sizeof) bytes of *state for one plugin. Never waits
+ * for a running swap. Returns NULL_POINTER, INVALID_VALUE (size below 4). */
+hk_status_t hk_plugin_swap_state(hk_plugin_t *plugin, hk_swap_plugin_state_t *state);
+
+/* "idle", "pending", "draining", "closing"; "open", "closed", "still-mapped";
+ * "unknown" outside the lists; never NULL. */
+const char *hk_swap_phase_name(hk_swap_phase_t phase);
+const char *hk_module_state_name(hk_module_state_t state);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HK_SWAP_H */

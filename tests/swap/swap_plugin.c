@@ -1,0 +1,134 @@
+/* Test doubles for the swap tests: hk-cpu's own sources (their entry point
+ * renamed to hk__swp_inner, see tests/swap/SConscript) behind this entry
+ * point, which changes the answer by macros:
+ *   SWP_NAME, SWP_VERSION  the answer's name and version
+ *   SWP_WRONG_SAXPY        saxpy adds 1 to the first element it writes
+ *   SWP_CREATE_FAILS       handle_create fails with OUT_OF_MEMORY
+ *   SWP_ADD_FLAGS          flags added to the answer (memory-domain flags)
+ *   SWP_INFO_DEVICE        handle_info reports this device (a GPU's, say)
+ *   SWP_HOLD_SSCAL         sscal waits while the bits of x[0] are SWP_HOLD, so
+ *                          that a test can keep a call in flight
+ * Every handle_create and handle_destroy logs "swp-create NAME VERSION" or
+ * "swp-destroy NAME VERSION" at HK_LOG_DEBUG through the host's log callback,
+ * so a test sees whether any code of the plugin ran. */
+#include <sched.h>
+#include <string.h>
+
+#include "hk_blas1.h"
+
+#ifndef SWP_NAME
+#define SWP_NAME "hk-cpu"
+#endif
+#ifndef SWP_VERSION
+#define SWP_VERSION "1.0.9"
+#endif
+#ifndef SWP_ADD_FLAGS
+#define SWP_ADD_FLAGS 0u
+#endif
+
+hk_status_t hk__swp_inner(const hk_negotiate_request_t *req, hk_negotiate_answer_t *ans);
+
+static const hk_vtable_t *inner;
+static const hk_blas1_v1_t *inner_blas;
+static hk_vtable_t vtable;
+static hk_blas1_v1_t blas;
+static hk_log_fn host_log;
+static void *host_log_user;
+
+static void say(const char *what)
+{
+    if (host_log)
+        host_log(host_log_user, HK_LOG_DEBUG, what);
+}
+
+static hk_status_t swp_create(const hk_create_info_t *info, hk_handle_t **out)
+{
+    say("swp-create " SWP_NAME " " SWP_VERSION);
+#ifdef SWP_CREATE_FAILS
+    (void)info;
+    if (out)
+        *out = NULL;
+    return HK_STATUS_OUT_OF_MEMORY;
+#else
+    return inner->handle_create(info, out);
+#endif
+}
+
+static hk_status_t swp_destroy(hk_handle_t *h)
+{
+    say("swp-destroy " SWP_NAME " " SWP_VERSION);
+    return inner->handle_destroy(h);
+}
+
+#ifdef SWP_INFO_DEVICE
+static hk_status_t swp_info(hk_handle_t *h, hk_handle_info_t *info)
+{
+    hk_status_t st = inner->handle_info(h, info);
+    if (st == HK_STATUS_OK && info->size >= 8)
+        info->device = SWP_INFO_DEVICE;
+    return st;
+}
+#endif
+
+#ifdef SWP_WRONG_SAXPY
+static hk_status_t swp_saxpy(hk_handle_t *h, int64_t n, const float *alpha, const float *x,
+                             int64_t incx, float *y, int64_t incy)
+{
+    hk_status_t st = inner_blas->saxpy(h, n, alpha, x, incx, y, incy);
+    if (st == HK_STATUS_OK && n > 0)
+        y[incy < 0 ? (1 - n) * incy : 0] += 1.0f;
+    return st;
+}
+#endif
+
+#ifdef SWP_HOLD_SSCAL
+static hk_status_t swp_sscal(hk_handle_t *h, int64_t n, const float *alpha, float *x,
+                             int64_t incx)
+{
+    while (n > 0 && x && __atomic_load_n((const uint32_t *)(void *)x, __ATOMIC_ACQUIRE) == SWP_HOLD)
+        sched_yield();
+    return inner_blas->sscal(h, n, alpha, x, incx);
+}
+#endif
+
+static hk_status_t swp_get_table(const char *name, const void **table)
+{
+    hk_status_t st = inner->get_table(name, table);
+    if (st == HK_STATUS_OK && name && strcmp(name, HK_TABLE_BLAS1_V1) == 0) {
+        inner_blas = *table;
+        blas = *inner_blas;
+#ifdef SWP_WRONG_SAXPY
+        blas.saxpy = swp_saxpy;
+#endif
+#ifdef SWP_HOLD_SSCAL
+        blas.sscal = swp_sscal;
+#endif
+        *table = &blas;
+    }
+    return st;
+}
+
+__attribute__((visibility("default"))) hk_status_t
+hk_plugin_negotiate(const hk_negotiate_request_t *req, hk_negotiate_answer_t *ans)
+{
+    hk_status_t st = hk__swp_inner(req, ans);
+    if (st != HK_STATUS_OK)
+        return st;
+    host_log = req->log;
+    host_log_user = req->log_user;
+    inner = ans->vtable;
+    vtable = *inner;
+    vtable.handle_create = swp_create;
+    vtable.handle_destroy = swp_destroy;
+    vtable.get_table = swp_get_table;
+#ifdef SWP_INFO_DEVICE
+    vtable.handle_info = swp_info;
+#endif
+    ans->vtable = &vtable;
+    ans->name = SWP_NAME;
+    ans->version = SWP_VERSION;
+    /* Only the domain the macro says: 0x2u | 0x4u are the ABI 1.2 memory-domain
+     * flags, which hk-cpu may declare itself. */
+    ans->flags = (ans->flags & ~(uint32_t)0x6u) | SWP_ADD_FLAGS;
+    return st;
+}

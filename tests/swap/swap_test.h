@@ -1,0 +1,43 @@
+/* Shared by the swap test files: a loader whose log callback counts the test
+ * doubles' handle creates and destroys, and a look at the process's maps. */
+#ifndef SWAP_TEST_H
+#define SWAP_TEST_H
+
+#include "hk_blas1.h"
+#include "hk_memory.h"
+#include "hk_swap.h"
+#include "hk_test.h"
+
+/* A loader that reads no environment and loads nothing yet. */
+hk_loader_t *swp_loader(void);
+
+/* The plugin at path (loaded through hk_loader_open); NULL on failure. */
+hk_plugin_t *swp_open(hk_loader_t *loader, const char *path);
+
+/* Creates and destroys logged by the test doubles whose "NAME VERSION"
+ * contains what, since the last swp_count_reset(what). */
+void swp_count_reset(const char *name);
+int swp_creates(void);
+int swp_destroys(void);
+
+/* 1 when /proc/self/maps lists the file at path, 0 when not. */
+int swp_mapped(const char *path);
+
+/* Monotonic time in nanoseconds. */
+uint64_t swp_now_ns(void);
+
+/* The forwarding tables of movable handles. */
+void swp_tables(hk_blas1_v1_t *blas, hk_memory_v1_t *mem);
+
+void swp_register_basic(void);
+void swp_register_load(void);
+void swp_register_host(void);
+
+#define SWP_A HK_SWAP_CPU_A
+#define SWP_B HK_SWAP_CPU_B
+/* The bits of x[0] that keep swp_hold's sscal waiting. */
+#define SWP_HOLD 0x7fc0beefu
+
+#define SWP_DOUBLE(name) HK_SWAP_PLUGIN_DIR "/" name ".so"
+
+#endif /* SWAP_TEST_H */

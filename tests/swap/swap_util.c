@@ -1,0 +1,96 @@
+/* Helpers of the swap test programs (swap_test.h). */
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "swap_test.h"
+
+static char count_name[128];
+static atomic_int creates, destroys;
+static pthread_mutex_t count_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void count_log(void *user, hk_log_level_t level, const char *msg)
+{
+    (void)user;
+    (void)level;
+    pthread_mutex_lock(&count_lock);
+    int match = count_name[0] && strstr(msg, count_name) != NULL;
+    pthread_mutex_unlock(&count_lock);
+    if (match && strncmp(msg, "swp-create ", 11) == 0)
+        atomic_fetch_add(&creates, 1);
+    if (match && strncmp(msg, "swp-destroy ", 12) == 0)
+        atomic_fetch_add(&destroys, 1);
+}
+
+void swp_count_reset(const char *name)
+{
+    pthread_mutex_lock(&count_lock);
+    snprintf(count_name, sizeof count_name, "%s", name);
+    pthread_mutex_unlock(&count_lock);
+    atomic_store(&creates, 0);
+    atomic_store(&destroys, 0);
+}
+
+int swp_creates(void)
+{
+    return atomic_load(&creates);
+}
+
+int swp_destroys(void)
+{
+    return atomic_load(&destroys);
+}
+
+hk_loader_t *swp_loader(void)
+{
+    hk_loader_options_t o = {.size = sizeof o, .ignore_env = 1, .log = count_log};
+    hk_loader_t *loader = NULL;
+    if (hk_loader_create(&o, &loader) != HK_STATUS_OK)
+        return NULL;
+    return loader;
+}
+
+hk_plugin_t *swp_open(hk_loader_t *loader, const char *path)
+{
+    hk_plugin_t *p = NULL;
+    if (hk_loader_open(loader, path, &p) != HK_STATUS_OK) {
+        fprintf(stderr, "\ncannot load %s: %s\n", path, hk_loader_last_error(loader));
+        return NULL;
+    }
+    return p;
+}
+
+int swp_mapped(const char *path)
+{
+    char canon[PATH_MAX], line[PATH_MAX + 128];
+    if (!realpath(path, canon))
+        return 0;
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return 0;
+    int found = 0;
+    size_t n = strlen(canon);
+    while (!found && fgets(line, sizeof line, f)) {
+        char *at = strchr(line, '/');
+        found = at && strncmp(at, canon, n) == 0 && (at[n] == '\n' || at[n] == '\0');
+    }
+    fclose(f);
+    return found;
+}
+
+uint64_t swp_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void swp_tables(hk_blas1_v1_t *blas, hk_memory_v1_t *mem)
+{
+    hk_mhandle_get_table(HK_TABLE_BLAS1_V1, blas, sizeof *blas);
+    hk_mhandle_get_table(HK_TABLE_MEMORY_V1, mem, sizeof *mem);
+}

@@ -1,0 +1,579 @@
+/* Movable handles and swap from one thread: forwarding, settings that follow
+ * a swap, modules closed and opened again, refused swaps that leave the old
+ * implementation serving, loader destroy while handles live, bad input. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hk_status_text.h"
+#include "swap_test.h"
+
+typedef struct fx {
+    hk_loader_t *loader;
+    hk_plugin_t *a; /* hk-cpu 1.0.0 */
+    hk_plugin_t *b; /* hk-cpu 1.0.1 */
+} fx_t;
+
+static int fx_up(fx_t *f)
+{
+    memset(f, 0, sizeof *f);
+    f->loader = swp_loader();
+    if (!f->loader)
+        return 0;
+    f->a = swp_open(f->loader, SWP_A);
+    f->b = swp_open(f->loader, SWP_B);
+    return f->a && f->b;
+}
+
+static void fx_down(fx_t *f)
+{
+    CU_ASSERT_EQUAL(hk_loader_destroy(f->loader), HK_STATUS_OK);
+}
+
+static int has(const char *text, const char *needle)
+{
+    int ok = text && strstr(text, needle);
+    if (!ok)
+        fprintf(stderr, "\n--- expected \"%s\" in \"%s\"\n", needle, text ? text : "(null)");
+    return ok;
+}
+
+static hk_plugin_t *plugin_of(hk_mhandle_t *mh)
+{
+    hk_mhandle_state_t s = {.size = sizeof s};
+    return hk_mhandle_state(mh, &s) == HK_STATUS_OK ? s.plugin : NULL;
+}
+
+static uint64_t generation_of(hk_mhandle_t *mh)
+{
+    hk_mhandle_state_t s = {.size = sizeof s};
+    return hk_mhandle_state(mh, &s) == HK_STATUS_OK ? s.generation : UINT64_MAX;
+}
+
+static hk_swap_plugin_state_t pstate(hk_plugin_t *p)
+{
+    hk_swap_plugin_state_t s = {.size = sizeof s};
+    CU_ASSERT_EQUAL(hk_plugin_swap_state(p, &s), HK_STATUS_OK);
+    return s;
+}
+
+static hk_swap_state_t lstate(hk_loader_t *loader)
+{
+    hk_swap_state_t s = {.size = sizeof s};
+    CU_ASSERT_EQUAL(hk_loader_swap_state(loader, &s), HK_STATUS_OK);
+    return s;
+}
+
+/* y = 2x + y, then x.y, through mh on memory from its hk.memory/1: 1 when
+ * every status and value is right. */
+static int works(hk_mhandle_t *mh)
+{
+    enum { N = 100 };
+    hk_blas1_v1_t b;
+    hk_memory_v1_t m;
+    swp_tables(&b, &m);
+    hk_handle_t *h = hk_mhandle_handle(mh);
+    float hx[N], hy[N], two = 2.0f, dot = -1.0f;
+    void *dx = NULL, *dy = NULL;
+    double want = 0.0;
+    for (int i = 0; i < N; i++) {
+        hx[i] = (float)(i % 5 - 2);
+        hy[i] = (float)(i % 3);
+        want += (double)hx[i] * (2.0 * hx[i] + hy[i]);
+    }
+    int ok = m.alloc(h, sizeof hx, &dx) == HK_STATUS_OK && m.alloc(h, sizeof hy, &dy) == HK_STATUS_OK
+             && m.copy_to_device(h, dx, hx, sizeof hx) == HK_STATUS_OK
+             && m.copy_to_device(h, dy, hy, sizeof hy) == HK_STATUS_OK
+             && b.saxpy(h, N, &two, dx, 1, dy, 1) == HK_STATUS_OK
+             && b.sdot(h, N, dx, 1, dy, 1, &dot) == HK_STATUS_OK
+             && m.copy_to_host(h, hy, dy, sizeof hy) == HK_STATUS_OK;
+    for (int i = 0; ok && i < N; i++)
+        ok = hy[i] == 2.0f * (float)(i % 5 - 2) + (float)(i % 3);
+    ok = ok && (double)dot == want;
+    if (dx)
+        m.free_(h, dx);
+    if (dy)
+        m.free_(h, dy);
+    return ok;
+}
+
+static void test_forwarding(void)
+{
+    fx_t f;
+    CU_ASSERT_FATAL(fx_up(&f));
+    hk_mhandle_t *m1 = NULL, *m2 = NULL, *m3 = NULL;
+    /* The request rules of hk_loader_select: a range, the highest, a plugin. */
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create(f.loader, "hk-cpu@1.0.0", NULL, &m1), HK_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create(f.loader, "hk-cpu", NULL, &m2), HK_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f.a, NULL, &m3), HK_STATUS_OK);
+    CU_ASSERT_PTR_EQUAL(plugin_of(m1), f.a);
+    CU_ASSERT_PTR_EQUAL(plugin_of(m2), f.b);
+    CU_ASSERT_PTR_EQUAL(plugin_of(m3), f.a);
+    CU_ASSERT(works(m1));
+    CU_ASSERT(works(m2));
+
+    const hk_vtable_t *vt = hk_mhandle_vtable();
+    hk_handle_t *h = hk_mhandle_handle(m1);
+    hk_pointer_mode_t mode = HK_POINTER_MODE_HOST;
+    CU_ASSERT_EQUAL(vt->set_pointer_mode(h, HK_POINTER_MODE_DEVICE), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(vt->get_pointer_mode(h, &mode), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(mode, HK_POINTER_MODE_DEVICE);
+    void *stream = (void *)1;
+    CU_ASSERT_EQUAL(vt->set_stream(h, NULL), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(vt->get_stream(h, &stream), HK_STATUS_OK);
+    CU_ASSERT_PTR_NULL(stream);
+    CU_ASSERT_EQUAL(vt->synchronize(h), HK_STATUS_OK);
+    hk_handle_info_t info = {.size = sizeof info};
+    CU_ASSERT_EQUAL(vt->handle_info(h, &info), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(info.device, -1);
+    CU_ASSERT_STRING_EQUAL(info.plugin_name, "hk-cpu");
+
+    /* A failed call: the implementation's reason through both accessors. */
+    hk_blas1_v1_t b;
+    hk_memory_v1_t m;
+    swp_tables(&b, &m);
+    float y[4] = {0}, alpha = 1.0f;
+    char line[256] = "";
+    CU_ASSERT_EQUAL(b.saxpy(h, 4, &alpha, NULL, 1, y, 1), HK_STATUS_NULL_POINTER);
+    CU_ASSERT(has(vt->last_error(h), "x is NULL"));
+    CU_ASSERT_EQUAL(hk_mhandle_last_error_copy(m1, line, sizeof line), HK_STATUS_OK);
+    CU_ASSERT(has(line, "x is NULL"));
+
+    const void *table = NULL;
+    const char *name = NULL;
+    CU_ASSERT_EQUAL(vt->get_table(HK_TABLE_BLAS1_V1, &table), HK_STATUS_OK);
+    CU_ASSERT_PTR_NOT_NULL(table);
+    CU_ASSERT_EQUAL(vt->enum_tables(1, &name), HK_STATUS_OK);
+    CU_ASSERT_STRING_EQUAL(name, HK_TABLE_MEMORY_V1);
+    CU_ASSERT_EQUAL(vt->enum_tables(2, &name), HK_STATUS_NOT_FOUND);
+    CU_ASSERT_EQUAL(lstate(f.loader).handles, 3);
+    CU_ASSERT_EQUAL(pstate(f.a).handles, 2);
+    CU_ASSERT_EQUAL(pstate(f.b).handles, 1);
+
+    CU_ASSERT_EQUAL(hk_mhandle_destroy(m1), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(vt->handle_destroy(hk_mhandle_handle(m2)), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hk_mhandle_destroy(m3), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(lstate(f.loader).handles, 0);
+    fx_down(&f);
+}
+
+static void test_bad_input(void)
+{
+    fx_t f;
+    CU_ASSERT_FATAL(fx_up(&f));
+    hk_mhandle_t *mh = (hk_mhandle_t *)&f;
+    char line[256];
+    CU_ASSERT_EQUAL(hk_mhandle_create(NULL, "hk-cpu", NULL, &mh), HK_STATUS_NULL_POINTER);
+    CU_ASSERT_PTR_NULL(mh);
+    CU_ASSERT_EQUAL(hk_mhandle_create(f.loader, NULL, NULL, &mh), HK_STATUS_NULL_POINTER);
+    CU_ASSERT_EQUAL(hk_mhandle_create(f.loader, "hk-cpu", NULL, NULL), HK_STATUS_NULL_POINTER);
+    CU_ASSERT_EQUAL(hk_mhandle_create_on(NULL, NULL, &mh), HK_STATUS_NULL_POINTER);
+    CU_ASSERT_EQUAL(hk_mhandle_create(f.loader, "no-such", NULL, &mh), HK_STATUS_NOT_FOUND);
+    hk_mhandle_last_error_copy(NULL, line, sizeof line);
+    CU_ASSERT(has(line, "no-such"));
+
+    /* A create info too short for version 1: refused before the plugin runs. */
+    hk_plugin_t *twin = swp_open(f.loader, SWP_DOUBLE("swp_twin"));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(twin);
+    swp_count_reset("hk-cpu-twin 2.0.0");
+    hk_create_info_t shortinfo = {8, HK_DEVICE_CURRENT, 0};
+    CU_ASSERT_EQUAL(hk_mhandle_create_on(twin, &shortinfo, &mh), HK_STATUS_INVALID_VALUE);
+    CU_ASSERT_PTR_NULL(mh);
+    CU_ASSERT_EQUAL(swp_creates(), 0);
+    CU_ASSERT(has(hk_loader_last_error(f.loader), "info->size 8"));
+
+    /* NULL, destroyed and foreign handles: INVALID_HANDLE, nothing touched. */
+    hk_blas1_v1_t b;
+    hk_memory_v1_t m;
+    swp_tables(&b, &m);
+    float x[2] = {1.0f, 2.0f}, two = 2.0f;
+    CU_ASSERT_EQUAL(b.sscal(NULL, 2, &two, x, 1), HK_STATUS_INVALID_HANDLE);
+    CU_ASSERT(has(hk_mhandle_vtable()->last_error(NULL), "handle is NULL"));
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f.a, NULL, &mh), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hk_mhandle_destroy(mh), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(b.sscal(hk_mhandle_handle(mh), 2, &two, x, 1), HK_STATUS_INVALID_HANDLE);
+    CU_ASSERT_EQUAL(hk_mhandle_destroy(mh), HK_STATUS_INVALID_HANDLE);
+    hk_mhandle_state_t ms = {.size = sizeof ms};
+    CU_ASSERT_EQUAL(hk_mhandle_state(mh, &ms), HK_STATUS_INVALID_HANDLE);
+    CU_ASSERT_EQUAL(hk_mhandle_last_error_copy(mh, line, sizeof line), HK_STATUS_INVALID_HANDLE);
+    CU_ASSERT(has(line, "not a live movable handle"));
+    hk_plugin_acquire(f.a); /* a raw handle: the loader cannot see it */
+    hk_handle_t *raw = NULL;
+    CU_ASSERT_EQUAL_FATAL(hk_plugin_vtable(f.a)->handle_create(NULL, &raw), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(b.sscal(raw, 2, &two, x, 1), HK_STATUS_INVALID_HANDLE);
+    CU_ASSERT_EQUAL(b.sscal((hk_handle_t *)(void *)line, 2, &two, x, 1),
+                    HK_STATUS_INVALID_HANDLE);
+    CU_ASSERT(x[0] == 1.0f && x[1] == 2.0f);
+    CU_ASSERT_EQUAL(hk_plugin_vtable(f.a)->handle_destroy(raw), HK_STATUS_OK);
+    hk_plugin_release(f.a);
+
+    hk_blas1_v1_t part;
+    CU_ASSERT_EQUAL(hk_mhandle_get_table("hk.nope/1", &part, sizeof part), HK_STATUS_NOT_FOUND);
+    CU_ASSERT_EQUAL(hk_mhandle_get_table(HK_TABLE_BLAS1_V1, &part, 4), HK_STATUS_INVALID_VALUE);
+    CU_ASSERT_EQUAL(hk_mhandle_get_table(NULL, &part, sizeof part), HK_STATUS_NULL_POINTER);
+    size_t cut = offsetof(hk_blas1_v1_t, sscal);
+    CU_ASSERT_EQUAL(hk_mhandle_get_table(HK_TABLE_BLAS1_V1, &part, cut), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(part.size, cut);
+    CU_ASSERT_PTR_NOT_NULL(part.daxpy);
+    hk_handle_t *made = (hk_handle_t *)(void *)&f;
+    CU_ASSERT_EQUAL(hk_mhandle_vtable()->handle_create(NULL, &made), HK_STATUS_NOT_SUPPORTED);
+    CU_ASSERT_PTR_NULL(made);
+
+    hk_swap_options_t zero = {0, NULL};
+    CU_ASSERT_EQUAL(hk_loader_swap(NULL, "hk-cpu", NULL, NULL), HK_STATUS_NULL_POINTER);
+    CU_ASSERT_EQUAL(hk_loader_swap(f.loader, NULL, NULL, NULL), HK_STATUS_NULL_POINTER);
+    CU_ASSERT_EQUAL(hk_loader_swap(f.loader, "hk-cpu", &zero, NULL), HK_STATUS_INVALID_VALUE);
+    CU_ASSERT_EQUAL(hk_loader_swap(f.loader, "no-such", NULL, NULL), HK_STATUS_NOT_FOUND);
+    CU_ASSERT(has(hk_loader_last_error(f.loader), "swap to no-such refused: "));
+    hk_swap_state_t s0 = {0};
+    CU_ASSERT_EQUAL(hk_loader_swap_state(NULL, &s0), HK_STATUS_NULL_POINTER);
+    CU_ASSERT_EQUAL(hk_loader_swap_state(f.loader, &s0), HK_STATUS_INVALID_VALUE);
+    CU_ASSERT_EQUAL(hk_plugin_swap_state(NULL, NULL), HK_STATUS_NULL_POINTER);
+    CU_ASSERT_STRING_EQUAL(hk_swap_phase_name((hk_swap_phase_t)99), "unknown");
+    CU_ASSERT_STRING_EQUAL(hk_module_state_name(HK_MODULE_STILL_MAPPED), "still-mapped");
+    fx_down(&f);
+}
+
+static void test_swap_moves_state_and_closes(void)
+{
+    fx_t f;
+    CU_ASSERT_FATAL(fx_up(&f));
+    hk_mhandle_t *mh = NULL;
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f.a, NULL, &mh), HK_STATUS_OK);
+    hk_handle_t *h = hk_mhandle_handle(mh);
+    const hk_vtable_t *vt = hk_mhandle_vtable();
+    hk_blas1_v1_t b;
+    hk_memory_v1_t m;
+    swp_tables(&b, &m);
+    float *buf = NULL, two = 2.0f;
+    CU_ASSERT_EQUAL_FATAL(m.alloc(h, 4 * sizeof(float), (void **)&buf), HK_STATUS_OK);
+    for (int i = 0; i < 4; i++)
+        buf[i] = (float)i;
+    CU_ASSERT_EQUAL(vt->set_pointer_mode(h, HK_POINTER_MODE_DEVICE), HK_STATUS_OK);
+
+    hk_plugin_t *to = NULL;
+    CU_ASSERT_EQUAL_FATAL(hk_loader_swap(f.loader, SWP_B, NULL, &to), HK_STATUS_OK);
+    CU_ASSERT_PTR_EQUAL(to, f.b);
+    CU_ASSERT_PTR_EQUAL(plugin_of(mh), f.b);
+    CU_ASSERT_EQUAL(generation_of(mh), 1);
+    hk_pointer_mode_t mode = HK_POINTER_MODE_HOST;
+    CU_ASSERT_EQUAL(vt->get_pointer_mode(h, &mode), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(mode, HK_POINTER_MODE_DEVICE); /* the setting followed */
+    /* Memory from the old implementation is in the same domain. */
+    CU_ASSERT_EQUAL(b.sscal(h, 4, &two, buf, 1), HK_STATUS_OK);
+    CU_ASSERT(buf[3] == 6.0f);
+    CU_ASSERT_EQUAL(m.free_(h, buf), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(vt->set_pointer_mode(h, HK_POINTER_MODE_HOST), HK_STATUS_OK);
+
+    hk_swap_state_t ls = lstate(f.loader);
+    CU_ASSERT_EQUAL(ls.phase, HK_SWAP_IDLE);
+    CU_ASSERT_EQUAL(ls.generation, 1);
+    CU_ASSERT_EQUAL(ls.modules_closed, 1);
+    CU_ASSERT_EQUAL(ls.handles, 1);
+    CU_ASSERT_EQUAL(ls.inflight, 0);
+    CU_ASSERT(ls.last_switch_ns > 0);
+    hk_swap_plugin_state_t pa = pstate(f.a), pb = pstate(f.b);
+    CU_ASSERT_EQUAL(pa.module, HK_MODULE_CLOSED);
+    CU_ASSERT_EQUAL(pa.handles, 0);
+    CU_ASSERT_EQUAL(pa.closes, 1);
+    CU_ASSERT_EQUAL(pb.module, HK_MODULE_OPEN);
+    CU_ASSERT_EQUAL(pb.handles, 1);
+    CU_ASSERT(!swp_mapped(SWP_A));
+    CU_ASSERT(swp_mapped(SWP_B));
+    /* The closed plugin is still listed, with no slot into the closed file. */
+    CU_ASSERT_STRING_EQUAL(hk_plugin_version(f.a), "1.0.0");
+    CU_ASSERT_PTR_NULL(hk_plugin_vtable(f.a)->handle_create);
+    CU_ASSERT_PTR_NULL(hk_plugin_table(f.a, HK_TABLE_BLAS1_V1));
+
+    /* Back: the closed file is opened again. */
+    CU_ASSERT_EQUAL(hk_loader_swap(f.loader, "hk-cpu@1.0.0", NULL, NULL), HK_STATUS_OK);
+    CU_ASSERT_PTR_EQUAL(plugin_of(mh), f.a);
+    CU_ASSERT(works(mh));
+    pa = pstate(f.a);
+    CU_ASSERT_EQUAL(pa.module, HK_MODULE_OPEN);
+    CU_ASSERT_EQUAL(pa.reopens, 1);
+    CU_ASSERT_EQUAL(pstate(f.b).module, HK_MODULE_CLOSED);
+    CU_ASSERT(swp_mapped(SWP_A));
+    CU_ASSERT(!swp_mapped(SWP_B));
+    /* Already there: verified, nothing moves. */
+    CU_ASSERT_EQUAL(hk_loader_swap(f.loader, SWP_A, NULL, NULL), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(generation_of(mh), 2);
+    CU_ASSERT_EQUAL(hk_mhandle_destroy(mh), HK_STATUS_OK);
+    fx_down(&f);
+}
+
+static void test_swap_from_name(void)
+{
+    fx_t f;
+    CU_ASSERT_FATAL(fx_up(&f));
+    hk_plugin_t *twin = swp_open(f.loader, SWP_DOUBLE("swp_twin"));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(twin);
+    hk_mhandle_t *m1 = NULL, *m2 = NULL, *m3 = NULL;
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f.a, NULL, &m1), HK_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f.a, NULL, &m2), HK_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(twin, NULL, &m3), HK_STATUS_OK);
+    hk_swap_options_t o = {sizeof o, "hk-cpu"};
+    CU_ASSERT_EQUAL(hk_loader_swap(f.loader, SWP_B, &o, NULL), HK_STATUS_OK);
+    CU_ASSERT_PTR_EQUAL(plugin_of(m1), f.b);
+    CU_ASSERT_PTR_EQUAL(plugin_of(m2), f.b);
+    CU_ASSERT_PTR_EQUAL(plugin_of(m3), twin);
+    CU_ASSERT_EQUAL(pstate(twin).handles, 1);
+    CU_ASSERT_EQUAL(pstate(f.b).handles, 2);
+    CU_ASSERT_EQUAL(pstate(f.a).module, HK_MODULE_CLOSED);
+    /* Without from, every handle moves, across plugin names. */
+    CU_ASSERT_EQUAL(hk_loader_swap(f.loader, SWP_B, NULL, NULL), HK_STATUS_OK);
+    CU_ASSERT_PTR_EQUAL(plugin_of(m3), f.b);
+    CU_ASSERT(works(m3));
+    CU_ASSERT_EQUAL(pstate(twin).module, HK_MODULE_CLOSED);
+    CU_ASSERT(!swp_mapped(SWP_DOUBLE("swp_twin")));
+    CU_ASSERT_EQUAL(hk_mhandle_destroy(m1), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hk_mhandle_destroy(m2), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hk_mhandle_destroy(m3), HK_STATUS_OK);
+    fx_down(&f);
+}
+
+/* A refused swap: status, reason, and the old implementation still serving. */
+static void refused(const char *target, hk_status_t want, const char *count, int creates,
+                    const char *r1, const char *r2)
+{
+    fx_t f;
+    CU_ASSERT_FATAL(fx_up(&f));
+    hk_mhandle_t *mh = NULL;
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f.a, NULL, &mh), HK_STATUS_OK);
+    swp_count_reset(count);
+    CU_ASSERT_EQUAL(hk_loader_swap(f.loader, target, NULL, NULL), want);
+    const char *why = hk_loader_last_error(f.loader);
+    CU_ASSERT(has(why, "swap to "));
+    CU_ASSERT(has(why, " refused: "));
+    CU_ASSERT(has(why, r1));
+    CU_ASSERT(has(why, r2));
+    CU_ASSERT_EQUAL(swp_creates(), creates);
+    CU_ASSERT_EQUAL(swp_destroys(), want == HK_STATUS_OUT_OF_MEMORY ? 0 : creates);
+    CU_ASSERT_PTR_EQUAL(plugin_of(mh), f.a);
+    CU_ASSERT_EQUAL(generation_of(mh), 0);
+    CU_ASSERT(works(mh));
+    hk_swap_state_t ls = lstate(f.loader);
+    CU_ASSERT_EQUAL(ls.failed, 1);
+    CU_ASSERT_EQUAL(ls.generation, 0);
+    CU_ASSERT_EQUAL(ls.modules_closed, 0);
+    CU_ASSERT_EQUAL(pstate(f.a).module, HK_MODULE_OPEN);
+    CU_ASSERT(swp_mapped(SWP_A));
+    CU_ASSERT_EQUAL(hk_mhandle_destroy(mh), HK_STATUS_OK);
+    fx_down(&f);
+}
+
+static void test_refused_wrong_result(void)
+{
+    refused(SWP_DOUBLE("swp_wrong"), HK_STATUS_LOAD_FAILED, "hk-cpu 1.0.2", 1,
+            "failed verification", "saxpy gave");
+}
+
+static void test_refused_create_fails(void)
+{
+    refused(SWP_DOUBLE("swp_nocreate"), HK_STATUS_OUT_OF_MEMORY, "hk-cpu 1.0.3", 1,
+            "handle_create", "OUT_OF_MEMORY");
+}
+
+/* Declared by flag: refused before any code of the plugin runs. */
+static void test_refused_cross_domain_flag(void)
+{
+    refused(SWP_DOUBLE("swp_cudaflag"), HK_STATUS_NOT_SUPPORTED, "hk-gpu-like 1.0.0", 0,
+            "works in host memory and hk-gpu-like 1.0.0 in CUDA device memory",
+            "buffers would not follow");
+}
+
+/* Without a flag, its handle's device says it: one handle made and destroyed. */
+static void test_refused_cross_domain_info(void)
+{
+    refused(SWP_DOUBLE("swp_cudainfo"), HK_STATUS_NOT_SUPPORTED, "hk-gpu-info 1.0.0", 1,
+            "in CUDA device memory", "buffers would not follow");
+}
+
+/* A refused swap to a plugin whose module was closed closes it again. */
+static void test_refused_leaves_closed(void)
+{
+    fx_t f;
+    CU_ASSERT_FATAL(fx_up(&f));
+    hk_plugin_t *gpu = swp_open(f.loader, SWP_DOUBLE("swp_cudainfo"));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(gpu);
+    hk_mhandle_t *m1 = NULL, *m2 = NULL;
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f.a, NULL, &m1), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hk_loader_swap(f.loader, SWP_B, NULL, NULL), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(pstate(f.a).module, HK_MODULE_CLOSED);
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(gpu, NULL, &m2), HK_STATUS_OK);
+    /* m2 reports a GPU device: moving both to hk-cpu 1.0.0 is refused after
+     * its file was opened again for the verification. */
+    CU_ASSERT_EQUAL(hk_loader_swap(f.loader, SWP_A, NULL, NULL), HK_STATUS_NOT_SUPPORTED);
+    CU_ASSERT(has(hk_loader_last_error(f.loader), "buffers would not follow"));
+    hk_swap_plugin_state_t pa = pstate(f.a);
+    CU_ASSERT_EQUAL(pa.reopens, 1);
+    CU_ASSERT_EQUAL(pa.module, HK_MODULE_CLOSED);
+    CU_ASSERT(!swp_mapped(SWP_A));
+    CU_ASSERT_PTR_EQUAL(plugin_of(m1), f.b);
+    CU_ASSERT(works(m1));
+    CU_ASSERT_EQUAL(hk_mhandle_destroy(m1), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hk_mhandle_destroy(m2), HK_STATUS_OK);
+    fx_down(&f);
+}
+
+static void test_destroy_busy_while_handles_live(void)
+{
+    hk_loader_t *loader = swp_loader();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(loader);
+    hk_plugin_t *a = swp_open(loader, SWP_A);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    hk_mhandle_t *mh = NULL;
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(a, NULL, &mh), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_BUSY);
+    CU_ASSERT(has(hk_loader_last_error(loader), "1 movable handle(s) still live"));
+    CU_ASSERT(swp_mapped(SWP_A)); /* nothing was unmapped under the handle */
+    CU_ASSERT(works(mh));
+    CU_ASSERT_EQUAL(hk_mhandle_destroy(mh), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
+    CU_ASSERT(!swp_mapped(SWP_A)); /* hk-cpu is unload-safe: destroy closed it */
+}
+
+static void test_acquired_plugin_stays_open(void)
+{
+    fx_t f;
+    CU_ASSERT_FATAL(fx_up(&f));
+    hk_mhandle_t *mh = NULL;
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f.a, NULL, &mh), HK_STATUS_OK);
+    hk_plugin_acquire(f.a);
+    CU_ASSERT_EQUAL(hk_loader_swap(f.loader, SWP_B, NULL, NULL), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(pstate(f.a).module, HK_MODULE_OPEN);
+    CU_ASSERT(swp_mapped(SWP_A));
+    hk_handle_t *raw = NULL; /* the raw user the acquire protects */
+    CU_ASSERT_EQUAL(hk_plugin_vtable(f.a)->handle_create(NULL, &raw), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hk_plugin_vtable(f.a)->handle_destroy(raw), HK_STATUS_OK);
+    hk_plugin_release(f.a);
+    CU_ASSERT_EQUAL(hk_loader_swap(f.loader, SWP_A, NULL, NULL), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hk_loader_swap(f.loader, SWP_B, NULL, NULL), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(pstate(f.a).module, HK_MODULE_CLOSED);
+    CU_ASSERT(!swp_mapped(SWP_A));
+    /* A create on the closed plugin opens it again. */
+    hk_mhandle_t *again = NULL;
+    CU_ASSERT_EQUAL(hk_mhandle_create(f.loader, "hk-cpu@1.0.0", NULL, &again), HK_STATUS_OK);
+    CU_ASSERT(works(again));
+    CU_ASSERT_EQUAL(pstate(f.a).module, HK_MODULE_OPEN);
+    CU_ASSERT_EQUAL(pstate(f.a).reopens, 1);
+    CU_ASSERT_EQUAL(hk_mhandle_destroy(again), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hk_mhandle_destroy(mh), HK_STATUS_OK);
+    fx_down(&f);
+}
+
+typedef struct held {
+    hk_mhandle_t *mh;
+    hk_loader_t *loader;
+    float *x;
+    hk_status_t st;
+} held_t;
+
+static void *held_call(void *arg)
+{
+    held_t *c = arg;
+    hk_blas1_v1_t b;
+    hk_memory_v1_t m;
+    swp_tables(&b, &m);
+    float one = 1.0f;
+    c->st = b.sscal(hk_mhandle_handle(c->mh), 2, &one, c->x, 1);
+    return NULL;
+}
+
+static void *held_swap(void *arg)
+{
+    held_t *c = arg;
+    c->st = hk_loader_swap(c->loader, SWP_A, NULL, NULL);
+    return NULL;
+}
+
+/* A call in flight finishes on the old implementation while new calls run on
+ * the new one; the swap waits for it, and says so in its state. */
+static void test_call_boundary(void)
+{
+    fx_t f;
+    CU_ASSERT_FATAL(fx_up(&f));
+    hk_plugin_t *hold = swp_open(f.loader, SWP_DOUBLE("swp_hold"));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(hold);
+    hk_mhandle_t *mh = NULL;
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(hold, NULL, &mh), HK_STATUS_OK);
+    float x[2] = {0.0f, 5.0f};
+    uint32_t bits = SWP_HOLD;
+    __atomic_store_n((uint32_t *)(void *)x, bits, __ATOMIC_RELEASE);
+    held_t call = {mh, f.loader, x, HK_STATUS_INTERNAL}, sw = call;
+    pthread_t tc, ts;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&tc, NULL, held_call, &call), 0);
+    hk_mhandle_state_t ms = {.size = sizeof ms};
+    do {
+        sched_yield();
+        hk_mhandle_state(mh, &ms);
+    } while (ms.inflight == 0);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&ts, NULL, held_swap, &sw), 0);
+    hk_swap_state_t ls;
+    do {
+        sched_yield();
+        ls = lstate(f.loader);
+    } while (ls.phase != HK_SWAP_DRAINING);
+    CU_ASSERT_EQUAL(ls.draining, 1);
+    CU_ASSERT_EQUAL(ls.inflight, 1);
+    hk_swap_plugin_state_t ph = pstate(hold);
+    CU_ASSERT_EQUAL(ph.handles, 0);
+    CU_ASSERT_EQUAL(ph.inflight, 1);
+    CU_ASSERT_EQUAL(ph.draining, 1);
+    CU_ASSERT_EQUAL(pstate(f.a).handles, 1);
+    CU_ASSERT_PTR_EQUAL(plugin_of(mh), f.a);
+    /* A new call does not wait for the drain: it runs on hk-cpu 1.0.0. */
+    float y[2] = {1.0f, 2.0f}, three = 3.0f;
+    hk_blas1_v1_t b;
+    hk_memory_v1_t m;
+    swp_tables(&b, &m);
+    CU_ASSERT_EQUAL(b.sscal(hk_mhandle_handle(mh), 2, &three, y, 1), HK_STATUS_OK);
+    CU_ASSERT(y[0] == 3.0f && y[1] == 6.0f);
+    CU_ASSERT_EQUAL(hk_loader_destroy(f.loader), HK_STATUS_BUSY);
+    CU_ASSERT(swp_mapped(SWP_DOUBLE("swp_hold"))); /* not closed under the call */
+
+    float go = 7.0f;
+    memcpy(&bits, &go, sizeof bits);
+    __atomic_store_n((uint32_t *)(void *)x, bits, __ATOMIC_RELEASE);
+    pthread_join(tc, NULL);
+    pthread_join(ts, NULL);
+    CU_ASSERT_EQUAL(call.st, HK_STATUS_OK);
+    CU_ASSERT(x[0] == 7.0f && x[1] == 5.0f);
+    CU_ASSERT_EQUAL(sw.st, HK_STATUS_OK);
+    ls = lstate(f.loader);
+    CU_ASSERT_EQUAL(ls.phase, HK_SWAP_IDLE);
+    CU_ASSERT_EQUAL(ls.draining, 0);
+    CU_ASSERT(ls.last_drain_ns > 0);
+    CU_ASSERT_EQUAL(pstate(hold).module, HK_MODULE_CLOSED);
+    CU_ASSERT(!swp_mapped(SWP_DOUBLE("swp_hold")));
+    CU_ASSERT_EQUAL(hk_mhandle_destroy(mh), HK_STATUS_OK);
+    fx_down(&f);
+}
+
+void swp_register_basic(void)
+{
+    CU_pSuite s = hk_test_suite("swap", NULL, NULL);
+    hk_test_add(s, "movable handles forward every slot", test_forwarding);
+    hk_test_add(s, "bad input is refused, nothing touched", test_bad_input);
+    hk_test_add(s, "swap moves settings, closes and reopens modules",
+                test_swap_moves_state_and_closes);
+    hk_test_add(s, "swap moves only the handles of from", test_swap_from_name);
+    hk_test_add(s, "a call in flight finishes on the old implementation", test_call_boundary);
+    hk_test_add(s, "refused: wrong verification result", test_refused_wrong_result);
+    hk_test_add(s, "refused: handle_create fails", test_refused_create_fails);
+    hk_test_add(s, "refused: other memory domain (flag)", test_refused_cross_domain_flag);
+    hk_test_add(s, "refused: other memory domain (handle_info)", test_refused_cross_domain_info);
+    hk_test_add(s, "refused: a closed module stays closed", test_refused_leaves_closed);
+    hk_test_add(s, "loader destroy is BUSY while handles live", test_destroy_busy_while_handles_live);
+    hk_test_add(s, "an acquired plugin is not closed", test_acquired_plugin_stays_open);
+}
+
+int hk_test_register(void)
+{
+    swp_register_basic();
+    swp_register_load();
+    swp_register_host();
+    return 0;
+}

@@ -1,0 +1,280 @@
+/* Swap between two builds of hk-cuda (0.1.0 and a second build answering
+ * 0.1.1) over the CUDA driver the process uses (the simulated one in CI):
+ * handles keep their device and context, device memory survives the swap,
+ * a handle bound to a user context needs that context current on the
+ * swapping thread, a swap to hk-cpu is refused, and threads calling on two
+ * devices see every result right while the implementation changes. */
+#include <cuda.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hk_status_text.h"
+#include "swap_test.h"
+
+#define N 1000
+
+static hk_loader_t *L;
+static hk_plugin_t *A, *B;
+static hk_blas1_v1_t Bl;
+static hk_memory_v1_t Me;
+
+static int suite_init(void)
+{
+    if (cuInit(0) != CUDA_SUCCESS)
+        return 0; /* the tests skip themselves */
+    L = swp_loader();
+    A = L ? swp_open(L, HK_SWAP_CUDA_A) : NULL;
+    B = L ? swp_open(L, HK_SWAP_CUDA_B) : NULL;
+    swp_tables(&Bl, &Me);
+    return A && B ? 0 : -1;
+}
+
+static int suite_clean(void)
+{
+    return L && hk_loader_destroy(L) != HK_STATUS_OK;
+}
+
+static int usable(void)
+{
+    int n = 0;
+    return L && cuDeviceGetCount(&n) == CUDA_SUCCESS && n >= 2;
+}
+
+static void clear_current(void)
+{
+    CUcontext c = NULL;
+    while (cuCtxGetCurrent(&c) == CUDA_SUCCESS && c)
+        cuCtxSetCurrent(NULL); /* pops the top of the stack */
+}
+
+static hk_handle_info_t info_of(hk_mhandle_t *mh)
+{
+    hk_handle_info_t i = {.size = sizeof i};
+    CU_ASSERT_EQUAL(hk_mhandle_vtable()->handle_info(hk_mhandle_handle(mh), &i), HK_STATUS_OK);
+    return i;
+}
+
+static hk_plugin_t *plugin_of(hk_mhandle_t *mh)
+{
+    hk_mhandle_state_t s = {.size = sizeof s};
+    return hk_mhandle_state(mh, &s) == HK_STATUS_OK ? s.plugin : NULL;
+}
+
+/* Device buffers x, y of N floats with x[i] = i % 5 - 2, y[i] = i % 3 - 1. */
+static int place(hk_mhandle_t *mh, void **dx, void **dy)
+{
+    float x[N], y[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = (float)(i % 5 - 2);
+        y[i] = (float)(i % 3 - 1);
+    }
+    hk_handle_t *h = hk_mhandle_handle(mh);
+    return Me.alloc(h, sizeof x, dx) == HK_STATUS_OK && Me.alloc(h, sizeof y, dy) == HK_STATUS_OK
+           && Me.copy_to_device(h, *dx, x, sizeof x) == HK_STATUS_OK
+           && Me.copy_to_device(h, *dy, y, sizeof y) == HK_STATUS_OK;
+}
+
+/* y += alpha * x on the device, read back and checked; rounds: how many
+ * times alpha was added before, so y = y0 + rounds * alpha * x. */
+static int axpy_ok(hk_mhandle_t *mh, void *dx, void *dy, float alpha, int rounds)
+{
+    float y[N];
+    hk_handle_t *h = hk_mhandle_handle(mh);
+    if (Bl.saxpy(h, N, &alpha, dx, 1, dy, 1) != HK_STATUS_OK
+        || Me.copy_to_host(h, y, dy, sizeof y) != HK_STATUS_OK)
+        return 0;
+    for (int i = 0; i < N; i++)
+        if (y[i] != (float)(i % 3 - 1) + (float)(rounds + 1) * alpha * (float)(i % 5 - 2))
+            return 0;
+    return 1;
+}
+
+static void test_primary_contexts_follow(void)
+{
+    if (!usable())
+        return;
+    clear_current();
+    hk_create_info_t on1 = {sizeof on1, 1, 0};
+    hk_mhandle_t *m1 = NULL, *m0 = NULL;
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create(L, HK_SWAP_CUDA_A, &on1, &m1), HK_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create(L, HK_SWAP_CUDA_A, NULL, &m0), HK_STATUS_OK);
+    hk_handle_info_t i1 = info_of(m1), i0 = info_of(m0);
+    CU_ASSERT_EQUAL(i1.device, 1);
+    CU_ASSERT_EQUAL(i0.device, 0);
+    void *x1 = NULL, *y1 = NULL;
+    CU_ASSERT_FATAL(place(m1, &x1, &y1));
+    CU_ASSERT(axpy_ok(m1, x1, y1, 1.0f, 0));
+
+    CU_ASSERT_EQUAL(hk_loader_swap(L, HK_SWAP_CUDA_B, NULL, NULL), HK_STATUS_OK);
+    if (hk_loader_last_error(L)[0])
+        fprintf(stderr, "\n%s\n", hk_loader_last_error(L));
+    CU_ASSERT_PTR_EQUAL(plugin_of(m1), B);
+    CU_ASSERT_PTR_EQUAL(plugin_of(m0), B);
+    hk_handle_info_t j1 = info_of(m1), j0 = info_of(m0);
+    CU_ASSERT_EQUAL(j1.device, 1);
+    CU_ASSERT_EQUAL(j1.context_id, i1.context_id);
+    CU_ASSERT_EQUAL(j1.owns_primary, 1);
+    CU_ASSERT_EQUAL(j0.device, 0);
+    CU_ASSERT_EQUAL(j0.context_id, i0.context_id);
+    /* Memory made through the old implementation, used by the new one. */
+    CU_ASSERT(axpy_ok(m1, x1, y1, 1.0f, 1));
+    hk_swap_plugin_state_t pa = {.size = sizeof pa};
+    CU_ASSERT_EQUAL(hk_plugin_swap_state(A, &pa), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(pa.handles, 0);
+    CU_ASSERT_EQUAL(pa.module, HK_MODULE_OPEN); /* hk-cuda is not unload-safe */
+    CU_ASSERT_EQUAL(pa.closes, 0);
+
+    CU_ASSERT_EQUAL(hk_loader_swap(L, HK_SWAP_CUDA_A, NULL, NULL), HK_STATUS_OK);
+    CU_ASSERT(axpy_ok(m1, x1, y1, 1.0f, 2));
+    CU_ASSERT_EQUAL(Me.free_(hk_mhandle_handle(m1), x1), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(Me.free_(hk_mhandle_handle(m1), y1), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hk_mhandle_destroy(m1), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hk_mhandle_destroy(m0), HK_STATUS_OK);
+    clear_current();
+}
+
+static void test_user_context_needs_current(void)
+{
+    if (!usable())
+        return;
+    clear_current();
+    CUdevice d0;
+    CUcontext uc = NULL, popped = NULL;
+    unsigned long long uid = 0;
+    CU_ASSERT_EQUAL_FATAL(cuDeviceGet(&d0, 0), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL_FATAL(cuCtxCreate(&uc, NULL, 0, d0), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cuCtxGetId(uc, &uid), CUDA_SUCCESS);
+    hk_mhandle_t *mh = NULL;
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create(L, HK_SWAP_CUDA_A, NULL, &mh), HK_STATUS_OK);
+    hk_handle_info_t i = info_of(mh);
+    CU_ASSERT_EQUAL(i.owns_primary, 0);
+    CU_ASSERT_EQUAL(i.context_id, uid);
+    void *x = NULL, *y = NULL;
+    CU_ASSERT_FATAL(place(mh, &x, &y));
+
+    /* Another context current on the swapping thread: refused, nothing moved. */
+    CU_ASSERT_EQUAL(cuCtxPopCurrent(&popped), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(hk_loader_swap(L, HK_SWAP_CUDA_B, NULL, NULL), HK_STATUS_NOT_SUPPORTED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hk_loader_last_error(L), "swap with that context current"));
+    CU_ASSERT_PTR_EQUAL(plugin_of(mh), A);
+    CU_ASSERT(axpy_ok(mh, x, y, 1.0f, 0));
+    clear_current();
+
+    CU_ASSERT_EQUAL(cuCtxPushCurrent(uc), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(hk_loader_swap(L, HK_SWAP_CUDA_B, NULL, NULL), HK_STATUS_OK);
+    CU_ASSERT_PTR_EQUAL(plugin_of(mh), B);
+    CU_ASSERT_EQUAL(info_of(mh).context_id, uid);
+    CU_ASSERT(axpy_ok(mh, x, y, 1.0f, 1));
+    Me.free_(hk_mhandle_handle(mh), x);
+    Me.free_(hk_mhandle_handle(mh), y);
+    CU_ASSERT_EQUAL(hk_mhandle_destroy(mh), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(cuCtxDestroy(uc), CUDA_SUCCESS);
+    clear_current();
+}
+
+static void test_refused_to_host_memory(void)
+{
+    if (!usable())
+        return;
+    hk_plugin_t *cpu = swp_open(L, HK_SWAP_CPU_A);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cpu);
+    hk_create_info_t on1 = {sizeof on1, 1, 0};
+    hk_mhandle_t *mh = NULL;
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create(L, HK_SWAP_CUDA_A, &on1, &mh), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hk_loader_swap(L, HK_SWAP_CPU_A, NULL, NULL), HK_STATUS_NOT_SUPPORTED);
+    const char *why = hk_loader_last_error(L);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "in CUDA device memory and hk-cpu 1.0.0 in host memory"));
+    CU_ASSERT_PTR_EQUAL(plugin_of(mh), A);
+    CU_ASSERT_EQUAL(hk_mhandle_destroy(mh), HK_STATUS_OK);
+}
+
+/* ---- under load ---- */
+
+#define CT 4
+#define CSWAPS 20
+
+typedef struct cworker {
+    pthread_t tid;
+    hk_mhandle_t *mh;
+    atomic_ullong issued, completed, bad;
+} cworker_t;
+
+static atomic_int cstop;
+
+static void *cwork(void *arg)
+{
+    cworker_t *w = arg;
+    void *dx = NULL, *dy = NULL;
+    if (!place(w->mh, &dx, &dy)) {
+        atomic_fetch_add(&w->bad, 1);
+        return NULL;
+    }
+    for (int up = 1; !atomic_load(&cstop); up = !up) {
+        /* +x then -x: y alternates between y0 + x and y0. */
+        atomic_fetch_add(&w->issued, 1);
+        int ok = axpy_ok(w->mh, dx, dy, up ? 1.0f : -1.0f, up ? 0 : -1);
+        atomic_fetch_add(&w->completed, 1);
+        if (!ok) {
+            atomic_fetch_add(&w->bad, 1);
+            break;
+        }
+    }
+    Me.free_(hk_mhandle_handle(w->mh), dx);
+    Me.free_(hk_mhandle_handle(w->mh), dy);
+    return NULL;
+}
+
+static void test_swap_under_load(void)
+{
+    if (!usable())
+        return;
+    static cworker_t w[CT];
+    atomic_store(&cstop, 0);
+    for (int t = 0; t < CT; t++) {
+        hk_create_info_t on = {sizeof on, t % 2, 0}; /* both devices */
+        memset(&w[t], 0, sizeof w[t]);
+        CU_ASSERT_EQUAL_FATAL(hk_mhandle_create(L, HK_SWAP_CUDA_A, &on, &w[t].mh), HK_STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&w[t].tid, NULL, cwork, &w[t]), 0);
+    }
+    for (int i = 0; i < CSWAPS; i++) {
+        CU_ASSERT_EQUAL(hk_loader_swap(L, (i % 2) ? HK_SWAP_CUDA_A : HK_SWAP_CUDA_B, NULL, NULL),
+                        HK_STATUS_OK);
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    atomic_store(&cstop, 1);
+    unsigned long long issued = 0, completed = 0, bad = 0;
+    for (int t = 0; t < CT; t++) {
+        pthread_join(w[t].tid, NULL);
+        issued += atomic_load(&w[t].issued);
+        completed += atomic_load(&w[t].completed);
+        bad += atomic_load(&w[t].bad);
+        CU_ASSERT_PTR_EQUAL(plugin_of(w[t].mh), A);
+        CU_ASSERT_EQUAL(hk_mhandle_destroy(w[t].mh), HK_STATUS_OK);
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(issued, completed);
+    CU_ASSERT(issued > 0);
+    printf("\n    hk-cuda: %d threads on 2 devices, %d swaps: %llu verified rounds, %llu bad\n    ",
+           CT, CSWAPS, issued, bad);
+}
+
+int hk_test_register(void)
+{
+    CU_pSuite s = hk_test_suite("swap hk-cuda", suite_init, suite_clean);
+    CU_pTest t[] = {
+        hk_test_add(s, "handles keep device and primary context", test_primary_contexts_follow),
+        hk_test_add(s, "a user-context handle needs it current", test_user_context_needs_current),
+        hk_test_add(s, "refused: hk-cuda to hk-cpu", test_refused_to_host_memory),
+        hk_test_add(s, "4 threads, 2 devices, 20 swaps", test_swap_under_load),
+    };
+    int n = 0;
+    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGetCount(&n) != CUDA_SUCCESS || n < 2)
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+            hk_test_skip(t[i], "needs a CUDA driver with 2 devices");
+    return 0;
+}

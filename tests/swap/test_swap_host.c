@@ -1,0 +1,95 @@
+/* hk-host swap as a user runs it: two builds of hk-cpu swapped under load,
+ * a swap target that fails verification, bad arguments. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "swap_test.h"
+
+#define HOST "env -u HK_PLUGIN_PATH HK_CUDA_DRIVER=/nonexistent/libcuda.so.1 " HK_TEST_HOST
+
+/* Runs cmd with stderr folded in; the exit status, and the output in *out. */
+static int run(const char *cmd, char **out)
+{
+    char full[4096];
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    size_t cap = 1 << 16, len = 0, n;
+    char *buf = malloc(cap);
+    if (!p || !buf) {
+        if (p)
+            pclose(p);
+        free(buf);
+        *out = NULL;
+        return -1;
+    }
+    while ((n = fread(buf + len, 1, cap - 1 - len, p)) > 0) {
+        len += n;
+        if (len == cap - 1) {
+            char *grown = realloc(buf, cap * 2);
+            if (!grown)
+                break;
+            buf = grown;
+            cap *= 2;
+        }
+    }
+    buf[len] = '\0';
+    int st = pclose(p);
+    *out = buf;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int has(const char *out, const char *needle)
+{
+    int ok = out && strstr(out, needle) != NULL;
+    if (!ok)
+        fprintf(stderr, "\n--- expected \"%s\" in:\n%s---\n", needle, out ? out : "(nothing)");
+    return ok;
+}
+
+static void test_host_swap(void)
+{
+    char *out;
+    int rc = run(HOST " swap -p " SWP_A " -q " SWP_B " -t 8 -k 100 -n 1000", &out);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT(has(out, "swap: hk-cpu 1.0.0 ("));
+    CU_ASSERT(has(out, "<-> hk-cpu 1.0.1 ("));
+    CU_ASSERT(has(out, "wrong 0, failed 0, swaps 100 of 100 (0 refused)"));
+    CU_ASSERT(has(out, "modules still open: 1 of 2"));
+    CU_ASSERT(out && !strchr(out, '\r')); /* no progress line off a terminal */
+    printf("\n    %s    ", out && strrchr(out, '\n') ? strstr(out, "swap: calls") : "");
+    free(out);
+}
+
+static void test_host_swap_refused(void)
+{
+    char *out;
+    int rc = run(HOST " swap -p " SWP_A " -q " SWP_DOUBLE("swp_wrong") " -t 2 -k 4", &out);
+    CU_ASSERT_EQUAL(rc, 1);
+    CU_ASSERT(has(out, "refused: hk-cpu 1.0.2 failed verification: saxpy gave"));
+    CU_ASSERT(has(out, "wrong 0, failed 0, swaps 2 of 4 (2 refused)"));
+    free(out);
+}
+
+static void test_host_swap_usage(void)
+{
+    char *out;
+    CU_ASSERT_EQUAL(run(HOST " swap -p " SWP_A, &out), 2);
+    CU_ASSERT(has(out, "usage: hk-host swap"));
+    free(out);
+    CU_ASSERT_EQUAL(run(HOST " swap -p a -q b -t 0", &out), 2);
+    CU_ASSERT(has(out, "-t 0: not a number in 1..256"));
+    free(out);
+    CU_ASSERT_EQUAL(run(HOST " swap -p no-such -q hk-cpu", &out), 1);
+    CU_ASSERT(has(out, "no-such"));
+    free(out);
+}
+
+void swp_register_host(void)
+{
+    CU_pSuite s = hk_test_suite("hk-host swap", NULL, NULL);
+    hk_test_add(s, "two builds of hk-cpu, 8 threads, 100 swaps", test_host_swap);
+    hk_test_add(s, "a target that fails verification: exit 1", test_host_swap_refused);
+    hk_test_add(s, "bad arguments", test_host_swap_usage);
+}
