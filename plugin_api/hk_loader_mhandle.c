@@ -491,6 +491,37 @@ hk_status_t hk_mhandle_last_error_copy(hk_mhandle_t *handle, char *buf, size_t l
     return HK_STATUS_OK;
 }
 
+/* The vtable's copy-out form (ABI 1.2 rules, docs/abi.md "Errors"). */
+static hk_status_t hk__fw_last_error_copy(const hk_handle_t *h, char *buf, size_t len,
+                                          size_t *needed)
+{
+    char text[1024];
+    if (needed)
+        *needed = 0;
+    if (len > 0 && !buf)
+        return HK_STATUS_NULL_POINTER;
+    hk_mhandle_t *mh = hk__mh_of(h);
+    if (!mh && h) {
+        if (len > 0)
+            buf[0] = '\0';
+        return HK_STATUS_INVALID_HANDLE;
+    }
+    if (!mh) {
+        snprintf(text, sizeof(text), "%s", hk__mh_thread_msg);
+    } else {
+        pthread_mutex_lock(&mh->lock); /* the plugin's text is only stable between calls */
+        hk__binding_t *b = hk__mh_enter(mh);
+        snprintf(text, sizeof(text), "%s", b->core.last_error(b->raw));
+        hk__mh_leave(b);
+        pthread_mutex_unlock(&mh->lock);
+    }
+    if (len > 0)
+        snprintf(buf, len, "%s", text);
+    if (needed)
+        *needed = strlen(text) + 1;
+    return HK_STATUS_OK;
+}
+
 static hk_status_t hk__fw_create(const hk_create_info_t *info, hk_handle_t **out)
 {
     (void)info;
@@ -564,6 +595,7 @@ static const hk_vtable_t hk__fw_vtable = {
     .enum_tables = hk__fw_enum_tables,
     .handle_info = hk__fw_handle_info,
     .synchronize = hk__fw_synchronize,
+    .last_error_copy = hk__fw_last_error_copy,
 };
 
 const hk_vtable_t *hk_mhandle_vtable(void)

@@ -61,6 +61,7 @@ vg() { # name, program, args...
         return 1
     fi
     valgrind -q --error-exitcode=97 --leak-check=full --errors-for-leak-kinds=definite \
+        --child-silent-after-fork=yes \
         --show-leak-kinds=definite --track-fds=no "$@"
     local rc=$?
     if [ $rc -eq 0 ]; then echo "1 passed, 0 failed, 0 skipped"; else

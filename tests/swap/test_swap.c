@@ -140,6 +140,17 @@ static void test_forwarding(void)
     CU_ASSERT(has(vt->last_error(h), "x is NULL"));
     CU_ASSERT_EQUAL(hk_mhandle_last_error_copy(m1, line, sizeof line), HK_STATUS_OK);
     CU_ASSERT(has(line, "x is NULL"));
+    /* ... and through the forwarding vtable's ABI 1.2 slot, truncated too */
+    size_t needed = 0;
+    char small[4] = "zzz";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(vt->last_error_copy);
+    CU_ASSERT_EQUAL(vt->last_error_copy(h, line, sizeof line, &needed), HK_STATUS_OK);
+    CU_ASSERT(has(line, "x is NULL"));
+    CU_ASSERT_EQUAL(needed, strlen(line) + 1);
+    CU_ASSERT_EQUAL(vt->last_error_copy(h, small, sizeof small, &needed), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(strlen(small), 3);
+    CU_ASSERT_EQUAL(needed, strlen(line) + 1);
+    CU_ASSERT_EQUAL(vt->last_error_copy(h, NULL, 8, &needed), HK_STATUS_NULL_POINTER);
 
     const void *table = NULL;
     const char *name = NULL;
@@ -199,6 +210,10 @@ static void test_bad_input(void)
     CU_ASSERT_EQUAL(hk_mhandle_state(mh, &ms), HK_STATUS_INVALID_HANDLE);
     CU_ASSERT_EQUAL(hk_mhandle_last_error_copy(mh, line, sizeof line), HK_STATUS_INVALID_HANDLE);
     CU_ASSERT(has(line, "not a live movable handle"));
+    CU_ASSERT_EQUAL(hk_mhandle_vtable()->last_error_copy(hk_mhandle_handle(mh), line, sizeof line,
+                                                         NULL),
+                    HK_STATUS_INVALID_HANDLE);
+    CU_ASSERT_STRING_EQUAL(line, "");
     hk_plugin_acquire(f.a); /* a raw handle: the loader cannot see it */
     hk_handle_t *raw = NULL;
     CU_ASSERT_EQUAL_FATAL(hk_plugin_vtable(f.a)->handle_create(NULL, &raw), HK_STATUS_OK);

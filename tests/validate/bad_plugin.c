@@ -5,13 +5,14 @@
  * Built from hk-cpu's own sources with its entry point renamed to
  * hk__cpu_entry (see tests/validate/SConscript); this file supplies the real
  * entry point, which wraps hk-cpu's answer. */
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "hk_blas1.h"
 #include "hk_memory.h"
 
-#define HKV_BAD_CRASH 1      /* saxpy writes through a NULL pointer */
+#define HKV_BAD_CRASH 1      /* saxpy writes to an address nothing is mapped at */
 #define HKV_BAD_OK_ON_NULL 2 /* every op returns OK for a NULL vector */
 #define HKV_BAD_LONG_ANSWER 3 /* the answer is written whole, whatever its declared size */
 #define HKV_BAD_HANG 4       /* sscal never returns */
@@ -31,14 +32,18 @@ static hk_memory_v1_t mem;
 #endif
 
 #if HKV_BAD == HKV_BAD_CRASH
-/* Loaded at run time, so the compiler cannot turn the store into a trap. */
-static float *volatile nowhere;
+/* Loaded at run time, so the compiler cannot turn the store into a trap; not
+ * NULL, so UndefinedBehaviorSanitizer lets the store happen. */
+static float *volatile nowhere = (float *)16;
 
 static hk_status_t bad_saxpy(hk_handle_t *h, int64_t n, const float *alpha, const float *x,
                              int64_t incx, float *y, int64_t incy)
 {
-    if (n > 0)
+    if (n > 0) {
+        /* A sanitizer's handler would turn the crash into an exit status. */
+        signal(SIGSEGV, SIG_DFL);
         *nowhere = 1.0f;
+    }
     return inner_blas->saxpy(h, n, alpha, x, incx, y, incy);
 }
 #elif HKV_BAD == HKV_BAD_OK_ON_NULL
