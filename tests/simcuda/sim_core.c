@@ -123,7 +123,7 @@ double sim_now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* A child of a process that used the driver cannot use it (DESIGN.md fact 18).
+/* A child of a process that used the driver cannot use it (docs/contexts.md fact 18).
  * The child has one thread, so no lock is held there; it is re-made anyway
  * for the simcuda_* functions, which still take it. */
 static void sim_atfork_child(void)
@@ -188,6 +188,7 @@ SIM_API CUresult cuDriverGetVersion(int *version)
     X(CUDA_ERROR_NO_DEVICE, "no CUDA-capable device is detected")                       \
     X(CUDA_ERROR_INVALID_DEVICE, "invalid device ordinal")                              \
     X(CUDA_ERROR_INVALID_IMAGE, "device kernel image is invalid")                       \
+    X(CUDA_ERROR_INVALID_PTX, "a PTX JIT compilation failed")                           \
     X(CUDA_ERROR_INVALID_CONTEXT, "invalid device context")                             \
     X(CUDA_ERROR_CONTEXT_ALREADY_CURRENT, "context already current")                    \
     X(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle")                             \

@@ -1,5 +1,5 @@
 /* simcuda contexts: the per-thread current-context stack, user contexts and
- * context queries (DESIGN.md facts 6, 7, 9, 10, 15). Primary contexts live in
+ * context queries (docs/contexts.md facts 6, 7, 9, 10, 15). Primary contexts live in
  * sim_device.c. */
 #include "sim_internal.h"
 

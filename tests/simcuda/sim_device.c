@@ -1,5 +1,5 @@
 /* simcuda devices and primary contexts: queries, retain/release/reset with
- * their reference counts (DESIGN.md facts 2, 8, 10), and the runtime-like
+ * their reference counts (docs/contexts.md facts 2, 8, 10), and the runtime-like
  * simcuda_rt_* operations built on them (facts 1, 3, 8). */
 #include "sim_internal.h"
 

@@ -1,4 +1,4 @@
-/* simcuda stream capture and graphs (DESIGN.md fact 13): a capturing stream
+/* simcuda stream capture and graphs (docs/contexts.md fact 13): a capturing stream
  * records its kernel launches, with copies of their argument values, into a
  * graph; an instantiated graph replays the emulations in order. Only kernel
  * launches are captured; copies and memsets on a capturing stream run at once.

@@ -1,4 +1,4 @@
-/* simcuda green contexts (DESIGN.md fact 17), a minimal model: one SM resource
+/* simcuda green contexts (docs/contexts.md fact 17), a minimal model: one SM resource
  * per device, descriptors that remember an SM count, and green contexts that
  * are CUcontexts of their own kind, each holding a retain of its device's
  * primary as the real driver does. */

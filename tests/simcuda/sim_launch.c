@@ -1,5 +1,5 @@
 /* simcuda kernel launches: handle and context checks with the driver's codes
- * (DESIGN.md facts 4, 5, 8, 14), the emulation registry, and the launch log.
+ * (docs/contexts.md facts 4, 5, 8, 14), the emulation registry, and the launch log.
  * A launch on a stream of another context runs in that context, as on the
  * real driver (a CUfunction must then belong to the stream's context).
  * A launch first completes what stream order puts before it; then an

@@ -1,5 +1,5 @@
 /* simcuda device memory: host memory underneath, each block owned by the
- * context that allocated it and so by that context's device (DESIGN.md fact
+ * context that allocated it and so by that context's device (docs/contexts.md fact
  * 11), dropped when that context ends. Copies and memsets check that device
  * ranges lie inside one live block. */
 #include "sim_internal.h"

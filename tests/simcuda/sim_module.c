@@ -1,4 +1,4 @@
-/* simcuda modules and libraries (DESIGN.md facts 4, 8, 14).
+/* simcuda modules and libraries (docs/contexts.md facts 4, 8, 14).
  *
  * A module is loaded into the current context and its functions are bound to
  * that context (and to its ID: a reset primary does not bring them back). A

@@ -1,4 +1,4 @@
-/* simcuda cuGetProcAddress (DESIGN.md fact 12): (name, CUDA version) to the
+/* simcuda cuGetProcAddress (docs/contexts.md fact 12): (name, CUDA version) to the
  * versioned entry point, as the real driver's table maps them; the versions
  * are those of the PFN_<name>_v<version> typedefs in cudaTypedefs.h. The
  * per-thread-stream forms are not separate here: streams behave the same. */

@@ -1,4 +1,4 @@
-/* simcuda streams and events. A stream carries its owner (DESIGN.md facts 5,
+/* simcuda streams and events. A stream carries its owner (docs/contexts.md facts 5,
  * 9), its ID, its capture state and, through sim_exec.c, the order of the work
  * still pending on it; synchronising runs that work. The special streams are
  * objects of their own: a context's legacy stream, and each thread's

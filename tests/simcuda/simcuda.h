@@ -95,7 +95,7 @@ int simcuda_rt_set_device(int device);
 int simcuda_rt_get_device(int *device);
 
 /* Like cudaDeviceReset on the current device (device 0 when none is current):
- * drops the runtime's retain and resets the primary (DESIGN.md fact 8). */
+ * drops the runtime's retain and resets the primary (docs/contexts.md fact 8). */
 int simcuda_rt_device_reset(void);
 
 #ifdef __cplusplus
