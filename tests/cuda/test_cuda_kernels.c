@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hk_rt.h"
 #include "simcuda_emu.h"
 #include "test_cuda_kernels.h"
 
@@ -460,7 +461,8 @@ static const hkct_scenario_t scenarios[] = {
     {"bad launches, kernels, libraries and handles", t_bad_launches, 1, 0, 0},
 };
 
-static void add_all(CU_pSuite s, const hkct_scenario_t *t, size_t n, const char *skip)
+static void add_all(CU_pSuite s, const hkct_scenario_t *t, size_t n, const char *skip,
+                    const char *rt_skip)
 {
     static char why[32][160];
     static size_t used;
@@ -474,6 +476,8 @@ static void add_all(CU_pSuite s, const hkct_scenario_t *t, size_t n, const char 
             snprintf(why[used], sizeof why[used], "needs %d devices, the driver lists %d",
                      t[k].min_devices, hkct_ndev);
             hk_test_skip(test, why[used++]);
+        } else if (t[k].needs_rt && rt_skip) {
+            hk_test_skip(test, rt_skip);
         }
     }
 }
@@ -497,9 +501,10 @@ int hk_test_register(void)
     }
     if (!skip && on_sim && register_emulations() != 1)
         skip = "the simulated driver refused the test kernels' emulations";
+    const char *rt_skip = hk_rt_available() ? NULL : hk_rt_why_unavailable();
     CU_pSuite s = hk_test_suite("hk.kernels/1: images, lookup, launches", NULL, NULL);
-    add_all(s, scenarios, sizeof scenarios / sizeof scenarios[0], skip);
+    add_all(s, scenarios, sizeof scenarios / sizeof scenarios[0], skip, rt_skip);
     CU_pSuite c = hk_test_suite("hk.kernels/1 and hk.cuda/1: contexts, threads", NULL, NULL);
-    add_all(c, tk_ctx_scenarios, tk_ctx_scenario_count, skip);
+    add_all(c, tk_ctx_scenarios, tk_ctx_scenario_count, skip, rt_skip);
     return 0;
 }

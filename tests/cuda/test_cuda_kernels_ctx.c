@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hk_rt.h"
 #include "test_cuda_kernels.h"
 
 #define plug hkct_plug
@@ -120,25 +121,29 @@ SCENARIO(t_every_context)
     OK(cuCtxDestroy(uc));
 }
 
-/* The handle's primary is reset between two launches: the next launch
- * re-arms and runs in the new incarnation. */
+/* The runtime resets the device (cudaDeviceReset) between two launches:
+ * the next launch re-arms the handle and runs in the new incarnation, with
+ * the library loaded before the reset. */
 SCENARIO(t_reset)
 {
-    hk_handle_t *h = create(0, HK_STATUS_OK);
+    OK(hk_rt_set_device(0));
+    CUcontext p0 = current();
+    hk_handle_t *h = create(HK_DEVICE_CURRENT, HK_STATUS_OK);
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);
     hk_library_t *lib = tk_load(h, tk_fatbin, tk_fatbin_size);
     CU_ASSERT_PTR_NOT_NULL_FATAL(lib);
     hk_kernel_t *k = find(h, lib, "hkt_axpy");
     CU_ASSERT_EQUAL(tk_axpy_checked(h, k, 500), HK_STATUS_OK);
     unsigned long long before = hkct_info(h).context_id;
-    CUdevice d0;
-    OK(cuDeviceGet(&d0, 0));
-    OK(cuDevicePrimaryCtxReset(d0));
+    OK(hk_rt_device_reset());
+    CU_ASSERT_PTR_EQUAL(current(), p0);
     CU_ASSERT_EQUAL(tk_axpy_checked(h, k, 500), HK_STATUS_OK);
     CU_ASSERT_NOT_EQUAL(hkct_info(h).context_id, before);
-    CU_ASSERT_PTR_NULL(current());
+    CU_ASSERT_EQUAL(hkct_info(h).context_id, hkct_ctx_id(p0));
+    CU_ASSERT_PTR_EQUAL(current(), p0);
     CU_ASSERT_EQUAL(tk_k->unload(h, lib), HK_STATUS_OK);
     CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hkct_pop_all(p0), 1);
 }
 
 /* ---- unload while in use ---- */
@@ -466,7 +471,7 @@ const hkct_scenario_t tk_ctx_scenarios[] = {
     {"every slot keeps the caller's context (nothing, user, other device)", t_caller_context,
      1, 0, 0},
     {"one library on every device and on a user context", t_every_context, 1, 0, 0},
-    {"the handle's primary reset between launches", t_reset, 1, 0, 0},
+    {"the device reset by the runtime between launches", t_reset, 1, 1, 0},
     {"unload while a launch is in progress, then while referenced", t_unload_in_flight, 1, 0,
      1},
     {"every driver failure of load, find, launch, unload leaves nothing", t_faults, 1, 0, 1},
