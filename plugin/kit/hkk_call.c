@@ -147,8 +147,9 @@ static hk_status_t free_made(hk_kit_bind_t *h, hk_kit_arm_t *a)
     if (r != CUDA_SUCCESS)
         return hk_kit_fail_cu(h, r, "destroy: cuCtxPushCurrent of the handle's context");
     /* Work on any stream the handle used may still read what the plugin
-     * made (a workspace, a result word). A failed synchronisation means the context can
-     * run no more work (an earlier fault), so the frees still go ahead. */
+     * made (a workspace, a result word). A failed synchronisation means the
+     * context can run no more work (an earlier fault), so the frees still go
+     * ahead. */
     r = KCU.cuCtxSynchronize();
     if (r != CUDA_SUCCESS)
         r = KCU.cuCtxSynchronize();
