@@ -259,5 +259,6 @@ int hkb_fig_enqueue(hkb_lane_t *lane, const hkb_opts_t *o);                     
 int hkb_fig_handles(const hkb_plugin_t *plug, const hkb_opts_t *o);                  /* P4 */
 int hkb_fig_threads(const hkb_plugin_t *plug, const hkb_opts_t *o);                  /* P5 */
 int hkb_fig_devices(const hkb_plugin_t *plug, const hkb_opts_t *o);                  /* P6 */
+int hkb_fig_kernels(hkb_lane_t *lane, const hkb_opts_t *o);                          /* P10 */
 
 #endif /* HKB_H */

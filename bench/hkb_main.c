@@ -45,7 +45,7 @@ static void usage(FILE *f)
             "usage: hk-bench [--quick] [--only P1,P2,...] [--csv FILE] [--plugin PATH]\n"
             "                [--device N] [--strict] [--timeout S]\n"
             "  --quick        fewer repetitions and sizes; well under a minute\n"
-            "  --only LIST    figures to run, among P1 P2 P3 P4 P5 P6 (default: all)\n"
+            "  --only LIST    figures to run, among P1 P2 P3 P4 P5 P6 P10 (default: all)\n"
             "  --csv FILE     also write the rows to FILE as CSV\n"
             "  --plugin PATH  hk-cuda.so to measure (default: next to the program)\n"
             "  --device N     device of P1..P5 (default 0); P6 uses devices 0 and 1\n"
@@ -53,19 +53,21 @@ static void usage(FILE *f)
             "  --timeout S    give up after S seconds (default 480; 0: never)\n");
 }
 
-/* Parses "P1,P3" into want[1..6]. Returns 0 or -1 on an unknown name. */
-static int parse_only(const char *list, int want[7])
+/* Parses "P1,P3" into want[1..6] and want[10]. Returns 0 or -1 on an
+ * unknown name. */
+static int parse_only(const char *list, int want[11])
 {
     char buf[128];
     snprintf(buf, sizeof buf, "%s", list);
-    memset(want, 0, 7 * sizeof *want);
+    memset(want, 0, 11 * sizeof *want);
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
-        if ((tok[0] != 'P' && tok[0] != 'p') || tok[1] < '1' || tok[1] > '6' || tok[2]) {
-            fprintf(stderr, "hk-bench: --only: unknown figure '%s' (use P1..P6)\n", tok);
+        int p = tok[0] == 'P' || tok[0] == 'p', p10 = p && strcmp(tok + 1, "10") == 0;
+        if (!p10 && (!p || tok[1] < '1' || tok[1] > '6' || tok[2])) {
+            fprintf(stderr, "hk-bench: --only: unknown figure '%s' (use P1..P6, P10)\n", tok);
             return -1;
         }
-        want[tok[1] - '0'] = 1;
+        want[p10 ? 10 : tok[1] - '0'] = 1;
     }
     return 0;
 }
@@ -113,7 +115,7 @@ int main(int argc, char **argv)
     hkb_opts_t o = {0, 0, NULL};
     const char *csv = NULL, *plugin_path = NULL;
     char default_path[4096];
-    int want[7] = {0, 1, 1, 1, 1, 1, 1};
+    int want[11] = {0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1};
     long timeout = 480;
     int strict = 0, ndev = 0, rc = 1, misses = 0, lane_up = 0;
     hkb_plugin_t plug;
@@ -189,7 +191,7 @@ int main(int argc, char **argv)
     stage = "P4";
     if (want[4])
         HKB_TRY(hkb_fig_handles(&plug, &o), out);
-    if (want[1] || want[2] || want[3]) {
+    if (want[1] || want[2] || want[3] || want[10]) {
         hkb_where("lane set-up on device %d", o.device);
         HKB_TRY(hkb_lane_init(&lane, &plug, o.device), out);
         lane_up = 1;
@@ -200,6 +202,9 @@ int main(int argc, char **argv)
         stage = "P3";
         if (want[3])
             HKB_TRY(hkb_fig_enqueue(&lane, &o), out);
+        stage = "P10";
+        if (want[10])
+            HKB_TRY(hkb_fig_kernels(&lane, &o), out);
         lane_up = 0;
         hkb_lane_fini(&lane);
         HKB_TRY(hkb_failure() ? -1 : 0, out);

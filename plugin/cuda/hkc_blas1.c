@@ -119,7 +119,7 @@ static hk_status_t check_mem(hk_handle_t *h, const void *p, int64_t n, int64_t i
 {
     if (!(h->flags & HK_CREATE_CHECKED))
         return HK_STATUS_OK;
-    return hk__check_pointer(h, p, span_bytes(n, inc, esz), what);
+    return hk_kit_check_pointer(h->kb, p, span_bytes(n, inc, esz), what);
 }
 
 /* ---- axpy, scal, copy ---- */

@@ -1,5 +1,6 @@
 /* hk-cuda: the core vtable (handle create/destroy, stream, pointer mode,
- * introspection, synchronize). */
+ * introspection, synchronize). Binding, the guard, streams and destroy's
+ * context half are the kit's (plugin_api/hk_kit.h). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,15 +12,10 @@
 #define HK__DEFAULT_FLAGS 0u
 #endif
 
-hk__registry_t hk__handles = HK__REGISTRY_INIT(sizeof(struct hk_handle));
-
-_Static_assert(HK__REG_SLOT_BYTES(sizeof(struct hk_handle)) != 0, "handle too big for a slot");
-
 static void handle_free(hk_handle_t *h)
 {
     pthread_mutex_destroy(&h->lock);
-    pthread_mutex_destroy(&h->errlock);
-    hk__reg_put(&hk__handles, h); /* the slot stays the plugin's: stale pointers fail */
+    hk_kit_handle_put(h); /* the slot stays the plugin's: stale pointers fail */
 }
 
 static hk_status_t handle_create(const hk_create_info_t *info, hk_handle_t **out)
@@ -39,33 +35,37 @@ static hk_status_t handle_create(const hk_create_info_t *info, hk_handle_t **out
     if (ci.device < HK_DEVICE_CURRENT)
         return hk__fail(NULL, HK_STATUS_INVALID_DEVICE, "handle_create: device %d is not valid",
                         ci.device);
-    hk__fork_watch();
-    if (atomic_load(&hk__forked))
+    hk_kit_fork_watch();
+    if (hk_kit_forked())
         return hk__fail(NULL, HK_STATUS_FORKED,
                         "handle_create: this process is a fork() child of a CUDA process");
 
+    hk_status_t st = hk_kit_driver_load(CUDA_VERSION);
+    if (st != HK_STATUS_OK)
+        return st;
     pthread_mutex_lock(&hk__lock);
-    hk_status_t st = hk__driver_load();
+    st = hk__driver_take();
     if (st == HK_STATUS_OK)
         st = hk__kernels_acquire();
     pthread_mutex_unlock(&hk__lock);
     if (st != HK_STATUS_OK)
         return st;
 
-    hk_handle_t *h = hk__reg_take(&hk__handles);
+    hk_handle_t *h = hk_kit_handle_take(sizeof *h);
     if (!h) {
         st = hk__fail(NULL, HK_STATUS_OUT_OF_MEMORY, "handle_create: no memory for the handle");
         goto release;
     }
     pthread_mutex_init(&h->lock, NULL);
-    pthread_mutex_init(&h->errlock, NULL);
     h->flags = ci.flags | HK__DEFAULT_FLAGS;
-    st = hk__context_bind(h, ci.device);
+    st = hk_kit_bind(ci.device, &hk__arm_ops, h, &h->kb);
     if (st != HK_STATUS_OK) {
         handle_free(h);
         goto release;
     }
-    hk__reg_publish(&hk__handles, h);
+    h->device = hk_kit_device(h->kb);
+    h->cudev = hk_kit_cudevice(h->kb);
+    hk_kit_handle_publish(h);
     *out = h;
     return HK_STATUS_OK;
 release:
@@ -79,28 +79,24 @@ static hk_status_t handle_destroy(hk_handle_t *h)
 {
     if (!hk__valid(h))
         return hk__fail(NULL, HK_STATUS_INVALID_HANDLE, "handle_destroy: not a live handle");
-    if (!atomic_load(&hk__forked)) {
-        /* The handle goes whatever fails; the first failure is returned. */
-        hk_status_t st = hk__context_unbind(h);
+    if (!hk_kit_forked()) {
+        /* The handle goes whatever fails; the first failure is returned (the
+         * kit leaves its message as the create message). */
+        hk_status_t st = hk_kit_unbind(h->kb);
+        h->kb = NULL;
         pthread_mutex_lock(&hk__lock);
         hk_status_t lst = hk__kernels_release();
         pthread_mutex_unlock(&hk__lock);
-        if (st != HK_STATUS_OK) /* the handle's message would go with it */
-            hk__fail(NULL, st, "%s", h->err);
         handle_free(h);
         return st != HK_STATUS_OK ? st : lst;
     }
-    /* In a fork() child the driver is unusable: free only host memory, and do
-     * not touch hk__lock, which another parent thread may have held at fork. */
-    hk__arm_t *a = atomic_load(&h->arm);
-    while (a) {
-        hk__arm_t *older = a->older;
-        hk__arm_free(a);
-        a = older;
-    }
+    /* In a fork() child the driver is unusable: the kit frees only host
+     * memory, and hk__lock, which another parent thread may have held at
+     * fork, is not touched. */
+    hk_kit_unbind(h->kb);
     /* Its mutexes may be in any state in the child, and so may the
      * registry's lock: retire the slot without giving it back. */
-    hk__reg_retire(&hk__handles, h);
+    hk_kit_handle_retire(h);
     return HK_STATUS_OK;
 }
 
@@ -108,51 +104,7 @@ static hk_status_t set_stream(hk_handle_t *h, void *stream)
 {
     if (!hk__valid(h))
         return HK_STATUS_INVALID_HANDLE;
-    if (atomic_load(&hk__forked))
-        return hk__fail(h, HK_STATUS_FORKED, "set_stream: CUDA is unusable in a fork() child");
-    CUstream s = (CUstream)stream;
-    int user = s != NULL && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD;
-    if (user) {
-        CUcontext sctx = NULL;
-        CUresult r = hk__cu.cuStreamGetCtx(s, &sctx);
-        if (r != CUDA_SUCCESS)
-            return hk__fail_cu(h, r, "set_stream: cuStreamGetCtx");
-        if (sctx != h->ctx) {
-            /* Name the stream's device: look it up inside its own context,
-             * pushed over the caller's and popped again (only the message
-             * depends on it; -1 when the driver will not say). */
-            int sdev = -1;
-            CUdevice d;
-            if (hk__cu.cuCtxPushCurrent(sctx) == CUDA_SUCCESS) {
-                if (hk__cu.cuCtxGetDevice(&d) == CUDA_SUCCESS) {
-                    int count = 0;
-                    if (hk__cu.cuDeviceGetCount(&count) != CUDA_SUCCESS)
-                        count = 0;
-                    for (int i = 0; i < count; i++) {
-                        CUdevice di;
-                        if (hk__cu.cuDeviceGet(&di, i) == CUDA_SUCCESS && di == d)
-                            sdev = i;
-                    }
-                }
-                CUresult rp = hk__pop_current();
-                if (rp != CUDA_SUCCESS)
-                    return hk__fail_cu(h, rp, "set_stream: cuCtxPopCurrent restoring the "
-                                              "caller's context");
-            }
-            return hk__fail(h, HK_STATUS_STREAM_MISMATCH,
-                            "set_stream: the stream belongs to a context of device %d, the "
-                            "handle's context is on device %d%s", sdev, h->device,
-                            sdev == h->device ? " (another context of the same device)" : "");
-        }
-    }
-    /* A stream's ID names it uniquely (its handle value may come back for a
-     * later stream): the reductions keep a workspace per ID. Looked up per
-     * call instead (0) if the driver will not tell it here. */
-    unsigned long long id = 0;
-    if (user && hk__cu.cuStreamGetId(s, &id) != CUDA_SUCCESS)
-        id = 0;
-    hk__stream_publish(h, s, user, id);
-    return HK_STATUS_OK;
+    return hk_kit_set_stream(h->kb, (CUstream)stream, "set_stream");
 }
 
 static hk_status_t get_stream(hk_handle_t *h, void **stream)
@@ -161,7 +113,7 @@ static hk_status_t get_stream(hk_handle_t *h, void **stream)
         return HK_STATUS_INVALID_HANDLE;
     if (!stream)
         return hk__fail(h, HK_STATUS_NULL_POINTER, "get_stream: stream is NULL");
-    *stream = (void *)atomic_load(&h->stream);
+    *stream = (void *)hk_kit_get_stream(h->kb);
     return HK_STATUS_OK;
 }
 
@@ -202,11 +154,8 @@ static hk_status_t handle_info(hk_handle_t *h, hk_handle_info_t *info)
                         "handle_info: info->size %u is below 4 (the size field itself)",
                         info->size);
     hk_handle_info_t v = {sizeof v, h->device, 0, 0, h->flags, "hk-cuda"};
-    pthread_mutex_lock(&h->lock); /* owns_primary changes under it on re-arm */
-    const hk__arm_t *a = atomic_load(&h->arm);
-    v.context_id = a ? a->ctx_id : 0;
-    v.owns_primary = h->owns_primary != 0;
-    pthread_mutex_unlock(&h->lock);
+    v.context_id = hk_kit_context_id(h->kb);
+    v.owns_primary = hk_kit_owns_primary(h->kb) != 0;
     size_t n = info->size < sizeof v ? info->size : sizeof v;
     v.size = (uint32_t)n;
     memcpy(info, &v, n);

@@ -1,9 +1,13 @@
 /* hk-cuda internals shared by its source files. Not part of the ABI.
  *
- * Files by concern: hkc_driver.c (opening the driver, entry points),
- * hkc_error.c (messages), hkc_context.c (binding and the per-call guard),
- * hkc_kernels.c (the embedded kernel library), hkc_handle.c (core vtable),
- * hkc_blas1.c and hkc_memory.c (tables), hkc_plugin.c (negotiation). */
+ * The context contract itself (driver loading, binding, the per-call guard,
+ * re-arm, destroy, messages, the handle registry, kernel libraries) is the
+ * kit's (plugin/kit, plugin_api/hk_kit.h); hk-cuda keeps what is its own:
+ * hkc_arm.c (what a handle makes in its context: functions, reduction
+ * workspaces, the result word), hkc_kernels.c (the embedded kernel library
+ * and the workspaces), hkc_handle.c (core vtable), hkc_blas1.c and
+ * hkc_memory.c (tables), hkc_tables.c (hk.kernels/1 and hk.cuda/1),
+ * hkc_error.c (messages through the kit), hkc_plugin.c (negotiation). */
 #ifndef HKC_INTERNAL_H
 #define HKC_INTERNAL_H
 
@@ -13,32 +17,17 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "hk__registry.h"
 #include "hk_abi.h"
+#include "hk_kit.h"
 
-/* ---- driver entry points (hkc_driver.c) ---- */
+/* ---- driver entry points hk-cuda calls itself (hkc_handle.c) ---- */
 
-/* X(name, version): each entry point is taken with cuGetProcAddress at the
- * pinned version, which fixes its signature (cudaTypedefs.h's
- * PFN_<name>_v<version>) whatever the driver's own version is. */
+/* X(name, version): each entry point is taken through the kit
+ * (hk_kit_driver_take, cuGetProcAddress) at the pinned version, which fixes
+ * its signature (cudaTypedefs.h's PFN_<name>_v<version>) whatever the
+ * driver's own version is. The kit's own calls use its own table. */
 #define HK__CU_ENTRY_POINTS(X)                \
-    X(cuGetErrorName, 6000)                   \
-    X(cuInit, 2000)                           \
-    X(cuDriverGetVersion, 2020)               \
-    X(cuDeviceGet, 2000)                      \
-    X(cuDeviceGetCount, 2000)                 \
     X(cuDeviceGetAttribute, 2000)             \
-    X(cuDevicePrimaryCtxRetain, 7000)         \
-    X(cuDevicePrimaryCtxRelease, 11000)       \
-    X(cuDevicePrimaryCtxGetState, 7000)       \
-    X(cuCtxGetCurrent, 4000)                  \
-    X(cuCtxSetCurrent, 4000)                  \
-    X(cuCtxPushCurrent, 4000)                 \
-    X(cuCtxPopCurrent, 4000)                  \
-    X(cuCtxSynchronize, 2000)                 \
-    X(cuCtxGetDevice, 2000)                   \
-    X(cuCtxGetId, 12000)                      \
-    X(cuStreamGetCtx, 9020)                   \
     X(cuStreamGetId, 12000)                   \
     X(cuStreamIsCapturing, 10000)             \
     X(cuThreadExchangeStreamCaptureMode, 10010) \
@@ -51,11 +40,6 @@
     X(cuMemcpyHtoDAsync, 3020)                \
     X(cuMemcpyDtoHAsync, 3020)                \
     X(cuMemsetD8Async, 3020)                  \
-    X(cuPointerGetAttributes, 7000)           \
-    X(cuLibraryLoadData, 12000)               \
-    X(cuLibraryUnload, 12000)                 \
-    X(cuLibraryGetKernel, 12000)              \
-    X(cuKernelGetFunction, 12000)             \
     X(cuLaunchKernel, 4000)
 
 typedef struct hk__cu {
@@ -67,40 +51,29 @@ typedef struct hk__cu {
 /* The table; filled once under hk__lock, read-only afterwards. */
 extern hk__cu_t hk__cu;
 
-/* Guards driver loading, the kernel library's reference count and the
- * per-context function cache. Never taken on the hot path. */
+/* Guards the entry points' taking, the embedded kernel library's reference
+ * count and the making of reduction workspaces. Never taken on the hot path. */
 extern pthread_mutex_t hk__lock;
 
-/* Set in the child after fork(): every call then answers HK_STATUS_FORKED. */
-extern atomic_int hk__forked;
+/* The kit's driver, then hk-cuda's entry points (once). Caller holds hk__lock.
+ * Failures are written as the create error. */
+hk_status_t hk__driver_take(void);
 
-/* Opens the driver, takes its entry points, cuInit, checks its version.
- * Caller holds hk__lock. Failures are written as the create error. */
-hk_status_t hk__driver_load(void);
-
-/* Registers the fork handler once (pthread_once), at the first create. */
-void hk__fork_watch(void);
-
-/* ---- errors (hkc_error.c) ---- */
+/* ---- errors (hkc_error.c): through the kit, to h's binding or the thread ---- */
 
 /* Records a message for h (or, h NULL, the calling thread's create error) and
  * returns st. */
 hk_status_t hk__fail(hk_handle_t *h, hk_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* "CUDA_ERROR_OUT_OF_MEMORY (2)" into buf; works before the driver loaded. */
-const char *hk__cu_name(CUresult r, char *buf, size_t len);
-
-/* The status for a failed driver call. */
-hk_status_t hk__cu_status(CUresult r);
-
 /* Records "<what> failed: <CUDA error> (device N)" and returns its status. */
 hk_status_t hk__fail_cu(hk_handle_t *h, CUresult r, const char *what);
 
-/* The message buffer of a handle or of the thread (for last_error). */
-const char *hk__last_error(const hk_handle_t *h);
+#define hk__cu_name(r, buf, len) hk_kit_cu_name((int)(r), buf, len)
+#define hk__cu_status(r) hk_kit_cu_status((int)(r))
 
-/* The vtable's last_error_copy (plugin_api/hk_abi.h). */
+/* The vtable's last_error and last_error_copy (plugin_api/hk_abi.h). */
+const char *hk__last_error(const hk_handle_t *h);
 hk_status_t hk__last_error_copy(const hk_handle_t *h, char *buf, size_t len, size_t *needed);
 
 /* ---- kernels (hkc_kernels.c) ---- */
@@ -124,7 +97,7 @@ hk_status_t hk__kernels_acquire(void);
 hk_status_t hk__kernels_release(void);
 
 /* The CUfunctions of every kernel in the current context, whose ID is ctx_id,
- * from the per-context cache (filled on a miss). Takes hk__lock. */
+ * from the kit's per-context caches (filled on a miss). */
 hk_status_t hk__kernels_functions(hk_handle_t *h, unsigned long long ctx_id,
                                   CUfunction out[HK__K_COUNT]);
 
@@ -178,44 +151,30 @@ typedef struct hk__slab {
     struct hk__slab *next;
 } hk__slab_t;
 
-/* ---- handles and contexts (hkc_context.c, hkc_handle.c) ---- */
+/* ---- handles and contexts (hkc_arm.c, hkc_handle.c) ---- */
 
-/* What a handle made in one incarnation of its context. ctx_id and fn are
- * immutable once published; the workspaces are added to (under hk__lock). A
- * re-arm publishes a new arm and keeps the old until destroy, so a thread
- * still reading the old one never reads freed memory. */
+/* What a handle made in one incarnation of its context (the kit's arm).
+ * ctx_id and fn are immutable once published; the workspaces are added to
+ * (under hk__lock). A re-arm publishes a new arm and the kit keeps the old
+ * until destroy, so a thread still reading the old one never reads freed
+ * memory. */
 typedef struct hk__arm {
-    unsigned long long ctx_id;
+    hk_kit_arm_t base; /* ctx_id, older: the kit's */
     CUfunction fn[HK__K_COUNT];
     _Atomic(hk__ws_map_t *) ws; /* NULL until the first workspace */
     hk__slab_t *slabs;          /* newest first; under hk__lock */
-    struct hk__arm *older;
 } hk__arm_t;
 
-/* Lives in a slot of hk__handles (plugin/common/hk__registry.h), which
+/* Lives in a slot of the kit's handle registry (hk_kit_handle_take), which
  * decides whether a pointer is a live handle of this copy of hk-cuda. */
 struct hk_handle {
-    int device;        /* ordinal */
+    hk_kit_bind_t *kb; /* the binding: context, device, stream, message */
+    int device;        /* the binding's ordinal and CUdevice, copied */
     CUdevice cudev;
-    CUcontext ctx;     /* the bound context; a primary keeps its pointer across resets */
-    int is_primary;    /* bound to a primary context: re-armable after a reset */
-    /* Retains of the primary the handle holds, each released by destroy:
-     * 1 for a primary-bound handle, more only when the driver refused to take
-     * back a re-arm's extra retain (kept here rather than lost). Changes under
-     * lock after create. */
-    int owns_primary;
     uint32_t flags;    /* HK_CREATE_* in effect */
-    int sm_count;
-    _Atomic(hk__arm_t *) arm;
-    /* The stream setting: stream, user_stream and stream_id change together
-     * under the sequence count stream_seq (odd while set_stream writes), so a
-     * call reads all three of one setting (hk__stream_read). */
-    atomic_uint stream_seq;
-    _Atomic(CUstream) stream;
-    atomic_int user_stream; /* the stream is a real stream (dies with its context) */
-    _Atomic(unsigned long long) stream_id; /* a real stream's ID; 0: unknown or special */
+    int sm_count;      /* set by the first arm */
     atomic_int pointer_mode;
-    pthread_mutex_t lock;     /* re-arm and host-mode results (slow paths only) */
+    pthread_mutex_t lock; /* host-mode results (slow paths only) */
     /* Under lock: a page-locked host word mapped for the device, where host
      * pointer mode's dot and nrm2 write their result, so bringing it home is
      * one synchronise and no copy (about 8 us less per call on an H200).
@@ -227,55 +186,46 @@ struct hk_handle {
     void *slot;
     CUdeviceptr slot_dev;
     unsigned long long slot_ctx;
-    pthread_mutex_t errlock;  /* err */
-    char err[512];
 };
+
+_Static_assert(sizeof(struct hk_handle) <= HK_KIT_HANDLE_MAX, "handle too big for the registry");
+
+/* The callbacks the kit calls to arm a handle's context (hkc_arm.c). */
+extern const hk_kit_ops_t hk__arm_ops;
 
 /* The handle's mapped result word for its current incarnation (see slot),
  * or NULL. Caller holds h->lock and has made the handle's context current. */
 void *hk__result_slot(hk_handle_t *h, const hk__arm_t *a, CUdeviceptr *dev);
 
-/* Per-call state: what to restore, and the call's stream setting. */
+/* Per-call state: the kit's guard, and the call's arm and stream setting. */
 typedef struct hk__call {
+    hk_kit_call_t k;
     hk_handle_t *h;
     hk__arm_t *arm;
-    CUcontext prev;    /* the caller's current context */
-    int switched;      /* the handle's context was pushed over it */
     CUstream stream;
     unsigned long long stream_id; /* the stream's ID when set_stream learnt it, else 0 */
 } hk__call_t;
 
-/* Publishes a stream setting (set_stream). Writers exclude each other by the
- * odd sequence count. */
-static inline void hk__stream_publish(hk_handle_t *h, CUstream s, int user,
-                                      unsigned long long id)
+/* The per-call guard (hk_kit_begin): checks the handle's context (re-arming
+ * a reset primary), pushes it over the caller's if it is not current, and
+ * fills c. On failure the caller's context is as it was. */
+static inline hk_status_t hk__call_begin(hk_handle_t *h, hk__call_t *c)
 {
-    unsigned q = atomic_load_explicit(&h->stream_seq, memory_order_relaxed);
-    for (;;) {
-        if (!(q & 1u) && atomic_compare_exchange_weak_explicit(
-                             &h->stream_seq, &q, q + 1u, memory_order_acquire,
-                             memory_order_relaxed))
-            break;
-        q = atomic_load_explicit(&h->stream_seq, memory_order_relaxed);
-    }
-    atomic_thread_fence(memory_order_release);
-    atomic_store_explicit(&h->stream, s, memory_order_relaxed);
-    atomic_store_explicit(&h->user_stream, user, memory_order_relaxed);
-    atomic_store_explicit(&h->stream_id, id, memory_order_relaxed);
-    atomic_store_explicit(&h->stream_seq, q + 2u, memory_order_release);
+    hk_status_t st = hk_kit_begin(h->kb, &c->k);
+    c->h = h;
+    c->arm = (hk__arm_t *)c->k.arm;
+    c->stream = c->k.stream;
+    c->stream_id = c->k.stream_id;
+    return st;
 }
 
-/* Reads one whole stream setting. [handle-safe] */
-static inline void hk__stream_read(hk_handle_t *h, CUstream *s, unsigned long long *id)
+/* Pops the handle's context if call_begin pushed it, so the caller's is
+ * current again, and returns st: the status of the call's own work. A pop
+ * the driver refuses twice is written to the handle's message but never
+ * turns a call whose work was done into a failure (see README.md, "Failures"). */
+static inline hk_status_t hk__call_end(hk__call_t *c, hk_status_t st)
 {
-    for (;;) {
-        unsigned q = atomic_load_explicit(&h->stream_seq, memory_order_acquire);
-        *s = atomic_load_explicit(&h->stream, memory_order_relaxed);
-        *id = atomic_load_explicit(&h->stream_id, memory_order_relaxed);
-        atomic_thread_fence(memory_order_acquire);
-        if (!(q & 1u) && atomic_load_explicit(&h->stream_seq, memory_order_relaxed) == q)
-            return;
-    }
+    return hk_kit_end(&c->k, st);
 }
 
 /* The workspace of the call's stream in the call's arm, made (and its counter
@@ -293,56 +243,27 @@ CUresult hk__ws_free(hk__arm_t *a);
 /* Frees an arm's host memory (its workspace records and tables) and the arm. */
 void hk__arm_free(hk__arm_t *a);
 
-/* Every handle this copy of hk-cuda made (hkc_handle.c). */
-extern hk__registry_t hk__handles;
-
 /* A live handle of this copy of hk-cuda? NULL, destroyed handles and pointers
  * of anyone else → no, decided without reading through h (no lock, a few ns). */
 static inline int hk__valid(const hk_handle_t *h)
 {
-    return hk__reg_live(&hk__handles, h);
+    return hk_kit_handle_live(h);
 }
 
-/* Binds a new handle per docs/contexts.md and arms it. Leaves
- * the caller's context as it was, except that with nothing current the bound
- * device-0 primary stays current (as a runtime call would leave it). */
-hk_status_t hk__context_bind(hk_handle_t *h, int device);
-
-/* The per-call guard: checks the handle's context (re-arming a reset primary),
- * pushes it over the caller's if it is not current, and fills c. On failure
- * the caller's context is as it was. */
-hk_status_t hk__call_begin(hk_handle_t *h, hk__call_t *c);
-
-/* Pops the handle's context if call_begin pushed it, so the caller's is
- * current again, and returns st: the status of the call's own work. A pop
- * the driver refuses twice is written to the handle's message but never
- * turns a call whose work was done into a failure (see README.md, "Failures"). */
-hk_status_t hk__call_end(hk__call_t *c, hk_status_t st);
-
-/* Destroy's half: waits for the handle's work, frees what it made if its
- * context still lives, gives back its retains, and leaves the caller's
- * context as it was. Goes on past a failing step; returns the first failure. */
-hk_status_t hk__context_unbind(hk_handle_t *h);
-
-/* Giving back: a free, a release or the pop of a context the handle pushed.
- * A driver call that fails is taken to have done nothing, so each of these is
- * tried a second time when refused: one transient refusal must not leak what
- * it gives back. Returns the last attempt's result. */
-CUresult hk__give_back_mem(CUdeviceptr p);
+/* Giving back host memory: tried a second time when refused (a refused call
+ * is taken to have done nothing; one transient refusal must not leak). */
 CUresult hk__give_back_host(void *p);
-CUresult hk__give_back_primary(CUdevice dev);
-CUresult hk__give_back_library(CUlibrary lib);
-CUresult hk__pop_current(void);
 
-/* Validates that [p, p + bytes) is memory of the handle's device (checked
- * mode). what names the argument in the message. */
-hk_status_t hk__check_pointer(hk_handle_t *h, const void *p, size_t bytes, const char *what);
-
-/* Tables (hkc_blas1.c, hkc_memory.c) and the core vtable (hkc_handle.c). */
+/* Tables (hkc_blas1.c, hkc_memory.c, hkc_tables.c) and the core vtable
+ * (hkc_handle.c). */
 struct hk_blas1_v1;
 struct hk_memory_v1;
+struct hk_kernels_v1;
+struct hk_cuda_v1;
 extern const struct hk_blas1_v1 hk__blas1_table;
 extern const struct hk_memory_v1 hk__memory_table;
+extern const struct hk_kernels_v1 hk__kernels_table;
+extern const struct hk_cuda_v1 hk__cuda_table;
 extern const hk_vtable_t hk__vtable;
 
 #endif /* HKC_INTERNAL_H */

@@ -1,21 +1,25 @@
 /* hk-cuda: the kernel library, and the reduction kernels' workspaces.
  *
- * One process-wide cuLibraryLoadData of the embedded fatbin, loaded by the
- * first live handle and unloaded with the last (DESIGN.md "Driver access").
- * A CUlibrary is context-independent: its CUkernels launch in any context,
- * and they survive a primary-context reset (fact 8). The CUfunction of a
- * kernel in one context is cached per context ID, so a later handle in the
- * same context skips cuKernelGetFunction (whose first call in a context
- * triggers the lazy module load).
+ * One process-wide library of the embedded fatbin, loaded through the kit by
+ * the first live handle and unloaded with the last. A CUlibrary is
+ * context-independent: its CUkernels launch in any context, and they survive
+ * a primary-context reset (fact 8). The kit caches each kernel's CUfunction
+ * per context ID, so a later handle in the same context skips
+ * cuKernelGetFunction (whose first call in a context triggers the lazy
+ * module load).
  *
  * dot and nrm2 need scratch memory (per-block partials and a last-block
  * counter). A workspace per stream, keyed by the stream's unique ID, lets any
  * number of threads call them on one handle on any streams: launches on one
  * stream run one after the other and reuse their workspace; launches on
  * different streams never share one. See plugin/cuda/README.md. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "hkc_internal.h"
+
+hk__cu_t hk__cu;
+pthread_mutex_t hk__lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The fatbin, embedded by site_scons/hk_embed.S (hidden symbols). */
 extern const unsigned char hk__cuda_fatbin[];
@@ -29,27 +33,35 @@ static const char *const kernel_names[HK__K_COUNT] = {
     [HK__K_SNRM2] = "hk_snrm2_kernel", [HK__K_DNRM2] = "hk_dnrm2_kernel",
 };
 
-/* Per-context CUfunctions. Context IDs are never reused, so a stale entry
- * (its context gone) is never hit again; entries go with the library. */
-typedef struct fn_entry {
-    unsigned long long ctx_id;
-    CUfunction fn[HK__K_COUNT];
-    struct fn_entry *next;
-} fn_entry_t;
-
-/* All under hk__lock. */
-static CUlibrary library;
-static CUkernel kernels[HK__K_COUNT];
+/* All under hk__lock. kernels[] is set before any handle that uses it is
+ * published, and stays while a handle holds a reference. */
+static hk_kit_library_t *library;
+static hk_kit_kernel_t *kernels[HK__K_COUNT];
 static unsigned long refs;
-static fn_entry_t *fn_cache;
+static int entries_taken;
 
-static void drop_cache(void)
+hk_status_t hk__driver_take(void)
 {
-    while (fn_cache) {
-        fn_entry_t *e = fn_cache;
-        fn_cache = e->next;
-        free(e);
-    }
+    static const hk_kit_entry_t entries[] = {
+#define HK__CU_ENTRY(name, ver) {#name, ver, (void **)&hk__cu.name},
+        HK__CU_ENTRY_POINTS(HK__CU_ENTRY)
+#undef HK__CU_ENTRY
+    };
+    if (entries_taken)
+        return HK_STATUS_OK;
+    hk_status_t st = hk_kit_driver_take(entries, sizeof entries / sizeof entries[0]);
+    entries_taken = st == HK_STATUS_OK;
+    return st;
+}
+
+/* Unloads a library whose set-up failed; the set-up's failure, already in
+ * the create message, is the one reported. */
+static void give_back_library(hk_kit_library_t *lib)
+{
+    char first[512];
+    snprintf(first, sizeof first, "%s", hk_kit_last_error(NULL));
+    if (hk_kit_library_unload(NULL, lib) != HK_STATUS_OK) /* refused twice */
+        hk_kit_fail(NULL, HK_STATUS_OK, "%s", first);
 }
 
 hk_status_t hk__kernels_acquire(void)
@@ -58,17 +70,17 @@ hk_status_t hk__kernels_acquire(void)
         refs++;
         return HK_STATUS_OK;
     }
-    CUlibrary lib = NULL;
-    CUresult r = hk__cu.cuLibraryLoadData(&lib, hk__cuda_fatbin, NULL, NULL, 0, NULL, NULL, 0);
-    if (r != CUDA_SUCCESS)
-        return hk__fail_cu(NULL, r, "cuLibraryLoadData of the embedded kernels");
+    hk_kit_library_t *lib = NULL;
+    hk_status_t st = hk_kit_library_load(NULL, hk__cuda_fatbin,
+                                         (size_t)(hk__cuda_fatbin_end - hk__cuda_fatbin), 0,
+                                         &lib);
+    if (st != HK_STATUS_OK)
+        return st;
     for (int k = 0; k < HK__K_COUNT; k++) {
-        r = hk__cu.cuLibraryGetKernel(&kernels[k], lib, kernel_names[k]);
-        if (r != CUDA_SUCCESS) {
-            char cu[96];
-            hk__give_back_library(lib); /* refused twice: the first failure is reported */
-            return hk__fail(NULL, hk__cu_status(r), "cuLibraryGetKernel(%s) failed: %s",
-                            kernel_names[k], hk__cu_name(r, cu, sizeof cu));
+        st = hk_kit_kernel_find(NULL, lib, kernel_names[k], &kernels[k]);
+        if (st != HK_STATUS_OK) {
+            give_back_library(lib);
+            return st;
         }
     }
     library = lib;
@@ -80,14 +92,13 @@ hk_status_t hk__kernels_release(void)
 {
     if (refs == 0 || --refs > 0)
         return HK_STATUS_OK;
-    drop_cache();
-    if (atomic_load(&hk__forked)) {
+    if (hk_kit_forked()) {
         library = NULL;
         return HK_STATUS_OK; /* the child has no driver to unload from */
     }
-    CUresult r = hk__give_back_library(library);
-    if (r != CUDA_SUCCESS) /* kept for the next handle rather than lost */
-        return hk__fail_cu(NULL, r, "cuLibraryUnload of the embedded kernels");
+    hk_status_t st = hk_kit_library_unload(NULL, library);
+    if (st != HK_STATUS_OK) /* kept for the next handle rather than lost */
+        return st;
     library = NULL;
     return HK_STATUS_OK;
 }
@@ -95,36 +106,12 @@ hk_status_t hk__kernels_release(void)
 hk_status_t hk__kernels_functions(hk_handle_t *h, unsigned long long ctx_id,
                                   CUfunction out[HK__K_COUNT])
 {
-    hk_status_t st = HK_STATUS_OK;
-    pthread_mutex_lock(&hk__lock);
-    fn_entry_t *e = fn_cache;
-    while (e && e->ctx_id != ctx_id)
-        e = e->next;
-    if (!e) {
-        e = calloc(1, sizeof *e);
-        if (!e) {
-            st = hk__fail(h, HK_STATUS_OUT_OF_MEMORY, "no memory for the function cache");
-            goto out;
-        }
-        for (int k = 0; k < HK__K_COUNT; k++) {
-            CUresult r = hk__cu.cuKernelGetFunction(&e->fn[k], kernels[k]);
-            if (r != CUDA_SUCCESS) {
-                char cu[96];
-                free(e);
-                st = hk__fail(h, hk__cu_status(r), "cuKernelGetFunction(%s) failed: %s",
-                              kernel_names[k], hk__cu_name(r, cu, sizeof cu));
-                goto out;
-            }
-        }
-        e->ctx_id = ctx_id;
-        e->next = fn_cache;
-        fn_cache = e;
+    for (int k = 0; k < HK__K_COUNT; k++) {
+        hk_status_t st = hk_kit_kernel_function(kernels[k], ctx_id, h ? h->kb : NULL, &out[k]);
+        if (st != HK_STATUS_OK)
+            return st;
     }
-    for (int k = 0; k < HK__K_COUNT; k++)
-        out[k] = e->fn[k];
-out:
-    pthread_mutex_unlock(&hk__lock);
-    return st;
+    return HK_STATUS_OK;
 }
 
 /* ---- reduction workspaces, one per stream ---- */
@@ -166,8 +153,8 @@ static hk_status_t stream_key(hk__call_t *c, unsigned long long *key)
     }
     CUresult r = hk__cu.cuStreamGetId(c->stream, key);
     if (r == CUDA_SUCCESS && (*key & HK__WS_THREAD_BIT))
-        return hk__fail(c->h, HK_STATUS_INTERNAL, "cuStreamGetId gave %#llx, an ID with the top "
-                        "bit set", *key);
+        return hk__fail(c->h, HK_STATUS_INTERNAL,
+                        "cuStreamGetId gave %#llx, an ID with the top bit set", *key);
     return r == CUDA_SUCCESS ? HK_STATUS_OK : hk__fail_cu(c->h, r, "cuStreamGetId");
 }
 

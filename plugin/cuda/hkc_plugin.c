@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "hk_blas1.h"
+#include "hk_cuda.h"
+#include "hk_kernels.h"
 #include "hk_memory.h"
 #include "hkc_internal.h"
 
@@ -17,6 +19,8 @@ static const struct {
 } tables[] = {
     {HK_TABLE_BLAS1_V1, &hk__blas1_table},
     {HK_TABLE_MEMORY_V1, &hk__memory_table},
+    {HK_TABLE_KERNELS_V1, &hk__kernels_table},
+    {HK_TABLE_CUDA_V1, &hk__cuda_table},
 };
 
 hk_status_t hk__get_table(const char *name, const void **table)

@@ -133,7 +133,9 @@ static void test_negotiate_answer(void)
     const char *name = NULL;
     CU_ASSERT_EQUAL(plug.vt->enum_tables(0, &name), HK_STATUS_OK);
     CU_ASSERT_PTR_NOT_NULL(name);
-    CU_ASSERT_EQUAL(plug.vt->enum_tables(2, &name), HK_STATUS_NOT_FOUND);
+    /* hk.blas1/1, hk.memory/1, hk.kernels/1, hk.cuda/1 */
+    CU_ASSERT_EQUAL(plug.vt->enum_tables(3, &name), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(plug.vt->enum_tables(4, &name), HK_STATUS_NOT_FOUND);
     const void *t = (const void *)1;
     CU_ASSERT_EQUAL(plug.vt->get_table("hk.nothing/1", &t), HK_STATUS_NOT_FOUND);
     CU_ASSERT_PTR_NULL(t);

@@ -438,6 +438,8 @@ static void test_info_without_gpu(void)
     CU_ASSERT(has(out, "\nABI: 1.2\nflags: 0x4 (memory: CUDA device)\ntables:\n"
                        "  hk.blas1/1     88 bytes, 10 of 10 slots\n"
                        "  hk.memory/1    48 bytes, 5 of 5 slots\n"
+                       "  hk.kernels/1   56 bytes\n"
+                       "  hk.cuda/1      32 bytes\n"
                        "handle: cannot be created: NO_DRIVER: "));
     const char *last = strstr(out, "handle: ");
     CU_ASSERT(last && lines(last) == 1 && last[strlen(last) - 1] == '\n');
@@ -498,7 +500,7 @@ static void test_json_info(void)
     CU_ASSERT_EQUAL(run_out(NO_DRIVER HK_TEST_HOST " info -p hk-cuda --json", &out), 1);
     CU_ASSERT_EQUAL(json_check(out, "d[\"exit_status\"] == 1",
                                "d[\"plugin\"][\"memory\"] == \"cuda\"",
-                               "len(d[\"tables\"]) == 2",
+                               "len(d[\"tables\"]) == 4",
                                "d[\"handle\"][\"created\"] is False",
                                "d[\"handle\"][\"error\"].startswith(\"NO_DRIVER: \")", NULL),
                     0);

@@ -188,6 +188,7 @@ SIM_API CUresult cuDriverGetVersion(int *version)
     X(CUDA_ERROR_NO_DEVICE, "no CUDA-capable device is detected")                       \
     X(CUDA_ERROR_INVALID_DEVICE, "invalid device ordinal")                              \
     X(CUDA_ERROR_INVALID_IMAGE, "device kernel image is invalid")                       \
+    X(CUDA_ERROR_INVALID_PTX, "a PTX JIT compilation failed")                           \
     X(CUDA_ERROR_INVALID_CONTEXT, "invalid device context")                             \
     X(CUDA_ERROR_CONTEXT_ALREADY_CURRENT, "context already current")                    \
     X(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle")                             \

@@ -53,7 +53,8 @@
     X(cuPointerGetAttributes) X(cuModuleLoadData) X(cuModuleLoadDataEx)                  \
     X(cuModuleUnload) X(cuModuleGetFunction) X(cuLibraryLoadData) X(cuLibraryUnload)     \
     X(cuLibraryGetKernel) X(cuLibraryGetModule) X(cuKernelGetFunction)                   \
-    X(cuKernelGetName) X(cuFuncGetName) X(cuLaunchKernel) X(cuStreamBeginCapture)        \
+    X(cuKernelGetName) X(cuKernelGetAttribute) X(cuFuncGetName) X(cuLaunchKernel)        \
+    X(cuStreamBeginCapture)                                                              \
     X(cuStreamEndCapture) X(cuStreamIsCapturing) X(cuGraphInstantiate)                   \
     X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy)                \
     X(cuGraphDestroy) X(cuDeviceGetDevResource) X(cuDevResourceGenerateDesc)             \

@@ -4,7 +4,9 @@
  * real driver (a CUfunction must then belong to the stream's context).
  * A launch first completes what stream order puts before it; then an
  * emulation of the whole grid runs at once on the calling thread, and a
- * block-by-block emulation starts its grid (sim_exec.c). */
+ * block-by-block emulation starts its grid (sim_exec.c). Emulations come from
+ * the "simcuda_emu" section (files in emu/) or from test programs, registered at
+ * run time (simcuda_emu_register), which take precedence. */
 #include "sim_internal.h"
 
 #include <stdio.h>
@@ -15,8 +17,40 @@
 extern const simcuda_emu_entry_t __start_simcuda_emu[] __attribute__((weak, visibility("hidden")));
 extern const simcuda_emu_entry_t __stop_simcuda_emu[] __attribute__((weak, visibility("hidden")));
 
+/* Emulations registered at run time (simcuda_emu_register), newest first.
+ * Never freed: a captured graph may point at one. Under sim.lock. */
+typedef struct sim_emu_reg {
+    simcuda_emu_entry_t entry;
+    struct sim_emu_reg *next;
+} sim_emu_reg_t;
+static sim_emu_reg_t *registered;
+
+SIM_API int simcuda_emu_register(const simcuda_emu_entry_t *e)
+{
+    if (!e || !e->name || !e->name[0] || (!e->fn && (!e->check || !e->block)) ||
+        e->nparams > SIMCUDA_EMU_MAX_PARAMS)
+        return -1;
+    sim_emu_reg_t *r = calloc(1, sizeof *r);
+    char *name = strdup(e->name);
+    if (!r || !name) {
+        free(r);
+        free(name);
+        return -1;
+    }
+    r->entry = *e;
+    r->entry.name = name;
+    pthread_mutex_lock(&sim.lock);
+    r->next = registered;
+    registered = r;
+    pthread_mutex_unlock(&sim.lock);
+    return 0;
+}
+
 const simcuda_emu_entry_t *sim_emu_find(const char *name)
 {
+    for (const sim_emu_reg_t *r = registered; r; r = r->next)
+        if (strcmp(r->entry.name, name) == 0)
+            return &r->entry;
     for (const simcuda_emu_entry_t *e = __start_simcuda_emu; e && e < __stop_simcuda_emu; e++)
         if (strcmp(e->name, name) == 0)
             return e;

@@ -363,7 +363,7 @@ SIM_API size_t simcuda_live_host_allocations(void)
     return n;
 }
 
-CUresult simcuda_emu_check(const simcuda_launch_t *launch, const void *ptr, size_t bytes)
+SIM_API CUresult simcuda_emu_check(const simcuda_launch_t *launch, const void *ptr, size_t bytes)
 {
     /* Called by an emulation during a launch, which holds sim.lock. */
     const sim_alloc_t *a = sim_mem_find((uintptr_t)ptr);

@@ -6,10 +6,16 @@
  * they are used in, made on first use ("lazy loading"). Images are recognised
  * by their header and copied; a kernel exists when its name occurs in the
  * image as a whole word, which holds for the symbol and string tables of a
- * fatbin's cubins and for PTX text. */
+ * fatbin's cubins and for PTX text.
+ *
+ * JIT: nothing is compiled, but PTX text containing the marker "syntax error"
+ * fails as the real JIT compiler fails (CUDA_ERROR_INVALID_PTX), with an
+ * error log in the CU_JIT_ERROR_LOG_BUFFER the caller gave, whose size option
+ * is set to the bytes written; an info log given is left empty. */
 #include "sim_internal.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -97,6 +103,57 @@ static CUresult sim_image_copy(const void *image, unsigned char **out, size_t *s
     return CUDA_SUCCESS;
 }
 
+/* Writes text to a caller's JIT log buffer of *size bytes (NUL included)
+ * and sets *size to the bytes written, as the driver does. */
+static void sim_jit_log(char *buf, void **size_val, const char *text)
+{
+    size_t cap = (size_t)(uintptr_t)*size_val;
+    if (!buf || cap == 0)
+        return;
+    size_t n = strlen(text);
+    if (n > cap - 1)
+        n = cap - 1;
+    memcpy(buf, text, n);
+    buf[n] = '\0';
+    *size_val = (void *)(uintptr_t)(n + 1);
+}
+
+/* The simulated JIT compiler: PTX with the marker fails with a log naming
+ * its line; everything else "compiles". */
+static CUresult sim_jit(const void *image, unsigned nopt, const CUjit_option *opts, void **vals)
+{
+    const char *text = image;
+    size_t size = 0;
+    int ptx = sim_le32(image) != SIM_FATBIN_MAGIC && memcmp(image, "\177ELF", 4) != 0 &&
+              sim_image_size(image, &size) == CUDA_SUCCESS;
+    const char *hit = ptx ? strstr(text, "syntax error") : NULL;
+    char *err = NULL, *info = NULL;
+    void **err_size = NULL, **info_size = NULL;
+    for (unsigned i = 0; opts && vals && i < nopt; i++) {
+        if (opts[i] == CU_JIT_ERROR_LOG_BUFFER)
+            err = vals[i];
+        else if (opts[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+            err_size = &vals[i];
+        else if (opts[i] == CU_JIT_INFO_LOG_BUFFER)
+            info = vals[i];
+        else if (opts[i] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES)
+            info_size = &vals[i];
+    }
+    if (info && info_size)
+        sim_jit_log(info, info_size, "");
+    if (!hit)
+        return CUDA_SUCCESS;
+    int line = 1;
+    for (const char *p = text; p < hit; p++)
+        line += *p == '\n';
+    char log[160];
+    snprintf(log, sizeof log, "ptxas application ptx input, line %d; error   : syntax error "
+             "(simulated JIT)\nptxas fatal   : Ptx assembly aborted due to errors", line);
+    if (err && err_size)
+        sim_jit_log(err, err_size, log);
+    return CUDA_ERROR_INVALID_PTX;
+}
+
 static CUresult sim_module_load(CUmodule *out, const void *image)
 {
     struct CUctx_st *c;
@@ -123,6 +180,8 @@ static CUresult sim_module_load(CUmodule *out, const void *image)
 SIM_API CUresult cuModuleLoadData(CUmodule *out, const void *image)
 {
     SIM_BEGIN(cuModuleLoadData);
+    SIM_FAIL_IF(!image, CUDA_ERROR_INVALID_VALUE);
+    SIM_CHECK(sim_jit(image, 0, NULL, NULL));
     SIM_CHECK(sim_module_load(out, image));
     SIM_END;
 }
@@ -131,7 +190,8 @@ SIM_API CUresult cuModuleLoadDataEx(CUmodule *out, const void *image, unsigned i
                                     CUjit_option *opts, void **vals)
 {
     SIM_BEGIN(cuModuleLoadDataEx);
-    (void)nopt, (void)opts, (void)vals; /* JIT options do not apply: nothing is compiled */
+    SIM_FAIL_IF(!image, CUDA_ERROR_INVALID_VALUE);
+    SIM_CHECK(sim_jit(image, nopt, opts, vals));
     SIM_CHECK(sim_module_load(out, image));
     SIM_END;
 }
@@ -190,8 +250,9 @@ SIM_API CUresult cuLibraryLoadData(CUlibrary *out, const void *code, CUjit_optio
                                    CUlibraryOption *lib_opts, void **lib_vals, unsigned int nlib)
 {
     SIM_BEGIN(cuLibraryLoadData);
-    (void)jit_opts, (void)jit_vals, (void)njit, (void)lib_opts, (void)lib_vals, (void)nlib;
-    SIM_FAIL_IF(!out, CUDA_ERROR_INVALID_VALUE);
+    (void)lib_opts, (void)lib_vals, (void)nlib;
+    SIM_FAIL_IF(!out || !code, CUDA_ERROR_INVALID_VALUE);
+    SIM_CHECK(sim_jit(code, njit, jit_opts, jit_vals));
     struct CUlib_st *l = sim_obj_new(SIM_MAGIC_LIB, sizeof *l);
     SIM_FAIL_IF(!l, CUDA_ERROR_OUT_OF_MEMORY);
     unsigned char *copy;
@@ -309,6 +370,25 @@ SIM_API CUresult cuKernelGetFunction(CUfunction *out, CUkernel k)
     struct CUctx_st *c;
     SIM_CHECK(sim_current(&c));
     SIM_CHECK(sim_kernel_function(k, c, out));
+    SIM_END;
+}
+
+/* H200-like answers for every kernel: the simulation has no compiled code. */
+SIM_API CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel k,
+                                      CUdevice dev)
+{
+    SIM_BEGIN(cuKernelGetAttribute);
+    SIM_FAIL_IF(!pi || attrib < 0 || attrib >= CU_FUNC_ATTRIBUTE_MAX, CUDA_ERROR_INVALID_VALUE);
+    SIM_FAIL_IF(!k || !sim_kernel_live(k), CUDA_ERROR_INVALID_HANDLE);
+    SIM_FAIL_IF(dev < 0 || dev >= sim.ndev, CUDA_ERROR_INVALID_DEVICE);
+    switch (attrib) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = 16; break;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *pi = 48 * 1024; break;
+    case CU_FUNC_ATTRIBUTE_PTX_VERSION: *pi = 90; break;
+    case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *pi = 90; break;
+    default: *pi = 0; /* no static shared, constant or local memory */
+    }
     SIM_END;
 }
 

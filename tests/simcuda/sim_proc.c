@@ -101,6 +101,7 @@ static const sim_proc_t procs[] = {
     P(cuLibraryGetModule, 12000, cuLibraryGetModule),
     P(cuKernelGetFunction, 12000, cuKernelGetFunction),
     P(cuKernelGetName, 12030, cuKernelGetName),
+    P(cuKernelGetAttribute, 12000, cuKernelGetAttribute),
     P(cuFuncGetName, 12030, cuFuncGetName),
     P(cuLaunchKernel, 4000, cuLaunchKernel),
     P(cuStreamBeginCapture, 10000, cuStreamBeginCapture),

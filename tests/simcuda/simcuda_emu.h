@@ -13,7 +13,12 @@
  *     SIMCUDA_EMULATION(hk_probe_kernel, emu_probe);
  *
  * Entries land in the ELF section "simcuda_emu"; the driver walks it, so no
- * registration call and no constructor are needed. */
+ * registration call and no constructor are needed.
+ *
+ * A test program with kernels of its own registers their emulations at run
+ * time instead, with simcuda_emu_register (exported by the simulated driver;
+ * a program that also runs on a real driver finds it with
+ * dlsym(RTLD_DEFAULT, "simcuda_emu_register")). */
 #ifndef SIMCUDA_EMU_H
 #define SIMCUDA_EMU_H
 
@@ -82,9 +87,27 @@ typedef struct simcuda_emu_entry {
             #kernel, NULL, sizeof((unsigned[]){__VA_ARGS__}) / sizeof(unsigned),        \
             {__VA_ARGS__}, check_fn, block_fn}
 
+/* [thread-safe] Registers an emulation at run time. e is copied (its name
+ * too); the functions must stay valid for the life of the process. It
+ * replaces any emulation of the same name, from the section or registered
+ * before. Returns 0, or -1 for a NULL entry or name, neither fn nor both
+ * check and block, more than SIMCUDA_EMU_MAX_PARAMS parameters, or no memory.
+ * Fill the entry with SIMCUDA_EMU_ENTRY(name, fn, sizes...) below. */
+int simcuda_emu_register(const simcuda_emu_entry_t *e);
+typedef int (*simcuda_emu_register_fn)(const simcuda_emu_entry_t *e);
+
+/* An entry value for simcuda_emu_register: name (a string), fn, and the size
+ * of each kernel parameter (needed for stream capture), e.g.
+ *     simcuda_emu_entry_t e = SIMCUDA_EMU_ENTRY("my_kernel", emu_my, sizeof(float *));  */
+#define SIMCUDA_EMU_ENTRY(name, fn, ...)                                               \
+    ((simcuda_emu_entry_t){name, fn, sizeof((unsigned[]){__VA_ARGS__}) / sizeof(unsigned), \
+                           {__VA_ARGS__}, NULL, NULL})
+
 /* For emulations: CUDA_SUCCESS when [ptr, ptr+bytes) lies inside one live
  * allocation of launch->device; CUDA_ERROR_ILLEGAL_ADDRESS otherwise (memory of
- * another device, freed memory, a host pointer), which the launch returns. */
+ * another device, freed memory, a host pointer), which the launch returns.
+ * Exported: an emulation registered by a test program may call it (through
+ * dlsym on a program that also runs on a real driver). */
 CUresult simcuda_emu_check(const simcuda_launch_t *launch, const void *ptr, size_t bytes);
 
 #endif /* SIMCUDA_EMU_H */

@@ -1,12 +1,16 @@
 /* Tests of the simulated driver itself: fault injection (API and
  * SIMCUDA_FAIL), call counting, two threads with their own context stacks,
- * primary reference counts, the launch log, emulation errors and graph replay.
+ * primary reference counts, the launch log, emulation errors and graph replay,
+ * emulations registered at run time, the simulated JIT log, kernel
+ * attributes.
  * The driver facts shared with the real driver are in tests/conformance. */
 #include "hk_test.h"
 #include "simcuda.h"
+#include "simcuda_emu.h"
 
 #include <cuda.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -402,6 +406,108 @@ static void test_images(void)
     CU_ASSERT_EQUAL(cuLibraryUnload(lib), CUDA_ERROR_INVALID_HANDLE);
 }
 
+/* ---- run-time emulations, JIT, attributes ---- */
+
+static CUresult emu_write_one(const simcuda_launch_t *l, void **params)
+{
+    unsigned *out = *(unsigned **)params[0];
+    CUresult r = simcuda_emu_check(l, out, sizeof *out);
+    if (r == CUDA_SUCCESS)
+        *out = 1;
+    return r;
+}
+
+static CUresult emu_write_two(const simcuda_launch_t *l, void **params)
+{
+    unsigned *out = *(unsigned **)params[0];
+    CUresult r = simcuda_emu_check(l, out, sizeof *out);
+    if (r == CUDA_SUCCESS)
+        *out = 2;
+    return r;
+}
+
+static void test_registered_emulation(void)
+{
+    CUdevice d;
+    CUcontext c;
+    CUlibrary lib;
+    CUkernel k;
+    CUdeviceptr out;
+    unsigned got = 0;
+    OK(cuDeviceGet(&d, 0));
+    OK(cuCtxCreate(&c, NULL, 0, d));
+    OK(cuMemAlloc(&out, sizeof got));
+    OK(cuLibraryLoadData(&lib, noemu_ptx, NULL, NULL, 0, NULL, NULL, 0));
+    OK(cuLibraryGetKernel(&k, lib, "kernel_without_emulation"));
+    simcuda_emu_entry_t e = SIMCUDA_EMU_ENTRY("kernel_without_emulation", emu_write_one,
+                                              sizeof(void *));
+    CU_ASSERT_EQUAL(simcuda_emu_register(&e), 0);
+    void *args[] = {&out};
+    OK(cuLaunchKernel((CUfunction)k, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+    OK(cuMemcpyDtoH(&got, out, sizeof got));
+    CU_ASSERT_EQUAL(got, 1);
+    e.fn = emu_write_two; /* a later registration replaces it */
+    CU_ASSERT_EQUAL(simcuda_emu_register(&e), 0);
+    OK(cuLaunchKernel((CUfunction)k, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+    OK(cuMemcpyDtoH(&got, out, sizeof got));
+    CU_ASSERT_EQUAL(got, 2);
+    e.fn = NULL;
+    CU_ASSERT_EQUAL(simcuda_emu_register(&e), -1);
+    CU_ASSERT_EQUAL(simcuda_emu_register(NULL), -1);
+    OK(cuLibraryUnload(lib));
+    OK(cuMemFree(out));
+    OK(cuCtxDestroy(c));
+    clear_stack();
+}
+
+static void test_jit_log(void)
+{
+    static const char bad[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                              ".visible .entry k()\n{\n\ta syntax error;\n}\n";
+    char err[256], info[64] = "x";
+    CUjit_option opts[4] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                            CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES};
+    void *vals[4] = {err, (void *)(uintptr_t)sizeof err, info, (void *)(uintptr_t)sizeof info};
+    CUlibrary lib;
+    CU_ASSERT_EQUAL(cuLibraryLoadData(&lib, bad, opts, vals, 4, NULL, NULL, 0),
+                    CUDA_ERROR_INVALID_PTX);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "line 6; error   : syntax error"));
+    CU_ASSERT_EQUAL((size_t)(uintptr_t)vals[1], strlen(err) + 1);
+    CU_ASSERT_STRING_EQUAL(info, "");
+    vals[1] = (void *)(uintptr_t)8; /* a short buffer is cut, NUL-terminated */
+    CU_ASSERT_EQUAL(cuLibraryLoadData(&lib, bad, opts, vals, 2, NULL, NULL, 0),
+                    CUDA_ERROR_INVALID_PTX);
+    CU_ASSERT_EQUAL(strlen(err), 7);
+    CU_ASSERT_EQUAL(cuLibraryLoadData(&lib, bad, NULL, NULL, 0, NULL, NULL, 0),
+                    CUDA_ERROR_INVALID_PTX);
+    CU_ASSERT_EQUAL(simcuda_live_libraries(), 0);
+    vals[1] = (void *)(uintptr_t)sizeof err;
+    OK(cuLibraryLoadData(&lib, probe_ptx, opts, vals, 4, NULL, NULL, 0));
+    OK(cuLibraryUnload(lib));
+}
+
+static void test_kernel_attributes(void)
+{
+    CUlibrary lib;
+    CUkernel k;
+    CUdevice d;
+    int v = -1;
+    OK(cuDeviceGet(&d, 1));
+    OK(cuLibraryLoadData(&lib, probe_ptx, NULL, NULL, 0, NULL, NULL, 0));
+    OK(cuLibraryGetKernel(&k, lib, "hk_probe_kernel"));
+    OK(cuKernelGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k, d));
+    CU_ASSERT_EQUAL(v, 1024);
+    OK(cuKernelGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, k, d));
+    CU_ASSERT(v > 0);
+    CU_ASSERT_EQUAL(cuKernelGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX, k, d),
+                    CUDA_ERROR_INVALID_VALUE);
+    CU_ASSERT_EQUAL(cuKernelGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, k, 99),
+                    CUDA_ERROR_INVALID_DEVICE);
+    OK(cuLibraryUnload(lib));
+    CU_ASSERT_EQUAL(cuKernelGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, k, d),
+                    CUDA_ERROR_INVALID_HANDLE);
+}
+
 int hk_test_register(void)
 {
     if (getenv("HK_SIMCUDA_ENV_CHILD"))
@@ -418,5 +524,8 @@ int hk_test_register(void)
     hk_test_add(s, "two threads with their own context stacks at once", test_two_threads);
     hk_test_add(s, "launch log, emulation errors, graph replay", test_launch_log);
     hk_test_add(s, "image formats and kernel names", test_images);
+    hk_test_add(s, "emulations registered at run time, replaced", test_registered_emulation);
+    hk_test_add(s, "JIT: PTX with a syntax error fails with a log", test_jit_log);
+    hk_test_add(s, "kernel attributes", test_kernel_attributes);
     return 0;
 }

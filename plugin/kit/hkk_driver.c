@@ -1,4 +1,4 @@
-/* hk-cuda: opening the CUDA driver and taking its entry points.
+/* handlekit kit: opening the CUDA driver and taking its entry points.
  *
  * docs/contexts.md, "Other rules": no link to libcuda; dlopen of libcuda.so.1
  * (or $HK_CUDA_DRIVER, checked like a plugin file) at the first create, never
@@ -15,14 +15,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "hkc_internal.h"
+#include "hkk_internal.h"
 
-hk__cu_t hk__cu;
-pthread_mutex_t hk__lock = PTHREAD_MUTEX_INITIALIZER;
-atomic_int hk__forked;
+hk__kit_cu_t hk__kit_cu;
+atomic_int hk__kit_forked;
 
-static void *drv_lib;   /* kept open for the life of the process */
-static int drv_ready;   /* under hk__lock */
+/* Guards opening the driver; never taken on a call's path. */
+static pthread_mutex_t drv_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *drv_lib;     /* kept open for the life of the process */
+static char drv_path[PATH_MAX]; /* for messages */
+static PFN_cuGetProcAddress_v12000 drv_getproc;
+static atomic_int drv_ready;
 
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
@@ -30,7 +33,7 @@ static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
  * handles and library are meaningless there: flag it, touch nothing else. */
 static void on_fork_child(void)
 {
-    atomic_store(&hk__forked, 1);
+    atomic_store(&hk__kit_forked, 1);
 }
 
 static void register_fork_handler(void)
@@ -40,9 +43,14 @@ static void register_fork_handler(void)
     (void)pthread_atfork(NULL, NULL, on_fork_child);
 }
 
-void hk__fork_watch(void)
+void hk_kit_fork_watch(void)
 {
     pthread_once(&fork_once, register_fork_handler);
+}
+
+int hk_kit_forked(void)
+{
+    return atomic_load_explicit(&hk__kit_forked, memory_order_relaxed);
 }
 
 static void version_text(int v, char *buf, size_t len)
@@ -51,54 +59,60 @@ static void version_text(int v, char *buf, size_t len)
 }
 
 /* The driver must run the kernels' PTX, so it must know the toolkit version
- * that built them (cuda.h's CUDA_VERSION at build time). */
-static hk_status_t check_version(void)
+ * that built them (the plugin's CUDA_VERSION at build time). */
+static hk_status_t check_version(int min_version)
 {
     int v = 0;
-    CUresult r = hk__cu.cuDriverGetVersion(&v);
+    CUresult r = KCU.cuDriverGetVersion(&v);
     if (r != CUDA_SUCCESS)
-        return hk__fail_cu(NULL, r, "cuDriverGetVersion");
-    if (v < CUDA_VERSION) {
+        return hk_kit_fail_cu(NULL, r, "cuDriverGetVersion");
+    if (v < min_version) {
         char have[32], need[32];
         version_text(v, have, sizeof have);
-        version_text(CUDA_VERSION, need, sizeof need);
-        return hk__fail(NULL, HK_STATUS_DRIVER_TOO_OLD,
-                        "the CUDA driver supports CUDA %s, the kernels were built with CUDA %s; "
-                        "update the driver", have, need);
+        version_text(min_version, need, sizeof need);
+        return hk_kit_fail(NULL, HK_STATUS_DRIVER_TOO_OLD,
+                           "the CUDA driver supports CUDA %s, the kernels were built with CUDA "
+                           "%s; update the driver", have, need);
     }
     return HK_STATUS_OK;
 }
 
-static hk_status_t take_entry_points(PFN_cuGetProcAddress_v12000 getproc, const char *path)
+/* Takes entries[0..count) through getproc; a missing one names itself. */
+static hk_status_t take_entry_points(PFN_cuGetProcAddress_v12000 getproc, const char *path,
+                                     const hk_kit_entry_t *entries, size_t count)
 {
-    struct entry {
-        const char *name;
-        int version;
-        void **slot;
-    };
-    static const struct entry entries[] = {
-#define HK__CU_ENTRY(name, ver) {#name, ver, (void **)&hk__cu.name},
-        HK__CU_ENTRY_POINTS(HK__CU_ENTRY)
-#undef HK__CU_ENTRY
-    };
-    for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
+    for (size_t i = 0; i < count; i++) {
         void *fn = NULL;
         CUdriverProcAddressQueryResult q = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        if (!entries[i].name || !entries[i].slot)
+            return hk_kit_fail(NULL, HK_STATUS_NULL_POINTER,
+                               "entry point %zu to take has a NULL name or slot", i);
         CUresult r = getproc(entries[i].name, &fn, entries[i].version,
                              CU_GET_PROC_ADDRESS_DEFAULT, &q);
         if (r != CUDA_SUCCESS || !fn) {
             char cu[96];
-            hk__cu_name(r, cu, sizeof cu);
-            return hk__fail(NULL, q == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
-                                      ? HK_STATUS_DRIVER_TOO_OLD : HK_STATUS_NO_DRIVER,
-                            "the CUDA driver %s has no %s at API version %d (%s, %s)", path,
-                            entries[i].name, entries[i].version,
-                            q == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
-                                ? "version not sufficient" : "symbol not found", cu);
+            hk_kit_cu_name(r, cu, sizeof cu);
+            return hk_kit_fail(NULL, q == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                                         ? HK_STATUS_DRIVER_TOO_OLD : HK_STATUS_NO_DRIVER,
+                               "the CUDA driver %s has no %s at API version %d (%s, %s)", path,
+                               entries[i].name, entries[i].version,
+                               q == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                                   ? "version not sufficient" : "symbol not found", cu);
         }
         *entries[i].slot = fn;
     }
     return HK_STATUS_OK;
+}
+
+/* The kit's own entry points. */
+static hk_status_t take_kit_entry_points(PFN_cuGetProcAddress_v12000 getproc, const char *path)
+{
+    static const hk_kit_entry_t entries[] = {
+#define HK__KIT_ENTRY(name, ver) {#name, ver, (void **)&hk__kit_cu.name},
+        HK__KIT_ENTRY_POINTS(HK__KIT_ENTRY)
+#undef HK__KIT_ENTRY
+    };
+    return take_entry_points(getproc, path, entries, sizeof entries / sizeof entries[0]);
 }
 
 /* Why the directory dir (an absolute path without symlinks) or one above it
@@ -154,8 +168,8 @@ static void *open_named_driver(const char *path)
 {
     char real[PATH_MAX], why[PATH_MAX + 96], fdpath[64];
     if (!realpath(path, real)) {
-        hk__fail(NULL, HK_STATUS_NO_DRIVER, "cannot open the CUDA driver %s (HK_CUDA_DRIVER): %s",
-                 path, strerror(errno));
+        hk_kit_fail(NULL, HK_STATUS_NO_DRIVER,
+                    "cannot open the CUDA driver %s (HK_CUDA_DRIVER): %s", path, strerror(errno));
         return NULL;
     }
     char dir[PATH_MAX];
@@ -164,20 +178,20 @@ static void *open_named_driver(const char *path)
     if (slash)
         slash[slash == dir ? 1 : 0] = '\0';
     if (unsafe_directory(dir, why, sizeof why)) {
-        hk__fail(NULL, HK_STATUS_NO_DRIVER, "the CUDA driver %s (HK_CUDA_DRIVER) is refused: %s",
-                 path, why);
+        hk_kit_fail(NULL, HK_STATUS_NO_DRIVER,
+                    "the CUDA driver %s (HK_CUDA_DRIVER) is refused: %s", path, why);
         return NULL;
     }
     int fd = open(real, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) {
-        hk__fail(NULL, HK_STATUS_NO_DRIVER, "cannot open the CUDA driver %s (HK_CUDA_DRIVER): %s",
-                 path, strerror(errno));
+        hk_kit_fail(NULL, HK_STATUS_NO_DRIVER,
+                    "cannot open the CUDA driver %s (HK_CUDA_DRIVER): %s", path, strerror(errno));
         return NULL;
     }
     void *lib = NULL;
     if (unsafe_file(fd, why, sizeof why)) {
-        hk__fail(NULL, HK_STATUS_NO_DRIVER, "the CUDA driver %s (HK_CUDA_DRIVER) is refused: %s",
-                 path, why);
+        hk_kit_fail(NULL, HK_STATUS_NO_DRIVER,
+                    "the CUDA driver %s (HK_CUDA_DRIVER) is refused: %s", path, why);
     } else {
         /* The dynamic loader knows a file it has loaded already by its device
          * and inode, so a driver the process uses already is not loaded twice. */
@@ -185,9 +199,9 @@ static void *open_named_driver(const char *path)
         lib = dlopen(fdpath, RTLD_NOW | RTLD_LOCAL);
         if (!lib) {
             const char *e = dlerror();
-            hk__fail(NULL, HK_STATUS_NO_DRIVER,
-                     "cannot open the CUDA driver %s (HK_CUDA_DRIVER): %s", path,
-                     e ? e : "unknown reason");
+            hk_kit_fail(NULL, HK_STATUS_NO_DRIVER,
+                        "cannot open the CUDA driver %s (HK_CUDA_DRIVER): %s", path,
+                        e ? e : "unknown reason");
         }
     }
     close(fd);
@@ -203,21 +217,20 @@ static hk_status_t init_failed(CUresult r, const char *path)
 {
     char cu[96];
     int v = 0;
-    hk__cu_name(r, cu, sizeof cu);
+    hk_kit_cu_name(r, cu, sizeof cu);
     if (r == CUDA_ERROR_NO_DEVICE)
-        return hk__fail(NULL, HK_STATUS_NO_DEVICE, "cuInit: %s", cu);
-    if (r == CUDA_ERROR_NOT_INITIALIZED && hk__cu.cuDriverGetVersion(&v) == CUDA_SUCCESS)
-        return hk__fail(NULL, HK_STATUS_FORKED,
-                        "cuInit: %s while cuDriverGetVersion works: this process is a fork() "
-                        "child of a process that initialised CUDA, and cannot use it", cu);
-    return hk__fail(NULL, HK_STATUS_NO_DRIVER, "cuInit of the CUDA driver %s failed: %s", path,
-                    cu);
+        return hk_kit_fail(NULL, HK_STATUS_NO_DEVICE, "cuInit: %s", cu);
+    if (r == CUDA_ERROR_NOT_INITIALIZED && KCU.cuDriverGetVersion(&v) == CUDA_SUCCESS)
+        return hk_kit_fail(NULL, HK_STATUS_FORKED,
+                           "cuInit: %s while cuDriverGetVersion works: this process is a fork() "
+                           "child of a process that initialised CUDA, and cannot use it", cu);
+    return hk_kit_fail(NULL, HK_STATUS_NO_DRIVER, "cuInit of the CUDA driver %s failed: %s",
+                       path, cu);
 }
 
-hk_status_t hk__driver_load(void)
+/* Opens the driver and takes the kit's entry points; caller holds drv_lock. */
+static hk_status_t open_driver(int min_version)
 {
-    if (drv_ready)
-        return HK_STATUS_OK;
     hk_status_t st = HK_STATUS_OK;
     const char *path = secure_getenv("HK_CUDA_DRIVER");
     void *lib = NULL;
@@ -230,8 +243,8 @@ hk_status_t hk__driver_load(void)
         lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         if (!lib) {
             const char *why = dlerror();
-            return hk__fail(NULL, HK_STATUS_NO_DRIVER, "cannot open the CUDA driver %s: %s",
-                            path, why ? why : "unknown reason");
+            return hk_kit_fail(NULL, HK_STATUS_NO_DRIVER, "cannot open the CUDA driver %s: %s",
+                               path, why ? why : "unknown reason");
         }
     }
     /* The _v2 form (CUDA 12.0+) reports why a symbol is missing. */
@@ -239,28 +252,57 @@ hk_status_t hk__driver_load(void)
         (PFN_cuGetProcAddress_v12000)dlsym(lib, "cuGetProcAddress_v2");
     if (!getproc) {
         char need[32];
-        version_text(CUDA_VERSION, need, sizeof need);
-        st = hk__fail(NULL, HK_STATUS_DRIVER_TOO_OLD,
-                      "the CUDA driver %s predates CUDA 12.0 (no cuGetProcAddress_v2); "
-                      "the kernels need CUDA %s", path, need);
+        version_text(min_version, need, sizeof need);
+        st = hk_kit_fail(NULL, HK_STATUS_DRIVER_TOO_OLD,
+                         "the CUDA driver %s predates CUDA 12.0 (no cuGetProcAddress_v2); "
+                         "the kernels need CUDA %s", path, need);
         goto out;
     }
-    st = take_entry_points(getproc, path);
+    st = take_kit_entry_points(getproc, path);
     if (st != HK_STATUS_OK)
         goto out;
-    CUresult r = hk__cu.cuInit(0);
+    CUresult r = KCU.cuInit(0);
     if (r != CUDA_SUCCESS) {
         st = init_failed(r, path);
         goto out;
     }
-    st = check_version();
+    st = check_version(min_version);
 out:
     if (st != HK_STATUS_OK) {
-        memset(&hk__cu, 0, sizeof hk__cu);
+        memset(&hk__kit_cu, 0, sizeof hk__kit_cu);
         dlclose(lib);
         return st;
     }
     drv_lib = lib;
-    drv_ready = 1;
+    snprintf(drv_path, sizeof drv_path, "%s", path);
+    drv_getproc = getproc;
     return HK_STATUS_OK;
+}
+
+hk_status_t hk_kit_driver_load(int min_version)
+{
+    hk_kit_fork_watch();
+    if (atomic_load(&hk__kit_forked))
+        return hk_kit_fail(NULL, HK_STATUS_FORKED,
+                           "this process is a fork() child of a CUDA process");
+    if (atomic_load_explicit(&drv_ready, memory_order_acquire))
+        return HK_STATUS_OK;
+    pthread_mutex_lock(&drv_lock);
+    hk_status_t st = HK_STATUS_OK;
+    if (!drv_lib)
+        st = open_driver(min_version);
+    if (st == HK_STATUS_OK)
+        atomic_store_explicit(&drv_ready, 1, memory_order_release);
+    pthread_mutex_unlock(&drv_lock);
+    return st;
+}
+
+hk_status_t hk_kit_driver_take(const hk_kit_entry_t *entries, size_t count)
+{
+    if (!atomic_load_explicit(&drv_ready, memory_order_acquire))
+        return hk_kit_fail(NULL, HK_STATUS_NO_DRIVER,
+                           "hk_kit_driver_take before hk_kit_driver_load succeeded");
+    if (!entries && count > 0)
+        return hk_kit_fail(NULL, HK_STATUS_NULL_POINTER, "hk_kit_driver_take: entries is NULL");
+    return take_entry_points(drv_getproc, drv_path, entries, count);
 }

@@ -1,0 +1,101 @@
+/* hk-cuda: what a handle makes in its context, given to the kit as its arm
+ * callbacks (hk_kit_ops_t): the kernels' functions and the first slab of
+ * reduction workspaces, made at create and again after a reset of the
+ * handle's primary context; freed by destroy. Also host pointer mode's
+ * result word. The context rules themselves are the kit's. */
+#include <stdlib.h>
+
+#include "hkc_internal.h"
+
+CUresult hk__give_back_host(void *p)
+{
+    CUresult r = hk__cu.cuMemFreeHost(p);
+    return r == CUDA_SUCCESS ? r : hk__cu.cuMemFreeHost(p);
+}
+
+/* Takes the functions for the handle's context, which the kit has made
+ * current, and the memory of its first reduction workspaces. The workspaces
+ * are handed to streams at the first dot or nrm2 there (hk__ws_get), cleared
+ * on that stream: create touches no stream, which a green context's
+ * per-thread stream would refuse. Messages go to the create message while
+ * the handle is being made (err_to NULL), else to the handle. */
+static hk_status_t arm(hk_kit_bind_t *b, void *user, unsigned long long ctx_id,
+                       hk_kit_bind_t *err_to, hk_kit_arm_t **out)
+{
+    hk_handle_t *h = user;
+    hk_handle_t *eh = err_to ? h : NULL;
+    hk_status_t st = HK_STATUS_OK;
+    if (h->sm_count == 0) {
+        int sms = 0;
+        CUresult r = hk__cu.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                                 hk_kit_cudevice(b));
+        if (r != CUDA_SUCCESS)
+            return hk__fail_cu(eh, r, "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
+        h->sm_count = sms < 1 ? 1 : sms;
+    }
+    hk__arm_t *a = calloc(1, sizeof *a);
+    if (!a)
+        return hk__fail(eh, HK_STATUS_OUT_OF_MEMORY, "no memory for the handle's state");
+    a->base.ctx_id = ctx_id;
+    st = hk__kernels_functions(eh, ctx_id, a->fn);
+    if (st == HK_STATUS_OK)
+        st = hk__ws_reserve(a, eh);
+    if (st != HK_STATUS_OK) {
+        hk__ws_free(a);
+        hk__arm_free(a);
+        return st;
+    }
+    *out = &a->base;
+    return HK_STATUS_OK;
+}
+
+/* Destroy: the context is current, alive and synchronised. Every block is
+ * tried; the first failure is returned, its message in the binding (the
+ * handle's own link to it may not be set yet when a create fails late). */
+static hk_status_t release(hk_kit_bind_t *b, void *user, hk_kit_arm_t *base)
+{
+    hk_handle_t *h = user;
+    hk__arm_t *a = (hk__arm_t *)base;
+    hk_status_t st = HK_STATUS_OK;
+    CUresult r = hk__ws_free(a);
+    if (r != CUDA_SUCCESS)
+        st = hk_kit_fail_cu(b, r, "destroy: cuMemFree of the handle's workspaces");
+    /* A word made in an earlier incarnation died with it. */
+    if (h->slot && h->slot_ctx == a->base.ctx_id) {
+        r = hk__give_back_host(h->slot);
+        if (r == CUDA_SUCCESS)
+            h->slot = NULL;
+        else if (st == HK_STATUS_OK)
+            st = hk_kit_fail_cu(b, r, "destroy: cuMemFreeHost of the handle's result word");
+    }
+    return st;
+}
+
+static void free_arm(void *user, hk_kit_arm_t *base)
+{
+    (void)user;
+    hk__arm_free((hk__arm_t *)base);
+}
+
+const hk_kit_ops_t hk__arm_ops = {arm, release, free_arm};
+
+/* ---- host pointer mode's result word ---- */
+
+void *hk__result_slot(hk_handle_t *h, const hk__arm_t *a, CUdeviceptr *dev)
+{
+    if (h->slot_ctx != a->base.ctx_id) {
+        /* Optional: if the driver refuses, the caller copies from ws. A word
+         * of an earlier incarnation died with it. */
+        h->slot_ctx = a->base.ctx_id;
+        h->slot_dev = 0;
+        if (hk__cu.cuMemHostAlloc(&h->slot, 64, CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS) {
+            h->slot = NULL;
+        } else if (hk__cu.cuMemHostGetDevicePointer(&h->slot_dev, h->slot, 0) != CUDA_SUCCESS) {
+            h->slot_dev = 0;
+            if (hk__give_back_host(h->slot) == CUDA_SUCCESS)
+                h->slot = NULL; /* else kept, unused, for destroy to free */
+        }
+    }
+    *dev = h->slot_dev;
+    return h->slot_dev ? h->slot : NULL;
+}

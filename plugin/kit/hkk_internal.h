@@ -1,0 +1,119 @@
+/* handlekit kit internals shared by its source files. Not installed.
+ *
+ * Files by concern: hkk_driver.c (opening the driver, entry points, fork),
+ * hkk_error.c (messages, the handle registry), hkk_bind.c (binding at create,
+ * primaries, give-backs), hkk_call.c (the per-call guard, re-arm, streams,
+ * unbind, checked mode), hkk_library.c (images, libraries, kernels, launch). */
+#ifndef HKK_INTERNAL_H
+#define HKK_INTERNAL_H
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "hk_kit.h"
+
+/* ---- driver entry points (hkk_driver.c) ---- */
+
+/* X(name, version): each entry point is taken with cuGetProcAddress at the
+ * pinned version, which fixes its signature (cudaTypedefs.h's
+ * PFN_<name>_v<version>) whatever the driver's own version is. */
+#define HK__KIT_ENTRY_POINTS(X)               \
+    X(cuGetErrorName, 6000)                   \
+    X(cuInit, 2000)                           \
+    X(cuDriverGetVersion, 2020)               \
+    X(cuDeviceGet, 2000)                      \
+    X(cuDeviceGetCount, 2000)                 \
+    X(cuDevicePrimaryCtxRetain, 7000)         \
+    X(cuDevicePrimaryCtxRelease, 11000)       \
+    X(cuDevicePrimaryCtxGetState, 7000)       \
+    X(cuCtxGetCurrent, 4000)                  \
+    X(cuCtxPushCurrent, 4000)                 \
+    X(cuCtxPopCurrent, 4000)                  \
+    X(cuCtxSynchronize, 2000)                 \
+    X(cuCtxGetDevice, 2000)                   \
+    X(cuCtxGetId, 12000)                      \
+    X(cuStreamGetCtx, 9020)                   \
+    X(cuStreamGetId, 12000)                   \
+    X(cuPointerGetAttributes, 7000)           \
+    X(cuLibraryLoadData, 12000)               \
+    X(cuLibraryUnload, 12000)                 \
+    X(cuLibraryGetKernel, 12000)              \
+    X(cuLibraryGetModule, 12000)              \
+    X(cuKernelGetFunction, 12000)             \
+    X(cuKernelGetAttribute, 12000)            \
+    X(cuLaunchKernel, 4000)
+
+typedef struct hk__kit_cu {
+#define HK__KIT_FIELD(name, ver) PFN_##name##_v##ver name;
+    HK__KIT_ENTRY_POINTS(HK__KIT_FIELD)
+#undef HK__KIT_FIELD
+} hk__kit_cu_t;
+
+/* The kit's table; filled once under the driver lock, read-only afterwards. */
+extern hk__kit_cu_t hk__kit_cu;
+#define KCU hk__kit_cu
+
+/* Set in the child after fork(). */
+extern atomic_int hk__kit_forked;
+
+/* ---- bindings ---- */
+
+/* The libraries a binding launched kernels of: read without a lock, replaced
+ * by a new copy under the binding's lock (the old kept until unbind). */
+typedef struct hk__kit_libset {
+    unsigned n;
+    struct hk__kit_libset *older;
+    hk_kit_library_t *lib[];
+} hk__kit_libset_t;
+
+#define HK__KIT_MSG_LEN 512
+
+struct hk_kit_bind {
+    int device;     /* ordinal */
+    CUdevice cudev;
+    CUcontext ctx;  /* the bound context; a primary keeps its pointer across resets */
+    int is_primary; /* bound to a primary context: re-armable after a reset */
+    /* Retains of the primary held, each released by unbind: 1 for a
+     * primary-bound handle, more only when the driver refused to take back a
+     * re-arm's extra retain (kept here rather than lost). Under lock after
+     * bind. */
+    int owns_primary;
+    const hk_kit_ops_t *ops;
+    void *user;
+    _Atomic(hk_kit_arm_t *) arm;
+    /* The stream setting: stream, user_stream and stream_id change together
+     * under the sequence count stream_seq (odd while a writer writes). */
+    atomic_uint stream_seq;
+    _Atomic(CUstream) stream;
+    atomic_int user_stream; /* a real stream (dies with its context) */
+    _Atomic(unsigned long long) stream_id; /* a real stream's ID; 0: unknown or special */
+    _Atomic(hk__kit_libset_t *) libs;
+    pthread_mutex_t lock; /* re-arm, owns_primary, libs (slow paths only) */
+    pthread_mutex_t errlock;
+    char err[HK__KIT_MSG_LEN];
+};
+
+/* Reads one whole stream setting. [handle-safe] */
+void hk__kit_stream_read(hk_kit_bind_t *b, CUstream *s, unsigned long long *id);
+
+/* Makes and publishes a new arm for the binding's context, which is current
+ * (hkk_bind.c): its ID, then ops->arm. */
+hk_status_t hk__kit_arm(hk_kit_bind_t *b, hk_kit_bind_t *err_to);
+
+/* Frees every arm's host memory (ops->free_arm) and clears b->arm. */
+void hk__kit_free_arms(hk_kit_bind_t *b);
+
+/* cuDevicePrimaryCtxRetain, learning the primary's pointer (hkk_bind.c). */
+CUresult hk__kit_retain_primary(CUdevice dev, CUcontext *p);
+
+/* Drops b's references on libraries (hkk_library.c); frees the sets. */
+void hk__kit_libs_drop(hk_kit_bind_t *b);
+
+/* The ordinal of dev (cuDeviceGetCount, cuDeviceGet); -1 when not listed or
+ * the driver will not say. */
+int hk__kit_ordinal_of(CUdevice dev);
+
+#endif /* HKK_INTERNAL_H */

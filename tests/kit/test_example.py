@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""examples/hk-example built as a project outside handlekit builds it.
+
+The build stages its install under <build>/stage; this script builds the
+example with its own Makefile in a directory of the build tree (not inside
+the example's sources), finding handlekit only through the staged
+pkg-config files, then checks the plugin it made:
+
+  build     make succeeds (nvcc for the kernels, the staged libhkkit.a linked)
+  exports   the plugin exports hk_plugin_negotiate only (the kit's names stay
+            hidden) and needs neither libcuda nor libcudart
+  validate  the staged hk-validate on the plugin, over the simulated driver:
+            no check fails
+  demo      the example's host, on the staged loader, over the simulated
+            driver: every value right
+
+It prints hk-validate's report and ends with one line "N passed, N failed,
+N skipped": hk-validate's own counts plus these steps.
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+COUNT = re.compile(r'^(\d+) passed, (\d+) failed, (\d+) skipped\s*$')
+
+
+def staged(args, path):
+    return os.path.join(args.stage, path.lstrip('/'))
+
+
+def run(argv, env, cwd=None):
+    """(exit status, output) of argv."""
+    proc = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, errors='replace')
+    return proc.returncode, proc.stdout
+
+
+def clean_env(**extra):
+    """The environment without anything that could point at another tree."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ('HK_PLUGIN_PATH', 'LD_LIBRARY_PATH', 'PKG_CONFIG_PATH',
+                        'PKG_CONFIG_LIBDIR', 'HK_CUDA_DRIVER', 'CFLAGS', 'LDFLAGS')}
+    env.update(extra)
+    return env
+
+
+class Steps:
+    def __init__(self):
+        self.passed = self.failed = self.skipped = 0
+
+    def result(self, name, ok, detail=''):
+        print('%-10s %s%s' % (name, 'PASS' if ok else 'FAIL', ('  ' + detail) if detail else ''))
+        if ok:
+            self.passed += 1
+        else:
+            self.failed += 1
+        return ok
+
+    def skip(self, name, why):
+        print('%-10s SKIP  %s' % (name, why))
+        self.skipped += 1
+
+
+def build(args, steps):
+    if os.path.isdir(args.work):
+        shutil.rmtree(args.work)
+    os.makedirs(args.work)
+    pcdir = staged(args, os.path.join(args.libdir, 'pkgconfig'))
+    cflags = ' '.join(['-O2', '-g'] + args.sanflags.split())
+    env = clean_env(PKG_CONFIG_PATH=pcdir)
+    argv = ['make', '-f', os.path.join(args.src, 'Makefile'), 'CC=' + args.cc,
+            'CFLAGS=' + cflags, 'CUDA_HOME=' + args.cuda_home, 'NVCC=' + args.nvcc,
+            'CUDA_ARCH=' + args.cuda_arch]
+    rc, out = run(argv, env, cwd=args.work)
+    if rc != 0:
+        print(out)
+    return steps.result('build', rc == 0, 'make in %s' % args.work)
+
+
+def exports(args, steps):
+    plugin = os.path.join(args.work, 'hk-example.so')
+    rc, out = run(['nm', '-D', '--defined-only', plugin], clean_env())
+    names = [line.split()[-1] for line in out.splitlines() if line.strip()]
+    rc2, dyn = run(['readelf', '-d', plugin], clean_env())
+    needed = re.findall(r'\(NEEDED\).*\[(.*)\]', dyn)
+    bad = [n for n in needed if 'libcuda' in n or 'libhkkit' in n]
+    ok = rc == 0 and rc2 == 0 and names == ['hk_plugin_negotiate'] and not bad
+    return steps.result('exports', ok, 'exports %s; needs %s' % (' '.join(names) or 'nothing',
+                                                                 ' '.join(needed)))
+
+
+def sim_env(args, **extra):
+    libdir = staged(args, args.libdir)
+    return clean_env(LD_LIBRARY_PATH=os.path.dirname(args.sim) + ':' + libdir,
+                     HK_CUDA_DRIVER=args.sim, SIMCUDA_DEVICES='2', **extra)
+
+
+def validate(args, steps):
+    """hk-validate's counts are added to the steps'; its own line is indented
+    so that only the final line is read as this program's result. Checks of
+    slots the example does not offer (hk.blas1/1: NOT-SUPPORTED, which
+    hk-validate counts as skipped) are not counted as skipped here: they do
+    not apply to it."""
+    tool = staged(args, os.path.join(args.libdir, 'handlekit', 'bin', 'hk-validate'))
+    rc, out = run([tool, os.path.join(args.work, 'hk-example.so')], sim_env(args))
+    counts, notsup = None, 0
+    for line in out.splitlines():
+        m = COUNT.match(line.strip())
+        if m:
+            counts = [int(g) for g in m.groups()]
+        n = re.match(r'^(\d+) not supported', line.strip())
+        if n:
+            notsup = int(n.group(1))
+        print('  ' + line)
+    if counts is None:
+        return steps.result('validate', False, 'no result line; exit status %d' % rc)
+    steps.passed += counts[0]
+    steps.failed += counts[1]
+    steps.skipped += counts[2] - notsup
+    return steps.result('validate', rc == 0 and counts[1] == 0,
+                        'hk-validate: %d passed, %d failed, %d skipped (%d of them checks of '
+                        'slots the example does not offer)' % tuple(counts + [notsup]))
+
+
+def demo(args, steps):
+    rc, out = run([os.path.join(args.work, 'hk-example-demo'),
+                   os.path.join(args.work, 'hk-example.so'), '100000'], sim_env(args),
+                  cwd=args.work)
+    for line in out.splitlines():
+        print('  ' + line)
+    return steps.result('demo', rc == 0 and out.splitlines()[-1:] == ['ok'])
+
+
+def main():
+    p = argparse.ArgumentParser()
+    for opt in ('stage', 'libdir', 'src', 'work', 'cc', 'cuda-home', 'cuda-arch', 'nvcc',
+                'sim', 'kit', 'sanflags'):
+        p.add_argument('--' + opt, default='')
+    args = p.parse_args()
+    steps = Steps()
+    why = ('no kit was built (no cuda.h)' if not args.kit else
+           'no nvcc to compile the kernels' if not args.nvcc else
+           'no simulated driver' if not args.sim else
+           'make or pkg-config is not installed'
+           if not (shutil.which('make') and shutil.which('pkg-config')) else '')
+    if why:
+        for name in ('build', 'exports', 'validate', 'demo'):
+            steps.skip(name, why)
+    elif build(args, steps):
+        exports(args, steps)
+        validate(args, steps)
+        demo(args, steps)
+    print('%d passed, %d failed, %d skipped' % (steps.passed, steps.failed, steps.skipped))
+    return 1 if steps.failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
