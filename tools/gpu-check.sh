@@ -6,15 +6,16 @@
 # driver), hk-host's verified workload on the default
 # plugin, optionally compute-sanitizer over the GPU suites, and the benchmark.
 #
-# usage: tools/gpu-check.sh [-q] [-s] OUT_DIR
+# usage: tools/gpu-check.sh [-q] [-s] [-B] OUT_DIR
 #   -q  quick benchmark (hk-bench --quick)
+#   -B  no benchmark
 #   -s  also run compute-sanitizer memcheck/racecheck/initcheck on the GPU suites
 # Every log goes to OUT_DIR; the summary is printed last. Exit status is the
 # number of steps that failed.
 set -u
-quick=""; sanitize=0
-while getopts qs o; do
-    case $o in q) quick="--quick";; s) sanitize=1;; *) exit 2;; esac
+quick=""; sanitize=0; bench=1
+while getopts qsB o; do
+    case $o in q) quick="--quick";; s) sanitize=1;; B) bench=0;; *) exit 2;; esac
 done
 shift $((OPTIND - 1))
 out=${1:?usage: tools/gpu-check.sh [-q] [-s] OUT_DIR}
@@ -68,11 +69,11 @@ step python-gpu env HK_LOADER_LIBRARY=$rel/stage/usr/local/lib/libhkloader.so.1 
     python3 python/tests/run.py test_gpu
 if [ $sanitize -eq 1 ]; then
     for tool in memcheck racecheck initcheck; do
-        step "sanitize-$tool" compute-sanitizer --tool $tool --error-exitcode 99 \
+        step "sanitize-$tool" timeout 300 compute-sanitizer --tool $tool --error-exitcode 99 \
             $rel/tests/test_cuda_blas1
     done
 fi
-step bench $rel/bin/hk-bench $quick --csv "$out/bench.csv"
+[ $bench -eq 0 ] || step bench $rel/bin/hk-bench $quick --csv "$out/bench.csv"
 echo
 printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
 exit $fails
