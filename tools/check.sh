@@ -54,8 +54,11 @@ step() { # name, command...
 
 # valgrind over one program: one test, passed when valgrind reports no error
 # and no definite leak and the program itself succeeded.
-vg() { # name, program, args...
+vg() { # name, [VAR=VALUE...], program, args...
     local name=$1; shift
+    # Variables go into the environment here: valgrind does not follow
+    # `env` into the program it starts.
+    while [ $# -gt 0 ] && [[ $1 == [A-Z_]*=* ]]; do export "$1"; shift; done
     if ! command -v valgrind >/dev/null 2>&1; then
         echo "0 passed, 1 failed, 0 skipped  (valgrind is not installed: run tools/setup.sh)"
         return 1
@@ -76,8 +79,8 @@ if [ $quick -eq 0 ]; then
     step asan-ubsan scons -Q -j"$jobs" --sanitize=address,undefined test
     step tsan scons -Q -j"$jobs" --sanitize=thread test
     step valgrind-hk-host-list vg hk-host-list build/debug/bin/hk-host list
-    step valgrind-hk-host-run vg hk-host-run env HK_CUDA_DRIVER=/nonexistent build/debug/bin/hk-host run -n 4096
-    step valgrind-test-loader vg test-loader build/debug/tests/test_loader
+    step valgrind-hk-host-run vg hk-host-run HK_CUDA_DRIVER=/nonexistent build/debug/bin/hk-host run -n 4096
+    step valgrind-test-loader vg test-loader HK_TEST_UNDER_VALGRIND=1 build/debug/tests/test_loader
 fi
 
 echo

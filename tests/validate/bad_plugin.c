@@ -5,6 +5,7 @@
  * Built from hk-cpu's own sources with its entry point renamed to
  * hk__cpu_entry (see tests/validate/SConscript); this file supplies the real
  * entry point, which wraps hk-cpu's answer. */
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -120,18 +121,40 @@ static hk_status_t bad_sscal(hk_handle_t *h, int64_t n, const float *a, float *x
 
 static const hk_vtable_t *inner;
 
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static hk_status_t bad_get_table_locked(const char *name, const void **table);
+
+/* [thread-safe] like every get_table: the wrapped tables are rebuilt under a
+ * lock (the same contents every time). */
 static hk_status_t bad_get_table(const char *name, const void **table)
+{
+    pthread_mutex_lock(&table_lock);
+    hk_status_t st = bad_get_table_locked(name, table);
+    pthread_mutex_unlock(&table_lock);
+    return st;
+}
+
+static hk_status_t bad_get_table_locked(const char *name, const void **table)
 {
     hk_status_t st = inner->get_table(name, table);
 #if HKV_BAD == HKV_BAD_NULL_SLOTS
+    static int mem_built;
     if (st == HK_STATUS_OK && strcmp(name, HK_TABLE_MEMORY_V1) == 0) {
-        mem = *(const hk_memory_v1_t *)*table;
-        mem.memset_ = NULL;
+        if (!mem_built) {
+            mem = *(const hk_memory_v1_t *)*table;
+            mem.memset_ = NULL;
+            mem_built = 1;
+        }
         *table = &mem;
     }
 #endif
     if (st != HK_STATUS_OK || strcmp(name, HK_TABLE_BLAS1_V1) != 0)
         return st;
+    if (inner_blas) { /* built already: the table others may be calling stays as it is */
+        *table = &blas;
+        return st;
+    }
     inner_blas = *table;
     blas = *inner_blas;
 #if HKV_BAD == HKV_BAD_CRASH
@@ -150,6 +173,8 @@ static hk_status_t bad_get_table(const char *name, const void **table)
     return st;
 }
 
+static pthread_mutex_t vtable_lock = PTHREAD_MUTEX_INITIALIZER;
+
 __attribute__((visibility("default"))) hk_status_t
 hk_plugin_negotiate(const hk_negotiate_request_t *req, hk_negotiate_answer_t *ans)
 {
@@ -161,13 +186,18 @@ hk_plugin_negotiate(const hk_negotiate_request_t *req, hk_negotiate_answer_t *an
             hk_answer_write(ans, &full);
         return st;
     }
-    inner = full.vtable;
-    vtable = *inner;
-    vtable.get_table = bad_get_table;
+    /* The entry point is [thread-safe]: the wrapped vtable is built once. */
+    pthread_mutex_lock(&vtable_lock);
+    if (!inner) {
+        vtable = *full.vtable;
+        vtable.get_table = bad_get_table;
 #if HKV_BAD == HKV_BAD_NULL_SLOTS
-    vtable.synchronize = NULL;
-    vtable.handle_info = NULL;
+        vtable.synchronize = NULL;
+        vtable.handle_info = NULL;
 #endif
+        inner = full.vtable;
+    }
+    pthread_mutex_unlock(&vtable_lock);
     full.vtable = &vtable;
     full.name = "hk-bad";
 #if HKV_BAD == HKV_BAD_LONG_ANSWER
