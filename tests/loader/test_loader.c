@@ -193,5 +193,6 @@ int hk_test_register(void)
     tl_register_scan();
     tl_register_hostile();
     tl_register_fork();
+    tl_register_threads();
     return 0;
 }

@@ -81,5 +81,6 @@ void tl_register_abi(void);
 void tl_register_scan(void);
 void tl_register_hostile(void);
 void tl_register_fork(void);
+void tl_register_threads(void);
 
 #endif /* TEST_LOADER_UTIL_H */
