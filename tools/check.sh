@@ -14,27 +14,31 @@ set -u
 cd "$(dirname "$0")/.."
 
 # The loader refuses plugins below a directory that someone else may write
-# (/tmp, say), and the tests load the plugins they build. A checkout in such a
-# place is copied to a private directory and checked there.
-trusted() { # dir: every directory from / down is ours or root's, and only its owner writes it
+# (/tmp, say), and the tests load the plugins they build; the set-user-ID
+# tests also need every directory above the build to be searchable by others.
+# A checkout anywhere else is copied to a directory that is both, and checked
+# there.
+trusted() { # dir: every directory from / down is ours or root's, only its owner writes it, all may search it
     local d; d=$(realpath "$1") || return 1
     while :; do
         local owner mode
         owner=$(stat -c %u "$d") mode=$(stat -c %a "$d") || return 1
         { [ "$owner" -eq 0 ] || [ "$owner" -eq "$(id -u)" ]; } || return 1
-        [ $(( 8#$mode & 8#022 )) -eq 0 ] || return 1
+        [ $(( 8#$mode & 8#022 )) -eq 0 ] && [ $(( 8#$mode & 8#001 )) -ne 0 ] || return 1
         [ "$d" = / ] && return 0
         d=$(dirname "$d")
     done
 }
 if ! trusted "$PWD" && [ -z "${HK_CHECK_RELOCATED:-}" ]; then
-    dest="${HOME:-/root}/.cache/handlekit-check/$(basename "$PWD")"
-    if ! mkdir -p "$dest" || ! trusted "$dest"; then
-        echo "check: $PWD is below a directory others can write, and $dest is no better;" \
-             "move the checkout (the loader refuses plugins in such places)" >&2
+    if [ "$(id -u)" -eq 0 ]; then base=/var/cache/handlekit-check; else
+        base="${HOME:-/nonexistent}/.cache/handlekit-check"; fi
+    dest="$base/$(basename "$PWD")"
+    if ! (umask 022 && mkdir -p "$dest") || ! trusted "$dest"; then
+        echo "check: $PWD is below a directory others can write or cannot search, and" \
+             "$dest is no better; move the checkout (the loader refuses plugins in such places)" >&2
         exit 1
     fi
-    echo "check: $PWD is below a directory others can write; checking a copy in $dest"
+    echo "check: $PWD is below a directory others can write or cannot search; checking a copy in $dest"
     tar --exclude=./build --exclude=./.devcarry -cf - . | tar -C "$dest" -xf - || exit 1
     cd "$dest" && HK_CHECK_RELOCATED=1 exec tools/check.sh "$@"
 fi
