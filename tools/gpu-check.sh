@@ -68,10 +68,18 @@ step hk-validate-cmp    $rel/bin/hk-validate --compare $rel/plugins/hk-cpu.so $r
 step python-gpu env HK_LOADER_LIBRARY=$rel/stage/usr/local/lib/libhkloader.so.1 PYTHONPATH=python \
     python3 python/tests/run.py test_gpu
 if [ $sanitize -eq 1 ]; then
-    for tool in memcheck racecheck initcheck; do
-        step "sanitize-$tool" timeout 300 compute-sanitizer --tool $tool --error-exitcode 99 \
-            $rel/tests/test_cuda_blas1
+    # The tests make failing API calls on purpose: only the kernels' errors count.
+    cs="compute-sanitizer --report-api-errors no --error-exitcode 99"
+    for tool in memcheck initcheck; do
+        step "sanitize-$tool" timeout 400 $cs --tool $tool $rel/tests/test_cuda_blas1
     done
+    # racecheck checks every shared-memory access of every block, hundreds of
+    # times slower: the suites that run every kernel, both reduction paths and
+    # green contexts, on vectors up to 2^20 elements, and hk-host's workload.
+    step sanitize-racecheck timeout 400 $cs --tool racecheck $rel/tests/test_cuda_blas1 \
+        --only "blas1 numbers" --only "green context:" --only "green context on"
+    step sanitize-racecheck-host timeout 300 $cs --tool racecheck $rel/bin/hk-host run
+    step sanitize-memcheck-kernels timeout 300 $cs --tool memcheck $rel/tests/test_cuda_kernels
 fi
 [ $bench -eq 0 ] || step bench $rel/bin/hk-bench $quick --csv "$out/bench.csv"
 echo

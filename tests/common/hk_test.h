@@ -6,7 +6,10 @@
  * "N passed, N failed, N skipped", and exits non-zero when a test or suite
  * failed. Tests that need something absent here (a GPU, the CUDA runtime) are
  * made inactive with hk_test_skip(), counted as skipped and listed with reason.
- * With HK_TEST_NO_SKIP=1 in the environment a skipped test counts as failed. */
+ * With HK_TEST_NO_SKIP=1 in the environment a skipped test counts as failed.
+ * Arguments `--only PATTERN` and `--except PATTERN` (repeatable; a pattern is
+ * a substring of the suite's or the test's name) run a selection; the tests
+ * left out are counted apart, neither passed nor skipped. */
 #ifndef HK_TEST_H
 #define HK_TEST_H
 

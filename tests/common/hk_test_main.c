@@ -52,10 +52,42 @@ void hk_test_skip_suite(CU_pSuite suite, const char *reason)
         hk_test_skip(t, reason);
 }
 
+/* Whether "suite: test" contains any of the patterns following flag in argv. */
+static int named_in(int argc, char **argv, const char *flag, const char *suite, const char *test)
+{
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], flag) == 0 &&
+            (strstr(suite, argv[i + 1]) || strstr(test, argv[i + 1])))
+            return 1;
+    return 0;
+}
+
+/* --only PATTERN and --except PATTERN (each repeatable, matched against the
+ * suite's and the test's names): tests left out are made inactive and
+ * counted apart from skips. Other arguments are left to the program (some
+ * run themselves again with arguments of their own). Returns how many tests
+ * were left out. */
+static unsigned select_tests(int argc, char **argv)
+{
+    int only = 0;
+    unsigned left_out = 0;
+    for (int i = 1; i + 1 < argc; i++)
+        only |= strcmp(argv[i], "--only") == 0;
+    for (CU_pSuite s = CU_get_registry()->pSuite; s; s = s->pNext)
+        for (CU_pTest t = s->pTest; t; t = t->pNext) {
+            if (!t->fActive)
+                continue;
+            if ((only && !named_in(argc, argv, "--only", s->pName, t->pName)) ||
+                named_in(argc, argv, "--except", s->pName, t->pName)) {
+                CU_set_test_active(t, CU_FALSE);
+                left_out++;
+            }
+        }
+    return left_out;
+}
+
 int main(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
     if (CU_initialize_registry() != CUE_SUCCESS) {
         fprintf(stderr, "CUnit: %s\n", CU_get_error_msg());
         return 2;
@@ -66,6 +98,7 @@ int main(int argc, char **argv)
         printf("0 passed, 1 failed, 0 skipped\n");
         return 1;
     }
+    unsigned left_out = select_tests(argc, argv);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     putchar('\n');
@@ -73,7 +106,7 @@ int main(int argc, char **argv)
     /* CUnit 2.1-3 sets no exit status: read the counts before cleaning up. */
     CU_pRunSummary sum = CU_get_run_summary();
     unsigned run = sum->nTestsRun, failed = sum->nTestsFailed;
-    unsigned inactive = sum->nTestsInactive;
+    unsigned inactive = sum->nTestsInactive > left_out ? sum->nTestsInactive - left_out : 0;
     unsigned suites_failed = sum->nSuitesFailed;
     CU_cleanup_registry();
 
@@ -87,6 +120,8 @@ int main(int argc, char **argv)
     if (suites_failed)
         printf("%u suite(s) failed to initialise; their tests did not run\n", suites_failed);
 
+    if (left_out)
+        printf("%u test(s) not selected (--only/--except)\n", left_out);
     unsigned passed = run - failed;
     unsigned nfail = failed + suites_failed + (no_skip ? inactive : 0);
     printf("%u passed, %u failed, %u skipped\n", passed, nfail, no_skip ? 0 : inactive);

@@ -307,19 +307,17 @@ cleanup:;
 
 /* ---- green contexts ---- */
 
-static void t_green_context(void)
+/* The whole check with a green context made of res (all of the device's SMs,
+ * or a group split off them). */
+static void green_context_with(CUdevice dev, CUdevResource *res)
 {
     saved_stack_t saved;
     stack_save(&saved);
-    CUdevResource res;
     CUdevResourceDesc desc;
     CUgreenCtx g;
     CUcontext gc = NULL;
-    CUdevice dev;
-    OK(cuDeviceGet(&dev, 0));
     OK(cuDevicePrimaryCtxRetain(&p0, dev));
-    OK(cuDeviceGetDevResource(dev, &res, CU_DEV_RESOURCE_TYPE_SM));
-    OK(cuDevResourceGenerateDesc(&desc, &res, 1));
+    OK(cuDevResourceGenerateDesc(&desc, res, 1));
     OK(cuGreenCtxCreate(&g, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM));
     OK(cuCtxFromGreenCtx(&gc, g));
 
@@ -380,6 +378,33 @@ static void t_green_context(void)
     OK(cuGreenCtxDestroy(g));
     OK(cuDevicePrimaryCtxRelease(dev));
     stack_restore(&saved);
+}
+
+static void t_green_context(void)
+{
+    CUdevice dev;
+    CUdevResource res;
+    OK(cuDeviceGet(&dev, 0));
+    OK(cuDeviceGetDevResource(dev, &res, CU_DEV_RESOURCE_TYPE_SM));
+    green_context_with(dev, &res);
+}
+
+/* A green context on part of the device: 72 of an H200's 132 SMs (the rest
+ * left to others), so the handle's grids, sized for the whole device, run on
+ * fewer SMs than it has. */
+static void t_green_context_split(void)
+{
+    CUdevice dev;
+    CUdevResource all, part, rest;
+    unsigned groups = 1;
+    OK(cuDeviceGet(&dev, 0));
+    OK(cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM));
+    unsigned want = all.sm.smCount * 6 / 11; /* 72 of 132 */
+    OK(cuDevSmResourceSplitByCount(&part, &groups, &all, &rest, 0, want));
+    CU_ASSERT_EQUAL_FATAL(groups, 1);
+    CU_ASSERT_TRUE(part.sm.smCount >= want && part.sm.smCount < all.sm.smCount);
+    CU_ASSERT_EQUAL(part.sm.smCount + rest.sm.smCount, all.sm.smCount);
+    green_context_with(dev, &part);
 }
 
 /* ---- the first reduction on a stream, with a failing driver call ---- */
@@ -584,6 +609,8 @@ int blas1_register_contexts(const hkct_plugin_t *p, const char *skip)
         {"capture: host pointer mode refused, device mode captured on a new stream",
          t_capture},
         {"green context: create, every op, the caller's context restored", t_green_context},
+        {"green context on 6/11 of the SMs (72 of 132 on an H200): create, every op, restore",
+         t_green_context_split},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         CU_pTest test = hk_test_add(s, t[i].name, t[i].fn);

@@ -1,7 +1,7 @@
 /* simcuda green contexts (docs/contexts.md fact 17), a minimal model: one SM resource
- * per device, descriptors that remember an SM count, and green contexts that
- * are CUcontexts of their own kind, each holding a retain of its device's
- * primary as the real driver does. */
+ * per device, split into groups by count, descriptors that remember an SM
+ * count, and green contexts that are CUcontexts of their own kind, each
+ * holding a retain of its device's primary as the real driver does. */
 #include "sim_internal.h"
 
 #include <string.h>
@@ -16,6 +16,37 @@ SIM_API CUresult cuDeviceGetDevResource(CUdevice dev, CUdevResource *res, CUdevR
     res->sm.smCount = SIM_SM_COUNT;
     res->sm.minSmPartitionSize = 2;
     res->sm.smCoscheduledAlignment = 2;
+    SIM_END;
+}
+
+/* As the driver does for an SM resource: groups of minCount SMs rounded up
+ * to the co-scheduling alignment, as many as asked for (*nbGroups) and as
+ * fit; the SMs left over go to *remaining. */
+SIM_API CUresult cuDevSmResourceSplitByCount(CUdevResource *result, unsigned int *nbGroups,
+                                             const CUdevResource *input,
+                                             CUdevResource *remaining, unsigned int useFlags,
+                                             unsigned int minCount)
+{
+    SIM_BEGIN(cuDevSmResourceSplitByCount);
+    SIM_FAIL_IF(!nbGroups || !input || input->type != CU_DEV_RESOURCE_TYPE_SM || useFlags,
+                CUDA_ERROR_INVALID_VALUE);
+    SIM_FAIL_IF(*nbGroups && !result, CUDA_ERROR_INVALID_VALUE);
+    unsigned align = input->sm.smCoscheduledAlignment ? input->sm.smCoscheduledAlignment : 1;
+    unsigned min = minCount < input->sm.minSmPartitionSize ? input->sm.minSmPartitionSize
+                                                            : minCount;
+    unsigned size = (min + align - 1) / align * align;
+    unsigned fit = size ? input->sm.smCount / size : 0;
+    SIM_FAIL_IF(fit == 0, CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION);
+    unsigned groups = *nbGroups == 0 || *nbGroups > fit ? fit : *nbGroups;
+    for (unsigned i = 0; result && i < groups; i++) {
+        result[i] = *input;
+        result[i].sm.smCount = size;
+    }
+    if (remaining) {
+        *remaining = *input;
+        remaining->sm.smCount = input->sm.smCount - groups * size;
+    }
+    *nbGroups = groups;
     SIM_END;
 }
 

@@ -57,7 +57,8 @@
     X(cuStreamBeginCapture)                                                              \
     X(cuStreamEndCapture) X(cuStreamIsCapturing) X(cuGraphInstantiate)                   \
     X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy)                \
-    X(cuGraphDestroy) X(cuDeviceGetDevResource) X(cuDevResourceGenerateDesc)             \
+    X(cuGraphDestroy) X(cuDeviceGetDevResource) X(cuDevSmResourceSplitByCount)           \
+    X(cuDevResourceGenerateDesc)                                                         \
     X(cuGreenCtxCreate) X(cuGreenCtxDestroy) X(cuCtxFromGreenCtx) X(cuStreamGetId)        \
     X(cuThreadExchangeStreamCaptureMode)
 

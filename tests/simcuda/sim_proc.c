@@ -115,6 +115,7 @@ static const sim_proc_t procs[] = {
     P(cuGraphExecDestroy, 10000, cuGraphExecDestroy),
     P(cuGraphDestroy, 10000, cuGraphDestroy),
     P(cuDeviceGetDevResource, 12040, cuDeviceGetDevResource),
+    P(cuDevSmResourceSplitByCount, 12040, cuDevSmResourceSplitByCount),
     P(cuDevResourceGenerateDesc, 12040, cuDevResourceGenerateDesc),
     P(cuGreenCtxCreate, 12040, cuGreenCtxCreate),
     P(cuGreenCtxDestroy, 12040, cuGreenCtxDestroy),
