@@ -203,6 +203,10 @@ int hkb_raw_prepare(hkb_raw_t *r, hkb_op_t op, hkb_prec_t prec, int64_t n, const
 /* One cuLaunchKernel of r on stream. Returns 0 or -1 (reason recorded). */
 int hkb_raw_launch(hkb_raw_t *r, cudaStream_t stream);
 
+/* The same as hk-cuda launches it: cuLaunchKernelEx allowing programmatic
+ * stream serialization. Returns 0 or -1 (reason recorded). */
+int hkb_raw_launch_pdl(hkb_raw_t *r, cudaStream_t stream);
+
 /* Records "what: CUDA_ERROR_NAME (code)" and returns -1 for a CUresult r that
  * is not CUDA_SUCCESS; 0 otherwise. */
 int hkb_raw_cu_ok(int r, const char *what);

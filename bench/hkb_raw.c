@@ -30,6 +30,7 @@ static struct {
     PFN_cuLibraryGetKernel_v12000 library_get_kernel;
     PFN_cuKernelGetFunction_v12000 kernel_get_function;
     PFN_cuLaunchKernel_v4000 launch;
+    PFN_cuLaunchKernelEx_v11060 launch_ex;
     PFN_cuGetErrorName_v6000 error_name;
     CUlibrary lib; /* loaded once, kept until exit */
 } drv;
@@ -69,6 +70,7 @@ int hkb_raw_init(void)
     HKB_TRY(drv_sym("cuLibraryGetKernel", (void **)&drv.library_get_kernel), out);
     HKB_TRY(drv_sym("cuKernelGetFunction", (void **)&drv.kernel_get_function), out);
     HKB_TRY(drv_sym("cuLaunchKernel", (void **)&drv.launch), out);
+    HKB_TRY(drv_sym("cuLaunchKernelEx", (void **)&drv.launch_ex), out);
     HKB_TRY(drv_sym("cuGetErrorName", (void **)&drv.error_name), out);
     HKB_TRY(hkb_raw_cu_ok(drv.library_load(&drv.lib, hk__bench_fatbin, NULL, NULL, 0, NULL, NULL,
                                            0),
@@ -204,4 +206,15 @@ int hkb_raw_launch(hkb_raw_t *r, cudaStream_t stream)
     CUresult c = drv.launch((CUfunction)r->fn, r->grid, 1, 1, BLOCK, 1, 1, 0, (CUstream)stream,
                             r->params, NULL);
     return c == CUDA_SUCCESS ? 0 : hkb_raw_cu_ok(c, "cuLaunchKernel");
+}
+
+int hkb_raw_launch_pdl(hkb_raw_t *r, cudaStream_t stream)
+{
+    CUlaunchAttribute a = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+                           .value.programmaticStreamSerializationAllowed = 1};
+    CUlaunchConfig cfg = {.gridDimX = r->grid, .gridDimY = 1, .gridDimZ = 1,
+                          .blockDimX = BLOCK, .blockDimY = 1, .blockDimZ = 1,
+                          .hStream = (CUstream)stream, .attrs = &a, .numAttrs = 1};
+    CUresult c = drv.launch_ex(&cfg, (CUfunction)r->fn, r->params, NULL);
+    return c == CUDA_SUCCESS ? 0 : hkb_raw_cu_ok(c, "cuLaunchKernelEx");
 }

@@ -1,8 +1,9 @@
 // Level-1 BLAS elementwise kernels: axpy, scal, copy in float and double.
 //
 // Launch: block (256, 1, 1); grid (G, 1, 1) with any G >= 1 (grid-stride loop).
-// hk-cuda uses G = min(ceil(n / (256 * k)), 4 * SMs), k = 16 (float) or 8
-// (double) elements per thread when incx = incy = 1, else k = 4.
+// hk-cuda uses G = ceil(n / (256 * k)), k = 16 (float) or 8 (double) elements
+// per thread when incx = incy = 1, else k = 4, and allows programmatic stream
+// serialization (hk_blas1_common.cuh).
 //
 // Parameters (see hk_blas1_common.cuh for the shared conventions):
 //   n          logical length; n <= 0 does nothing
@@ -52,6 +53,8 @@ template <typename T>
 __device__ __forceinline__ void axpy(long long n, T alpha, const T *alpha_ptr, const T *x,
                                      long long incx, T *y, long long incy)
 {
+    wait_prior_grids(); // before *alpha_ptr: the grid before may write it
+    allow_next_grid();
     const T a = alpha_ptr ? __ldg(alpha_ptr) : alpha;
     if (n <= 0 || a == T(0))
         return;
@@ -62,6 +65,8 @@ template <typename T>
 __device__ __forceinline__ void scal(long long n, T alpha, const T *alpha_ptr, T *x,
                                      long long incx)
 {
+    wait_prior_grids();
+    allow_next_grid();
     const T a = alpha_ptr ? __ldg(alpha_ptr) : alpha;
     if (n <= 0 || incx <= 0)
         return;
@@ -72,6 +77,8 @@ template <typename T>
 __device__ __forceinline__ void copy(long long n, const T *x, long long incx, T *y,
                                      long long incy)
 {
+    wait_prior_grids();
+    allow_next_grid();
     if (n <= 0)
         return;
     map(n, x, incx, y, incy, copy_op());

@@ -10,6 +10,12 @@
 //   base + (n - 1) * |incx| and the negative incx.
 // - alpha: when alpha_ptr is not NULL the kernel reads *alpha_ptr (device
 //   pointer mode) and ignores alpha; otherwise it uses alpha.
+// - programmatic dependent launch: every kernel waits for the grids before it
+//   in the stream (wait_prior_grids) before touching memory, and lets the next
+//   grid launch (allow_next_grid) once its own loads are under way. hk-cuda
+//   launches them with programmatic stream serialization allowed, so the next
+//   kernel's launch and block start overlap this one's tail; launched plainly
+//   they behave the same.
 #ifndef HK_BLAS1_COMMON_CUH
 #define HK_BLAS1_COMMON_CUH
 
@@ -69,6 +75,25 @@ __device__ __forceinline__ long long head_to_align16(const T *p, long long n)
         return -1;
     long long h = (long long)(((16 - (a & 15)) & 15) / sizeof(T));
     return h < n ? h : n;
+}
+
+// The previous grid in the stream complete and its memory visible. A no-op
+// when the kernel was launched without programmatic serialization.
+__device__ __forceinline__ void wait_prior_grids()
+{
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// The next grid in the stream (if launched with programmatic serialization)
+// may start launching once every block of this one has passed here; it still
+// waits in wait_prior_grids for this grid to end.
+__device__ __forceinline__ void allow_next_grid()
+{
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
 }
 
 __device__ __forceinline__ long long global_tid()

@@ -2,7 +2,7 @@
 //
 // Launch: block (256, 1, 1) exactly; grid (G, 1, 1) with 1 <= G <= 1024
 // (HK_BLAS1_MAX_BLOCKS). hk-cuda uses G = min(ceil(n / (256 * k)), 4 * SMs,
-// 1024), k as in hk_blas1.cu.
+// 1024), k as in hk_blas1.cu, and allows programmatic stream serialization.
 //
 // Parameters (conventions in hk_blas1_common.cuh):
 //   n           logical length; n <= 0 (or incx <= 0 for nrm2) writes 0
@@ -48,7 +48,9 @@ __device__ __forceinline__ void dot(long long n, const T *x, long long incx, con
                                     long long incy, double *partials, unsigned int *counter,
                                     T *result)
 {
+    wait_prior_grids();
     double s[1] = {n > 0 ? partial_sum(n, x, incx, y, incy, dot_op()) : 0.0};
+    allow_next_grid(); // after the loads: the next grid's blocks would compete for them
     if (grid_sum(s, partials, counter)) {
         *result = (T)s[0];
         *counter = 0u;
@@ -157,8 +159,10 @@ extern "C" __global__ void __launch_bounds__(HK_BLAS1_BLOCK)
 hk_snrm2_kernel(long long n, const float *x, long long incx, double *partials,
                 unsigned int *counter, float *result)
 {
+    hk::wait_prior_grids();
     double s[1] = {(n > 0 && incx > 0) ? hk::partial_sum(n, x, incx, x, incx, hk::ssq_op())
                                        : 0.0};
+    hk::allow_next_grid();
     if (hk::grid_sum(s, partials, counter)) {
         *result = (float)sqrt(s[0]);
         *counter = 0u;
@@ -169,9 +173,11 @@ extern "C" __global__ void __launch_bounds__(HK_BLAS1_BLOCK)
 hk_dnrm2_kernel(long long n, const double *x, long long incx, double *partials,
                 unsigned int *counter, double *result)
 {
+    hk::wait_prior_grids();
     hk::blue_acc a = {0.0, 0.0, 0.0};
     if (n > 0 && incx > 0)
         a = hk::partial_sum(n, x, incx, x, incx, hk::blue_op());
+    hk::allow_next_grid();
     // The three sums are linear, so blocks reduce them independently.
     double s[3] = {a.big, a.med, a.sml};
     if (hk::grid_sum(s, partials, counter)) {

@@ -2,7 +2,7 @@
  *
  * The hot path (device pointer mode) is: argument checks, the context guard
  * (cuCtxGetCurrent, cuCtxGetId, a switch only when needed), one
- * cuLaunchKernel. No lock, no allocation, no synchronisation, so calls can be
+ * cuLaunchKernelEx. No lock, no allocation, no synchronisation, so calls can be
  * captured into a CUDA graph.
  *
  * dot and nrm2 also look up the workspace of their stream (hk__ws_get, a
@@ -69,17 +69,32 @@ static unsigned grid_for(const hk_handle_t *h, int64_t n, int contiguous, size_t
 
 _Static_assert(HK__BLOCK == 1 << 8 && HK__UNROLL == 1 << 2, "grid_for's shift assumes these");
 
+/* Every kernel waits for the grid before it in the stream before touching
+ * memory (kernels/hk_blas1_common.cuh), so the launch allows programmatic
+ * stream serialization: the driver may start it while the previous kernel
+ * drains. Measured on an H200: 0.6-1.5 us less per call back to back, and
+ * about 0.6 us less host time per launch than a plain cuLaunchKernel. */
+static const CUlaunchAttribute overlap_prior = {
+    .id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+    .value.programmaticStreamSerializationAllowed = 1,
+};
+
 static hk_status_t launch(hk__call_t *c, hk__kernel_id_t k, unsigned grid, void **params,
                           const char *op)
 {
-    CUresult r = hk__cu.cuLaunchKernel(c->arm->fn[k], grid, 1, 1, HK__BLOCK, 1, 1, 0, c->stream,
-                                       params, NULL);
+    CUlaunchConfig cfg = {
+        .gridDimX = grid, .gridDimY = 1, .gridDimZ = 1,
+        .blockDimX = HK__BLOCK, .blockDimY = 1, .blockDimZ = 1,
+        .hStream = c->stream,
+        .attrs = (CUlaunchAttribute *)&overlap_prior, .numAttrs = 1,
+    };
+    CUresult r = hk__cu.cuLaunchKernelEx(&cfg, c->arm->fn[k], params, NULL);
     if (r == CUDA_SUCCESS)
         return HK_STATUS_OK;
     char cu[96];
     hk_status_t st = hk__cu_status(r);
     return hk__fail(c->h, st == HK_STATUS_CUDA_ERROR ? HK_STATUS_LAUNCH_FAILED : st,
-                    "%s: cuLaunchKernel failed: %s (device %d)", op, hk__cu_name(r, cu, sizeof cu),
+                    "%s: cuLaunchKernelEx failed: %s (device %d)", op, hk__cu_name(r, cu, sizeof cu),
                     c->h->device);
 }
 

@@ -40,7 +40,7 @@
     X(cuMemcpyHtoDAsync, 3020)                \
     X(cuMemcpyDtoHAsync, 3020)                \
     X(cuMemsetD8Async, 3020)                  \
-    X(cuLaunchKernel, 4000)
+    X(cuLaunchKernelEx, 11060)
 
 typedef struct hk__cu {
 #define HK__CU_FIELD(name, ver) PFN_##name##_v##ver name;

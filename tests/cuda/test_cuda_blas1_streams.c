@@ -376,6 +376,69 @@ static void run_kind(enum kind kind)
     OK(cuDevicePrimaryCtxRelease(dev));
 }
 
+/* Each kernel reads what the one before it in the stream wrote, alpha
+ * included: the kernels are launched allowing the next one to start early
+ * (programmatic serialization), so only their wait keeps this right. With
+ * x = 1 and y0 = z0 = 0, round k (1..K) does y += x (alpha 1), a = x.y = n k,
+ * z += a x; at the end y = K and z = n K (K + 1) / 2 exactly in float (n a
+ * power of two). The rounds are queued back to back, nothing waits between. */
+static void t_dependent_chain(void)
+{
+    const int64_t n = on_sim ? INT64_C(1) << 14 : INT64_C(1) << 20;
+    const int K = 16;
+    const size_t bytes = (size_t)n * sizeof(float);
+    CUdevice dev;
+    OK(cuDeviceGet(&dev, 0));
+    OK(cuDevicePrimaryCtxRetain(&p0, dev));
+    hk_create_info_t ci = {sizeof ci, 0, 0};
+    hk_handle_t *h = NULL;
+    CU_ASSERT_EQUAL_FATAL(plug->vt->handle_create(&ci, &h), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(plug->vt->set_pointer_mode(h, HK_POINTER_MODE_DEVICE), HK_STATUS_OK);
+    float *hx = malloc(bytes), one = 1.0f;
+    void *x = NULL, *y = NULL, *z = NULL, *a = NULL, *d_one = NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(hx);
+    for (int64_t i = 0; i < n; i++)
+        hx[i] = 1.0f;
+    CU_ASSERT_EQUAL_FATAL(plug->mem->alloc(h, bytes, &x), HK_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(plug->mem->alloc(h, bytes, &y), HK_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(plug->mem->alloc(h, bytes, &z), HK_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(plug->mem->alloc(h, (size_t)K * sizeof(float), &a), HK_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(plug->mem->alloc(h, sizeof one, &d_one), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(plug->mem->copy_to_device(h, x, hx, bytes), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(plug->mem->copy_to_device(h, d_one, &one, sizeof one), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(plug->mem->memset_(h, y, 0, bytes), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(plug->mem->memset_(h, z, 0, bytes), HK_STATUS_OK);
+    const hk_blas1_v1_t *b = plug->blas;
+    for (int k = 0; k < K; k++) {
+        float *ak = (float *)a + k;
+        CU_ASSERT_EQUAL(b->saxpy(h, n, d_one, x, 1, y, 1), HK_STATUS_OK);
+        CU_ASSERT_EQUAL(b->sdot(h, n, x, 1, y, 1, ak), HK_STATUS_OK);
+        CU_ASSERT_EQUAL(b->saxpy(h, n, ak, x, 1, z, 1), HK_STATUS_OK);
+    }
+    float ha[16], *hy = malloc(bytes), *hz = hx;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(hy);
+    CU_ASSERT_EQUAL(plug->mem->copy_to_host(h, ha, a, sizeof ha), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(plug->mem->copy_to_host(h, hy, y, bytes), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(plug->mem->copy_to_host(h, hz, z, bytes), HK_STATUS_OK);
+    int64_t bad_a = 0, bad_y = 0, bad_z = 0;
+    for (int k = 0; k < K; k++)
+        bad_a += ha[k] != (float)(n * (k + 1));
+    for (int64_t i = 0; i < n; i++) {
+        bad_y += hy[i] != (float)K;
+        bad_z += hz[i] != (float)(n * K * (K + 1) / 2);
+    }
+    CU_ASSERT_EQUAL(bad_a, 0);
+    CU_ASSERT_EQUAL(bad_y, 0);
+    CU_ASSERT_EQUAL(bad_z, 0);
+    void *bufs[] = {x, y, z, a, d_one};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        CU_ASSERT_EQUAL(plug->mem->free_(h, bufs[i]), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(plug->vt->handle_destroy(h), HK_STATUS_OK);
+    free(hx);
+    free(hy);
+    OK(cuDevicePrimaryCtxRelease(dev));
+}
+
 static void t_per_thread_stream(void)
 {
     run_kind(K_PER_THREAD);
@@ -412,6 +475,8 @@ int blas1_register_streams(const hkct_plugin_t *p, const char *skip)
         {"8 threads, a handle and a stream each, every op", t_handle_per_thread},
         {"8 threads, one handle, each setting its own stream before every call",
          t_racing_set_stream},
+        {"a chain of ops each reading the last one's output, alpha included, back to back",
+         t_dependent_chain},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         CU_pTest test = hk_test_add(s, t[i].name, t[i].fn);

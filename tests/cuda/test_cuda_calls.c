@@ -283,7 +283,7 @@ static const char *const walk_entries[] = {
     "cuDeviceGetAttribute", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease",
     "cuDevicePrimaryCtxGetState", "cuLibraryLoadData", "cuLibraryGetKernel", "cuLibraryUnload",
     "cuKernelGetFunction", "cuMemAlloc", "cuMemFree", "cuMemsetD8Async", "cuStreamSynchronize",
-    "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuLaunchKernel", "cuPointerGetAttributes",
+    "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuLaunchKernelEx", "cuPointerGetAttributes",
     "cuMemHostAlloc", "cuMemHostGetDevicePointer", "cuMemFreeHost", "cuStreamGetCtx",
 };
 

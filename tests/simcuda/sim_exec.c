@@ -42,6 +42,7 @@ int sim_entry_keeps_pending(enum sim_entry e)
 {
     switch (e) {
     case SIM_E_cuLaunchKernel:
+    case SIM_E_cuLaunchKernelEx:
     case SIM_E_cuCtxGetCurrent:
     case SIM_E_cuCtxSetCurrent:
     case SIM_E_cuCtxPushCurrent:

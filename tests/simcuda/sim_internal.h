@@ -54,6 +54,7 @@
     X(cuModuleUnload) X(cuModuleGetFunction) X(cuLibraryLoadData) X(cuLibraryUnload)     \
     X(cuLibraryGetKernel) X(cuLibraryGetModule) X(cuKernelGetFunction)                   \
     X(cuKernelGetName) X(cuKernelGetAttribute) X(cuFuncGetName) X(cuLaunchKernel)        \
+    X(cuLaunchKernelEx)                                                                  \
     X(cuStreamBeginCapture)                                                              \
     X(cuStreamEndCapture) X(cuStreamIsCapturing) X(cuGraphInstantiate)                   \
     X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy)                \

@@ -172,6 +172,26 @@ SIM_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, 
     SIM_END;
 }
 
+/* The launch attributes a library may pass: programmatic stream
+ * serialization only (the simulation runs the grids in stream order, which
+ * is what kernels that wait for their predecessor see anyway). */
+SIM_API CUresult cuLaunchKernelEx(const CUlaunchConfig *cfg, CUfunction f, void **params,
+                                  void **extra)
+{
+    SIM_BEGIN(cuLaunchKernelEx);
+    SIM_FAIL_IF(!cfg, CUDA_ERROR_INVALID_VALUE);
+    SIM_FAIL_IF(cfg->numAttrs && !cfg->attrs, CUDA_ERROR_INVALID_VALUE);
+    for (unsigned i = 0; i < cfg->numAttrs; i++)
+        SIM_FAIL_IF(cfg->attrs[i].id != CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION ||
+                        cfg->attrs[i].value.programmaticStreamSerializationAllowed > 1,
+                    CUDA_ERROR_NOT_SUPPORTED);
+    const unsigned grid[3] = {cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ};
+    const unsigned block[3] = {cfg->blockDimX, cfg->blockDimY, cfg->blockDimZ};
+    SIM_CHECK(sim_launch_checked(f, grid, block, cfg->sharedMemBytes, cfg->hStream, params,
+                                 extra));
+    SIM_END;
+}
+
 SIM_API size_t simcuda_launch_count(void)
 {
     pthread_mutex_lock(&sim.lock);

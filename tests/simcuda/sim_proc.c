@@ -104,6 +104,7 @@ static const sim_proc_t procs[] = {
     P(cuKernelGetAttribute, 12000, cuKernelGetAttribute),
     P(cuFuncGetName, 12030, cuFuncGetName),
     P(cuLaunchKernel, 4000, cuLaunchKernel),
+    P(cuLaunchKernelEx, 11060, cuLaunchKernelEx),
     P(cuStreamBeginCapture, 10000, cuStreamBeginCapture),
     P(cuStreamBeginCapture, 10010, cuStreamBeginCapture_v2),
     P(cuStreamEndCapture, 10000, cuStreamEndCapture),
