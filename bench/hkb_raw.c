@@ -129,7 +129,11 @@ int hkb_raw_prepare(hkb_raw_t *r, hkb_op_t op, hkb_prec_t prec, int64_t n, const
     void **p = r->params;
 
     memset(r, 0, sizeof *r);
-    snprintf(name, sizeof name, "hk_%c%s_kernel", f ? 's' : 'd', hkb_op_name(op));
+    /* hk-cuda's reductions on 16-byte aligned unit-stride vectors (these:
+     * cudaMalloc'ed) use kernels of their own with the same parameters. */
+    int aligned = hkb_op_is_reduction(op) && (((uintptr_t)x | (uintptr_t)y) & 15) == 0;
+    snprintf(name, sizeof name, "hk_%c%s%s_kernel", f ? 's' : 'd', hkb_op_name(op),
+             aligned ? "_aligned" : "");
     HKB_TRY(hkb_raw_cu_ok(drv.library_get_kernel(&k, drv.lib, name), name), fail);
     /* The CUfunction of the current (the primary) context: what a library
      * that caches per context ends up launching. */

@@ -181,6 +181,47 @@ __device__ __forceinline__ typename Op::acc_type partial_sum(long long n, const 
     return acc;
 }
 
+// partial_sum for x (and y) 16-byte aligned with unit increments: the vector
+// loop alone, then the scalar tail. The reductions have a kernel of their own
+// for this case: on an H200 it ran 0.3 - 1.4 us faster per call than the
+// general kernel on the same aligned data (sdot, ddot at 2^16 and 2^20),
+// although the loop is the same; the general kernel's larger code is the
+// likely cause in kernels this short.
+template <typename T, typename Op>
+__device__ __forceinline__ typename Op::acc_type aligned_sum(long long n, const T *x, const T *y,
+                                                             const Op &op)
+{
+    typedef typename vec16<T>::type V;
+    const int W = vec16<T>::width, U = HK_BLAS1_UNROLL;
+    const long long tid = global_tid(), nth = grid_threads();
+    const long long nv = n / W;
+    const V *xv = reinterpret_cast<const V *>(x);
+    const V *yv = reinterpret_cast<const V *>(y);
+    typename Op::acc_type acc{};
+    for (long long base = tid; base < nv; base += nth * U) {
+        V xr[U], yr[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const long long i = base + u * nth;
+            if (i < nv) {
+                xr[u] = __ldg(xv + i);
+                if (Op::pair)
+                    yr[u] = __ldg(yv + i);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const long long i = base + u * nth;
+            if (i < nv)
+                op(acc, xr[u], yr[u]);
+        }
+    }
+    const long long t = nv * W + tid;
+    if (t < n)
+        sum_one(op, acc, x, t, y, t);
+    return acc;
+}
+
 } // namespace hk
 
 #endif // HK_BLAS1_MAP_CUH

@@ -141,6 +141,24 @@ __device__ __forceinline__ double blue_finish(double big, double med, double sml
 
 } // namespace hk
 
+namespace hk {
+
+// dot on 16-byte aligned vectors with unit increments (incx, incy unused).
+template <typename T>
+__device__ __forceinline__ void dot_aligned(long long n, const T *x, const T *y,
+                                            double *partials, unsigned int *counter, T *result)
+{
+    wait_prior_grids();
+    double s[1] = {n > 0 ? aligned_sum(n, x, y, dot_op()) : 0.0};
+    allow_next_grid();
+    if (grid_sum(s, partials, counter)) {
+        *result = (T)s[0];
+        *counter = 0u;
+    }
+}
+
+} // namespace hk
+
 extern "C" __global__ void __launch_bounds__(HK_BLAS1_BLOCK)
 hk_sdot_kernel(long long n, const float *x, long long incx, const float *y, long long incy,
                double *partials, unsigned int *counter, float *result)
@@ -179,6 +197,51 @@ hk_dnrm2_kernel(long long n, const double *x, long long incx, double *partials,
         a = hk::partial_sum(n, x, incx, x, incx, hk::blue_op());
     hk::allow_next_grid();
     // The three sums are linear, so blocks reduce them independently.
+    double s[3] = {a.big, a.med, a.sml};
+    if (hk::grid_sum(s, partials, counter)) {
+        *result = hk::blue_finish(s[0], s[1], s[2]);
+        *counter = 0u;
+    }
+}
+
+// The same four for x (and y) 16-byte aligned with unit increments, the
+// parameter lists unchanged (the increments are not read).
+extern "C" __global__ void __launch_bounds__(HK_BLAS1_BLOCK)
+hk_sdot_aligned_kernel(long long n, const float *x, long long, const float *y, long long,
+                       double *partials, unsigned int *counter, float *result)
+{
+    hk::dot_aligned<float>(n, x, y, partials, counter, result);
+}
+
+extern "C" __global__ void __launch_bounds__(HK_BLAS1_BLOCK)
+hk_ddot_aligned_kernel(long long n, const double *x, long long, const double *y, long long,
+                       double *partials, unsigned int *counter, double *result)
+{
+    hk::dot_aligned<double>(n, x, y, partials, counter, result);
+}
+
+extern "C" __global__ void __launch_bounds__(HK_BLAS1_BLOCK)
+hk_snrm2_aligned_kernel(long long n, const float *x, long long, double *partials,
+                        unsigned int *counter, float *result)
+{
+    hk::wait_prior_grids();
+    double s[1] = {n > 0 ? hk::aligned_sum(n, x, x, hk::ssq_op()) : 0.0};
+    hk::allow_next_grid();
+    if (hk::grid_sum(s, partials, counter)) {
+        *result = (float)sqrt(s[0]);
+        *counter = 0u;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(HK_BLAS1_BLOCK)
+hk_dnrm2_aligned_kernel(long long n, const double *x, long long, double *partials,
+                        unsigned int *counter, double *result)
+{
+    hk::wait_prior_grids();
+    hk::blue_acc a = {0.0, 0.0, 0.0};
+    if (n > 0)
+        a = hk::aligned_sum(n, x, x, hk::blue_op());
+    hk::allow_next_grid();
     double s[3] = {a.big, a.med, a.sml};
     if (hk::grid_sum(s, partials, counter)) {
         *result = hk::blue_finish(s[0], s[1], s[2]);

@@ -376,7 +376,12 @@ static hk_status_t reduce(hk_handle_t *h, int64_t n, const void *x, int64_t incx
         const void *y0 = is_dot ? first(y, n, incy, esz) : NULL;
         CUdeviceptr partials = 0, counter = 0;
         CUdeviceptr slot = (CUdeviceptr)(uintptr_t)result;
-        unsigned grid = grid_for(h, n, incx == 1 && (!is_dot || incy == 1), esz, HK__MAX_BLOCKS);
+        const int unit = incx == 1 && (!is_dot || incy == 1);
+        unsigned grid = grid_for(h, n, unit, esz, HK__MAX_BLOCKS);
+        /* 16-byte aligned unit-stride vectors (what an allocator gives) have
+         * a kernel of their own (kernels/hk_blas1_map.cuh, aligned_sum) */
+        if (unit && (((uintptr_t)x | (is_dot ? (uintptr_t)y : 0)) & 15) == 0)
+            k = HK__K_ALIGNED(k);
         void *dot_params[] = {&nn, &x0, &ix, &y0, &iy, &partials, &counter, &slot};
         void *nrm_params[] = {&nn, &x0, &ix, &partials, &counter, &slot};
         st = reduce_launch(&c, k, grid, is_dot ? dot_params : nrm_params, &partials, &counter,

@@ -81,8 +81,14 @@ hk_status_t hk__last_error_copy(const hk_handle_t *h, char *buf, size_t len, siz
 typedef enum hk__kernel_id {
     HK__K_SAXPY, HK__K_DAXPY, HK__K_SSCAL, HK__K_DSCAL, HK__K_SCOPY, HK__K_DCOPY,
     HK__K_SDOT, HK__K_DDOT, HK__K_SNRM2, HK__K_DNRM2,
+    /* the reductions for 16-byte aligned vectors with unit increments, in
+     * the same order (HK__K_ALIGNED) */
+    HK__K_SDOT_ALIGNED, HK__K_DDOT_ALIGNED, HK__K_SNRM2_ALIGNED, HK__K_DNRM2_ALIGNED,
     HK__K_COUNT
 } hk__kernel_id_t;
+
+/* The aligned kernel of reduction k. */
+#define HK__K_ALIGNED(k) ((hk__kernel_id_t)((k) - HK__K_SDOT + HK__K_SDOT_ALIGNED))
 
 /* Must match kernels/hk_blas1_common.cuh. */
 #define HK__BLOCK 256

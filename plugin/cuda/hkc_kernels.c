@@ -31,6 +31,10 @@ static const char *const kernel_names[HK__K_COUNT] = {
     [HK__K_SCOPY] = "hk_scopy_kernel", [HK__K_DCOPY] = "hk_dcopy_kernel",
     [HK__K_SDOT] = "hk_sdot_kernel",   [HK__K_DDOT] = "hk_ddot_kernel",
     [HK__K_SNRM2] = "hk_snrm2_kernel", [HK__K_DNRM2] = "hk_dnrm2_kernel",
+    [HK__K_SDOT_ALIGNED] = "hk_sdot_aligned_kernel",
+    [HK__K_DDOT_ALIGNED] = "hk_ddot_aligned_kernel",
+    [HK__K_SNRM2_ALIGNED] = "hk_snrm2_aligned_kernel",
+    [HK__K_DNRM2_ALIGNED] = "hk_dnrm2_aligned_kernel",
 };
 
 /* All under hk__lock. kernels[] is set before any handle that uses it is

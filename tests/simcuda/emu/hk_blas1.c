@@ -295,3 +295,36 @@ SIMCUDA_EMULATION_BLOCKS(hk_snrm2_kernel, emu_snrm2_check, emu_snrm2_block, SZ_L
                          SZ_P, SZ_P, SZ_P);
 SIMCUDA_EMULATION_BLOCKS(hk_dnrm2_kernel, emu_dnrm2_check, emu_dnrm2_block, SZ_LL, SZ_P, SZ_LL,
                          SZ_P, SZ_P, SZ_P);
+/* The aligned kernels take the same parameters and compute the same sums,
+ * but read 16-byte vectors and ignore the increments: a misaligned vector
+ * faults as it would on a GPU, and an increment other than 1, which a GPU
+ * would silently read as 1, is refused so that a test sees the misuse. */
+static CUresult aligned_check(const simcuda_launch_t *l, void **params, const reduction_t *op)
+{
+    red_args_t a = red_args(params, op);
+    if (a.n > 0 && (a.incx != 1 || (op->dot && a.incy != 1)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a.n > 0 && (((uintptr_t)a.x | (uintptr_t)a.y) & 15) != 0)
+        return CUDA_ERROR_MISALIGNED_ADDRESS;
+    return red_check(l, params, op);
+}
+
+#define EMU_ALIGNED(name)                                                                    \
+    static CUresult name##_aligned_check(const simcuda_launch_t *l, void **params)          \
+    {                                                                                        \
+        return aligned_check(l, params, &name##_op);                                         \
+    }
+
+EMU_ALIGNED(emu_sdot)
+EMU_ALIGNED(emu_ddot)
+EMU_ALIGNED(emu_snrm2)
+EMU_ALIGNED(emu_dnrm2)
+
+SIMCUDA_EMULATION_BLOCKS(hk_sdot_aligned_kernel, emu_sdot_aligned_check, emu_sdot_block, SZ_LL,
+                         SZ_P, SZ_LL, SZ_P, SZ_LL, SZ_P, SZ_P, SZ_P);
+SIMCUDA_EMULATION_BLOCKS(hk_ddot_aligned_kernel, emu_ddot_aligned_check, emu_ddot_block, SZ_LL,
+                         SZ_P, SZ_LL, SZ_P, SZ_LL, SZ_P, SZ_P, SZ_P);
+SIMCUDA_EMULATION_BLOCKS(hk_snrm2_aligned_kernel, emu_snrm2_aligned_check, emu_snrm2_block,
+                         SZ_LL, SZ_P, SZ_LL, SZ_P, SZ_P, SZ_P);
+SIMCUDA_EMULATION_BLOCKS(hk_dnrm2_aligned_kernel, emu_dnrm2_aligned_check, emu_dnrm2_block,
+                         SZ_LL, SZ_P, SZ_LL, SZ_P, SZ_P, SZ_P);
