@@ -85,7 +85,9 @@ static void program_dir(char *out, size_t len)
     char *slash = strrchr(exe, '/');
     if (slash)
         *slash = '\0';
-    snprintf(out, len, "%s", n > 0 ? exe : ".");
+    int w = snprintf(out, len, "%s", n > 0 ? exe : ".");
+    if (w < 0 || (size_t)w >= len)
+        snprintf(out, len, "."); /* too long a path: the working directory */
 }
 
 static int suite_init(void)
