@@ -247,7 +247,7 @@ static hk_status_t classify_current(hk_kit_bind_t *h, CUcontext cur)
     if (!maybe)
         return HK_STATUS_OK;
     hk_status_t st = bind_if_primary(h, dev, cur, &bound);
-    bind_why = dead ? WHY_REVIVED : WHY_CURRENT;
+    bind_why = !bound ? WHY_KNOWN : dead ? WHY_REVIVED : WHY_CURRENT;
     if (st == HK_STATUS_OK && !bound && dead)
         return hk_kit_fail(NULL, HK_STATUS_CONTEXT_DESTROYED,
                            "the context current on this thread was destroyed");
