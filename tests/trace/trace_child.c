@@ -174,6 +174,7 @@ static void s_loader(void)
     hk_loader_t *loader = plugin_loader();
     hk_plugin_t *p = NULL;
     CU_ASSERT_EQUAL(hk_loader_select(loader, "tp-twin", &p), HK_STATUS_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     CU_ASSERT_STRING_EQUAL(hk_plugin_version(p), "2.0.0");
     CU_ASSERT_EQUAL(hk_loader_select(loader, "tp-twin@^3", &p), HK_STATUS_NOT_FOUND);
     CU_ASSERT_PTR_NOT_NULL(hk_loader_find(loader, "tp-good"));
