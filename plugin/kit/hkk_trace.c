@@ -133,13 +133,16 @@ COLD void hk__kit_trace_switch(const hk_kit_bind_t *b, CUcontext prev, int pushe
     if (pushed)
         hk__trace_emit(HK__TRACE_CALLS, "call", "handle %p (device %d): the caller had %s: "
                        "pushed its context %p", who(b), b->device, was, (void *)b->ctx);
+    else if (r == CUDA_SUCCESS && prev)
+        hk__trace_emit(HK__TRACE_CALLS, "call", "handle %p (device %d): popped its context: "
+                       "the caller's %s is current again", who(b), b->device, was);
     else if (r == CUDA_SUCCESS)
         hk__trace_emit(HK__TRACE_CALLS, "call", "handle %p (device %d): popped its context: "
-                       "the caller's %s again", who(b), b->device, was);
+                       "nothing is current again, as before the call", who(b), b->device);
     else
         hk__trace_emit(HK__TRACE_DECISIONS, "call", "handle %p (device %d): restore FAILED: "
-                       "cuCtxPopCurrent refused twice (%d); its context %p is still current, "
-                       "not the caller's %s", who(b), b->device, r, (void *)b->ctx, was);
+                       "cuCtxPopCurrent refused twice (%d); its context %p is still current "
+                       "where the caller had %s", who(b), b->device, r, (void *)b->ctx, was);
 }
 
 COLD void hk__kit_trace_rearmed(const hk_kit_bind_t *b, unsigned long long old_id)

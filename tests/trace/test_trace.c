@@ -5,6 +5,7 @@
  * level 2 and only there, the loader's verdicts, selections and swap phases,
  * the file name rules, whole lines from 8 threads, and nothing at all when
  * the trace is off or the process runs with elevated privileges. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -276,7 +277,8 @@ static void t_switch_at_level_2(void)
     int pushed = lines_with(r.trace, "hk-cuda call: handle 0x", "(device 0): the caller had "
                             "context 0x", ": pushed its context 0x", (const char *)NULL);
     int popped = lines_with(r.trace, "hk-cuda call: handle 0x", "(device 0): popped its "
-                            "context: the caller's context 0x", " again", (const char *)NULL);
+                            "context: the caller's context 0x", " is current again",
+                            (const char *)NULL);
     CU_ASSERT(pushed >= 1);
     CU_ASSERT_EQUAL(pushed, popped);
     run_free(&r);
@@ -285,6 +287,17 @@ static void t_switch_at_level_2(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(r.trace);
     HAS(r.trace, "bound to the primary context of device 0");
     HAS_NOT(r.trace, " call: ");
+    run_free(&r);
+}
+
+static void t_failed_restore(void)
+{
+    tr_run_t r;
+    child(&r, "restore_fails", "1", "t.log", NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r.trace);
+    HAS(r.trace, "hk-cuda call: handle 0x", "(device 0): restore FAILED: cuCtxPopCurrent refused "
+        "twice (999); its context 0x", "is still current where the caller had nothing current");
+    HAS_NOT(r.trace, "pushed its context"); /* the push is a level 2 line */
     run_free(&r);
 }
 
@@ -589,20 +602,23 @@ int hk_test_register(void)
         ndev = n;
     const char *no_dev = ndev < 1 ? "no CUDA device (run over tests/simcuda)" : NULL;
     const char *one_dev = ndev < 2 ? "needs 2 CUDA devices" : NULL;
+    int on_sim = dlsym(RTLD_DEFAULT, "simcuda_fail_repeat") != NULL;
 
     CU_pSuite s = hk_test_suite("trace: hk-cuda's context decisions", suite_init, suite_clean);
     skip_if(hk_test_add(s, "nothing current: primary of device 0 bound, retained, released",
-                             t_nothing_current), no_dev);
+                        t_nothing_current), no_dev);
     skip_if(hk_test_add(s, "user context: bound, not retained; destroyed: refused",
-                             t_user_context), no_dev);
+                        t_user_context), no_dev);
     skip_if(hk_test_add(s, "another device current: switch and restore at level 2 only",
-                             t_switch_at_level_2), one_dev);
+                        t_switch_at_level_2), one_dev);
+    skip_if(hk_test_add(s, "a restore refused twice: traced at level 1", t_failed_restore),
+            no_dev ? no_dev : !on_sim ? "needs the simulated driver's fault injection" : NULL);
     skip_if(hk_test_add(s, "reset primary: re-armed in a new context id", t_reset_rearmed),
-                 no_dev ? no_dev : !hk_rt_available() ? hk_rt_why_unavailable() : NULL);
+            no_dev ? no_dev : !hk_rt_available() ? hk_rt_why_unavailable() : NULL);
     skip_if(hk_test_add(s, "green context current: bound to it", t_green_context), no_dev);
     skip_if(hk_test_add(s, "driver refused: why", t_no_driver), no_dev);
     skip_if(hk_test_add(s, "fork child: FORKED, traced with its own pid", t_fork_child),
-                 no_dev);
+            no_dev);
 
     s = hk_test_suite("trace: the loader's decisions", suite_init, suite_clean);
     hk_test_add(s, "verdicts, versions, resolution, find, destroy BUSY; probe at level 3",
@@ -612,14 +628,14 @@ int hk_test_register(void)
     s = hk_test_suite("trace: the switch", suite_init, suite_clean);
     hk_test_add(s, "HK_TRACE_FILE: %p is the pid, %% a percent sign, mode 0600", t_file_name_pid);
     skip_if(hk_test_add(s, "8 threads, two modules, one file: every line whole",
-                             t_threads_whole_lines), one_dev);
+                        t_threads_whole_lines), one_dev);
     skip_if(hk_test_add(s, "off (unset, empty, 0, off): no file, nothing on stderr", t_off),
-                 no_dev);
+            no_dev);
     hk_test_add(s, "stderr by default; a file that cannot be opened: one line, then stderr",
                 t_stderr_and_fallback);
     skip_if(hk_test_add(s, "level names; an unknown value traces decisions and says so",
-                             t_level_names), one_dev);
+                        t_level_names), one_dev);
     skip_if(hk_test_add(s, "set-user-ID (AT_SECURE): both variables ignored",
-                             t_at_secure_ignored), setuid_unavailable());
+                        t_at_secure_ignored), setuid_unavailable());
     return 0;
 }

@@ -86,6 +86,22 @@ static void s_other_device(void)
     OK(cuDevicePrimaryCtxRelease(d1));
 }
 
+/* A handle of device 0 called with nothing current, the restore refused
+ * twice by the simulated driver: the call's work stands, the restore failed. */
+static void s_restore_fails(void)
+{
+    if (setup() != 0)
+        return;
+    CU_ASSERT_FATAL(hkct_on_sim);
+    hk_handle_t *h = hkct_create(0, HK_STATUS_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    hkct_sim.fail_repeat("cuCtxPopCurrent", 1, 2, CUDA_ERROR_UNKNOWN);
+    CU_ASSERT_EQUAL(plug.vt->synchronize(h), HK_STATUS_OK);
+    hkct_sim.fail_clear();
+    hkct_clear_current();
+    CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
+}
+
 /* cudaDeviceReset under a handle: the next call re-arms it. */
 static void s_reset(void)
 {
@@ -259,6 +275,7 @@ static void s_threads(void)
 const tr_scenario_t tr_scenarios[] = {
     {"nothing", s_nothing},   {"user", s_user},       {"other_device", s_other_device},
     {"reset", s_reset},       {"green", s_green},     {"nodriver", s_nodriver},
+    {"restore_fails", s_restore_fails},
     {"fork", s_fork},         {"loader", s_loader},   {"swap", s_swap},
     {"threads", s_threads},
 };
