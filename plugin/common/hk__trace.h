@@ -36,9 +36,13 @@
  * either. */
 #define HK__TRACE_LINE_MAX 4096
 
+/* Every name here is internal to its module (hidden), so a site reads the
+ * level with one PC-relative load, not through the GOT. */
+#define HK__TRACE_HIDDEN __attribute__((visibility("hidden")))
+
 /* The module's level: HK__TRACE_UNREAD, then 0 (off) to 3. Read it only
  * through hk__tracing. */
-extern atomic_int hk__trace_level;
+extern HK__TRACE_HIDDEN atomic_int hk__trace_level;
 
 /* 1 when a site of level lvl may have to trace (the cheap test). */
 #define hk__tracing(lvl) \
@@ -58,16 +62,16 @@ extern atomic_int hk__trace_level;
 /* [thread-safe] Reads the environment once, then writes one line if level is
  * traced. Keeps errno. Control characters in the message are written as '?',
  * so an event is always one line. */
-void hk__trace_emit(int level, const char *area, const char *fmt, ...)
+HK__TRACE_HIDDEN void hk__trace_emit(int level, const char *area, const char *fmt, ...)
     __attribute__((cold, noinline, format(printf, 3, 4)));
 
 /* [thread-safe] Reads the environment once; 1 when level is traced. */
-int hk__trace_enabled(int level) __attribute__((cold, noinline));
+HK__TRACE_HIDDEN int hk__trace_enabled(int level) __attribute__((cold, noinline));
 
 /* [thread-safe] Names the module in the lines written after it: the first
  * call with a usable name wins (at most 31 bytes; bytes outside printable
  * ASCII and spaces become '?'); NULL or "" is ignored. Before any call the
  * name is HK__TRACE_MODULE, compiled in ("loader", "kit"). */
-void hk__trace_set_module(const char *name);
+HK__TRACE_HIDDEN void hk__trace_set_module(const char *name);
 
 #endif /* HK__TRACE_H */
