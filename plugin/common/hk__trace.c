@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #ifndef HK__TRACE_MODULE
@@ -58,13 +59,14 @@ void hk__trace_set_module(const char *name)
 /* Formats one line and writes it with one write() call: lines of several
  * threads, modules and processes appending to one file never mix inside a
  * line (O_APPEND writes are atomic on a local file, and a line is at most
- * PIPE_BUF bytes, the atomic size of a pipe). */
+ * PIPE_BUF bytes, the atomic size of a pipe). The thread ID is asked with
+ * syscall, since gettid() needs glibc 2.30. */
 static void write_line(const char *area, const char *fmt, va_list ap)
 {
     char line[HK__TRACE_LINE_MAX];
     const size_t limit = sizeof line - 1; /* the newline's byte stays free */
     int head = snprintf(line, sizeof line, "hk %ld:%ld %s %s: ", (long)getpid(),
-                        (long)gettid(), module_name(), area);
+                        (long)syscall(SYS_gettid), module_name(), area);
     if (head < 0)
         return;
     size_t len = (size_t)head < limit ? (size_t)head : limit;
