@@ -547,7 +547,7 @@ static void t_at_secure_ignored(void)
     CU_ASSERT_EQUAL_FATAL(spawn(helper, argv, set, file, &r), 0);
     CU_ASSERT_PTR_NOT_NULL(r.out && strstr(r.out, "secure=0\n"));
     CU_ASSERT_PTR_NOT_NULL_FATAL(r.trace);
-    HAS(r.trace, "loader scan: directory ", "(the default directory)");
+    HAS(r.trace, "loader scan: search path: ", "then the default directory ");
     run_free(&r);
 
     CU_ASSERT_EQUAL_FATAL(chown(helper, 65534, 65534), 0);
