@@ -23,7 +23,16 @@
  * Errors: a function that fails returns a status of hk_status.h and records
  * one line in the binding it was given (hk_kit_last_error), or, given NULL,
  * in the calling thread's create message (hk_kit_last_error(NULL)). The kit
- * never prints and never exits.
+ * never prints and never exits, unless asked to trace.
+ *
+ * Debug trace: with HK_TRACE=1 (or 2, 3) in the environment the kit writes one
+ * line per decision (the driver file opened or why not, which context a
+ * handle was bound to and why, primary retains given back, re-arms after a
+ * reset, refusals; at 2 also every push of a handle's context over the
+ * caller's and its restore) to stderr or to HK_TRACE_FILE. Both are read
+ * once, with secure_getenv, at the first decision. Off (unset, empty, 0) it
+ * writes nothing and creates no file, and a call whose context is already
+ * current pays nothing for it. docs/trace.md has the levels and every line.
  *
  * Thread tags as in hk_abi.h: [thread-safe], [handle-safe] (any threads on one
  * binding at once), [not-concurrent]. */
@@ -80,6 +89,13 @@ void hk_kit_fork_watch(void);
 
 /* [thread-safe] 1 in the child of a fork() made after hk_kit_fork_watch. */
 int hk_kit_forked(void);
+
+/* [thread-safe] Names the plugin in the kit's debug trace lines ("hk
+ * <pid>:<tid> <name> ctx: ..."); without a call they say "kit". The first
+ * call with a non-empty name wins (up to 31 bytes; spaces and bytes outside
+ * printable ASCII read '?'); NULL or "" is ignored. Prints nothing itself and
+ * reads no environment; call it before hk_kit_driver_load. */
+void hk_kit_trace_name(const char *name);
 
 /* ---- messages ---- */
 

@@ -3,6 +3,7 @@
  * Scanning is in hk_loader_scan.c, one candidate's path in hk_loader_open.c,
  * libltdl in hk_loader_ltdl.c. */
 #include "hk__loader.h"
+#include "hk__trace.h"
 
 #include <stdalign.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 
 #include "hk_blas1.h"
 #include "hk_memory.h"
+#include "hk_status_text.h"
 
 /* One copy made by hk_plugin_table, kept for the plugin's life. */
 struct hk__table_copy {
@@ -198,16 +200,42 @@ static void hk__plugin_free(hk_plugin_t *p)
     free(p);
 }
 
+/* The destroy's trace line: what it closes and what stays mapped. */
+__attribute__((cold, noinline)) static void hk__trace_destroy(const hk_loader_t *loader)
+{
+    size_t closed = 0, kept = 0;
+    for (size_t i = 0; i < loader->nplugins; i++) {
+        const hk_plugin_t *p = loader->plugins[i];
+        if (!p->module)
+            continue; /* a swap closed it already */
+        if (p->flags & HK_PLUGIN_UNLOAD_SAFE)
+            closed++;
+        else
+            kept++;
+    }
+    HK__TRACE(HK__TRACE_DECISIONS, "destroy", "loader destroyed: %zu module%s closed "
+              "(unload-safe), %zu kept mapped for the process (not unload-safe)", closed,
+              closed == 1 ? "" : "s", kept);
+}
+
 hk_status_t hk_loader_destroy(hk_loader_t *loader)
 {
     if (!loader)
         return HK_STATUS_OK;
-    if (hk__swap_busy(loader)) /* a movable handle still calls into a module */
+    if (hk__swap_busy(loader)) { /* a movable handle still calls into a module */
+        HK__TRACE(HK__TRACE_DECISIONS, "destroy", "refused: BUSY: %s",
+                  hk_loader_last_error(loader));
         return HK_STATUS_BUSY;
+    }
     hk__lock(loader);
     for (size_t i = 0; i < loader->nplugins; i++) {
         if (atomic_load(&loader->plugins[i]->refs) != 0) {
             loader->last_error = "loader destroy refused: a plugin is still acquired";
+            HK__TRACE(HK__TRACE_DECISIONS, "destroy", "refused: BUSY: %s %s (%s) is still "
+                      "acquired (%u reference%s)", loader->plugins[i]->name,
+                      loader->plugins[i]->version, loader->plugins[i]->path,
+                      atomic_load(&loader->plugins[i]->refs),
+                      atomic_load(&loader->plugins[i]->refs) == 1 ? "" : "s");
             hk__unlock(loader);
             return HK_STATUS_BUSY;
         }
@@ -223,6 +251,8 @@ hk_status_t hk_loader_destroy(hk_loader_t *loader)
     }
     pthread_mutex_unlock(&hk__registry_mutex);
 
+    if (hk__tracing(HK__TRACE_DECISIONS))
+        hk__trace_destroy(loader);
     for (size_t i = 0; i < loader->nplugins; i++)
         hk__plugin_free(loader->plugins[i]);
     for (size_t i = 0; i < loader->nreports; i++) {
@@ -298,6 +328,20 @@ void hk__loader_set_error(hk_loader_t *loader, const char *line)
     hk__unlock(loader);
 }
 
+/* One trace line per report: every candidate's verdict passes here. */
+__attribute__((cold, noinline)) static void hk__trace_report(const hk__report_t *r)
+{
+    const hk_plugin_t *p = r->pub.plugin;
+    if (r->pub.stage == HK_STAGE_LOADED && p)
+        HK__TRACE(HK__TRACE_DECISIONS, "load", "loaded %s: %s %s, ABI %u.%u, flags 0x%x",
+                  r->pub.path, p->name, p->version, (unsigned)HK_ABI_VERSION_MAJOR(p->abi),
+                  (unsigned)HK_ABI_VERSION_MINOR(p->abi), (unsigned)p->flags);
+    else
+        HK__TRACE(HK__TRACE_DECISIONS, "load", "refused %s at stage %s: %s: %s", r->pub.path,
+                  hk_load_stage_name(r->pub.stage), hk_status_name(r->pub.status),
+                  r->pub.reason);
+}
+
 hk__report_t *hk__loader_report_add(hk_loader_t *loader, const char *path,
                                     hk_load_stage_t stage, hk_status_t status,
                                     const char *reason, hk_plugin_t *plugin,
@@ -339,6 +383,8 @@ hk__report_t *hk__loader_report_add(hk_loader_t *loader, const char *path,
         loader->last_error = r->line;
     hk__unlock(loader);
 
+    if (hk__tracing(HK__TRACE_DECISIONS))
+        hk__trace_report(r);
     /* Outside the data lock so that the callback may read reports. */
     if (stage != HK_STAGE_LOADED && loader->log)
         loader->log(loader->log_user, HK_LOG_WARN, r->line);
@@ -422,16 +468,24 @@ hk_plugin_t *hk_loader_plugin(const hk_loader_t *loader, size_t index)
 hk_plugin_t *hk_loader_find(const hk_loader_t *loader, const char *name)
 {
     hk_plugin_t *p = NULL;
+    size_t same = 0;
     if (!loader || !name)
         return NULL;
     hk__lock(loader);
     for (size_t i = 0; i < loader->nplugins; i++) {
         if (strcmp(loader->plugins[i]->name, name) == 0) {
-            p = loader->plugins[i];
-            break;
+            same++;
+            if (!p)
+                p = loader->plugins[i];
         }
     }
     hk__unlock(loader);
+    if (p)
+        HK__TRACE(HK__TRACE_DECISIONS, "find", "\"%s\": %s %s (%s), the first loaded of %zu "
+                  "plugin%s of that name (hk_loader_find takes no version into account)", name,
+                  p->name, p->version, p->path, same, same == 1 ? "" : "s");
+    else
+        HK__TRACE(HK__TRACE_DECISIONS, "find", "\"%s\": no plugin of that name is loaded", name);
     return p;
 }
 

@@ -40,7 +40,16 @@
  * acquire/release) once scanning has finished; scan and open serialise on the
  * loader and may run from any thread. fork() is safe at any time: a child may
  * create loaders and scan (or use the parent's loaders), even when another
- * thread of the parent was scanning at the fork. */
+ * thread of the parent was scanning at the fork.
+ *
+ * Debug trace: with HK_TRACE=1 (or 2, 3) in the environment the loader writes
+ * one line per decision (every candidate and its verdict with stage and
+ * reason, negotiations, loads, which plugin a request or name resolves to and
+ * why the others were not chosen, swap phases, a refused destroy) to stderr
+ * or to HK_TRACE_FILE. Both are read once, with secure_getenv (so ignored
+ * under AT_SECURE), at the first decision. Off (unset, empty, 0) nothing is
+ * written and no file is created. docs/trace.md has the levels and every
+ * line. */
 #ifndef HK_LOADER_H
 #define HK_LOADER_H
 

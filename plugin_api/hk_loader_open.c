@@ -8,6 +8,7 @@
  * Each step that refuses names itself in the report (see hk_loader.h for the
  * statuses by stage). */
 #include "hk__loader.h"
+#include "hk__trace.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -186,10 +187,15 @@ void hk__cand_check(hk_loader_t *loader, hk__cand_t *c, const char *path, int in
     c->probe.answered = 0;
     c->reason[0] = '\0';
     hk__file_id_set(&c->id, stat(path, &st0) == 0 ? &st0 : NULL);
-    if (hk__loader_report_find(loader, path, &c->id)) {
+    const hk__report_t *prev = hk__loader_report_find(loader, path, &c->id);
+    if (prev) {
         c->seen = 1;
+        HK__TRACE(HK__TRACE_DECISIONS, "load", "candidate %s: the same file was %s before; "
+                  "that verdict stands, nothing is checked again", path,
+                  prev->pub.plugin ? "loaded" : "refused");
         return;
     }
+    HK__TRACE(HK__TRACE_DECISIONS, "load", "candidate %s", path);
 
     if (!hk__plugin_name_ok(path)) {
         /* libltdl would read a ".la" file and load whatever it names, and
@@ -328,6 +334,14 @@ hk_status_t hk__cand_finish(hk_loader_t *loader, hk__cand_t *c, hk_plugin_t **ou
     status = hk__negotiate(loader, entry, plugin, &stage, reason, n);
     if (status != HK_STATUS_OK)
         goto refuse;
+    if (hk__tracing(HK__TRACE_DECISIONS)) {
+        char range[40];
+        hk__range_text(range, sizeof(range), loader);
+        HK__TRACE(HK__TRACE_DECISIONS, "load", "negotiated %s: %s %s chose ABI %u.%u (host "
+                  "accepts %s), flags 0x%x", c->path, plugin->name, plugin->version,
+                  (unsigned)HK_ABI_VERSION_MAJOR(plugin->abi),
+                  (unsigned)HK_ABI_VERSION_MINOR(plugin->abi), range, (unsigned)plugin->flags);
+    }
     if (c->probe.answered && !hk__same_as_probe(c, plugin, reason, n)) {
         stage = HK_STAGE_VALIDATE;
         status = HK_STATUS_INVALID_VALUE;

@@ -17,6 +17,7 @@
  * like a plugin (hk_loader_trust.c) and executed through the checked
  * descriptor. */
 #include "hk__loader.h"
+#include "hk__trace.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -447,7 +448,20 @@ void hk__probe_batch(hk_loader_t *loader, hk__cand_t **cands, size_t n)
             chunk[k++] = c;
         }
         if (k > 0 && (k == HK__PROBE_CHUNK || i == n)) {
+            HK__TRACE(HK__TRACE_VERBOSE, "probe", "%zu new candidate%s loaded and negotiated "
+                      "in a probe process first (limit %u ms each)", k, k == 1 ? "" : "s",
+                      (unsigned)loader->probe_timeout_ms);
             hk__probe_chunk(loader, chunk, k);
+            for (size_t j = 0; j < k && hk__tracing(HK__TRACE_VERBOSE); j++) {
+                const hk__cand_t *c = chunk[j];
+                if (c->refused)
+                    HK__TRACE(HK__TRACE_VERBOSE, "probe", "%s: refused in the probe at stage "
+                              "%s: %s", c->path, hk_load_stage_name(c->stage), c->reason);
+                else
+                    HK__TRACE(HK__TRACE_VERBOSE, "probe", "%s: answered in the probe as %s %s; "
+                              "the host opens it next", c->path, c->probe.name,
+                              c->probe.version);
+            }
             k = 0;
         }
     }

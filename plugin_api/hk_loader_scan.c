@@ -7,6 +7,7 @@
  * extensions, and we want to open exactly the files we list. The directory
  * is listed through the descriptor its trust check opened. */
 #include "hk__loader.h"
+#include "hk__trace.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -104,6 +105,9 @@ static void hk__scan_dir(hk_loader_t *loader, const char *dir, int is_default)
         return;
     if (hk__list_dir(fd, &names, &count) != 0)
         goto oom;
+    HK__TRACE(HK__TRACE_DECISIONS, "scan", "directory %s (%s): %zu candidate file%s (*.so, "
+              "name order)", dir, is_default ? "the default directory" : HK__PATH_ENV, count,
+              count == 1 ? "" : "s");
     if (count == 0)
         return;
     cands = calloc(count, sizeof(*cands));
@@ -177,6 +181,14 @@ hk_status_t hk_loader_scan(hk_loader_t *loader)
     if (!loader)
         return HK_STATUS_NULL_POINTER;
     hk__gate_enter(loader);
+    if (hk__tracing(HK__TRACE_DECISIONS)) {
+        const char *env = loader->ignore_env ? NULL : secure_getenv(HK__PATH_ENV);
+        HK__TRACE(HK__TRACE_DECISIONS, "scan", "search path: %s%s, then %s%s",
+                  loader->ignore_env ? "HK_PLUGIN_PATH not read (ignore_env)"
+                  : env ? HK__PATH_ENV "=" : "HK_PLUGIN_PATH unset or ignored",
+                  env ? env : "", loader->default_dir ? "the default directory "
+                  : "no default directory", loader->default_dir ? loader->default_dir : "");
+    }
     if (!loader->ignore_env)
         hk__scan_env(loader);
     if (loader->default_dir)

@@ -6,6 +6,7 @@
  * Selection never calls into a plugin: it reads the names and versions the
  * loader copied at negotiation, so choosing is as safe as listing. */
 #include "hk__loader.h"
+#include "hk__trace.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include <sys/auxv.h>
 
 #include "hk_semver.h"
+#include "hk_status_text.h"
 
 #define HK__PIN_ENV "HK_PLUGIN_PIN"
 #define HK__EXCLUDE_ENV "HK_PLUGIN_EXCLUDE"
@@ -538,15 +540,46 @@ static void hk__none_selectable(const hk__sel_cand_t *c, size_t n, const hk__req
     hk__text_add(err, all_range ? "; none in range" : "; none selectable");
 }
 
+/* The trace of one resolution: the winner and why, then every other
+ * candidate and why it was passed over (the reasons hk_loader_select_explain
+ * gives), or the failure. */
+__attribute__((cold, noinline)) static void hk__trace_run(const char *area, const char *request,
+                                                          hk_status_t st,
+                                                          const hk__sel_cand_t *c, size_t n,
+                                                          long best, size_t dups,
+                                                          const hk__request_t *req,
+                                                          const hk__rules_t *rules,
+                                                          const char *err)
+{
+    char why[HK_SELECT_REASON_MAX], clean[200];
+    hk__clean(clean, sizeof(clean), request, strlen(request));
+    if (best < 0) {
+        HK__TRACE(HK__TRACE_DECISIONS, area, "\"%s\": %s: %s", clean, hk_status_name(st),
+                  err ? err : "");
+        return;
+    }
+    hk__reason(why, sizeof(why), &c[best], &c[best], dups, req, rules);
+    HK__TRACE(HK__TRACE_DECISIONS, area, "\"%s\" resolves to %s %s (%s): %s", clean,
+              c[best].p->name, c[best].p->version, c[best].p->path, why);
+    for (size_t i = 0; i < n; i++) {
+        if ((long)i == best)
+            continue;
+        hk__reason(why, sizeof(why), &c[i], &c[best], dups, req, rules);
+        HK__TRACE(HK__TRACE_DECISIONS, area, "\"%s\": not %s (%s): %s: %s", clean,
+                  c[i].p->version, c[i].p->path, hk_select_verdict_name(c[i].verdict), why);
+    }
+}
+
 /* The common core of select and explain. entries may be NULL. */
 static hk_status_t hk__run(hk_loader_t *loader, const char *request, hk_select_entry_t *entries,
-                           size_t capacity, size_t *count, hk_plugin_t **out)
+                           size_t capacity, size_t *count, hk_plugin_t **out, const char *area)
 {
     hk__request_t req;
     hk__rules_t rules = {{NULL, NULL}, NULL, 0};
     hk__sel_cand_t *c = NULL;
     hk__text_t err = {0};
-    size_t n = 0;
+    size_t n = 0, dups = 0;
+    long best = -1;
 
     hk_status_t st = hk__request_parse(request, &req, &err);
     if (st != HK_STATUS_OK)
@@ -564,8 +597,7 @@ static hk_status_t hk__run(hk_loader_t *loader, const char *request, hk_select_e
         hk__none_loaded(loader, &req, &err);
         goto out;
     }
-    long best = hk__decide(c, n, &req, &rules);
-    size_t dups = 0;
+    best = hk__decide(c, n, &req, &rules);
     for (size_t i = 0; i < n; i++)
         dups += c[i].verdict == HK_SELECT_DUPLICATE;
     for (size_t i = 0; i < n && i < capacity; i++) {
@@ -584,6 +616,9 @@ static hk_status_t hk__run(hk_loader_t *loader, const char *request, hk_select_e
 out:
     if (st != HK_STATUS_OK)
         hk__set_error(loader, err.oom || !err.buf ? hk__oom : err.buf);
+    if (hk__tracing(HK__TRACE_DECISIONS))
+        hk__trace_run(area, request, st, c, n, st == HK_STATUS_OK ? best : -1, dups, &req,
+                      &rules, err.oom || !err.buf ? hk__oom : err.buf);
     free(err.buf);
     free(c);
     free(req.name);
@@ -603,9 +638,12 @@ hk_status_t hk_loader_select(hk_loader_t *loader, const char *request, hk_plugin
                                       : "hk_loader_select: request is NULL");
         return HK_STATUS_NULL_POINTER;
     }
-    if (hk__is_path(request, strlen(request)))
+    if (hk__is_path(request, strlen(request))) {
+        HK__TRACE(HK__TRACE_DECISIONS, "select", "\"%s\" is a path: that file is opened, "
+                  "HK_PLUGIN_PIN and HK_PLUGIN_EXCLUDE do not apply", request);
         return hk_loader_open(loader, request, out);
-    return hk__run(loader, request, NULL, 0, &count, out);
+    }
+    return hk__run(loader, request, NULL, 0, &count, out, "select");
 }
 
 hk_status_t hk_loader_select_explain(hk_loader_t *loader, const char *request,
@@ -632,7 +670,7 @@ hk_status_t hk_loader_select_explain(hk_loader_t *loader, const char *request,
         free(t.buf);
         return HK_STATUS_INVALID_VALUE;
     }
-    return hk__run(loader, request, entries, capacity, count, &chosen);
+    return hk__run(loader, request, entries, capacity, count, &chosen, "explain");
 }
 
 const char *hk_select_verdict_name(hk_select_verdict_t verdict)

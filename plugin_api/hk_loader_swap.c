@@ -2,6 +2,7 @@
  * while other threads call through them (hk_swap.h states the steps, and
  * hk__swap.h the call path's protocol and the locks). */
 #include "hk__swap.h"
+#include "hk__trace.h"
 
 #include <sched.h>
 #include <stdio.h>
@@ -384,7 +385,14 @@ static hk_status_t hk__prepare(hk__job_t *job, const char *request)
         snprintf(job->why, sizeof(job->why), "out of memory");
         return st;
     }
+    HK__TRACE(HK__TRACE_DECISIONS, "swap", "\"%s\" resolves to %s %s (%s); %zu movable "
+              "handle%s to move%s%s", request, job->to->name, job->to->version, job->to->path,
+              job->nmovers, job->nmovers == 1 ? "" : "s", job->from ? ", those of " : "",
+              job->from ? job->from : "");
     st = hk__validate(job);
+    if (st == HK_STATUS_OK)
+        HK__TRACE(HK__TRACE_DECISIONS, "swap", "verified %s %s: tables, memory domain and the "
+                  "workload on a handle of its own", job->to->name, job->to->version);
     for (size_t i = 0; i < job->nmovers && st == HK_STATUS_OK; i++)
         st = hk__make_new(job, &job->movers[i]);
     return st;
@@ -404,12 +412,18 @@ static hk_status_t hk__run(hk__job_t *job, const char *request, uint64_t t0)
         return st;
     }
     uint64_t t_switch = hk__now_ns();
+    HK__TRACE(HK__TRACE_DECISIONS, "swap", "switched %zu handle%s to %s %s, %.1f us after the "
+              "call", job->nmovers, job->nmovers == 1 ? "" : "s", job->to->name,
+              job->to->version, (double)(t_switch - t0) / 1e3);
     atomic_fetch_add(&job->sw->generation, 1);
     hk_plugin_t **olds = calloc(job->nmovers ? job->nmovers : 1, sizeof(*olds));
     for (size_t i = 0; olds && i < job->nmovers; i++)
         olds[i] = job->movers[i].old->plugin;
     hk__drain(job);
     uint64_t t_drained = hk__now_ns();
+    HK__TRACE(HK__TRACE_DECISIONS, "swap", "drained: no call runs on the %zu old binding%s any "
+              "more, their handles destroyed, %.1f us after the switch", job->nmovers,
+              job->nmovers == 1 ? "" : "s", (double)(t_drained - t_switch) / 1e3);
     if (olds) /* without the list the old modules just stay open */
         hk__close_old(job, olds);
     free(olds);
@@ -453,6 +467,8 @@ hk_status_t hk_loader_swap(hk_loader_t *loader, const char *request,
     hk_status_t st = hk__run(job, request, t0);
     if (st != HK_STATUS_OK) {
         atomic_fetch_add(&sw->failed, 1);
+        HK__TRACE(HK__TRACE_DECISIONS, "swap", "to \"%s\" refused: %s: %s; every handle stays "
+                  "on its implementation", request, hk_status_name(st), job->why);
         hk__swap_fail(loader, st, "swap to %s refused: %s", request, job->why);
     } else if (to) {
         *to = job->to;

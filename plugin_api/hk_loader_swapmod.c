@@ -4,6 +4,7 @@
  *     left the process;
  *   - opening the file of a closed plugin again when it is asked for. */
 #include "hk__swap.h"
+#include "hk__trace.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -102,8 +103,14 @@ void hk__swap_try_close(hk_loader_t *loader, struct hk__swap *sw, hk_plugin_t *p
     pthread_mutex_lock(&sw->list_lock);
     int closable = hk__unreachable(sw, plugin);
     pthread_mutex_unlock(&sw->list_lock);
-    if (!closable)
+    if (!closable) {
+        HK__TRACE(HK__TRACE_DECISIONS, "swap", "module of %s %s kept open: %s", plugin->name,
+                  plugin->version, !(plugin->flags & HK_PLUGIN_UNLOAD_SAFE)
+                  ? "the plugin is not unload-safe" : !plugin->module ? "it is closed already"
+                  : atomic_load(&plugin->refs) ? "the plugin is acquired (hk_plugin_acquire)"
+                  : "a movable handle is still bound to it");
         return;
+    }
 
     char canon[PATH_MAX];
     const char *cpath = realpath(plugin->path, canon) ? canon : NULL;
@@ -125,8 +132,13 @@ void hk__swap_try_close(hk_loader_t *loader, struct hk__swap *sw, hk_plugin_t *p
     if (hk__mapped(plugin->dev, plugin->ino, cpath) == 0) {
         atomic_store(&mod->state, HK_MODULE_CLOSED);
         atomic_fetch_add(&sw->closed, 1);
+        HK__TRACE(HK__TRACE_DECISIONS, "swap", "closed the module of %s %s (%s): it left the "
+                  "process", plugin->name, plugin->version, plugin->path);
     } else {
         atomic_store(&mod->state, HK_MODULE_STILL_MAPPED);
+        HK__TRACE(HK__TRACE_DECISIONS, "swap", "closed the module of %s %s (%s), but it is "
+                  "still mapped (something else in the process holds it)", plugin->name,
+                  plugin->version, plugin->path);
     }
 }
 
@@ -285,6 +297,8 @@ hk_status_t hk__swap_ensure_open(hk_loader_t *loader, hk_plugin_t *plugin, char 
     if (st == HK_STATUS_OK && atomic_load(&mod->state) != HK_MODULE_OPEN) {
         atomic_store(&mod->state, HK_MODULE_OPEN);
         atomic_fetch_add(&mod->reopens, 1);
+        HK__TRACE(HK__TRACE_DECISIONS, "swap", "opened the module of %s %s (%s) again, with the "
+                  "checks of a first load", plugin->name, plugin->version, plugin->path);
     }
     return st;
 }

@@ -99,6 +99,8 @@ static hk_status_t handle_create(const hk_create_info_t *info, hk_handle_t **out
         ci.device = info->device;
         ci.flags = info->flags;
     }
+    /* The kit's debug trace lines (HK_TRACE) name this plugin. */
+    hk_kit_trace_name("hk-example");
     /* The driver is opened at the first create, never at load. */
     hk_status_t st = hk_kit_driver_load(CUDA_VERSION);
     if (st != HK_STATUS_OK)

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hk__trace.h"
+#include "hk_status_text.h"
 #include "hkc_internal.h"
 
 #ifdef HK_DEBUG
@@ -35,10 +37,14 @@ static hk_status_t handle_create(const hk_create_info_t *info, hk_handle_t **out
     if (ci.device < HK_DEVICE_CURRENT)
         return hk__fail(NULL, HK_STATUS_INVALID_DEVICE, "handle_create: device %d is not valid",
                         ci.device);
+    hk_kit_trace_name("hk-cuda");
     hk_kit_fork_watch();
-    if (hk_kit_forked())
+    if (hk_kit_forked()) {
+        HK__TRACE(HK__TRACE_DECISIONS, "fork", "handle_create refused: FORKED: this process is a "
+                  "fork() child of a process that used CUDA through hk-cuda");
         return hk__fail(NULL, HK_STATUS_FORKED,
                         "handle_create: this process is a fork() child of a CUDA process");
+    }
 
     hk_status_t st = hk_kit_driver_load(CUDA_VERSION);
     if (st != HK_STATUS_OK)
@@ -48,8 +54,11 @@ static hk_status_t handle_create(const hk_create_info_t *info, hk_handle_t **out
     if (st == HK_STATUS_OK)
         st = hk__kernels_acquire();
     pthread_mutex_unlock(&hk__lock);
-    if (st != HK_STATUS_OK)
+    if (st != HK_STATUS_OK) {
+        HK__TRACE(HK__TRACE_DECISIONS, "ctx", "handle_create refused before binding: %s: %s",
+                  hk_status_name(st), hk_kit_last_error(NULL));
         return st;
+    }
 
     hk_handle_t *h = hk_kit_handle_take(sizeof *h);
     if (!h) {

@@ -9,7 +9,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hk_status_text.h"
 #include "hkk_internal.h"
+
+/* Why the context a bind chose was chosen, for its trace line: set by the
+ * decision that made it (a bind runs on one thread from start to end). */
+static _Thread_local const char *bind_why;
+
+#define WHY_NOTHING "nothing was current: device 0's primary, the runtime's default device, made " \
+                    "current as a runtime call would"
+#define WHY_NAMED "that device was asked for; the caller's current context is left as it was"
+#define WHY_CURRENT "it was current"
+#define WHY_REVIVED "it was current but inactive (reset or released): re-activated, as the " \
+                    "runtime's next call would"
+#define WHY_KNOWN "it is current, and its device's primary is another context"
+#define WHY_INACTIVE "it is current and alive while its device's primary is inactive, so it " \
+                     "is not the primary"
 
 /* ---- giving back (see hk_kit.h) ---- */
 
@@ -169,6 +184,7 @@ static hk_status_t bind_dead_current(hk_kit_bind_t *h, CUcontext cur)
         if (known && known != cur)
             continue;
         hk_status_t st = bind_if_primary(h, d, cur, &bound);
+        bind_why = WHY_REVIVED;
         if (st != HK_STATUS_OK || bound)
             return st;
     }
@@ -219,6 +235,7 @@ static hk_status_t classify_current(hk_kit_bind_t *h, CUcontext cur)
     h->cudev = dev;
     h->ctx = cur;
     CUcontext known = known_primary(dev);
+    bind_why = WHY_KNOWN;
     if (known && known != cur)
         return HK_STATUS_OK; /* a user or green context: not ours to retain */
     if (!known) {
@@ -226,9 +243,11 @@ static hk_status_t classify_current(hk_kit_bind_t *h, CUcontext cur)
         if (st != HK_STATUS_OK)
             return st;
     }
+    bind_why = WHY_INACTIVE;
     if (!maybe)
         return HK_STATUS_OK;
     hk_status_t st = bind_if_primary(h, dev, cur, &bound);
+    bind_why = !bound ? WHY_KNOWN : dead ? WHY_REVIVED : WHY_CURRENT;
     if (st == HK_STATUS_OK && !bound && dead)
         return hk_kit_fail(NULL, HK_STATUS_CONTEXT_DESTROYED,
                            "the context current on this thread was destroyed");
@@ -266,6 +285,7 @@ static hk_status_t choose_context(hk_kit_bind_t *h, int device, CUcontext cur, i
     h->is_primary = 1;
     h->owns_primary = 1;
     *keep_current = device == HK_DEVICE_CURRENT;
+    bind_why = *keep_current ? WHY_NOTHING : WHY_NAMED;
     return HK_STATUS_OK;
 }
 
@@ -309,8 +329,11 @@ static hk_status_t context_bind(hk_kit_bind_t *h, int device)
             disarm(h);
         }
     }
-    if (st == HK_STATUS_OK)
+    if (st == HK_STATUS_OK) {
+        if (hk__tracing(HK__TRACE_DECISIONS))
+            hk__kit_trace_bound(h, bind_why ? bind_why : "");
         return HK_STATUS_OK;
+    }
 fail:
     /* The first failure is reported; a retain the driver refuses twice to
      * take back stays with it. */
@@ -320,11 +343,9 @@ fail:
     return st;
 }
 
-hk_status_t hk_kit_bind(int device, const hk_kit_ops_t *ops, void *user, hk_kit_bind_t **out)
+/* hk_kit_bind's work; out is not NULL. */
+static hk_status_t bind_new(int device, const hk_kit_ops_t *ops, void *user, hk_kit_bind_t **out)
 {
-    if (!out)
-        return hk_kit_fail(NULL, HK_STATUS_NULL_POINTER, "hk_kit_bind: out is NULL");
-    *out = NULL;
     if (device < HK_DEVICE_CURRENT)
         return hk_kit_fail(NULL, HK_STATUS_INVALID_DEVICE, "device %d is not valid", device);
     if (atomic_load(&hk__kit_forked))
@@ -349,4 +370,17 @@ hk_status_t hk_kit_bind(int device, const hk_kit_ops_t *ops, void *user, hk_kit_
     }
     *out = b;
     return HK_STATUS_OK;
+}
+
+hk_status_t hk_kit_bind(int device, const hk_kit_ops_t *ops, void *user, hk_kit_bind_t **out)
+{
+    if (!out)
+        return hk_kit_fail(NULL, HK_STATUS_NULL_POINTER, "hk_kit_bind: out is NULL");
+    *out = NULL;
+    bind_why = NULL;
+    hk_status_t st = bind_new(device, ops, user, out);
+    if (st != HK_STATUS_OK)
+        HK__TRACE(HK__TRACE_DECISIONS, "ctx", "handle %p: create refused: %s: %s", user,
+                  hk_status_name(st), hk_kit_last_error(NULL));
+    return st;
 }

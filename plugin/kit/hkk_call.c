@@ -5,9 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hk_status_text.h"
 #include "hkk_internal.h"
 
 /* ---- the per-call guard ---- */
+
+/* A binding as its trace lines name it: the user pointer given to
+ * hk_kit_bind (hk-cuda's handle), else the binding. */
+#define WHO(b) ((b)->user ? (b)->user : (void *)(b))
 
 /* Re-arming took a second retain to re-activate the primary; the handle's
  * own retain (which survived the reset) keeps it active, so one goes back.
@@ -73,25 +78,35 @@ static hk_status_t recover(hk_kit_bind_t *h, hk_kit_call_t *c)
             goto give_back;
         }
         c->switched = 1;
+        if (hk__tracing(HK__TRACE_CALLS))
+            hk__kit_trace_switch(h, c->prev, 1, CUDA_SUCCESS);
     }
     st = hk__kit_arm(h, h);
     if (st != HK_STATUS_OK && c->switched) {
         hk_kit_pop_current(); /* refused twice: the arm's failure is the one reported */
         c->switched = 0;
     }
+    if (st == HK_STATUS_OK && hk__tracing(HK__TRACE_DECISIONS))
+        hk__kit_trace_rearmed(h, a ? a->ctx_id : 0);
 give_back:
     give_back_extra_retain(h);
 out:
     pthread_mutex_unlock(&h->lock);
+    if (st != HK_STATUS_OK && hk__tracing(HK__TRACE_DECISIONS))
+        hk__kit_trace_refused(h, st);
     return st;
 }
 
 hk_status_t hk_kit_begin(hk_kit_bind_t *h, hk_kit_call_t *c)
 {
-    if (atomic_load_explicit(&hk__kit_forked, memory_order_relaxed))
-        return hk_kit_fail(h, HK_STATUS_FORKED,
-                           "this process is a fork() child of the one that made the handle; "
-                           "CUDA cannot be used here");
+    if (atomic_load_explicit(&hk__kit_forked, memory_order_relaxed)) {
+        hk_status_t st = hk_kit_fail(h, HK_STATUS_FORKED,
+                                     "this process is a fork() child of the one that made the "
+                                     "handle; CUDA cannot be used here");
+        if (hk__tracing(HK__TRACE_DECISIONS))
+            hk__kit_trace_refused(h, st);
+        return st;
+    }
     c->b = h;
     c->switched = 0;
     CUresult r = KCU.cuCtxGetCurrent(&c->prev);
@@ -113,6 +128,8 @@ hk_status_t hk_kit_begin(hk_kit_bind_t *h, hk_kit_call_t *c)
         if (r != CUDA_SUCCESS)
             return hk_kit_fail_cu(h, r, "cuCtxPushCurrent of the handle's context");
         c->switched = 1;
+        if (hk__tracing(HK__TRACE_CALLS))
+            hk__kit_trace_switch(h, c->prev, 1, CUDA_SUCCESS);
     }
     c->arm = a;
     hk__kit_stream_read(h, &c->stream, &c->stream_id);
@@ -130,6 +147,8 @@ hk_status_t hk_kit_end(hk_kit_call_t *c, hk_status_t st)
         hk_kit_fail_cu(c->b, r, "the call succeeded, but cuCtxPopCurrent restoring the caller's "
                               "context did not; the handle's context is still current");
     }
+    if (hk__tracing(r == CUDA_SUCCESS ? HK__TRACE_CALLS : HK__TRACE_DECISIONS))
+        hk__kit_trace_switch(c->b, c->prev, 0, r);
     return st;
 }
 
@@ -187,6 +206,8 @@ hk_status_t hk_kit_unbind(hk_kit_bind_t *h)
     if (!h)
         return hk_kit_fail(NULL, HK_STATUS_NULL_POINTER, "hk_kit_unbind: the binding is NULL");
     if (atomic_load(&hk__kit_forked)) {
+        HK__TRACE(HK__TRACE_DECISIONS, "fork", "handle %p destroyed in a fork() child: only its "
+                  "host memory freed, nothing given back to the driver", WHO(h));
         unbind_forked(h);
         return HK_STATUS_OK;
     }
@@ -204,8 +225,11 @@ hk_status_t hk_kit_unbind(hk_kit_bind_t *h)
         r = KCU.cuCtxGetId(h->ctx, &id);
     if (r != CUDA_SUCCESS && r != CUDA_ERROR_CONTEXT_IS_DESTROYED)
         st = hk_kit_fail_cu(h, r, "destroy: cuCtxGetId of the handle's context");
-    if (r == CUDA_SUCCESS && a && id == a->ctx_id)
+    int freed = r == CUDA_SUCCESS && a && id == a->ctx_id;
+    int gone = r == CUDA_ERROR_CONTEXT_IS_DESTROYED || (r == CUDA_SUCCESS && a && !freed);
+    if (freed)
         st = free_made(h, a);
+    int held = h->owns_primary;
     /* The handle's retains survive a reset (only the runtime's own is dropped). */
     while (h->owns_primary > 0) {
         r = hk_kit_give_back_primary(h->cudev);
@@ -220,6 +244,8 @@ hk_status_t hk_kit_unbind(hk_kit_bind_t *h)
     hk__kit_libs_drop(h);
     if (st != HK_STATUS_OK) /* the binding's message goes with it */
         hk_kit_fail(NULL, st, "%s", h->err);
+    if (hk__tracing(HK__TRACE_DECISIONS))
+        hk__kit_trace_unbound(h, held - h->owns_primary, freed, gone, st);
     pthread_mutex_destroy(&h->lock);
     pthread_mutex_destroy(&h->errlock);
     free(h);
@@ -343,10 +369,14 @@ hk_status_t hk_kit_set_stream(hk_kit_bind_t *b, struct CUstream_st *stream, cons
                          what);
                 return hk_kit_fail_cu(b, r, call);
             }
-            return hk_kit_fail(b, HK_STATUS_STREAM_MISMATCH,
-                               "%s: the stream belongs to a context of device %d, the handle's "
-                               "context is on device %d%s", what, sdev, b->device,
-                               sdev == b->device ? " (another context of the same device)" : "");
+            hk_status_t st = hk_kit_fail(b, HK_STATUS_STREAM_MISMATCH,
+                                         "%s: the stream belongs to a context of device %d, the "
+                                         "handle's context is on device %d%s", what, sdev,
+                                         b->device, sdev == b->device
+                                         ? " (another context of the same device)" : "");
+            if (hk__tracing(HK__TRACE_DECISIONS))
+                hk__kit_trace_refused(b, st);
+            return st;
         }
     }
     /* A stream's ID names it uniquely (its handle value may come back for a
@@ -356,6 +386,8 @@ hk_status_t hk_kit_set_stream(hk_kit_bind_t *b, struct CUstream_st *stream, cons
     if (user && KCU.cuStreamGetId(s, &id) != CUDA_SUCCESS)
         id = 0;
     stream_publish(b, s, user, id);
+    HK__TRACE(HK__TRACE_VERBOSE, "stream", "handle %p (device %d): stream %p set (id %llu)",
+              WHO(b), b->device, (void *)s, id);
     return HK_STATUS_OK;
 }
 

@@ -293,6 +293,7 @@ hk_status_t hk_kit_driver_load(int min_version)
         st = open_driver(min_version);
     if (st == HK_STATUS_OK)
         atomic_store_explicit(&drv_ready, 1, memory_order_release);
+    HK__KIT_TRACE_DRIVER(st, drv_path, drv_lib);
     pthread_mutex_unlock(&drv_lock);
     return st;
 }

@@ -3,7 +3,8 @@
  * Files by concern: hkk_driver.c (opening the driver, entry points, fork),
  * hkk_error.c (messages, the handle registry), hkk_bind.c (binding at create,
  * primaries, give-backs), hkk_call.c (the per-call guard, re-arm, streams,
- * unbind, checked mode), hkk_library.c (images, libraries, kernels, launch). */
+ * unbind, checked mode), hkk_library.c (images, libraries, kernels, launch),
+ * hkk_trace.c (the debug trace's longer lines). */
 #ifndef HKK_INTERNAL_H
 #define HKK_INTERNAL_H
 
@@ -13,6 +14,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "hk__trace.h"
 #include "hk_kit.h"
 
 /* ---- driver entry points (hkk_driver.c) ---- */
@@ -115,5 +117,38 @@ void hk__kit_libs_drop(hk_kit_bind_t *b);
 /* The ordinal of dev (cuDeviceGetCount, cuDeviceGet); -1 when not listed or
  * the driver will not say. */
 int hk__kit_ordinal_of(CUdevice dev);
+
+/* ---- the debug trace (hkk_trace.c, docs/trace.md) ----
+ *
+ * Cold functions, each called only from a branch taken when tracing is on
+ * (hk__tracing); they check the level themselves. */
+
+/* An attempt to open the driver ended with st: the file opened (path, the
+ * handle lib) or why not (the create message). Caller holds the driver lock. */
+void hk__kit_trace_driver(hk_status_t st, const char *path, void *lib);
+#define HK__KIT_TRACE_DRIVER(st, path, lib)                \
+    do {                                                   \
+        if (hk__tracing(HK__TRACE_DECISIONS))              \
+            hk__kit_trace_driver((st), (path), (lib));     \
+    } while (0)
+
+/* b was bound (its context current if it is not a primary's); why: the rule
+ * that chose it. */
+void hk__kit_trace_bound(const hk_kit_bind_t *b, const char *why);
+
+/* A call on b was refused with st; b's message says why. */
+void hk__kit_trace_refused(hk_kit_bind_t *b, hk_status_t st);
+
+/* A call on b pushed its context over prev (pushed 1), or popped it (pushed
+ * 0) with the result r of the pop: a failed restore is a level 1 line. */
+void hk__kit_trace_switch(const hk_kit_bind_t *b, CUcontext prev, int pushed, int r);
+
+/* b was re-armed after a reset; old_id: the incarnation that was gone. */
+void hk__kit_trace_rearmed(const hk_kit_bind_t *b, unsigned long long old_id);
+
+/* b's destroy: released primary retains given back, freed (what it made was
+ * freed), gone (its context was reset or destroyed), st its status. */
+void hk__kit_trace_unbound(hk_kit_bind_t *b, int released, int freed, int gone,
+                           hk_status_t st);
 
 #endif /* HKK_INTERNAL_H */
