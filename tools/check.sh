@@ -12,6 +12,8 @@
 #   --quick   only step 1 (the same as `scons -Q -j2 test`)
 set -u
 cd "$(dirname "$0")/.."
+# A debug trace switched on in the shell would change what the tests print.
+unset HK_TRACE HK_TRACE_FILE
 
 # The loader refuses plugins below a directory that someone else may write
 # (/tmp, say), and the tests load the plugins they build; the set-user-ID

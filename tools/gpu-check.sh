@@ -22,7 +22,7 @@ out=${1:?usage: tools/gpu-check.sh [-q] [-s] OUT_DIR}
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
 
-unset HK_CUDA_DRIVER SIMCUDA_DEVICES SIMCUDA_FAIL
+unset HK_CUDA_DRIVER SIMCUDA_DEVICES SIMCUDA_FAIL HK_TRACE HK_TRACE_FILE
 # The runtime is only dlopen'ed by the tests; make the toolkit's copy findable.
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
