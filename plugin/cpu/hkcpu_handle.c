@@ -86,9 +86,7 @@ static hk_status_t cpu_create(const hk_create_info_t *info, hk_handle_t **out)
 
 static hk_status_t cpu_destroy(hk_handle_t *h)
 {
-    hk_status_t st = hk__cpu_check(h, "handle_destroy");
-    if (st != HK_STATUS_OK)
-        return st;
+    HKCPU_CHECK(h, "handle_destroy");
     /* Two destroys of one handle racing: only one may free it. */
     if (!hk__reg_retire(&hk__cpu_handles, h))
         return hk__cpu_stray(HK_STATUS_INVALID_HANDLE,
@@ -100,9 +98,7 @@ static hk_status_t cpu_destroy(hk_handle_t *h)
 
 static hk_status_t cpu_set_stream(hk_handle_t *h, void *stream)
 {
-    hk_status_t st = hk__cpu_check(h, "set_stream");
-    if (st != HK_STATUS_OK)
-        return st;
+    HKCPU_CHECK(h, "set_stream");
     if (stream)
         return hk__cpu_fail(h, HK_STATUS_NOT_SUPPORTED,
                             "set_stream: hk-cpu runs on the calling thread and takes no stream "
@@ -112,9 +108,7 @@ static hk_status_t cpu_set_stream(hk_handle_t *h, void *stream)
 
 static hk_status_t cpu_get_stream(hk_handle_t *h, void **stream)
 {
-    hk_status_t st = hk__cpu_check(h, "get_stream");
-    if (st != HK_STATUS_OK)
-        return st;
+    HKCPU_CHECK(h, "get_stream");
     if (!stream)
         return hk__cpu_fail(h, HK_STATUS_NULL_POINTER, "get_stream: stream is NULL");
     *stream = NULL;
@@ -123,9 +117,7 @@ static hk_status_t cpu_get_stream(hk_handle_t *h, void **stream)
 
 static hk_status_t cpu_set_pointer_mode(hk_handle_t *h, hk_pointer_mode_t mode)
 {
-    hk_status_t st = hk__cpu_check(h, "set_pointer_mode");
-    if (st != HK_STATUS_OK)
-        return st;
+    HKCPU_CHECK(h, "set_pointer_mode");
     if (mode != HK_POINTER_MODE_HOST && mode != HK_POINTER_MODE_DEVICE)
         return hk__cpu_fail(h, HK_STATUS_INVALID_VALUE,
                             "set_pointer_mode: mode %d is neither HOST (0) nor DEVICE (1)",
@@ -136,9 +128,7 @@ static hk_status_t cpu_set_pointer_mode(hk_handle_t *h, hk_pointer_mode_t mode)
 
 static hk_status_t cpu_get_pointer_mode(hk_handle_t *h, hk_pointer_mode_t *mode)
 {
-    hk_status_t st = hk__cpu_check(h, "get_pointer_mode");
-    if (st != HK_STATUS_OK)
-        return st;
+    HKCPU_CHECK(h, "get_pointer_mode");
     if (!mode)
         return hk__cpu_fail(h, HK_STATUS_NULL_POINTER, "get_pointer_mode: mode is NULL");
     *mode = (hk_pointer_mode_t)atomic_load_explicit(&h->pointer_mode, memory_order_relaxed);
@@ -210,9 +200,7 @@ static hk_status_t cpu_enum_tables(size_t index, const char **name)
 
 static hk_status_t cpu_handle_info(hk_handle_t *h, hk_handle_info_t *info)
 {
-    hk_status_t st = hk__cpu_check(h, "handle_info");
-    if (st != HK_STATUS_OK)
-        return st;
+    HKCPU_CHECK(h, "handle_info");
     if (!info)
         return hk__cpu_fail(h, HK_STATUS_NULL_POINTER, "handle_info: info is NULL");
     if (info->size < sizeof info->size)
