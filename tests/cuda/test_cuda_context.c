@@ -30,6 +30,15 @@
 #define create hkct_create
 #define workload hkct_workload
 
+/* Asserts that the handle of info i is bound to context ctx of device dev,
+ * holding a retain of its primary context or not (owns). */
+static void bound_as(const hk_handle_info_t *i, int dev, CUcontext ctx, int owns)
+{
+    CU_ASSERT_EQUAL(i->device, dev);
+    CU_ASSERT_EQUAL(i->owns_primary, owns);
+    CU_ASSERT_EQUAL(i->context_id, ctx_id(ctx));
+}
+
 /* ---- the contract's table ---- */
 
 SCENARIO(t_nothing_current)
@@ -42,9 +51,7 @@ SCENARIO(t_nothing_current)
     /* binds device 0's primary, which becomes current, retained */
     CU_ASSERT_PTR_EQUAL(current(), p0);
     hk_handle_info_t i = info_of(h);
-    CU_ASSERT_EQUAL(i.device, 0);
-    CU_ASSERT_EQUAL(i.owns_primary, 1);
-    CU_ASSERT_EQUAL(i.context_id, ctx_id(p0));
+    bound_as(&i, 0, p0, 1);
     CU_ASSERT_STRING_EQUAL(i.plugin_name, "hk-cuda");
     if (on_sim)
         CU_ASSERT_EQUAL(sim.refcount(0), rc + 1);
@@ -122,9 +129,7 @@ SCENARIO(t_user_context)
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);
     CU_ASSERT_PTR_EQUAL(current(), uc);
     hk_handle_info_t i = info_of(h);
-    CU_ASSERT_EQUAL(i.owns_primary, 0);
-    CU_ASSERT_EQUAL(i.device, 0);
-    CU_ASSERT_EQUAL(i.context_id, ctx_id(uc));
+    bound_as(&i, 0, uc, 0);
     if (on_sim)
         CU_ASSERT_EQUAL(sim.refcount(0), rc); /* not retained */
     CU_ASSERT_EQUAL(workload(h, uc), HK_STATUS_OK);
@@ -288,9 +293,7 @@ SCENARIO(t_explicit_device)
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);
     CU_ASSERT_PTR_NULL(current()); /* the caller's (empty) state is left alone */
     hk_handle_info_t i = info_of(h);
-    CU_ASSERT_EQUAL(i.device, last);
-    CU_ASSERT_EQUAL(i.owns_primary, 1);
-    CU_ASSERT_EQUAL(i.context_id, ctx_id(primary(last)));
+    bound_as(&i, last, primary(last), 1);
     CU_ASSERT_EQUAL(workload(h, NULL), HK_STATUS_OK);
     CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
     CU_ASSERT_PTR_NULL(current());
@@ -394,9 +397,7 @@ SCENARIO(t_reset_primary_current)
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);
     CU_ASSERT_PTR_EQUAL(current(), p0);
     hk_handle_info_t i = info_of(h);
-    CU_ASSERT_EQUAL(i.device, 0);
-    CU_ASSERT_EQUAL(i.owns_primary, 1);
-    CU_ASSERT_EQUAL(i.context_id, ctx_id(p0)); /* active again */
+    bound_as(&i, 0, p0, 1); /* active again */
     if (on_sim)
         CU_ASSERT_EQUAL(sim.refcount(0), 1);
     CU_ASSERT_EQUAL(workload(h, p0), HK_STATUS_OK);
