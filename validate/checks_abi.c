@@ -24,6 +24,21 @@ static int open_only(hkv_plugin_t *p, hkv_result_t *r)
     return 0;
 }
 
+/* Opens the plugin file and negotiates [1.0, HKV_ABI_MAX] into *a: 0, or -1
+ * with the failure recorded (also when need_vtable and there is none). */
+static int open_negotiated(hkv_plugin_t *p, hk_negotiate_answer_t *a, int need_vtable,
+                           hkv_result_t *r)
+{
+    if (open_only(p, r) != 0)
+        return -1;
+    if (hkv_negotiate(p, V(1, 0), HKV_ABI_MAX, sizeof *a, a) != HK_STATUS_OK ||
+        (need_vtable && !a->vtable)) {
+        hkv_fail(r, "%s", need_vtable ? "negotiation failed or gave no vtable" : "negotiation failed");
+        return -1;
+    }
+    return 0;
+}
+
 /* The plugin's own (highest) version: what it picks from a range above it. */
 static int own_version(const hkv_plugin_t *p, uint32_t *v, hkv_result_t *r)
 {
@@ -119,15 +134,9 @@ static int one_line_string(const char *s, size_t max)
 static void check_strings(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r)
 {
     (void)k;
-    /* Counted before and after: a sanitizer runtime may run a thread of its own. */
-    int before = count_threads();
-    if (open_only(p, r) != 0)
-        return;
     hk_negotiate_answer_t a;
-    if (hkv_negotiate(p, V(1, 0), HKV_ABI_MAX, sizeof a, &a) != HK_STATUS_OK) {
-        hkv_fail(r, "negotiation failed");
+    if (open_negotiated(p, &a, 0, r) != 0)
         return;
-    }
     if (!one_line_string(a.name, 63))
         hkv_fail(r, "name is NULL, empty, longer than 63 bytes or has control characters");
     if (!one_line_string(a.version, 63))
@@ -145,15 +154,9 @@ static void check_strings(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r
 static void check_vtable(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r)
 {
     (void)k;
-    /* Counted before and after: a sanitizer runtime may run a thread of its own. */
-    int before = count_threads();
-    if (open_only(p, r) != 0)
-        return;
     hk_negotiate_answer_t a;
-    if (hkv_negotiate(p, V(1, 0), HKV_ABI_MAX, sizeof a, &a) != HK_STATUS_OK || !a.vtable) {
-        hkv_fail(r, "negotiation failed or gave no vtable");
+    if (open_negotiated(p, &a, 1, r) != 0)
         return;
-    }
     size_t size = a.vtable->size;
     if (size < HKV_VT_SIZE_1_0 || size > 65536 || size % sizeof(void *)) {
         hkv_fail(r, "vtable size %zu: not a multiple of %zu in [%zu, 65536]", size,
@@ -195,15 +198,9 @@ static void check_vtable(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r)
 static void check_memory_flags(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r)
 {
     (void)k;
-    /* Counted before and after: a sanitizer runtime may run a thread of its own. */
-    int before = count_threads();
-    if (open_only(p, r) != 0)
-        return;
     hk_negotiate_answer_t a;
-    if (hkv_negotiate(p, V(1, 0), HKV_ABI_MAX, sizeof a, &a) != HK_STATUS_OK) {
-        hkv_fail(r, "negotiation failed");
+    if (open_negotiated(p, &a, 0, r) != 0)
         return;
-    }
     if (a.abi_version < HKV_ABI_1_2) {
         hkv_skip(r, "negotiated ABI %u.%u; memory-domain flags are ABI 1.2", VMAJ(a.abi_version),
                  VMIN(a.abi_version));
@@ -277,28 +274,35 @@ static void check_null_args(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t 
     hkv_note(r, "NULL request or answer: NULL_POINTER");
 }
 
+/* An answer buffer with room past any answer for a guard pattern. */
+typedef union answer_room {
+    hk_negotiate_answer_t a;
+    unsigned char b[sizeof(hk_negotiate_answer_t) + 128];
+} answer_room_t;
+
+/* Negotiates [1.0, HKV_ABI_MAX] into buf, declared as `declared` bytes, with
+ * every other byte of buf set to pattern beforehand. */
+static hk_status_t negotiate_into(const hkv_plugin_t *p, answer_room_t *buf, uint32_t declared,
+                                  unsigned char pattern)
+{
+    memset(buf->b, pattern, sizeof buf->b);
+    buf->a.header.struct_type = HK_STRUCT_NEGOTIATE_ANSWER;
+    buf->a.header.struct_size = declared;
+    buf->a.header.struct_version = 1;
+    hk_negotiate_request_t req = {{HK_STRUCT_NEGOTIATE_REQUEST, sizeof req, 1}, V(1, 0),
+                                  HKV_ABI_MAX, NULL, NULL};
+    return p->negotiate(&req, &buf->a);
+}
+
 /* The plugin writes no byte at or past the declared size (and stamps a size
  * no larger). pattern fills the rest of the buffer beforehand. */
 static void short_answer(const hkv_plugin_t *p, uint32_t declared, unsigned char pattern,
                          hkv_result_t *r)
 {
-    enum { ROOM = sizeof(hk_negotiate_answer_t) + 128 };
-    union {
-        hk_negotiate_answer_t a;
-        unsigned char b[ROOM];
-    } buf;
-    memset(buf.b, pattern, sizeof buf.b);
-    buf.a.header.struct_type = HK_STRUCT_NEGOTIATE_ANSWER;
-    buf.a.header.struct_size = declared;
-    buf.a.header.struct_version = 1;
-    hk_negotiate_request_t req = {{HK_STRUCT_NEGOTIATE_REQUEST, sizeof req, 1}, V(1, 0),
-                                  HKV_ABI_MAX, NULL, NULL};
-    hk_status_t st = p->negotiate(&req, &buf.a);
-    size_t first_bad = 0;
-    for (size_t i = declared; i < sizeof buf.b && !first_bad; i++)
-        if (buf.b[i] != pattern)
-            first_bad = i;
-    if (first_bad)
+    answer_room_t buf;
+    hk_status_t st = negotiate_into(p, &buf, declared, pattern);
+    size_t first_bad = hkv_guard_broken(buf.b, declared, sizeof buf.b, pattern);
+    if (first_bad < sizeof buf.b)
         hkv_fail(r, "declared %u bytes, the plugin wrote byte %zu (status %s)", declared,
                  first_bad, hkv_st(st));
     else if (buf.a.header.struct_size > declared)
@@ -329,30 +333,17 @@ static void check_long_answer(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_
     (void)k;
     if (open_only(p, r) != 0)
         return;
-    enum { ROOM = sizeof(hk_negotiate_answer_t) + 128 };
-    union {
-        hk_negotiate_answer_t a;
-        unsigned char b[ROOM];
-    } buf;
-    memset(buf.b, 0xa5, sizeof buf.b);
+    answer_room_t buf;
     uint32_t declared = sizeof(hk_negotiate_answer_t) + 64;
-    buf.a.header.struct_type = HK_STRUCT_NEGOTIATE_ANSWER;
-    buf.a.header.struct_size = declared;
-    buf.a.header.struct_version = 1;
-    hk_negotiate_request_t req = {{HK_STRUCT_NEGOTIATE_REQUEST, sizeof req, 1}, V(1, 0),
-                                  HKV_ABI_MAX, NULL, NULL};
-    hk_status_t st = p->negotiate(&req, &buf.a);
+    hk_status_t st = negotiate_into(p, &buf, declared, 0xa5);
     uint32_t stamped = buf.a.header.struct_size;
+    size_t i;
     if (st != HK_STATUS_OK)
         hkv_fail(r, "a %u-byte answer buffer gave %s", declared, hkv_st(st));
     else if (stamped < ANS_MIN || stamped > declared)
         hkv_fail(r, "a %u-byte answer buffer: stamped struct_size %u", declared, stamped);
-    else
-        for (size_t i = stamped; i < sizeof buf.b; i++)
-            if (buf.b[i] != 0xa5) {
-                hkv_fail(r, "stamped %u bytes written, but byte %zu changed", stamped, i);
-                break;
-            }
+    else if ((i = hkv_guard_broken(buf.b, stamped, sizeof buf.b, 0xa5)) < sizeof buf.b)
+        hkv_fail(r, "stamped %u bytes written, but byte %zu changed", stamped, i);
     hkv_note(r, "a %u-byte buffer: %u bytes written and stamped", declared, stamped);
 }
 
@@ -381,8 +372,14 @@ static void check_long_request(const hkv_check_t *k, hkv_plugin_t *p, hkv_result
 
 #define MAX_TABLES 64
 
+/* The names enum_tables lists, into names: how many, or -1 with the failure
+ * recorded (not supported without enum_tables). */
 static int list_tables(const hkv_plugin_t *p, const char **names, hkv_result_t *r)
 {
+    if (!p->vt.enum_tables) {
+        hkv_notsup(r, "enum_tables");
+        return -1;
+    }
     int n = 0;
     for (size_t i = 0; i < MAX_TABLES; i++) {
         const char *name = NULL;
@@ -410,12 +407,10 @@ static int list_tables(const hkv_plugin_t *p, const char **names, hkv_result_t *
 static void check_tables_enum(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r)
 {
     (void)k;
-    if (!p->vt.enum_tables) {
-        hkv_notsup(r, "enum_tables");
-        return;
-    }
     const char *names[MAX_TABLES];
     int n = list_tables(p, names, r);
+    if (n < 0)
+        return;
     char list[300] = "";
     for (int i = 0; i < n && strlen(list) < 200; i++)
         strcat(strcat(list, " "), names[i]);
@@ -425,12 +420,10 @@ static void check_tables_enum(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_
 static void check_tables_get(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r)
 {
     (void)k;
-    if (!p->vt.enum_tables) {
-        hkv_notsup(r, "enum_tables");
-        return;
-    }
     const char *names[MAX_TABLES];
     int n = list_tables(p, names, r);
+    if (n < 0)
+        return;
     for (int i = 0; i < n; i++) {
         const void *t = (const void *)1;
         hk_status_t st = p->vt.get_table(names[i], &t);

@@ -118,10 +118,8 @@ static void check_bind_explicit(const hkv_check_t *k, hkv_plugin_t *p, hkv_resul
     (void)k;
     if (hkv_cuda_begin(r))
         return;
-    hkv_cudevice_t d0;
     hkv_cuctx_t user = NULL;
-    if (hkv_cu.cuDeviceGet(&d0, 0) || hkv_cu.cuCtxCreate(&user, 0, d0) ||
-        hkv_cu.cuCtxSetCurrent(NULL)) {
+    if (hkv_cu_user_context(0, &user) || hkv_cu.cuCtxSetCurrent(NULL)) {
         hkv_fail(r, "cannot make a user context on device 0");
         return;
     }
@@ -149,9 +147,8 @@ static void check_user_destroyed(const hkv_check_t *k, hkv_plugin_t *p, hkv_resu
     (void)k;
     if (hkv_cuda_begin(r))
         return;
-    hkv_cudevice_t d;
     hkv_cuctx_t user = NULL;
-    if (hkv_cu.cuDeviceGet(&d, 0) || hkv_cu.cuCtxCreate(&user, 0, d)) {
+    if (hkv_cu_user_context(0, &user)) {
         hkv_fail(r, "cannot make a user context");
         return;
     }
@@ -301,9 +298,8 @@ static void *new_thread(void *arg)
     hk_handle_t *h = a[1];
     hkv_result_t *r = a[2];
     hkv_cuctx_t user = NULL;
-    hkv_cudevice_t d;
     if (a[3]) { /* a user context of this thread's own */
-        if (hkv_cu.cuDeviceGet(&d, 0) || hkv_cu.cuCtxCreate(&user, 0, d)) {
+        if (hkv_cu_user_context(0, &user)) {
             hkv_fail(r, "cannot make a user context");
             return NULL;
         }

@@ -134,10 +134,8 @@ static void check_current(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r
 {
     if (hkv_cuda_begin(r))
         return;
-    hkv_cudevice_t d;
     hkv_cuctx_t user = NULL;
-    if (hkv_cu.cuDeviceGet(&d, hkv.probe.ndev >= 2 ? 1 : 0) || hkv_cu.cuCtxCreate(&user, 0, d) ||
-        hkv_cu.cuCtxSetCurrent(NULL)) {
+    if (hkv_cu_user_context(hkv.probe.ndev >= 2 ? 1 : 0, &user) || hkv_cu.cuCtxSetCurrent(NULL)) {
         hkv_fail(r, "cannot make a user context");
         return;
     }

@@ -257,14 +257,24 @@ static void check_foreign_copy(const hkv_check_t *k, hkv_plugin_t *p, hkv_result
     hkv_note(r, "refused by the first copy; still usable in its own");
 }
 
+/* The fresh handle a check works on, once the slots it needs are there
+ * (present; missing names the first one absent): NULL with the check marked
+ * not supported when they are not, NULL with the failure recorded when no
+ * handle can be made. */
+static hk_handle_t *checked_handle(const hkv_plugin_t *p, int present, const char *missing,
+                                   hkv_result_t *r)
+{
+    if (!present) {
+        hkv_notsup(r, missing);
+        return NULL;
+    }
+    return hkv_handle(p, NULL, r);
+}
+
 static void check_info_size(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r)
 {
     (void)k;
-    if (!p->vt.handle_info) {
-        hkv_notsup(r, "handle_info");
-        return;
-    }
-    hk_handle_t *h = hkv_handle(p, NULL, r);
+    hk_handle_t *h = checked_handle(p, p->vt.handle_info != NULL, "handle_info", r);
     if (!h)
         return;
     hk_status_t st = p->vt.handle_info(h, NULL);
@@ -285,11 +295,9 @@ static void check_info_size(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t 
         if (sz < 4) {
             if (st != HK_STATUS_INVALID_VALUE)
                 hkv_fail(r, "info.size = %u gave %s; want INVALID_VALUE", sz, hkv_st(st));
-            for (size_t j = sizeof u.i.size; j < sizeof u.b; j++)
-                if (u.b[j] != 0xa5) {
-                    hkv_fail(r, "info.size = %u: refused, yet byte %zu was written", sz, j);
-                    break;
-                }
+            size_t j = hkv_guard_broken(u.b, sizeof u.i.size, sizeof u.b, 0xa5);
+            if (j < sizeof u.b)
+                hkv_fail(r, "info.size = %u: refused, yet byte %zu was written", sz, j);
             continue;
         }
         if (st != HK_STATUS_OK) {
@@ -297,16 +305,12 @@ static void check_info_size(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t 
             continue;
         }
         int want_exact = sz <= sizeof(hk_handle_info_t); /* every 1.1 plugin knows this much */
+        size_t j;
         if (n > sz || n < 4 || (want_exact && n != sz))
             hkv_fail(r, "info.size = %u: size set to %u; want min(%u, the plugin's sizeof)", sz, n,
                      sz);
-        else
-            for (size_t j = n; j < sizeof u.b; j++)
-                if (u.b[j] != 0xa5) {
-                    hkv_fail(r, "info.size = %u: %u bytes claimed, but byte %zu was written", sz,
-                             n, j);
-                    break;
-                }
+        else if ((j = hkv_guard_broken(u.b, n, sizeof u.b, 0xa5)) < sizeof u.b)
+            hkv_fail(r, "info.size = %u: %u bytes claimed, but byte %zu was written", sz, n, j);
     }
     hkv_destroy(p, h, r);
     hkv_note(r, "sizes below 4: INVALID_VALUE; others: n = min(size, sizeof) bytes, size = n");
@@ -315,11 +319,7 @@ static void check_info_size(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t 
 static void check_info_fields(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r)
 {
     (void)k;
-    if (!p->vt.handle_info) {
-        hkv_notsup(r, "handle_info");
-        return;
-    }
-    hk_handle_t *h = hkv_handle(p, NULL, r);
+    hk_handle_t *h = checked_handle(p, p->vt.handle_info != NULL, "handle_info", r);
     if (!h)
         return;
     hk_handle_info_t i = {.size = sizeof i};
@@ -351,11 +351,9 @@ static void check_info_fields(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_
 static void check_pointer_mode(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r)
 {
     (void)k;
-    if (!p->vt.set_pointer_mode || !p->vt.get_pointer_mode) {
-        hkv_notsup(r, p->vt.set_pointer_mode ? "get_pointer_mode" : "set_pointer_mode");
-        return;
-    }
-    hk_handle_t *h = hkv_handle(p, NULL, r);
+    hk_handle_t *h =
+        checked_handle(p, p->vt.set_pointer_mode && p->vt.get_pointer_mode,
+                       p->vt.set_pointer_mode ? "get_pointer_mode" : "set_pointer_mode", r);
     if (!h)
         return;
     hk_pointer_mode_t m = (hk_pointer_mode_t)99;
@@ -384,11 +382,8 @@ static void check_pointer_mode(const hkv_check_t *k, hkv_plugin_t *p, hkv_result
 static void check_stream(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r)
 {
     (void)k;
-    if (!p->vt.set_stream || !p->vt.get_stream) {
-        hkv_notsup(r, p->vt.set_stream ? "get_stream" : "set_stream");
-        return;
-    }
-    hk_handle_t *h = hkv_handle(p, NULL, r);
+    hk_handle_t *h = checked_handle(p, p->vt.set_stream && p->vt.get_stream,
+                                    p->vt.set_stream ? "get_stream" : "set_stream", r);
     if (!h)
         return;
     void *s = (void *)1;
@@ -411,14 +406,24 @@ static void check_stream(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r)
              hkv.probe.cuda ? " and CU_STREAM_PER_THREAD" : "");
 }
 
+/* Makes a create that must fail (create_info.size 4): 1 when it failed, so
+ * that last_error(NULL) holds its line; 0, the handle destroyed, when the
+ * plugin took it (handle.create-info-size reports that). */
+static int failed_create(const hkv_plugin_t *p, hkv_result_t *r)
+{
+    hk_create_info_t ci = {4, HK_DEVICE_CURRENT, 0};
+    hk_handle_t *bad = NULL;
+    if (p->vt.handle_create(&ci, &bad) == HK_STATUS_OK) {
+        hkv_destroy(p, bad, r);
+        return 0;
+    }
+    return 1;
+}
+
 static void check_last_error(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r)
 {
     (void)k;
-    if (!p->vt.last_error) {
-        hkv_notsup(r, "last_error");
-        return;
-    }
-    hk_handle_t *h = hkv_handle(p, NULL, r);
+    hk_handle_t *h = checked_handle(p, p->vt.last_error != NULL, "last_error", r);
     if (!h)
         return;
     const char *s = p->vt.last_error(h);
@@ -437,14 +442,8 @@ static void check_last_error(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t
             hkv_fail(r, "after saxpy with x NULL (%s): %s", hkv_st(st), why);
     }
     hkv_destroy(p, h, r);
-    hk_create_info_t ci = {4, HK_DEVICE_CURRENT, 0};
-    hk_handle_t *bad = NULL;
-    if (p->vt.handle_create(&ci, &bad) != HK_STATUS_OK) {
-        if (!hkv_text_ok(hkv_last_error(p, NULL, e, sizeof e), why, sizeof why))
-            hkv_fail(r, "after a failed create, last_error(NULL): %s", why);
-    } else {
-        hkv_destroy(p, bad, r);
-    }
+    if (failed_create(p, r) && !hkv_text_ok(hkv_last_error(p, NULL, e, sizeof e), why, sizeof why))
+        hkv_fail(r, "after a failed create, last_error(NULL): %s", why);
     hkv_note(r, "\"\" on a fresh handle; one line after a failure, with and without a handle");
 }
 
@@ -454,11 +453,7 @@ static void check_last_error(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t
 static void check_last_error_copy(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r)
 {
     (void)k;
-    if (!p->vt.last_error_copy) {
-        hkv_notsup(r, "last_error_copy");
-        return;
-    }
-    hk_handle_t *h = hkv_handle(p, NULL, r);
+    hk_handle_t *h = checked_handle(p, p->vt.last_error_copy != NULL, "last_error_copy", r);
     if (!h)
         return;
     hk_status_t st = p->vt.set_pointer_mode ? p->vt.set_pointer_mode(h, (hk_pointer_mode_t)7)
@@ -477,26 +472,20 @@ static void check_last_error_copy(const hkv_check_t *k, hkv_plugin_t *p, hkv_res
         memset(buf, 0xa5, 64);
         need = 0;
         st = p->vt.last_error_copy(h, buf, lens[i], &need);
-        for (size_t j = lens[i]; j < 64; j++)
-            if ((unsigned char)buf[j] != 0xa5) {
-                hkv_fail(r, "last_error_copy with len %zu wrote byte %zu", lens[i], j);
-                break;
-            }
+        size_t j = hkv_guard_broken(buf, lens[i], 64, 0xa5);
+        if (j < 64)
+            hkv_fail(r, "last_error_copy with len %zu wrote byte %zu", lens[i], j);
         if (lens[i] > 0 && strnlen(buf, lens[i]) == lens[i])
             hkv_fail(r, "last_error_copy with len %zu left no terminating NUL", lens[i]);
         if (need != len + 1)
             hkv_fail(r, "last_error_copy with len %zu set *needed to %zu; want %zu", lens[i], need,
                      len + 1);
     }
-    hk_create_info_t ci = {4, HK_DEVICE_CURRENT, 0};
-    hk_handle_t *bad = NULL;
-    if (p->vt.handle_create(&ci, &bad) != HK_STATUS_OK) {
+    if (failed_create(p, r)) {
         hkv_last_error(p, NULL, want, sizeof want);
         st = p->vt.last_error_copy(NULL, buf, sizeof buf, &need);
         if (st != HK_STATUS_OK || strcmp(buf, want) != 0)
             hkv_fail(r, "last_error_copy(NULL) gave %s, not the failed create's line", hkv_st(st));
-    } else {
-        hkv_destroy(p, bad, r);
     }
     static _Alignas(64) unsigned char zeroed[256];
     st = p->vt.last_error_copy((const hk_handle_t *)(void *)zeroed, buf, sizeof buf, &need);

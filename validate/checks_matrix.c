@@ -179,6 +179,21 @@ static void nothing_written(const hkv_plugin_t *p, hk_handle_t *h, const hkv_op_
     }
 }
 
+/* The handles a case picks from: a live one, one made and destroyed here,
+ * and a zeroed block nobody made. 0, or -1 (recorded) when none can be made. */
+static int case_handles(const hkv_plugin_t *p, hk_handle_t **live, hk_handle_t **dead,
+                        hk_handle_t **foreign, hkv_result_t *r)
+{
+    static _Alignas(64) unsigned char zeroed[4096];
+    *foreign = (hk_handle_t *)(void *)zeroed;
+    *live = hkv_handle(p, NULL, r);
+    *dead = hkv_handle(p, NULL, r);
+    if (!*live || !*dead)
+        return -1;
+    hkv_destroy(p, *dead, r);
+    return 0;
+}
+
 static void run_blas_case(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r)
 {
     const hkv_op_t *o = &hkv_ops[k->a];
@@ -190,11 +205,9 @@ static void run_blas_case(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r
                                                : "set_pointer_mode");
         return;
     }
-    static _Alignas(64) unsigned char zeroed[4096];
-    hk_handle_t *h = hkv_handle(p, NULL, r), *dead = hkv_handle(p, NULL, r);
-    if (!h || !dead)
+    hk_handle_t *h, *dead, *foreign;
+    if (case_handles(p, &h, &dead, &foreign, r) != 0)
         return;
-    hkv_destroy(p, dead, r);
     if (dev && p->vt.set_pointer_mode(h, HK_POINTER_MODE_DEVICE) != HK_STATUS_OK)
         hkv_fail(r, "set_pointer_mode(DEVICE) failed");
     unsigned char init[NE * 8], two[8], seven[8];
@@ -218,7 +231,7 @@ static void run_blas_case(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r
         return;
     }
     args_t a = {h, 4, 1, 1, alpha, x, y, result};
-    make_case((mid_t)k->c, o, &a, dead, (hk_handle_t *)(void *)zeroed);
+    make_case((mid_t)k->c, o, &a, dead, foreign);
     hk_status_t st = hkv_call(p, k->a, a.h, a.n, a.alpha, a.x, a.incx, a.y, a.incy, a.result);
     snprintf(r->observed, sizeof r->observed, "%s", hkv_st(st));
     if (st != c->expect)
@@ -271,11 +284,9 @@ static void run_mem_case(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r)
         hkv_notsup(r, fns[slot] ? "alloc" : mem_slots[slot]);
         return;
     }
-    static _Alignas(64) unsigned char zeroed[4096];
-    hk_handle_t *h = hkv_handle(p, NULL, r), *dead = hkv_handle(p, NULL, r);
-    if (!h || !dead)
+    hk_handle_t *h, *dead, *foreign;
+    if (case_handles(p, &h, &dead, &foreign, r) != 0)
         return;
-    hkv_destroy(p, dead, r);
     unsigned char host[256] = {1, 2, 3};
     void *dptr = NULL;
     if (p->mem.alloc(h, sizeof host, &dptr) != HK_STATUS_OK || !dptr) {
@@ -285,7 +296,7 @@ static void run_mem_case(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r)
     }
     hk_handle_t *hh = id == MC_NULL_HANDLE ? NULL
                       : id == MC_DESTROYED ? dead
-                      : id == MC_FOREIGN   ? (hk_handle_t *)(void *)zeroed
+                      : id == MC_FOREIGN   ? foreign
                                            : h;
     void *dst = id == MC_NULL_DST ? NULL : slot == S_TO_HOST ? (void *)host : dptr;
     const void *src = id == MC_NULL_SRC ? NULL : slot == S_TO_HOST ? dptr : (const void *)host;

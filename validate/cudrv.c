@@ -61,6 +61,13 @@ hkv_cuctx_t hkv_cu_primary(int dev)
     return ctx;
 }
 
+hkv_curesult_t hkv_cu_user_context(int dev, hkv_cuctx_t *ctx)
+{
+    hkv_cudevice_t d;
+    hkv_curesult_t res = hkv_cu.cuDeviceGet(&d, dev);
+    return res ? res : hkv_cu.cuCtxCreate(ctx, 0, d);
+}
+
 hkv_cuctx_t hkv_cu_current(void)
 {
     hkv_cuctx_t ctx = NULL;

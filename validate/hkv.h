@@ -225,6 +225,10 @@ int hkv_get(const hkv_plugin_t *p, hk_handle_t *h, void *dst, const void *src, s
 /* A page the process can neither read nor write (a "handle" nobody made). */
 void *hkv_noaccess_page(void);
 
+/* The index of the first byte of b[from, to) that is not pattern (a guard
+ * the plugin must not write); to when every one still is. */
+size_t hkv_guard_broken(const void *b, size_t from, size_t to, unsigned char pattern);
+
 /* ---- hk.blas1/1 by op index (util.c) ---- */
 
 typedef enum hkv_kind { HKV_AXPY, HKV_SCAL, HKV_COPY, HKV_DOT, HKV_NRM2 } hkv_kind_t;

@@ -56,6 +56,10 @@ int hkv_cu_open(char *why, size_t len);
  * pointer stays the same across activations). NULL on failure. */
 hkv_cuctx_t hkv_cu_primary(int dev);
 
+/* Makes a user context on device ordinal dev into *ctx (cuCtxCreate makes it
+ * current on the calling thread). 0, or the driver's error. */
+hkv_curesult_t hkv_cu_user_context(int dev, hkv_cuctx_t *ctx);
+
 /* The current context, or (void *)-1 when the query failed. */
 hkv_cuctx_t hkv_cu_current(void);
 

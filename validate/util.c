@@ -192,38 +192,35 @@ void hkv_dfree(const hkv_plugin_t *p, hk_handle_t *h, void *ptr)
         p->mem.free_(h, ptr);
 }
 
-int hkv_put(const hkv_plugin_t *p, hk_handle_t *h, void *dst, const void *src, size_t bytes,
-            hkv_result_t *r)
+/* A copy to (to_device) or from the handle's memory; 0 or -1 (recorded). */
+static int move(const hkv_plugin_t *p, hk_handle_t *h, void *dst, const void *src, size_t bytes,
+                int to_device, hkv_result_t *r)
 {
     if (host_fallback(p)) {
         memcpy(dst, src, bytes);
         return 0;
     }
-    hk_status_t st = p->mem.copy_to_device(h, dst, src, bytes);
+    hk_status_t st = to_device ? p->mem.copy_to_device(h, dst, src, bytes)
+                               : p->mem.copy_to_host(h, dst, src, bytes);
     if (st != HK_STATUS_OK) {
         char e[256];
-        hkv_fail(r, "hk.memory/1 copy_to_device gave %s: %s", hkv_st(st),
-                 hkv_last_error(p, h, e, sizeof e));
+        hkv_fail(r, "hk.memory/1 %s gave %s: %s", to_device ? "copy_to_device" : "copy_to_host",
+                 hkv_st(st), hkv_last_error(p, h, e, sizeof e));
         return -1;
     }
     return 0;
 }
 
+int hkv_put(const hkv_plugin_t *p, hk_handle_t *h, void *dst, const void *src, size_t bytes,
+            hkv_result_t *r)
+{
+    return move(p, h, dst, src, bytes, 1, r);
+}
+
 int hkv_get(const hkv_plugin_t *p, hk_handle_t *h, void *dst, const void *src, size_t bytes,
             hkv_result_t *r)
 {
-    if (host_fallback(p)) {
-        memcpy(dst, src, bytes);
-        return 0;
-    }
-    hk_status_t st = p->mem.copy_to_host(h, dst, src, bytes);
-    if (st != HK_STATUS_OK) {
-        char e[256];
-        hkv_fail(r, "hk.memory/1 copy_to_host gave %s: %s", hkv_st(st),
-                 hkv_last_error(p, h, e, sizeof e));
-        return -1;
-    }
-    return 0;
+    return move(p, h, dst, src, bytes, 0, r);
 }
 
 void *hkv_noaccess_page(void)
@@ -231,6 +228,14 @@ void *hkv_noaccess_page(void)
     long page = sysconf(_SC_PAGESIZE);
     void *p = mmap(NULL, (size_t)page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return p == MAP_FAILED ? NULL : p;
+}
+
+size_t hkv_guard_broken(const void *b, size_t from, size_t to, unsigned char pattern)
+{
+    const unsigned char *c = b;
+    while (from < to && c[from] == pattern)
+        from++;
+    return from;
 }
 
 /* ---- hk.blas1/1 ---- */

@@ -44,6 +44,17 @@ hk_status_t hk__cpu_stray(hk_status_t status, const char *fmt, ...)
  * h unless the registry says it is one of its slots. */
 hk_status_t hk__cpu_check(const hk_handle_t *h, const char *fn);
 
+/* Returns from the calling function with expr's status unless it is OK. */
+#define HKCPU_TRY(expr)                                                             \
+    do {                                                                            \
+        hk_status_t st_ = (expr);                                                   \
+        if (st_ != HK_STATUS_OK)                                                    \
+            return st_;                                                             \
+    } while (0)
+
+/* Returns from the calling slot (named fn) unless h is a live handle. */
+#define HKCPU_CHECK(h, fn) HKCPU_TRY(hk__cpu_check((h), (fn)))
+
 
 extern const struct hk_blas1_v1 hk__cpu_blas1;
 extern const struct hk_memory_v1 hk__cpu_memory;

@@ -58,12 +58,16 @@ static hk_status_t check_span(hk_handle_t *h, const char *op, const char *name, 
     return HK_STATUS_OK;
 }
 
-#define CHECK_HANDLE(h, fn)                                                         \
-    do {                                                                            \
-        hk_status_t st_ = hk__cpu_check((h), fn);                                   \
-        if (st_ != HK_STATUS_OK)                                                    \
-            return st_;                                                             \
-    } while (0)
+/* Rules 4 and 5 for an op on vectors x and y of n elements of esz bytes; y is
+ * written when y_dest. n > 0. */
+static hk_status_t check_xy(hk_handle_t *h, const char *op, int64_t n, const void *x,
+                            int64_t incx, const void *y, int64_t incy, size_t esz, int y_dest)
+{
+    HKCPU_TRY(check_inc(h, op, "incx", incx, 0));
+    HKCPU_TRY(check_inc(h, op, "incy", incy, y_dest));
+    HKCPU_TRY(check_span(h, op, "x", x, n, incx, esz));
+    return check_span(h, op, "y", y, n, incy, esz);
+}
 
 /* Rule 3, in argument order. */
 #define REQUIRE(h, ptr, fn)                                                         \
@@ -73,28 +77,18 @@ static hk_status_t check_span(hk_handle_t *h, const char *op, const char *name, 
                                 fn, #ptr, (long long)n);                            \
     } while (0)
 
-#define TRY(expr)                                                                   \
-    do {                                                                            \
-        hk_status_t st_ = (expr);                                                   \
-        if (st_ != HK_STATUS_OK)                                                    \
-            return st_;                                                             \
-    } while (0)
-
 /* One body per op, instantiated for float (s) and double (d). */
 #define HKCPU_AXPY(NAME, T)                                                         \
     static hk_status_t NAME(hk_handle_t *h, int64_t n, const T *alpha, const T *x,  \
                             int64_t incx, T *y, int64_t incy)                       \
     {                                                                               \
-        CHECK_HANDLE(h, #NAME);                                                     \
+        HKCPU_CHECK(h, #NAME);                                                      \
         if (n <= 0)                                                                 \
             return HK_STATUS_OK;                                                    \
         REQUIRE(h, alpha, #NAME);                                                   \
         REQUIRE(h, x, #NAME);                                                       \
         REQUIRE(h, y, #NAME);                                                       \
-        TRY(check_inc(h, #NAME, "incx", incx, 0));                                  \
-        TRY(check_inc(h, #NAME, "incy", incy, 1));                                  \
-        TRY(check_span(h, #NAME, "x", x, n, incx, sizeof(T)));                      \
-        TRY(check_span(h, #NAME, "y", y, n, incy, sizeof(T)));                      \
+        HKCPU_TRY(check_xy(h, #NAME, n, x, incx, y, incy, sizeof(T), 1));           \
         T a = *alpha;                                                               \
         if (a == (T)0)                                                              \
             return HK_STATUS_OK;                                                    \
@@ -108,12 +102,12 @@ static hk_status_t check_span(hk_handle_t *h, const char *op, const char *name, 
     static hk_status_t NAME(hk_handle_t *h, int64_t n, const T *alpha, T *x,        \
                             int64_t incx)                                           \
     {                                                                               \
-        CHECK_HANDLE(h, #NAME);                                                     \
+        HKCPU_CHECK(h, #NAME);                                                      \
         if (n <= 0 || incx <= 0)                                                    \
             return HK_STATUS_OK;                                                    \
         REQUIRE(h, alpha, #NAME);                                                   \
         REQUIRE(h, x, #NAME);                                                       \
-        TRY(check_span(h, #NAME, "x", x, n, incx, sizeof(T)));                      \
+        HKCPU_TRY(check_span(h, #NAME, "x", x, n, incx, sizeof(T)));                \
         T a = *alpha;                                                               \
         for (int64_t i = 0; i < n; i++)                                             \
             x[i * incx] *= a;                                                       \
@@ -124,15 +118,12 @@ static hk_status_t check_span(hk_handle_t *h, const char *op, const char *name, 
     static hk_status_t NAME(hk_handle_t *h, int64_t n, const T *x, int64_t incx,    \
                             T *y, int64_t incy)                                     \
     {                                                                               \
-        CHECK_HANDLE(h, #NAME);                                                     \
+        HKCPU_CHECK(h, #NAME);                                                      \
         if (n <= 0)                                                                 \
             return HK_STATUS_OK;                                                    \
         REQUIRE(h, x, #NAME);                                                       \
         REQUIRE(h, y, #NAME);                                                       \
-        TRY(check_inc(h, #NAME, "incx", incx, 0));                                  \
-        TRY(check_inc(h, #NAME, "incy", incy, 1));                                  \
-        TRY(check_span(h, #NAME, "x", x, n, incx, sizeof(T)));                      \
-        TRY(check_span(h, #NAME, "y", y, n, incy, sizeof(T)));                      \
+        HKCPU_TRY(check_xy(h, #NAME, n, x, incx, y, incy, sizeof(T), 1));           \
         int64_t ix = start_of(n, incx), iy = start_of(n, incy);                     \
         for (int64_t i = 0; i < n; i++, ix += incx, iy += incy)                     \
             y[iy] = x[ix];                                                          \
@@ -143,7 +134,7 @@ static hk_status_t check_span(hk_handle_t *h, const char *op, const char *name, 
     static hk_status_t NAME(hk_handle_t *h, int64_t n, const T *x, int64_t incx,    \
                             const T *y, int64_t incy, T *result)                    \
     {                                                                               \
-        CHECK_HANDLE(h, #NAME);                                                     \
+        HKCPU_CHECK(h, #NAME);                                                      \
         if (n <= 0) {                                                               \
             if (result)                                                             \
                 *result = (T)0;                                                     \
@@ -152,10 +143,7 @@ static hk_status_t check_span(hk_handle_t *h, const char *op, const char *name, 
         REQUIRE(h, x, #NAME);                                                       \
         REQUIRE(h, y, #NAME);                                                       \
         REQUIRE(h, result, #NAME);                                                  \
-        TRY(check_inc(h, #NAME, "incx", incx, 0));                                  \
-        TRY(check_inc(h, #NAME, "incy", incy, 0));                                  \
-        TRY(check_span(h, #NAME, "x", x, n, incx, sizeof(T)));                      \
-        TRY(check_span(h, #NAME, "y", y, n, incy, sizeof(T)));                      \
+        HKCPU_TRY(check_xy(h, #NAME, n, x, incx, y, incy, sizeof(T), 0));           \
         double acc = 0.0;                                                           \
         int64_t ix = start_of(n, incx), iy = start_of(n, incy);                     \
         for (int64_t i = 0; i < n; i++, ix += incx, iy += incy)                     \
@@ -168,7 +156,7 @@ static hk_status_t check_span(hk_handle_t *h, const char *op, const char *name, 
     static hk_status_t NAME(hk_handle_t *h, int64_t n, const T *x, int64_t incx,    \
                             T *result)                                              \
     {                                                                               \
-        CHECK_HANDLE(h, #NAME);                                                     \
+        HKCPU_CHECK(h, #NAME);                                                      \
         if (n <= 0 || incx <= 0) {                                                  \
             if (result)                                                             \
                 *result = (T)0;                                                     \
@@ -176,7 +164,7 @@ static hk_status_t check_span(hk_handle_t *h, const char *op, const char *name, 
         }                                                                           \
         REQUIRE(h, x, #NAME);                                                       \
         REQUIRE(h, result, #NAME);                                                  \
-        TRY(check_span(h, #NAME, "x", x, n, incx, sizeof(T)));                      \
+        HKCPU_TRY(check_span(h, #NAME, "x", x, n, incx, sizeof(T)));                \
         *result = (T)scaled_norm_##T(n, x, incx);                                   \
         return HK_STATUS_OK;                                                        \
     }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hk__msg.h"
 #include "hk_blas1.h"
 #include "hk_memory.h"
 #include "hkcpu.h"
@@ -15,23 +16,20 @@ _Static_assert(HK__REG_SLOT_BYTES(sizeof(struct hk_handle)) != 0, "handle too bi
 /* A failed create has no handle to carry its message: keep it per thread.
  * Calls whose handle is not live keep theirs apart, so that last_error(NULL)
  * stays the last failed create as docs/abi.md says. */
+_Static_assert(HKCPU_MSG <= HK__MSG_MAX, "a message longer than hk__msg.h keeps");
+
 static _Thread_local char create_msg[HKCPU_MSG];
 static _Thread_local char stray_msg[HKCPU_MSG];
 
 hk_status_t hk__cpu_fail(hk_handle_t *h, hk_status_t status, const char *fmt, ...)
 {
-    char line[HKCPU_MSG];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    if (h)
+        hk__msg_vset(&h->lock, h->msg, sizeof h->msg, fmt, ap);
+    else
+        hk__msg_vset(NULL, create_msg, sizeof create_msg, fmt, ap);
     va_end(ap);
-    if (h) {
-        pthread_mutex_lock(&h->lock);
-        memcpy(h->msg, line, sizeof line);
-        pthread_mutex_unlock(&h->lock);
-    } else {
-        memcpy(create_msg, line, sizeof line);
-    }
     return status;
 }
 
@@ -88,9 +86,7 @@ static hk_status_t cpu_create(const hk_create_info_t *info, hk_handle_t **out)
 
 static hk_status_t cpu_destroy(hk_handle_t *h)
 {
-    hk_status_t st = hk__cpu_check(h, "handle_destroy");
-    if (st != HK_STATUS_OK)
-        return st;
+    HKCPU_CHECK(h, "handle_destroy");
     /* Two destroys of one handle racing: only one may free it. */
     if (!hk__reg_retire(&hk__cpu_handles, h))
         return hk__cpu_stray(HK_STATUS_INVALID_HANDLE,
@@ -102,9 +98,7 @@ static hk_status_t cpu_destroy(hk_handle_t *h)
 
 static hk_status_t cpu_set_stream(hk_handle_t *h, void *stream)
 {
-    hk_status_t st = hk__cpu_check(h, "set_stream");
-    if (st != HK_STATUS_OK)
-        return st;
+    HKCPU_CHECK(h, "set_stream");
     if (stream)
         return hk__cpu_fail(h, HK_STATUS_NOT_SUPPORTED,
                             "set_stream: hk-cpu runs on the calling thread and takes no stream "
@@ -114,9 +108,7 @@ static hk_status_t cpu_set_stream(hk_handle_t *h, void *stream)
 
 static hk_status_t cpu_get_stream(hk_handle_t *h, void **stream)
 {
-    hk_status_t st = hk__cpu_check(h, "get_stream");
-    if (st != HK_STATUS_OK)
-        return st;
+    HKCPU_CHECK(h, "get_stream");
     if (!stream)
         return hk__cpu_fail(h, HK_STATUS_NULL_POINTER, "get_stream: stream is NULL");
     *stream = NULL;
@@ -125,9 +117,7 @@ static hk_status_t cpu_get_stream(hk_handle_t *h, void **stream)
 
 static hk_status_t cpu_set_pointer_mode(hk_handle_t *h, hk_pointer_mode_t mode)
 {
-    hk_status_t st = hk__cpu_check(h, "set_pointer_mode");
-    if (st != HK_STATUS_OK)
-        return st;
+    HKCPU_CHECK(h, "set_pointer_mode");
     if (mode != HK_POINTER_MODE_HOST && mode != HK_POINTER_MODE_DEVICE)
         return hk__cpu_fail(h, HK_STATUS_INVALID_VALUE,
                             "set_pointer_mode: mode %d is neither HOST (0) nor DEVICE (1)",
@@ -138,9 +128,7 @@ static hk_status_t cpu_set_pointer_mode(hk_handle_t *h, hk_pointer_mode_t mode)
 
 static hk_status_t cpu_get_pointer_mode(hk_handle_t *h, hk_pointer_mode_t *mode)
 {
-    hk_status_t st = hk__cpu_check(h, "get_pointer_mode");
-    if (st != HK_STATUS_OK)
-        return st;
+    HKCPU_CHECK(h, "get_pointer_mode");
     if (!mode)
         return hk__cpu_fail(h, HK_STATUS_NULL_POINTER, "get_pointer_mode: mode is NULL");
     *mode = (hk_pointer_mode_t)atomic_load_explicit(&h->pointer_mode, memory_order_relaxed);
@@ -170,23 +158,10 @@ static hk_status_t cpu_last_error_copy(const hk_handle_t *h, char *buf, size_t l
             buf[0] = '\0';
         return HK_STATUS_INVALID_HANDLE;
     }
-    if (!buf && len > 0)
-        return HK_STATUS_NULL_POINTER;
     hk_handle_t *mh = (hk_handle_t *)h; /* the lock is not part of its value */
     if (mh)
-        pthread_mutex_lock(&mh->lock);
-    const char *msg = mh ? mh->msg : create_msg;
-    size_t n = strnlen(msg, HKCPU_MSG - 1);
-    if (len > 0) {
-        size_t k = n < len - 1 ? n : len - 1;
-        memcpy(buf, msg, k);
-        buf[k] = '\0';
-    }
-    if (mh)
-        pthread_mutex_unlock(&mh->lock);
-    if (needed)
-        *needed = n + 1;
-    return HK_STATUS_OK;
+        return hk__msg_copy(&mh->lock, mh->msg, sizeof mh->msg, buf, len, needed);
+    return hk__msg_copy(NULL, create_msg, sizeof create_msg, buf, len, needed);
 }
 
 static const struct {
@@ -225,9 +200,7 @@ static hk_status_t cpu_enum_tables(size_t index, const char **name)
 
 static hk_status_t cpu_handle_info(hk_handle_t *h, hk_handle_info_t *info)
 {
-    hk_status_t st = hk__cpu_check(h, "handle_info");
-    if (st != HK_STATUS_OK)
-        return st;
+    HKCPU_CHECK(h, "handle_info");
     if (!info)
         return hk__cpu_fail(h, HK_STATUS_NULL_POINTER, "handle_info: info is NULL");
     if (info->size < sizeof info->size)

@@ -13,13 +13,6 @@
 #include "hk_memory.h"
 #include "hkcpu.h"
 
-#define CHECK_HANDLE(h, fn)                                                         \
-    do {                                                                            \
-        hk_status_t st_ = hk__cpu_check((h), fn);                                   \
-        if (st_ != HK_STATUS_OK)                                                    \
-            return st_;                                                             \
-    } while (0)
-
 /* ---- blocks ---- */
 
 /* Every block is a private anonymous mapping of its own: a 64-byte header at
@@ -83,7 +76,7 @@ static size_t machine_bytes(void)
 
 static hk_status_t cpu_alloc(hk_handle_t *h, size_t bytes, void **out)
 {
-    CHECK_HANDLE(h, "alloc");
+    HKCPU_CHECK(h, "alloc");
     if (!out)
         return hk__cpu_fail(h, HK_STATUS_NULL_POINTER, "alloc: out is NULL");
     *out = NULL;
@@ -117,7 +110,7 @@ static hk_status_t cpu_alloc(hk_handle_t *h, size_t bytes, void **out)
 
 static hk_status_t cpu_free(hk_handle_t *h, void *ptr)
 {
-    CHECK_HANDLE(h, "free_");
+    HKCPU_CHECK(h, "free_");
     if (!ptr)
         return HK_STATUS_OK;
     block_t *b = block_of(ptr);
@@ -145,7 +138,7 @@ static hk_status_t check_range(hk_handle_t *h, const char *fn, const char *name,
 static hk_status_t copy_checked(hk_handle_t *h, const char *fn, void *dst, const void *src,
                                 size_t bytes)
 {
-    CHECK_HANDLE(h, fn);
+    HKCPU_CHECK(h, fn);
     if (bytes == 0)
         return HK_STATUS_OK;
     if (!dst || !src)
@@ -171,7 +164,7 @@ static hk_status_t cpu_copy_to_host(hk_handle_t *h, void *dst, const void *src, 
 
 static hk_status_t cpu_memset(hk_handle_t *h, void *dst, int value, size_t bytes)
 {
-    CHECK_HANDLE(h, "memset_");
+    HKCPU_CHECK(h, "memset_");
     if (bytes == 0)
         return HK_STATUS_OK;
     if (!dst)

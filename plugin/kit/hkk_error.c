@@ -5,7 +5,8 @@
  * hk_kit_last_error copies a binding's message into a per-thread buffer under
  * the binding's error lock, so a reader never races with another thread
  * writing a new message. Only the failure paths write, so successful calls
- * pay nothing.
+ * pay nothing. Writing and copying a message are plugin/common/hk__msg.h,
+ * shared with hk-cpu.
  *
  * The handle registry is plugin/common/hk__registry.h (compiled into the kit):
  * one per plugin, since each plugin links its own copy of the kit. */
@@ -13,29 +14,24 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "hk__msg.h"
 #include "hk__registry.h"
 #include "hkk_internal.h"
+
+_Static_assert(HK__KIT_MSG_LEN <= HK__MSG_MAX, "a message longer than hk__msg.h keeps");
 
 static _Thread_local char create_error[HK__KIT_MSG_LEN];
 static _Thread_local char read_buffer[HK__KIT_MSG_LEN];
 
 hk_status_t hk_kit_fail(hk_kit_bind_t *b, hk_status_t st, const char *fmt, ...)
 {
-    char msg[HK__KIT_MSG_LEN];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    if (b)
+        hk__msg_vset(&b->errlock, b->err, sizeof b->err, fmt, ap);
+    else
+        hk__msg_vset(NULL, create_error, sizeof create_error, fmt, ap);
     va_end(ap);
-    /* One line, as the ABI asks: whatever the text came from (a JIT log, a
-     * file name), nothing after a line break is kept. */
-    msg[strcspn(msg, "\r\n")] = '\0';
-    if (b) {
-        pthread_mutex_lock(&b->errlock);
-        snprintf(b->err, sizeof b->err, "%s", msg);
-        pthread_mutex_unlock(&b->errlock);
-    } else {
-        snprintf(create_error, sizeof create_error, "%s", msg);
-    }
     return st;
 }
 
@@ -88,25 +84,10 @@ const char *hk_kit_last_error(const hk_kit_bind_t *b)
 hk_status_t hk_kit_last_error_copy(const hk_kit_bind_t *b, char *buf, size_t len,
                                    size_t *needed)
 {
-    if (needed)
-        *needed = 0;
-    if (!buf && len > 0)
-        return HK_STATUS_NULL_POINTER;
     hk_kit_bind_t *mb = (hk_kit_bind_t *)b; /* the lock is not part of the value */
     if (mb)
-        pthread_mutex_lock(&mb->errlock);
-    const char *msg = mb ? mb->err : create_error;
-    size_t n = strnlen(msg, HK__KIT_MSG_LEN - 1);
-    if (len > 0) {
-        size_t k = n < len - 1 ? n : len - 1;
-        memcpy(buf, msg, k);
-        buf[k] = '\0';
-    }
-    if (mb)
-        pthread_mutex_unlock(&mb->errlock);
-    if (needed)
-        *needed = n + 1;
-    return HK_STATUS_OK;
+        return hk__msg_copy(&mb->errlock, mb->err, sizeof mb->err, buf, len, needed);
+    return hk__msg_copy(NULL, create_error, sizeof create_error, buf, len, needed);
 }
 
 /* ---- the handle registry ---- */

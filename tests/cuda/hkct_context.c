@@ -72,6 +72,15 @@ CUcontext hkct_primary(int dev)
     return p;
 }
 
+CUcontext hkct_user_context(int dev)
+{
+    CUdevice d;
+    CUcontext uc = NULL;
+    HKCT_OK(cuDeviceGet(&d, dev));
+    HKCT_OK(cuCtxCreate(&uc, NULL, 0, d));
+    return uc;
+}
+
 unsigned long long hkct_ctx_id(CUcontext c)
 {
     unsigned long long id = 0;
@@ -179,4 +188,25 @@ int hkct_pop_all(CUcontext top)
         n++;
     }
     return n;
+}
+
+void hkct_add_scenarios(CU_pSuite s, const hkct_scenario_t *t, size_t n, const char *skip,
+                        const char *rt_skip, const char *sim_why)
+{
+    static char why[64][160]; /* CUnit keeps the pointers */
+    static size_t used;
+    for (size_t k = 0; k < n; k++) {
+        CU_pTest test = hk_test_add(s, t[k].name, t[k].fn);
+        if (skip) {
+            hk_test_skip(test, skip);
+        } else if (t[k].needs_sim && !hkct_on_sim) {
+            hk_test_skip(test, sim_why);
+        } else if (t[k].min_devices > hkct_ndev && used < 64) {
+            snprintf(why[used], sizeof why[used], "needs %d devices, the driver lists %d",
+                     t[k].min_devices, hkct_ndev);
+            hk_test_skip(test, why[used++]);
+        } else if (t[k].needs_rt && rt_skip) {
+            hk_test_skip(test, rt_skip);
+        }
+    }
 }

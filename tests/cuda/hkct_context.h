@@ -54,6 +54,10 @@ CUcontext hkct_current(void);
  * inactive again afterwards. */
 CUcontext hkct_primary(int dev);
 
+/* A new user context on device dev, current on the calling thread
+ * (cuCtxCreate pushes it); asserts, fatally, that the driver made it. */
+CUcontext hkct_user_context(int dev);
+
 /* c's context ID (asserting the query works). */
 unsigned long long hkct_ctx_id(CUcontext c);
 
@@ -86,6 +90,13 @@ typedef struct hkct_scenario {
     int needs_rt;    /* the CUDA runtime (cudart, or the simulation's stand-in) */
     int needs_sim;   /* the simulated driver's fault injection */
 } hkct_scenario_t;
+
+/* Adds the n scenarios of t to suite s, each skipped with its reason when it
+ * cannot run here: skip (setup failed) for all; sim_why without the simulated
+ * driver for those needing it; the device count; rt_skip (NULL when the
+ * runtime is there) for those needing the runtime. */
+void hkct_add_scenarios(CU_pSuite s, const hkct_scenario_t *t, size_t n, const char *skip,
+                        const char *rt_skip, const char *sim_why);
 
 /* What calls leave behind, failing or not (test_cuda_calls.c). */
 extern const hkct_scenario_t hkct_call_scenarios[];

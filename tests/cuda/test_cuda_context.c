@@ -30,6 +30,15 @@
 #define create hkct_create
 #define workload hkct_workload
 
+/* Asserts that the handle of info i is bound to context ctx of device dev,
+ * holding a retain of its primary context or not (owns). */
+static void bound_as(const hk_handle_info_t *i, int dev, CUcontext ctx, int owns)
+{
+    CU_ASSERT_EQUAL(i->device, dev);
+    CU_ASSERT_EQUAL(i->owns_primary, owns);
+    CU_ASSERT_EQUAL(i->context_id, ctx_id(ctx));
+}
+
 /* ---- the contract's table ---- */
 
 SCENARIO(t_nothing_current)
@@ -42,9 +51,7 @@ SCENARIO(t_nothing_current)
     /* binds device 0's primary, which becomes current, retained */
     CU_ASSERT_PTR_EQUAL(current(), p0);
     hk_handle_info_t i = info_of(h);
-    CU_ASSERT_EQUAL(i.device, 0);
-    CU_ASSERT_EQUAL(i.owns_primary, 1);
-    CU_ASSERT_EQUAL(i.context_id, ctx_id(p0));
+    bound_as(&i, 0, p0, 1);
     CU_ASSERT_STRING_EQUAL(i.plugin_name, "hk-cuda");
     if (on_sim)
         CU_ASSERT_EQUAL(sim.refcount(0), rc + 1);
@@ -114,10 +121,7 @@ SCENARIO(t_runtime_device)
 
 SCENARIO(t_user_context)
 {
-    CUdevice d0;
-    CUcontext uc = NULL;
-    OK(cuDeviceGet(&d0, 0));
-    OK(cuCtxCreate(&uc, NULL, 0, d0));
+    CUcontext uc = hkct_user_context(0);
     CU_ASSERT_PTR_EQUAL_FATAL(current(), uc);
     int rc = on_sim ? sim.refcount(0) : 0;
     size_t live = on_sim ? sim.live() : 0;
@@ -125,9 +129,7 @@ SCENARIO(t_user_context)
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);
     CU_ASSERT_PTR_EQUAL(current(), uc);
     hk_handle_info_t i = info_of(h);
-    CU_ASSERT_EQUAL(i.owns_primary, 0);
-    CU_ASSERT_EQUAL(i.device, 0);
-    CU_ASSERT_EQUAL(i.context_id, ctx_id(uc));
+    bound_as(&i, 0, uc, 0);
     if (on_sim)
         CU_ASSERT_EQUAL(sim.refcount(0), rc); /* not retained */
     CU_ASSERT_EQUAL(workload(h, uc), HK_STATUS_OK);
@@ -238,13 +240,10 @@ SCENARIO(t_other_device_current)
 /* A stream of a user context of device 0 given to a device-0 primary handle. */
 SCENARIO(t_stream_same_device)
 {
-    CUdevice d0;
-    CUcontext uc = NULL;
     CUstream s = NULL;
     hk_handle_t *h = create(0, HK_STATUS_OK);
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);
-    OK(cuDeviceGet(&d0, 0));
-    OK(cuCtxCreate(&uc, NULL, 0, d0));
+    CUcontext uc = hkct_user_context(0);
     OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CU_ASSERT_EQUAL(plug.vt->set_stream(h, s), HK_STATUS_STREAM_MISMATCH);
     const char *msg = plug.vt->last_error(h);
@@ -294,9 +293,7 @@ SCENARIO(t_explicit_device)
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);
     CU_ASSERT_PTR_NULL(current()); /* the caller's (empty) state is left alone */
     hk_handle_info_t i = info_of(h);
-    CU_ASSERT_EQUAL(i.device, last);
-    CU_ASSERT_EQUAL(i.owns_primary, 1);
-    CU_ASSERT_EQUAL(i.context_id, ctx_id(primary(last)));
+    bound_as(&i, last, primary(last), 1);
     CU_ASSERT_EQUAL(workload(h, NULL), HK_STATUS_OK);
     CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
     CU_ASSERT_PTR_NULL(current());
@@ -341,10 +338,7 @@ static void create_in_thread(void)
 /* A new thread has nothing current, whatever the creating thread has. */
 SCENARIO(t_create_in_new_thread)
 {
-    CUdevice d0;
-    CUcontext uc = NULL;
-    OK(cuDeviceGet(&d0, 0));
-    OK(cuCtxCreate(&uc, NULL, 0, d0));
+    CUcontext uc = hkct_user_context(0);
     hkct_in_thread(create_in_thread);
     CU_ASSERT_PTR_EQUAL(current(), uc);
     OK(cuCtxDestroy(uc));
@@ -403,9 +397,7 @@ SCENARIO(t_reset_primary_current)
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);
     CU_ASSERT_PTR_EQUAL(current(), p0);
     hk_handle_info_t i = info_of(h);
-    CU_ASSERT_EQUAL(i.device, 0);
-    CU_ASSERT_EQUAL(i.owns_primary, 1);
-    CU_ASSERT_EQUAL(i.context_id, ctx_id(p0)); /* active again */
+    bound_as(&i, 0, p0, 1); /* active again */
     if (on_sim)
         CU_ASSERT_EQUAL(sim.refcount(0), 1);
     CU_ASSERT_EQUAL(workload(h, p0), HK_STATUS_OK);
@@ -625,35 +617,16 @@ static const hkct_scenario_t scenarios[] = {
     {"fork child gets FORKED (the program initialised CUDA)", t_fork_child_app_first, 1, 0, 0},
 };
 
-static void add_all(CU_pSuite s, const hkct_scenario_t *t, size_t n, const char *skip,
-                    const char *rt_skip)
-{
-    static char why[64][160];
-    static size_t used;
-    for (size_t k = 0; k < n; k++) {
-        CU_pTest test = hk_test_add(s, t[k].name, t[k].fn);
-        if (skip) {
-            hk_test_skip(test, skip);
-        } else if (t[k].needs_sim && !hkct_on_sim) {
-            hk_test_skip(test, "needs the simulated driver (fault injection)");
-        } else if (t[k].min_devices > hkct_ndev && used < 64) {
-            snprintf(why[used], sizeof why[used], "needs %d devices, the driver lists %d",
-                     t[k].min_devices, hkct_ndev);
-            hk_test_skip(test, why[used++]);
-        } else if (t[k].needs_rt && rt_skip) {
-            hk_test_skip(test, rt_skip);
-        }
-    }
-}
-
 int hk_test_register(void)
 {
     static char why[700];
     const char *skip = hkct_setup(why, sizeof why) == 0 ? NULL : why;
     const char *rt_skip = hk_rt_available() ? NULL : hk_rt_why_unavailable();
     CU_pSuite s = hk_test_suite("hk-cuda context scenarios", NULL, NULL);
-    add_all(s, scenarios, sizeof scenarios / sizeof scenarios[0], skip, rt_skip);
+    const char *sim_why = "needs the simulated driver (fault injection)";
+    hkct_add_scenarios(s, scenarios, sizeof scenarios / sizeof scenarios[0], skip, rt_skip,
+                       sim_why);
     CU_pSuite c = hk_test_suite("hk-cuda calls leave nothing behind", NULL, NULL);
-    add_all(c, hkct_call_scenarios, hkct_call_scenario_count, skip, rt_skip);
+    hkct_add_scenarios(c, hkct_call_scenarios, hkct_call_scenario_count, skip, rt_skip, sim_why);
     return 0;
 }

@@ -461,27 +461,6 @@ static const hkct_scenario_t scenarios[] = {
     {"bad launches, kernels, libraries and handles", t_bad_launches, 1, 0, 0},
 };
 
-static void add_all(CU_pSuite s, const hkct_scenario_t *t, size_t n, const char *skip,
-                    const char *rt_skip)
-{
-    static char why[32][160];
-    static size_t used;
-    for (size_t k = 0; k < n; k++) {
-        CU_pTest test = hk_test_add(s, t[k].name, t[k].fn);
-        if (skip) {
-            hk_test_skip(test, skip);
-        } else if (t[k].needs_sim && !on_sim) {
-            hk_test_skip(test, "needs the simulated driver (a launch held inside its emulation)");
-        } else if (t[k].min_devices > hkct_ndev && used < 32) {
-            snprintf(why[used], sizeof why[used], "needs %d devices, the driver lists %d",
-                     t[k].min_devices, hkct_ndev);
-            hk_test_skip(test, why[used++]);
-        } else if (t[k].needs_rt && rt_skip) {
-            hk_test_skip(test, rt_skip);
-        }
-    }
-}
-
 int hk_test_register(void)
 {
     static char why[700];
@@ -503,8 +482,10 @@ int hk_test_register(void)
         skip = "the simulated driver refused the test kernels' emulations";
     const char *rt_skip = hk_rt_available() ? NULL : hk_rt_why_unavailable();
     CU_pSuite s = hk_test_suite("hk.kernels/1: images, lookup, launches", NULL, NULL);
-    add_all(s, scenarios, sizeof scenarios / sizeof scenarios[0], skip, rt_skip);
+    const char *sim_why = "needs the simulated driver (a launch held inside its emulation)";
+    hkct_add_scenarios(s, scenarios, sizeof scenarios / sizeof scenarios[0], skip, rt_skip,
+                       sim_why);
     CU_pSuite c = hk_test_suite("hk.kernels/1 and hk.cuda/1: contexts, threads", NULL, NULL);
-    add_all(c, tk_ctx_scenarios, tk_ctx_scenario_count, skip, rt_skip);
+    hkct_add_scenarios(c, tk_ctx_scenarios, tk_ctx_scenario_count, skip, rt_skip, sim_why);
     return 0;
 }

@@ -100,6 +100,40 @@ static int has(const char *out, const char *needle)
     return ok;
 }
 
+/* Runs cmd with runner (run, run_out or run_err), asserts that it exits with
+ * rc and that its output has each string of the NULL-terminated list, and
+ * returns the output (malloc'ed) for checks of the caller's own. */
+static char *vexpect(int (*runner)(const char *, char **), const char *cmd, int rc, va_list ap)
+{
+    char *out;
+    int got = runner(cmd, &out);
+    if (got != rc)
+        fprintf(stderr, "\n--- %s: exit status %d, expected %d\n", cmd, got, rc);
+    CU_ASSERT_EQUAL(got, rc);
+    for (const char *want; (want = va_arg(ap, const char *));)
+        CU_ASSERT(has(out, want));
+    return out;
+}
+
+/* vexpect, then the output is the caller's to check further and free. */
+static char *expect_kept(int (*runner)(const char *, char **), const char *cmd, int rc, ...)
+{
+    va_list ap;
+    va_start(ap, rc);
+    char *out = vexpect(runner, cmd, rc, ap);
+    va_end(ap);
+    return out;
+}
+
+/* vexpect, when the exit status and the strings are all there is to check. */
+static void expect(int (*runner)(const char *, char **), const char *cmd, int rc, ...)
+{
+    va_list ap;
+    va_start(ap, rc);
+    free(vexpect(runner, cmd, rc, ap));
+    va_end(ap);
+}
+
 static int lines(const char *s)
 {
     int n = 0;
@@ -173,12 +207,9 @@ static void write_file(const char *path, const char *text, mode_t mode)
 
 static void test_list(void)
 {
-    char *out;
-    CU_ASSERT_EQUAL(run(NO_DRIVER HK_TEST_HOST " list", &out), 0);
-    CU_ASSERT(has(out, "2 plugin(s) loaded; * marks the one its name selects"));
-    CU_ASSERT(has(out, "  * hk-cpu     1.0.0    ABI 1.2  "));
-    CU_ASSERT(has(out, "hk-cuda"));
-    free(out);
+    expect(run, NO_DRIVER HK_TEST_HOST " list", 0,
+           "2 plugin(s) loaded; * marks the one its name selects",
+           "  * hk-cpu     1.0.0    ABI 1.2  ", "hk-cuda", NULL);
 }
 
 static void test_list_reports_refused(void)
@@ -193,11 +224,9 @@ static void test_list_reports_refused(void)
     fclose(f);
     snprintf(cmd, sizeof cmd, "env HK_PLUGIN_PATH=%s HK_CUDA_DRIVER=/x " HK_TEST_HOST " list",
              dir);
-    CU_ASSERT_EQUAL(run(cmd, &out), 0); /* refusals do not stop the others */
-    CU_ASSERT(has(out, "1 candidate(s) refused"));
-    CU_ASSERT(has(out, "notaplugin.so: open: "));
-    CU_ASSERT(has(out, "not an ELF file"));
-    CU_ASSERT(has(out, "hk-cpu"));
+    out = expect_kept(run, cmd, 0, /* refusals do not stop the others */
+                      "1 candidate(s) refused", "notaplugin.so: open: ", "not an ELF file",
+                      "hk-cpu", NULL);
     /* list prints each refusal once, in its report, not again as a warning */
     const char *first = strstr(out, "notaplugin.so: open");
     CU_ASSERT_PTR_NOT_NULL_FATAL(first);
@@ -210,86 +239,67 @@ static void test_list_reports_refused(void)
  * comparison would take 1.4.1), and the other line says why not it. */
 static void test_list_marks_chosen_version(void)
 {
-    char *out;
-    CU_ASSERT_EQUAL(run(TWINS HK_TEST_HOST " list", &out), 0);
-    CU_ASSERT(has(out, "  * hk-twin    1.10.0   ABI 1.2  " HK_TEST_TWIN_DIR "/hk-twin-b.so\n"));
-    CU_ASSERT(has(out, "\n    hk-twin    1.4.1    ABI 1.2  " HK_TEST_TWIN_DIR "/hk-twin-a.so\n"
-                       "      lower than 1.10.0, the chosen version\n"));
-    CU_ASSERT(has(out, "  * hk-cpu "));
-    free(out);
-    CU_ASSERT_EQUAL(run(TWINS "HK_PLUGIN_EXCLUDE=hk-twin@1.10.0 " HK_TEST_HOST " list", &out), 0);
-    CU_ASSERT(has(out, "  * hk-twin    1.4.1 "));
-    CU_ASSERT(has(out, "/hk-twin-b.so\n"
-                       "      excluded by HK_PLUGIN_EXCLUDE entry hk-twin@1.10.0\n"));
-    free(out);
-    CU_ASSERT_EQUAL(run(TWINS "HK_PLUGIN_PIN=hk-twin@1.4.1 " HK_TEST_HOST " list", &out), 0);
-    CU_ASSERT(has(out, "  * hk-twin    1.4.1 "));
-    CU_ASSERT(has(out, "/hk-twin-b.so\n      pinned to 1.4.1 by HK_PLUGIN_PIN\n"));
-    free(out);
+    expect(run, TWINS HK_TEST_HOST " list", 0,
+           "  * hk-twin    1.10.0   ABI 1.2  " HK_TEST_TWIN_DIR "/hk-twin-b.so\n",
+           "\n    hk-twin    1.4.1    ABI 1.2  " HK_TEST_TWIN_DIR "/hk-twin-a.so\n"
+           "      lower than 1.10.0, the chosen version\n",
+           "  * hk-cpu ", NULL);
+    expect(run, TWINS "HK_PLUGIN_EXCLUDE=hk-twin@1.10.0 " HK_TEST_HOST " list", 0,
+           "  * hk-twin    1.4.1 ",
+           "/hk-twin-b.so\n      excluded by HK_PLUGIN_EXCLUDE entry hk-twin@1.10.0\n", NULL);
+    expect(run, TWINS "HK_PLUGIN_PIN=hk-twin@1.4.1 " HK_TEST_HOST " list", 0,
+           "  * hk-twin    1.4.1 ", "/hk-twin-b.so\n      pinned to 1.4.1 by HK_PLUGIN_PIN\n",
+           NULL);
 }
 
 static void test_plugin_request(void)
 {
     char *out;
-    CU_ASSERT_EQUAL(run(TWINS HK_TEST_HOST " run -n 100 -p hk-twin@~1.4", &out), 0);
-    CU_ASSERT(has(out, "plugin: hk-twin 1.4.1 (-p hk-twin@~1.4: highest version in ~1.4)\n"));
-    CU_ASSERT(has(out, "all results verified"));
-    free(out);
-    CU_ASSERT_EQUAL(run(TWINS HK_TEST_HOST " -p hk-twin run -n 100", &out), 0);
-    CU_ASSERT(has(out, "plugin: hk-twin 1.10.0 (-p hk-twin: highest version in any release)\n"));
-    free(out);
-    CU_ASSERT_EQUAL(run(TWINS HK_TEST_HOST " info -p " HK_TEST_TWIN_A, &out), 0);
-    CU_ASSERT(has(out, "plugin: hk-twin 1.4.1 (-p " HK_TEST_TWIN_A ")\n"));
-    free(out);
+    expect(run, TWINS HK_TEST_HOST " run -n 100 -p hk-twin@~1.4", 0,
+           "plugin: hk-twin 1.4.1 (-p hk-twin@~1.4: highest version in ~1.4)\n",
+           "all results verified", NULL);
+    expect(run, TWINS HK_TEST_HOST " -p hk-twin run -n 100", 0,
+           "plugin: hk-twin 1.10.0 (-p hk-twin: highest version in any release)\n", NULL);
+    expect(run, TWINS HK_TEST_HOST " info -p " HK_TEST_TWIN_A, 0,
+           "plugin: hk-twin 1.4.1 (-p " HK_TEST_TWIN_A ")\n", NULL);
     /* Nothing in range: one line on stderr naming every candidate, no output. */
-    CU_ASSERT_EQUAL(run_out(TWINS HK_TEST_HOST " run -p hk-twin@^2", &out), 1);
+    out = expect_kept(run_out, TWINS HK_TEST_HOST " run -p hk-twin@^2", 1, NULL);
     CU_ASSERT_STRING_EQUAL(out, "");
     free(out);
-    CU_ASSERT_EQUAL(run_err(TWINS HK_TEST_HOST " run -p hk-twin@^2", &out), 1);
-    CU_ASSERT(has(out, "hk-host: hk-twin@^2: found 1.4.1 ("));
-    CU_ASSERT(has(out, "1.10.0 (" HK_TEST_TWIN_DIR "/hk-twin-b.so: outside ^2); none in range\n"));
+    out = expect_kept(run_err, TWINS HK_TEST_HOST " run -p hk-twin@^2", 1,
+                      "hk-host: hk-twin@^2: found 1.4.1 (",
+                      "1.10.0 (" HK_TEST_TWIN_DIR "/hk-twin-b.so: outside ^2); none in range\n",
+                      NULL);
     CU_ASSERT_EQUAL(lines(out), 1);
     free(out);
-    CU_ASSERT_EQUAL(run_err(TWINS HK_TEST_HOST " info -p hk-twin@1.x.y.z", &out), 1);
-    CU_ASSERT(has(out, "bad range"));
+    out = expect_kept(run_err, TWINS HK_TEST_HOST " info -p hk-twin@1.x.y.z", 1, "bad range",
+                      NULL);
     CU_ASSERT_EQUAL(lines(out), 1);
     free(out);
 }
 
 static void test_run_falls_back_without_driver(void)
 {
-    char *out;
-    CU_ASSERT_EQUAL(run(NO_DRIVER HK_TEST_HOST " run -n 5000", &out), 0);
-    CU_ASSERT(has(out, "plugin: hk-cpu 1.0.0 (hk-cuda is unusable: NO_DRIVER: "));
-    CU_ASSERT(has(out, "/nonexistent/libcuda.so.1"));
-    CU_ASSERT(has(out, "20 checks, 0 wrong or failed: all results verified"));
-    free(out);
+    expect(run, NO_DRIVER HK_TEST_HOST " run -n 5000", 0,
+           "plugin: hk-cpu 1.0.0 (hk-cuda is unusable: NO_DRIVER: ", "/nonexistent/libcuda.so.1",
+           "20 checks, 0 wrong or failed: all results verified", NULL);
 }
 
 static void test_run_on_simulated_gpu(void)
 {
 #ifdef HK_TEST_SIM_DIR
-    char *out;
-    CU_ASSERT_EQUAL(run("env LD_LIBRARY_PATH=" HK_TEST_SIM_DIR
-                        " HK_CUDA_DRIVER=" HK_TEST_SIM_DIR "/libcuda.so.1 " HK_TEST_HOST
-                        " run -n 5000",
-                        &out),
-                    0);
-    CU_ASSERT(has(out, "plugin: hk-cuda "));
-    CU_ASSERT(has(out, "(a CUDA device is usable)"));
-    CU_ASSERT(has(out, "20 checks, 0 wrong or failed: all results verified"));
-    free(out);
+    expect(run,
+           "env LD_LIBRARY_PATH=" HK_TEST_SIM_DIR " HK_CUDA_DRIVER=" HK_TEST_SIM_DIR
+           "/libcuda.so.1 " HK_TEST_HOST " run -n 5000",
+           0, "plugin: hk-cuda ", "(a CUDA device is usable)",
+           "20 checks, 0 wrong or failed: all results verified", NULL);
 #endif
 }
 
 static void test_run_catches_wrong_result(void)
 {
-    char *out;
-    CU_ASSERT_EQUAL(run(NO_DRIVER HK_TEST_HOST " run -n 1000 -p " HK_TEST_WRONG, &out), 1);
-    CU_ASSERT(has(out, "plugin: hk-wrong"));
-    CU_ASSERT(has(out, "saxpy  host   n=1000      WRONG"));
-    CU_ASSERT(has(out, "FAILED"));
-    free(out);
+    expect(run, NO_DRIVER HK_TEST_HOST " run -n 1000 -p " HK_TEST_WRONG, 1, "plugin: hk-wrong",
+           "saxpy  host   n=1000      WRONG", "FAILED", NULL);
 }
 
 /* A legal plugin without set_pointer_mode, sscal and sdot, whose blas1 table
@@ -297,22 +307,17 @@ static void test_run_catches_wrong_result(void)
  * everything else runs and is checked, and the exit status is 0. */
 static void test_run_on_plugin_missing_slots(void)
 {
-    char *out;
-    CU_ASSERT_EQUAL(run(NO_DRIVER HK_TEST_HOST " run -n 1000 -p " HK_TEST_MISSING, &out), 0);
-    CU_ASSERT(has(out, "plugin: hk-missing"));
-    CU_ASSERT(has(out, "sscal  host   n=1000      not supported (hk.blas1/1 has no sscal)"));
-    CU_ASSERT(has(out, "sdot   host   n=1000      not supported (hk.blas1/1 has no sdot)"));
-    CU_ASSERT(has(out, "snrm2  host   n=1000      not supported (hk.blas1/1 has no snrm2)"));
-    CU_ASSERT(has(out, "dnrm2  host   n=1000      not supported (hk.blas1/1 has no dnrm2)"));
-    CU_ASSERT(has(out, "ddot   host   n=1000      ok"));
-    CU_ASSERT(has(out, "saxpy  device n=1000      not supported (the plugin has no "
-                       "set_pointer_mode)"));
-    CU_ASSERT(has(out, "6 checks, 0 wrong or failed, 14 not supported: all results verified"));
-    free(out);
+    expect(run, NO_DRIVER HK_TEST_HOST " run -n 1000 -p " HK_TEST_MISSING, 0, "plugin: hk-missing",
+           "sscal  host   n=1000      not supported (hk.blas1/1 has no sscal)",
+           "sdot   host   n=1000      not supported (hk.blas1/1 has no sdot)",
+           "snrm2  host   n=1000      not supported (hk.blas1/1 has no snrm2)",
+           "dnrm2  host   n=1000      not supported (hk.blas1/1 has no dnrm2)",
+           "ddot   host   n=1000      ok",
+           "saxpy  device n=1000      not supported (the plugin has no set_pointer_mode)",
+           "6 checks, 0 wrong or failed, 14 not supported: all results verified", NULL);
     /* info counts the slots the plugin fills in the table the host gets */
-    CU_ASSERT_EQUAL(run(NO_DRIVER HK_TEST_HOST " info -p " HK_TEST_MISSING, &out), 0);
-    CU_ASSERT(has(out, "  hk.blas1/1     72 bytes, 6 of 10 slots\n"));
-    free(out);
+    expect(run, NO_DRIVER HK_TEST_HOST " info -p " HK_TEST_MISSING, 0,
+           "  hk.blas1/1     72 bytes, 6 of 10 slots\n", NULL);
 }
 
 /* The evil plugin under a file name with control characters, in a fresh
@@ -335,9 +340,8 @@ static void test_plugin_strings_escaped(void)
     char dir[512], cmd[1400], *out;
     evil_dir(dir, sizeof dir);
     snprintf(cmd, sizeof cmd, "env HK_PLUGIN_PATH=%s HK_CUDA_DRIVER=/x " HK_TEST_HOST " list", dir);
-    CU_ASSERT_EQUAL(run(cmd, &out), 0);
-    CU_ASSERT(has(out, "hk-\\x1b[31mevil\\x07\\x09name 1.0\\x7f  ABI 1.2"));
-    CU_ASSERT(has(out, "/evil\\x01\\x0aname.so\n      its name cannot be requested"));
+    out = expect_kept(run, cmd, 0, "hk-\\x1b[31mevil\\x07\\x09name 1.0\\x7f  ABI 1.2",
+                      "/evil\\x01\\x0aname.so\n      its name cannot be requested", NULL);
     int raw = 0;
     for (const char *c = out; c && *c; c++)
         raw += (*c > 0 && *c < 0x20 && *c != '\n') || *c == 0x7f;
@@ -350,19 +354,18 @@ static void test_plugin_strings_escaped(void)
  * before any plugin is loaded. */
 static void test_run_refuses_impossible_sizes(void)
 {
-    char *out;
-    CU_ASSERT_EQUAL(run(NO_DRIVER HK_TEST_HOST " run -n 4611686018427387904", &out), 3);
-    CU_ASSERT(has(out, "hk-host: --size 4611686018427387904: the workload needs 32 bytes per "
-                       "element, more than this machine can address\n"));
+    char *out = expect_kept(run, NO_DRIVER HK_TEST_HOST " run -n 4611686018427387904", 3,
+                            "hk-host: --size 4611686018427387904: the workload needs 32 bytes "
+                            "per element, more than this machine can address\n",
+                            NULL);
     CU_ASSERT_PTR_NULL(strstr(out, "plugin:"));
     free(out);
-    CU_ASSERT_EQUAL(run(NO_DRIVER HK_TEST_HOST " run -n 1099511627776", &out), 3);
-    CU_ASSERT(has(out, "hk-host: --size 1099511627776: the workload needs 35184372088864 bytes "
-                       "of host memory, this machine has "));
-    free(out);
-    CU_ASSERT_EQUAL(run(NO_DRIVER HK_TEST_HOST " run -n 9223372036854775808", &out), 2);
-    CU_ASSERT(has(out, "not a number in 0..2^63-1"));
-    free(out);
+    expect(run, NO_DRIVER HK_TEST_HOST " run -n 1099511627776", 3,
+           "hk-host: --size 1099511627776: the workload needs 35184372088864 bytes of host "
+           "memory, this machine has ",
+           NULL);
+    expect(run, NO_DRIVER HK_TEST_HOST " run -n 9223372036854775808", 2,
+           "not a number in 0..2^63-1", NULL);
 }
 
 /* Usage errors: status 2 and one line; a plugin that is not there: 1. */
@@ -386,10 +389,9 @@ static void test_bad_arguments(void)
         {" run extra", "run: unexpected argument \"extra\"", 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char cmd[512], *out;
+        char cmd[512];
         snprintf(cmd, sizeof cmd, NO_DRIVER HK_TEST_HOST "%s", cases[i].args);
-        CU_ASSERT_EQUAL(run(cmd, &out), cases[i].rc);
-        CU_ASSERT(has(out, cases[i].says));
+        char *out = expect_kept(run, cmd, cases[i].rc, cases[i].says, NULL);
         CU_ASSERT_EQUAL(lines(out), 1);
         free(out);
     }
@@ -412,9 +414,7 @@ static void test_version(void)
 
 static void test_help(void)
 {
-    char *out;
-    CU_ASSERT_EQUAL(run_out(HK_TEST_HOST " --help", &out), 0);
-    CU_ASSERT(has(out, "usage: hk-host"));
+    char *out = expect_kept(run_out, HK_TEST_HOST " --help", 0, "usage: hk-host", NULL);
     static const char *const want[] = {
         "\n  list [--json]\n", "\n  info [-p REQUEST]", "\n  run [-p REQUEST]",
         "\n  validate PLUGIN.so", "\n  bench [--csv FILE]", "NAME@RANGE", "--json",
@@ -423,9 +423,7 @@ static void test_help(void)
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         CU_ASSERT(has(out, want[i]));
     free(out);
-    CU_ASSERT_EQUAL(run_out(HK_TEST_HOST " run --help", &out), 0); /* after a command too */
-    CU_ASSERT(has(out, "usage: hk-host"));
-    free(out);
+    expect(run_out, HK_TEST_HOST " run --help", 0, "usage: hk-host", NULL); /* after a command too */
 }
 
 /* info on hk-cuda without a driver: everything from the file, then the
@@ -557,11 +555,10 @@ static void test_json_run(void)
  * pipe, and with --json, there is none. */
 static void test_progress_only_on_terminal(void)
 {
-    char *out;
-    CU_ASSERT_EQUAL(run_out(NO_DRIVER HK_TEST_HOST " run -n 3000000", &out), 0);
+    char *out = expect_kept(run_out, NO_DRIVER HK_TEST_HOST " run -n 3000000", 0,
+                            "20 checks, 0 wrong or failed: all results verified\n", NULL);
     CU_ASSERT_PTR_NULL(strchr(out, '\r'));
     CU_ASSERT_PTR_NULL(strchr(out, '\033'));
-    CU_ASSERT(has(out, "20 checks, 0 wrong or failed: all results verified\n"));
     free(out);
     CU_ASSERT_EQUAL(run_tty(NO_DRIVER HK_TEST_HOST " run -n 3000000", &out), 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(out);
@@ -608,9 +605,8 @@ static void test_validate_passthrough(void)
 #endif
     bin_dir(dir, sizeof dir);
     snprintf(cmd, sizeof cmd, "%s/hk-host validate x.so --only 'a b' --json", dir);
-    CU_ASSERT_EQUAL(run(cmd, &out), 1); /* no hk-validate there yet */
-    CU_ASSERT(has(out, "hk-host: validate: "));
-    CU_ASSERT(has(out, "/hk-validate: not found ("));
+    out = expect_kept(run, cmd, 1, /* no hk-validate there yet */
+                      "hk-host: validate: ", "/hk-validate: not found (", NULL);
     CU_ASSERT_EQUAL(lines(out), 1);
     free(out);
     snprintf(path, sizeof path, "%s/hk-validate", dir);
@@ -628,9 +624,10 @@ static void test_bench(void)
     char dir[512], path[600], cmd[2000], *out;
     bin_dir(dir, sizeof dir);
     snprintf(cmd, sizeof cmd, "%s/hk-host bench --quick", dir);
-    CU_ASSERT_EQUAL(run(cmd, &out), 1);
-    CU_ASSERT(has(out, "/hk-bench: not found (it is built by `scons bench` where nvcc and "
-                       "cuBLAS are found)\n"));
+    out = expect_kept(run, cmd, 1,
+                      "/hk-bench: not found (it is built by `scons bench` where nvcc and cuBLAS "
+                      "are found)\n",
+                      NULL);
     CU_ASSERT_EQUAL(lines(out), 1);
     free(out);
     snprintf(path, sizeof path, "%s/hk-bench", dir);
@@ -643,11 +640,9 @@ static void test_bench(void)
     /* A regression against OLD: the table, status 1; the CSV kept. */
     snprintf(cmd, sizeof cmd, "cd %s && FAKE_CSV=" HK_TEST_BENCH_NEW " ./hk-host bench --quick "
              "--only P1 --csv new.csv --compare " HK_TEST_BENCH_OLD " --plot figs", dir);
-    CU_ASSERT_EQUAL(run(cmd, &out), 1);
-    CU_ASSERT(has(out, "hk-bench: --quick --only P1 --csv new.csv\n"));
-    CU_ASSERT(has(out, "P1  axpy       f32  2^26        1.02     0.9442    -7.5%    5%  WORSE\n"));
-    CU_ASSERT(has(out, "summary: 8 compared: 2 worse,"));
-    free(out);
+    expect(run, cmd, 1, "hk-bench: --quick --only P1 --csv new.csv\n",
+           "P1  axpy       f32  2^26        1.02     0.9442    -7.5%    5%  WORSE\n",
+           "summary: 8 compared: 2 worse,", NULL);
     static const char *const made[] = {"new.csv", "figs/p1.svg", "figs/p2.svg"};
     for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, made[i]);
@@ -656,29 +651,22 @@ static void test_bench(void)
     /* Within a wider tolerance: status 0; no --csv: a temporary file. */
     snprintf(cmd, sizeof cmd, "cd %s && FAKE_CSV=" HK_TEST_BENCH_NEW " ./hk-host bench "
              "--compare=" HK_TEST_BENCH_OLD " --tolerance 30 -- --csv-like-arg", dir);
-    CU_ASSERT_EQUAL(run(cmd, &out), 0);
-    CU_ASSERT(has(out, "hk-bench: --csv-like-arg --csv /"));
-    CU_ASSERT(has(out, " 0 worse,"));
-    free(out);
+    expect(run, cmd, 0, "hk-bench: --csv-like-arg --csv /", " 0 worse,", NULL);
     /* A CSV plot.py cannot read: one line, status 1. */
     snprintf(cmd, sizeof cmd, "cd %s && FAKE_CSV=" HK_TEST_JSON_CHECK " ./hk-host bench "
              "--plot figs2", dir);
-    CU_ASSERT_EQUAL(run_err(cmd, &out), 1);
-    CU_ASSERT(has(out, "plot.py: "));
-    CU_ASSERT(has(out, ": not an hk-bench CSV: "));
+    out = expect_kept(run_err, cmd, 1, "plot.py: ", ": not an hk-bench CSV: ", NULL);
     CU_ASSERT_EQUAL(lines(out), 1);
     free(out);
     /* hk-bench fails: its status, its line, nothing compared. */
     snprintf(cmd, sizeof cmd, "cd %s && FAKE_FAIL=1 ./hk-host bench --compare "
              HK_TEST_BENCH_OLD, dir);
-    CU_ASSERT_EQUAL(run(cmd, &out), 1);
-    CU_ASSERT(has(out, "hk-bench: error: no GPU\n"));
+    out = expect_kept(run, cmd, 1, "hk-bench: error: no GPU\n", NULL);
     CU_ASSERT_PTR_NULL(strstr(out, "summary:"));
     free(out);
     snprintf(cmd, sizeof cmd, "cd %s && ./hk-host bench --compare nothing.csv", dir);
-    CU_ASSERT_EQUAL(run(cmd, &out), 2);
-    CU_ASSERT(has(out, "hk-host: bench: --compare nothing.csv: No such file or directory\n"));
-    free(out);
+    expect(run, cmd, 2, "hk-host: bench: --compare nothing.csv: No such file or directory\n",
+           NULL);
     remove_tree(dir);
 }
 
