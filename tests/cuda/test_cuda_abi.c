@@ -231,7 +231,7 @@ static void test_other_copy(void)
     CU_ASSERT_EQUAL(copy.vt->synchronize(theirs), HK_STATUS_OK);
     CU_ASSERT_EQUAL(copy.vt->handle_destroy(theirs), HK_STATUS_OK);
     CU_ASSERT_EQUAL(plug.vt->handle_destroy(mine), HK_STATUS_OK);
-    /* hk-cuda is not unload-safe: the copy stays mapped, as a host would keep it. */
+    /* The copy stays open until the process ends, as a host might keep it. */
 }
 
 static void test_free_foreign(void)

@@ -82,6 +82,35 @@ int swp_mapped(const char *path)
     return found;
 }
 
+int swp_mapped_count(const char *prefix)
+{
+    enum { MAX = 64 };
+    static char seen[MAX][PATH_MAX];
+    char line[PATH_MAX + 128];
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return -1;
+    int n = 0;
+    size_t plen = strlen(prefix);
+    while (fgets(line, sizeof line, f)) {
+        char *path = strchr(line, '/');
+        if (!path)
+            continue;
+        path[strcspn(path, "\n")] = '\0';
+        const char *base = strrchr(path, '/') + 1;
+        size_t blen = strlen(base);
+        if (strncmp(base, prefix, plen) != 0 || blen < 3 || strcmp(base + blen - 3, ".so") != 0)
+            continue;
+        int known = 0;
+        for (int i = 0; i < n && !known; i++)
+            known = strcmp(seen[i], path) == 0;
+        if (!known && n < MAX)
+            snprintf(seen[n++], sizeof seen[0], "%s", path);
+    }
+    fclose(f);
+    return n;
+}
+
 uint64_t swp_now_ns(void)
 {
     struct timespec ts;
