@@ -195,9 +195,22 @@ typedef struct hk_swap_state {
     uint64_t last_switch_ns;  /* last swap: from the call until every handle ran
                                  the new implementation */
     uint64_t last_drain_ns;   /* last swap: from then until the old handles were
-                                 drained and destroyed */
+                                 drained and destroyed (and the verification
+                                 handle, kept until after the switch) */
     uint64_t max_switch_ns;   /* the longest of each over this loader's swaps */
     uint64_t max_drain_ns;
+    /* The last swap step by step (fields added after the ones above: a
+     * caller with an older sizeof gets the fields it knows). The first four
+     * add up to last_switch_ns. */
+    uint64_t last_open_ns;    /* resolving the request, and opening the plugin's
+                                 file again when a swap had closed it */
+    uint64_t last_verify_ns;  /* tables, memory domain, and the verification
+                                 workload on a new handle (its create included:
+                                 a freshly opened module loads its kernels there) */
+    uint64_t last_create_ns;  /* making the new handles with the old ones' state */
+    uint64_t last_commit_ns;  /* switching every handle at once */
+    uint64_t last_close_ns;   /* after the drain: closing the old modules and
+                                 checking that they left the process */
 } hk_swap_state_t;
 
 /* Fills min(state->size, sizeof) bytes of *state. Never waits for a running

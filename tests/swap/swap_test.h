@@ -19,6 +19,8 @@ hk_plugin_t *swp_open(hk_loader_t *loader, const char *path);
 void swp_count_reset(const char *name);
 int swp_creates(void);
 int swp_destroys(void);
+/* The same, in order: 'c' for a create, 'd' for a destroy ("ccd"). */
+void swp_sequence(char *buf, size_t len);
 
 /* 1 when /proc/self/maps lists the file at path, 0 when not. */
 int swp_mapped(const char *path);

@@ -10,6 +10,7 @@
 #include "swap_test.h"
 
 static char count_name[128];
+static char sequence[64]; /* 'c' per create, 'd' per destroy, in order; under count_lock */
 static atomic_int creates, destroys;
 static pthread_mutex_t count_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -17,12 +18,19 @@ static void count_log(void *user, hk_log_level_t level, const char *msg)
 {
     (void)user;
     (void)level;
+    int create = strncmp(msg, "swp-create ", 11) == 0;
+    int destroy = strncmp(msg, "swp-destroy ", 12) == 0;
     pthread_mutex_lock(&count_lock);
     int match = count_name[0] && strstr(msg, count_name) != NULL;
+    size_t n = strlen(sequence);
+    if (match && (create || destroy) && n + 1 < sizeof sequence) {
+        sequence[n] = create ? 'c' : 'd';
+        sequence[n + 1] = '\0';
+    }
     pthread_mutex_unlock(&count_lock);
-    if (match && strncmp(msg, "swp-create ", 11) == 0)
+    if (match && create)
         atomic_fetch_add(&creates, 1);
-    if (match && strncmp(msg, "swp-destroy ", 12) == 0)
+    if (match && destroy)
         atomic_fetch_add(&destroys, 1);
 }
 
@@ -30,9 +38,17 @@ void swp_count_reset(const char *name)
 {
     pthread_mutex_lock(&count_lock);
     snprintf(count_name, sizeof count_name, "%s", name);
+    sequence[0] = '\0';
     pthread_mutex_unlock(&count_lock);
     atomic_store(&creates, 0);
     atomic_store(&destroys, 0);
+}
+
+void swp_sequence(char *buf, size_t len)
+{
+    pthread_mutex_lock(&count_lock);
+    snprintf(buf, len, "%s", sequence);
+    pthread_mutex_unlock(&count_lock);
 }
 
 int swp_creates(void)
