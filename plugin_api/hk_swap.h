@@ -19,7 +19,9 @@
  *      HK_PLUGIN_MEMORY_CUDA flag, or for a plugin without one the device
  *      its handles report through handle_info (-1: host memory);
  *   3. verifies the new plugin: a handle is created and a small workload runs
- *      through its hk.memory/1 and hk.blas1/1 tables, every result checked;
+ *      through its hk.memory/1 and hk.blas1/1 tables, every result checked
+ *      (that handle lives until step 6, so that what the plugin's first
+ *      handle loaded stays loaded for the new handles);
  *   4. creates, for every movable handle that moves, a handle of the new
  *      plugin with the same state: the same create flags; the same device
  *      and context (a handle bound to a primary context is made with that
@@ -29,11 +31,12 @@
  *      the new handle must report the same device and context ID;
  *   5. switches every handle at a call boundary: calls already in flight
  *      finish on the old handle, calls that start later run on the new one;
- *   6. waits until the old handles have no call in flight, destroys them,
- *      and closes each old plugin's module once no movable handle is bound to
- *      it, no call is in flight in it, nobody holds hk_plugin_acquire on it,
- *      and it declared HK_PLUGIN_UNLOAD_SAFE; the module is then checked to
- *      be gone from the process (/proc/self/maps).
+ *   6. waits until the old handles have no call in flight, destroys them
+ *      and the verification handle, and closes each old plugin's module once
+ *      no movable handle is bound to it, no call is in flight in it, nobody
+ *      holds hk_plugin_acquire on it, and it declared HK_PLUGIN_UNLOAD_SAFE;
+ *      the module is then checked to be gone from the process
+ *      (/proc/self/maps).
  * A failure in steps 1-4 changes nothing: every handle keeps its
  * implementation, and the loader's last error says why.
  *
