@@ -27,7 +27,8 @@
  *     life of the process, as the runtime keeps it;
  *   - no thread-local destructors: the kit's thread-local data are plain
  *     arrays (no pthread_key_create, no C++ thread_local), which glibc frees
- *     with the module's TLS block. */
+ *     with the module's TLS block;
+ *   - at process exit the destructor gives back nothing (see kit_unload). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -64,11 +65,27 @@ static void on_fork_child(void)
     atomic_store(&hk__kit_forked, 1);
 }
 
+/* Set when the process exits. Registered with this module's __dso_handle
+ * too: at exit() it runs before any destructor (the dynamic loader's own
+ * exit handler, which runs the destructors, was registered first), while at
+ * dlclose it runs after this module's destructor (crtbegin's entry, which
+ * calls __cxa_finalize, is the last one of the module's fini array to run).
+ * So the destructor below knows an exit from a close. */
+static atomic_int process_exiting;
+
+static void on_exit_noted(void)
+{
+    atomic_store(&process_exiting, 1);
+}
+
 static void register_fork_handler(void)
 {
     /* pthread_atfork cannot fail except for lack of memory; then a child would
      * see CUDA errors instead of HK_STATUS_FORKED, which is still a status. */
     (void)pthread_atfork(NULL, NULL, on_fork_child);
+    /* Without it (no memory), the destructor may give back at exit what it
+     * would give back at a close: still correct while the driver answers. */
+    (void)atexit(on_exit_noted);
 }
 
 void hk_kit_fork_watch(void)
@@ -355,18 +372,22 @@ hk_status_t hk_kit_driver_take(const hk_kit_entry_t *entries, size_t count)
 
 /* ---- the module's unload ---- */
 
-/* Runs when the plugin's module is closed, and at process exit. In a fork()
- * child it does nothing: the driver is unusable there, and a lock another
- * parent thread held at the fork may stay held. Nor does it when a handle of
- * the plugin is still live (a process exiting without destroying its
- * handles): what they use stays for the exit to take. Otherwise it unloads
- * the kernel libraries still loaded (none can be running: every handle
- * synchronised its context when it was destroyed, so the driver does not
- * wait, although this runs inside dlclose), frees the kit's registries, and
- * gives back the driver reference (the driver stays mapped: RTLD_NODELETE). */
+/* Runs when the plugin's module is closed, and at process exit. At exit it
+ * does nothing: the process's end takes everything, and the driver may have
+ * run its own exit code already (it was loaded after this module, so its
+ * destructors run first). In a fork() child it does nothing either: the
+ * driver is unusable there, and a lock another parent thread held at the
+ * fork may stay held. Nor when a handle of the plugin is still live (a module
+ * closed under a host's raw handles, against the acquire rule). Otherwise it
+ * unloads the kernel libraries still loaded (none can be running: every
+ * handle synchronised its context when it was destroyed, so the driver does
+ * not wait, although this runs inside dlclose), frees the kit's registries,
+ * and gives back the driver reference (the driver stays mapped:
+ * RTLD_NODELETE). */
 __attribute__((destructor)) static void kit_unload(void)
 {
-    if (atomic_load(&hk__kit_forked) || hk__kit_handles_fini() > 0)
+    if (atomic_load(&process_exiting) || atomic_load(&hk__kit_forked) ||
+        hk__kit_handles_fini() > 0)
         return;
     if (atomic_load(&drv_ready) && hk__kit_libraries_fini() > 0)
         return; /* the driver refused an unload: keep the reference it needs */

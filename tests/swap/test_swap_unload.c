@@ -12,7 +12,9 @@
  *     for a running kernel of that library, another thread creates a handle,
  *     computes and finishes; and a swap closes a module while a kernel of
  *     another library runs;
- *   - in a fork() child, closing the module touches nothing of the parent's.
+ *   - in a fork() child, closing the module touches nothing of the parent's;
+ *   - at process exit (module still open) the destructor touches no driver,
+ *     while a close gives back the library left loaded (swap_exit_helper.c).
  * Each case uses a loader of its own on hk-cuda's files, which nothing else
  * in the process has opened (this suite runs first). The counting and the
  * held kernels are the simulated driver's (tests/simcuda). */
@@ -341,6 +343,39 @@ static void test_swap_beside_running_kernel(void)
     rig_down(&rb, HK_SWAP_CUDA_B);
 }
 
+/* ---- exit ---- */
+
+/* Runs the helper on A (closing the module first when close) with the
+ * second cuLibraryUnload failing and the driver's failures traced; the
+ * output in out. Returns the exit status. */
+static int run_helper(int close, char *out, size_t len)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "SIMCUDA_TRACE=1 SIMCUDA_FAIL=cuLibraryUnload:2:999 %s %s%s 2>&1",
+             HK_SWAP_EXIT_HELPER, HK_SWAP_CUDA_A, close ? " close" : "");
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    size_t n = fread(out, 1, len - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_exit_touches_no_driver(void)
+{
+    char out[4096];
+    /* The first unload (the kernel library, at the last destroy) works; the
+     * second is the close's, of the library left loaded: traced. */
+    CU_ASSERT_EQUAL(run_helper(1, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "done"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "cuLibraryUnload -> 999 (injected)"));
+    /* Exiting with the module open: no second unload, no driver call. */
+    CU_ASSERT_EQUAL(run_helper(0, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "done"));
+    CU_ASSERT_PTR_NULL(strstr(out, "cuLibraryUnload"));
+}
+
 void swp_register_unload(void)
 {
     CU_pSuite s = hk_test_suite("hk-cuda unload", NULL, NULL);
@@ -358,6 +393,8 @@ void swp_register_unload(void)
                     test_unload_stalls_nobody),
         hk_test_add(s, "a swap closes a module beside a running kernel of another",
                     test_swap_beside_running_kernel),
+        hk_test_add(s, "an exit with the module open touches no driver; a close does",
+                    test_exit_touches_no_driver),
     };
     int n = 0;
     int gpu = cuInit(0) == CUDA_SUCCESS && cuDeviceGetCount(&n) == CUDA_SUCCESS && n >= 1;
