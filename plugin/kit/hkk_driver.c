@@ -73,8 +73,17 @@ static void on_fork_child(void)
  * So the destructor below knows an exit from a close. */
 static atomic_int process_exiting;
 
-static void on_exit_noted(void)
+/* glibc's (the C++ ABI's) registration of an exit handler owned by the
+ * object dso: run at exit(), or when dso is closed, whichever comes first.
+ * Called directly rather than through atexit(), which a sanitizer runtime
+ * may intercept and register as the program's own (dso NULL): that handler
+ * would outlive the module and be called in unmapped memory at exit. */
+extern int __cxa_atexit(void (*fn)(void *), void *arg, void *dso);
+extern void *__dso_handle __attribute__((visibility("hidden")));
+
+static void on_exit_noted(void *unused)
 {
+    (void)unused;
     atomic_store(&process_exiting, 1);
 }
 
@@ -85,7 +94,7 @@ static void register_fork_handler(void)
     (void)pthread_atfork(NULL, NULL, on_fork_child);
     /* Without it (no memory), the destructor may give back at exit what it
      * would give back at a close: still correct while the driver answers. */
-    (void)atexit(on_exit_noted);
+    (void)__cxa_atexit(on_exit_noted, NULL, &__dso_handle);
 }
 
 void hk_kit_fork_watch(void)
