@@ -14,7 +14,9 @@
  *     another library runs;
  *   - in a fork() child, closing the module touches nothing of the parent's;
  *   - at process exit (module still open) the destructor touches no driver,
- *     while a close gives back the library left loaded (swap_exit_helper.c).
+ *     while a close gives back the library left loaded; and the driver stays
+ *     mapped when the close drops the process's last reference to it
+ *     (swap_exit_helper.c, a process of its own).
  * Each case uses a loader of its own on hk-cuda's files, which nothing else
  * in the process has opened (this suite runs first). The counting and the
  * held kernels are the simulated driver's (tests/simcuda). */
@@ -346,12 +348,16 @@ static void test_swap_beside_running_kernel(void)
 /* ---- exit ---- */
 
 /* Runs the helper on A (closing the module first when close) with the
- * second cuLibraryUnload failing and the driver's failures traced; the
- * output in out. Returns the exit status. */
-static int run_helper(int close, char *out, size_t len)
+ * second cuLibraryUnload failing and the driver's failures traced, on the
+ * driver of the environment, or on driver when not NULL; the output in out.
+ * Returns the exit status. */
+static int run_helper(int close, const char *driver, char *out, size_t len)
 {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "SIMCUDA_TRACE=1 SIMCUDA_FAIL=cuLibraryUnload:2:999 %s %s%s 2>&1",
+    char cmd[8192], env[4200] = "";
+    if (driver)
+        snprintf(env, sizeof env, "HK_CUDA_DRIVER=%s ", driver);
+    snprintf(cmd, sizeof cmd,
+             "%sSIMCUDA_TRACE=1 SIMCUDA_FAIL=cuLibraryUnload:2:999 %s %s%s 2>&1", env,
              HK_SWAP_EXIT_HELPER, HK_SWAP_CUDA_A, close ? " close" : "");
     FILE *p = popen(cmd, "r");
     if (!p)
@@ -367,13 +373,26 @@ static void test_exit_touches_no_driver(void)
     char out[4096];
     /* The first unload (the kernel library, at the last destroy) works; the
      * second is the close's, of the library left loaded: traced. */
-    CU_ASSERT_EQUAL(run_helper(1, out, sizeof out), 0);
+    CU_ASSERT_EQUAL(run_helper(1, NULL, out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "done"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "cuLibraryUnload -> 999 (injected)"));
     /* Exiting with the module open: no second unload, no driver call. */
-    CU_ASSERT_EQUAL(run_helper(0, out, sizeof out), 0);
+    CU_ASSERT_EQUAL(run_helper(0, NULL, out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "done"));
     CU_ASSERT_PTR_NULL(strstr(out, "cuLibraryUnload"));
+}
+
+/* The helper's only reference to the driver is hk-cuda's: with a driver not
+ * marked to stay loaded by itself, hk-cuda's close still leaves it mapped
+ * (the kit marked it RTLD_NODELETE). */
+static void test_close_leaves_driver_mapped(void)
+{
+    char out[4096];
+    CU_ASSERT_EQUAL(run_helper(1, HK_SWAP_UNPINNED_DRIVER, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "cuLibraryUnload -> 999 (injected)")); /* it is used */
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "driver mapped after the close: 1"));
+    if (!strstr(out, "driver mapped after the close: 1"))
+        fprintf(stderr, "\n%s\n", out);
 }
 
 void swp_register_unload(void)
@@ -395,6 +414,8 @@ void swp_register_unload(void)
                     test_swap_beside_running_kernel),
         hk_test_add(s, "an exit with the module open touches no driver; a close does",
                     test_exit_touches_no_driver),
+        hk_test_add(s, "the driver stays mapped when the plugin's close drops the last "
+                       "reference", test_close_leaves_driver_mapped),
     };
     int n = 0;
     int gpu = cuInit(0) == CUDA_SUCCESS && cuDeviceGetCount(&n) == CUDA_SUCCESS && n >= 1;
