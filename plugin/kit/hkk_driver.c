@@ -19,12 +19,13 @@
  *     no lock held (cuLibraryUnload waits for running kernels); the
  *     destructor below gives back whatever is left;
  *   - the driver: once it is known to be the driver, marked RTLD_NODELETE,
- *     and our reference given back at unload. The driver's state is the process's (the runtime and other
- *     libraries hold contexts in it, memory our handles allocated outlives
- *     them, the driver runs threads of its own): unmapping it because our
- *     reference was the last one would pull it from under all of them, and a
- *     later load would initialise a second copy. So it stays mapped for the
- *     life of the process, as the runtime keeps it;
+ *     and our reference given back at unload. The driver's state is the
+ *     process's (the runtime and other libraries hold contexts in it, memory
+ *     our handles allocated outlives them, the driver runs threads of its
+ *     own): unmapping it because our reference was the last one would pull it
+ *     from under all of them, and a later load would initialise a second
+ *     copy. So it stays mapped for the life of the process, as the runtime
+ *     keeps it;
  *   - no thread-local destructors: the kit's thread-local data are plain
  *     arrays (no pthread_key_create, no C++ thread_local), which glibc frees
  *     with the module's TLS block;
@@ -382,12 +383,14 @@ hk_status_t hk_kit_driver_take(const hk_kit_entry_t *entries, size_t count)
 /* ---- the module's unload ---- */
 
 /* Runs when the plugin's module is closed, and at process exit. At exit it
- * does nothing: the process's end takes everything, and the driver may have
- * run its own exit code already (it was loaded after this module, so its
- * destructors run first). In a fork() child it does nothing either: the
- * driver is unusable there, and a lock another parent thread held at the
- * fork may stay held. Nor when a handle of the plugin is still live (a module
- * closed under a host's raw handles, against the acquire rule). Otherwise it
+ * does nothing: the process's end takes everything, and the driver's own
+ * destructors may have run already (the dynamic loader orders the
+ * destructors of objects that do not depend on each other by their place in
+ * its list, which a driver loaded at start-up precedes). In a fork() child it
+ * does nothing either: the driver is unusable there, and a lock another
+ * parent thread held at the fork may stay held. Nor when a handle of the
+ * plugin is still live (a module closed under a host's raw handles, against
+ * the acquire rule). Otherwise it
  * unloads the kernel libraries still loaded (none can be running: every
  * handle synchronised its context when it was destroyed, so the driver does
  * not wait, although this runs inside dlclose), frees the kit's registries,
