@@ -254,9 +254,50 @@ void hkb_report_free(void);
 
 typedef struct hkb_opts {
     int quick;
-    int device;       /* the device of P1..P5 */
+    int device;       /* the device of P1..P5, P8, P9 */
     const char *only; /* NULL: all; else "P1,P3" */
 } hkb_opts_t;
+
+/* ---- the enqueue method of P3 and P9 (hkb_enqueue.c) ------------------------ */
+
+#define HKB_ENQ_N (INT64_C(1) << 12) /* vector length of P3 and P9 */
+#define HKB_ENQ_BATCH 256            /* calls per timed batch: below the queue's depth */
+#define HKB_ENQ_MAX_IMPLS 4
+
+/* One implementation to time: a raw cuLaunchKernel of the prepared launch on
+ * the lane's stream (raw HKB_ENQ_RAW), the same launch as hk-cuda makes it
+ * (HKB_ENQ_RAW_PDL), or impl through the lane's handle (raw 0). */
+#define HKB_ENQ_RAW 1
+#define HKB_ENQ_RAW_PDL 2
+typedef struct hkb_enq_impl {
+    hkb_lane_t *lane;
+    int raw;
+    hkb_impl_t impl;
+} hkb_enq_impl_t;
+
+/* Device vectors of HKB_ENQ_N doubles (x, y and two scratch copies), the raw
+ * launch's scratch, the device's SM count and the repetitions (--quick). */
+typedef struct hkb_enq {
+    int sms, reps;
+    unsigned char *x, *y, *w, *v;
+    hkb_raw_scratch_t s;
+} hkb_enq_t;
+
+/* Allocates *e on lane's device and sets the lane to device pointer mode.
+ * On failure what was made is kept for hkb_enq_teardown. Returns 0 or -1. */
+int hkb_enq_setup(hkb_lane_t *lane, const hkb_opts_t *o, hkb_enq_t *e);
+/* Waits for the lane's stream and frees *e (also after a failed set-up). */
+void hkb_enq_teardown(hkb_lane_t *lane, hkb_enq_t *e);
+/* Random x and y of prec. */
+int hkb_enq_fill(hkb_enq_t *e, hkb_prec_t prec);
+/* Prepares the raw launch of op (hkb_raw_prepare), checks that it works, and
+ * checks the lane's hk op against cuBLAS (relative error in *err). */
+int hkb_enq_prepare(hkb_lane_t *lane, hkb_enq_t *e, hkb_op_t op, hkb_prec_t prec, hkb_raw_t *r,
+                    double *err);
+/* Interleaved batches of the n implementations (two warm-up batches, then
+ * e->reps each); med[k] is the median host ns per call of impls[k]. */
+int hkb_enq_medians(const hkb_enq_impl_t *impls, int n, hkb_raw_t *r, hkb_op_t op,
+                    hkb_prec_t prec, const hkb_enq_t *e, double *med);
 
 int hkb_fig_stream(hkb_lane_t *lane, const hkb_opts_t *o, int want_p1, int want_p2); /* P1, P2 */
 int hkb_fig_enqueue(hkb_lane_t *lane, const hkb_opts_t *o);                          /* P3 */
@@ -264,5 +305,14 @@ int hkb_fig_handles(const hkb_plugin_t *plug, const hkb_opts_t *o);             
 int hkb_fig_threads(const hkb_plugin_t *plug, const hkb_opts_t *o);                  /* P5 */
 int hkb_fig_devices(const hkb_plugin_t *plug, const hkb_opts_t *o);                  /* P6 */
 int hkb_fig_kernels(hkb_lane_t *lane, const hkb_opts_t *o);                          /* P10 */
+int hkb_fig_moved_calls(hkb_lane_t *lane, const hkb_opts_t *o);                      /* P9 */
+/* P8: swaps between the builds at path_a and path_b under 8 calling threads;
+ * it loads both with a loader of its own, and no other loader should hold
+ * either (the module left behind is then really closed and reopened). */
+int hkb_fig_swap(const char *path_a, const char *path_b, const hkb_opts_t *o);       /* P8 */
+
+/* The second build of hk-cuda for P8 (hkb_swap.c): next to the program
+ * (../tests/swap_plugins/hk-cuda-0.1.1.so) or below the working directory. */
+const char *hkb_plugin_b_default_path(char *buf, size_t len);
 
 #endif /* HKB_H */

@@ -43,18 +43,21 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: hk-bench [--quick] [--only P1,P2,...] [--csv FILE] [--plugin PATH]\n"
-            "                [--device N] [--strict] [--timeout S]\n"
+            "                [--plugin-b PATH] [--device N] [--strict] [--timeout S]\n"
             "  --quick        fewer repetitions and sizes; well under a minute\n"
-            "  --only LIST    figures to run, among P1 P2 P3 P4 P5 P6 P10 (default: all)\n"
+            "  --only LIST    figures to run, among P1 P2 P3 P4 P5 P6 P8 P9 P10\n"
+            "                 (default: all)\n"
             "  --csv FILE     also write the rows to FILE as CSV\n"
             "  --plugin PATH  hk-cuda.so to measure (default: next to the program)\n"
-            "  --device N     device of P1..P5 (default 0); P6 uses devices 0 and 1\n"
+            "  --plugin-b PATH  the second build of hk-cuda that P8 swaps with (default:\n"
+            "                 ../tests/swap_plugins/hk-cuda-0.1.1.so next to the program)\n"
+            "  --device N     device of P1..P5, P8, P9 (default 0); P6 uses devices 0 and 1\n"
             "  --strict       exit 3 when a row misses its target\n"
             "  --timeout S    give up after S seconds (default 480; 0: never)\n");
 }
 
-/* Parses "P1,P3" into want[1..6] and want[10]. Returns 0 or -1 on an
- * unknown name. */
+/* Parses "P1,P3" into want[1..6], want[8..10]. Returns 0 or -1 on an
+ * unknown name (P7 is test_loader's, not the bench's). */
 static int parse_only(const char *list, int want[11])
 {
     char buf[128];
@@ -63,8 +66,9 @@ static int parse_only(const char *list, int want[11])
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
         int p = tok[0] == 'P' || tok[0] == 'p', p10 = p && strcmp(tok + 1, "10") == 0;
-        if (!p10 && (!p || tok[1] < '1' || tok[1] > '6' || tok[2])) {
-            fprintf(stderr, "hk-bench: --only: unknown figure '%s' (use P1..P6, P10)\n", tok);
+        if (!p10 && (!p || tok[1] < '1' || tok[1] > '9' || tok[1] == '7' || tok[2])) {
+            fprintf(stderr, "hk-bench: --only: unknown figure '%s' (use P1..P6, P8..P10)\n",
+                    tok);
             return -1;
         }
         want[p10 ? 10 : tok[1] - '0'] = 1;
@@ -113,9 +117,9 @@ fail:
 int main(int argc, char **argv)
 {
     hkb_opts_t o = {0, 0, NULL};
-    const char *csv = NULL, *plugin_path = NULL;
-    char default_path[4096];
-    int want[11] = {0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1};
+    const char *csv = NULL, *plugin_path = NULL, *plugin_b = NULL;
+    char default_path[4096], default_b[4096];
+    int want[11] = {0, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1};
     long timeout = 480;
     int strict = 0, ndev = 0, rc = 1, misses = 0, lane_up = 0;
     hkb_plugin_t plug;
@@ -136,6 +140,8 @@ int main(int argc, char **argv)
             csv = argv[++i];
         } else if (strcmp(a, "--plugin") == 0 && has_val) {
             plugin_path = argv[++i];
+        } else if (strcmp(a, "--plugin-b") == 0 && has_val) {
+            plugin_b = argv[++i];
         } else if (strcmp(a, "--device") == 0 && has_val) {
             char *end = NULL;
             long d = strtol(argv[++i], &end, 10);
@@ -162,6 +168,8 @@ int main(int argc, char **argv)
     }
     if (!plugin_path)
         plugin_path = hkb_plugin_default_path(default_path, sizeof default_path);
+    if (!plugin_b)
+        plugin_b = hkb_plugin_b_default_path(default_b, sizeof default_b);
     if (timeout > 0) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
@@ -191,7 +199,7 @@ int main(int argc, char **argv)
     stage = "P4";
     if (want[4])
         HKB_TRY(hkb_fig_handles(&plug, &o), out);
-    if (want[1] || want[2] || want[3] || want[10]) {
+    if (want[1] || want[2] || want[3] || want[9] || want[10]) {
         hkb_where("lane set-up on device %d", o.device);
         HKB_TRY(hkb_lane_init(&lane, &plug, o.device), out);
         lane_up = 1;
@@ -205,6 +213,9 @@ int main(int argc, char **argv)
         stage = "P10";
         if (want[10])
             HKB_TRY(hkb_fig_kernels(&lane, &o), out);
+        stage = "P9";
+        if (want[9])
+            HKB_TRY(hkb_fig_moved_calls(&lane, &o), out);
         lane_up = 0;
         hkb_lane_fini(&lane);
         HKB_TRY(hkb_failure() ? -1 : 0, out);
@@ -218,6 +229,16 @@ int main(int argc, char **argv)
             printf("P6: skipped (%d device)\n", ndev);
         else
             HKB_TRY(hkb_fig_devices(&plug, &o), out);
+    }
+    stage = "P8";
+    if (want[8]) {
+        /* Last, with the bench's own loader gone: the build each swap leaves
+         * is then really closed, and reopened by the next (hk-cuda is
+         * unload-safe, and nothing of it is in use any more). */
+        char path_a[sizeof plug.path];
+        snprintf(path_a, sizeof path_a, "%s", plug.path);
+        hkb_plugin_close(&plug);
+        HKB_TRY(hkb_fig_swap(path_a, plugin_b, &o), out);
     }
     stage = "the summary";
     rc = 0;
@@ -237,7 +258,7 @@ out:
         rc = 3;
     }
     hkb_report_free();
-    /* The plugin stays mapped until exit: the runtime tears down in atexit
-     * handlers, after which hk-cuda's code must still be there if it runs. */
+    /* The plugin stays mapped until exit (unless P8 ran): hk-cuda is
+     * unload-safe, but nothing is gained by closing it here. */
     return rc;
 }

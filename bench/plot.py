@@ -94,6 +94,8 @@ GENERIC = {
            'scaling ratio', None),
     'P6': ('p6.svg', 'P6: GB/s on 2 devices / 2 x one device (higher is better)',
            'scaling ratio', None),
+    'P9': ('p9.svg', 'P9: host enqueue time through a movable handle / raw cuLaunchKernel, '
+           'n = 2^12 (lower is better)', 'time ratio', None),
 }
 
 

@@ -1,8 +1,9 @@
 /* hk-host swap: worker threads call through movable handles, every result
  * checked, while the main thread swaps the implementation between two
- * plugins every few milliseconds. One progress line on a terminal, one
- * summary line at the end; exits 1 on any wrong or failed call or refused
- * swap. Works in any memory domain: data goes through hk.memory/1. */
+ * plugins every few milliseconds. One progress line on a terminal, a summary
+ * line at the end and a second line with the swaps' time step by step;
+ * exits 1 on any wrong or failed call or refused swap. Works in any memory
+ * domain: data goes through hk.memory/1. */
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
@@ -186,16 +187,73 @@ static void totals(worker_t *w, long n, unsigned long long t[3])
     }
 }
 
-/* Swaps o->swaps times, B first; returns the number refused. */
-static long swap_loop(hk_loader_t *loader, const swap_opts_t *o, worker_t *w)
+/* A swap's time by step (hk_swap_state_t): open, verify, new handles,
+ * switch, drain, close; then the whole switch (the first four). */
+enum { STEP_OPEN, STEP_VERIFY, STEP_CREATE, STEP_COMMIT, STEP_DRAIN, STEP_CLOSE, STEP_SWITCH,
+       STEPS };
+
+static void steps_of(const hk_swap_state_t *s, uint64_t v[STEPS])
+{
+    v[STEP_OPEN] = s->last_open_ns;
+    v[STEP_VERIFY] = s->last_verify_ns;
+    v[STEP_CREATE] = s->last_create_ns;
+    v[STEP_COMMIT] = s->last_commit_ns;
+    v[STEP_DRAIN] = s->last_drain_ns;
+    v[STEP_CLOSE] = s->last_close_ns;
+    v[STEP_SWITCH] = s->last_switch_ns;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The second summary line: the median of every step over the n swaps that
+ * succeeded (steps[i * STEPS + k]), and the steps of the one whose switch
+ * took longest. */
+static void print_steps(uint64_t *steps, long n)
+{
+    static const char *const names[STEPS - 1] = {"open", "verify", "new handles", "switch",
+                                                 "drain", "close"};
+    if (n <= 0)
+        return;
+    long slow = 0;
+    for (long i = 1; i < n; i++)
+        if (steps[i * STEPS + STEP_SWITCH] > steps[slow * STEPS + STEP_SWITCH])
+            slow = i;
+    uint64_t worst[STEPS], *col = malloc((size_t)n * sizeof(*col));
+    memcpy(worst, &steps[slow * STEPS], sizeof worst);
+    if (!col)
+        return;
+    printf("swap: time by step, median (slowest switch, %.0f us): ", worst[STEP_SWITCH] / 1e3);
+    for (int k = 0; k < STEPS - 1; k++) {
+        for (long i = 0; i < n; i++)
+            col[i] = steps[i * STEPS + k];
+        qsort(col, (size_t)n, sizeof(*col), cmp_u64);
+        printf("%s%s %.0f (%.0f)", k ? ", " : "", names[k], col[n / 2] / 1e3, worst[k] / 1e3);
+    }
+    printf(" us\n");
+    free(col);
+}
+
+/* Swaps o->swaps times, B first; returns the number refused. Each successful
+ * swap's steps go to steps[*done * STEPS ...] (steps may be NULL). */
+static long swap_loop(hk_loader_t *loader, const swap_opts_t *o, worker_t *w, uint64_t *steps,
+                      long *done)
 {
     int tty = isatty(STDOUT_FILENO);
     long refused = 0;
+    *done = 0;
     for (long i = 0; i < o->swaps; i++) {
         const char *to = (i % 2) ? o->a : o->b;
         if (hk_loader_swap(loader, to, NULL, NULL) != HK_STATUS_OK) {
             if (refused++ == 0)
                 fprintf(stderr, "hk-host swap: %s\n", hk_loader_last_error(loader));
+        } else if (steps) {
+            hk_swap_state_t s = {.size = sizeof s};
+            hk_loader_swap_state(loader, &s);
+            steps_of(&s, &steps[(*done)++ * STEPS]);
         }
         if (tty) {
             unsigned long long t[3];
@@ -282,11 +340,12 @@ int hk_host_cmd_swap(int argc, char **argv)
     if (!loader)
         return 1;
     worker_t *w = calloc((size_t)o.threads, sizeof(*w));
-    long started = 0, refused = 0;
+    uint64_t *steps = calloc((size_t)o.swaps + 1, STEPS * sizeof(*steps));
+    long started = 0, refused = 0, done = 0;
     atomic_store(&stop, 0);
     rc = w ? start(loader, &o, w, &started) : 1;
     if (rc == 0)
-        refused = swap_loop(loader, &o, w);
+        refused = swap_loop(loader, &o, w, steps, &done);
     atomic_store(&stop, 1);
     for (long i = 0; i < started; i++) {
         pthread_join(w[i].tid, NULL);
@@ -305,8 +364,11 @@ int hk_host_cmd_swap(int argc, char **argv)
                "longest switch %.0f us, modules still open: %d of %d\n",
                t[0], t[1], t[2], o.swaps - refused, o.swaps, refused, s.max_switch_ns / 1e3,
                open, total);
+        if (steps)
+            print_steps(steps, done);
         rc = (t[1] || t[2] || refused) ? 1 : 0;
     }
+    free(steps);
     free(w);
     if (hk_loader_destroy(loader) != HK_STATUS_OK)
         fprintf(stderr, "hk-host swap: %s\n", hk_loader_last_error(loader));

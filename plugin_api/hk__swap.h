@@ -92,6 +92,9 @@ struct hk__swap {
     atomic_int phase;
     atomic_uint_fast64_t generation, failed, closed, draining;
     atomic_uint_fast64_t last_switch_ns, last_drain_ns, max_switch_ns, max_drain_ns;
+    /* the last swap's steps (hk_swap_state_t) */
+    atomic_uint_fast64_t last_open_ns, last_verify_ns, last_create_ns, last_commit_ns;
+    atomic_uint_fast64_t last_close_ns;
 };
 
 /* ---- the call path ---- */

@@ -59,7 +59,8 @@ static int hk__probe_try(const char *path, int *fd, char *reason, size_t n)
     if (access(path, F_OK) != 0 && errno == ENOENT)
         return 0;
     if (hk__trust_open(path, 0, 1, fd, &st, NULL, why, sizeof(why)) != HK_STATUS_OK) {
-        snprintf(reason, n, "%s: %s", path, why);
+        if (snprintf(reason, n, "%s: %s", path, why) >= (int)n && n > 4)
+            memcpy(reason + n - 4, "...", 4); /* a cut reason says so */
         return 1;
     }
     if (!(st.st_mode & S_IXUSR)) {

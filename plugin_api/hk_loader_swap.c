@@ -36,6 +36,12 @@ typedef struct hk__job {
     hk__mover_t *movers;
     size_t nmovers;
     int reopened; /* the new plugin's module was closed and this swap opened it */
+    /* The verification handle, destroyed only after the switch: while it
+     * lives, the new plugin keeps what its first handle loaded (a CUDA
+     * plugin's kernels), so the new handles reuse it, and its destroy (which
+     * may wait for the device) is not on the switch's clock. */
+    hk_handle_t *vh;
+    uint64_t t[5]; /* call, opened, verified, new handles made, switched */
     char why[768];
 } hk__job_t;
 
@@ -200,7 +206,7 @@ static hk_status_t hk__validate(hk__job_t *job)
             snprintf(job->why, sizeof(job->why), "%s %s failed verification: %s", to->name,
                      to->version, what);
     }
-    vt->handle_destroy(h);
+    job->vh = h; /* destroyed after the switch, or when the swap is refused */
     return st;
 }
 
@@ -309,8 +315,23 @@ static hk_status_t hk__commit(hk__job_t *job)
     return st;
 }
 
+/* Destroys the verification handle, if any. */
+static void hk__drop_verify_handle(hk__job_t *job)
+{
+    if (!job->vh)
+        return;
+    hk_status_t st = job->fresh.core.handle_destroy(job->vh);
+    job->vh = NULL;
+    if (st != HK_STATUS_OK && job->loader->log) {
+        char line[256];
+        snprintf(line, sizeof(line), "swap: %s handle_destroy of the verification handle: %s",
+                 job->to->name, hk_status_name(st));
+        job->loader->log(job->loader->log_user, HK_LOG_WARN, line);
+    }
+}
+
 /* Waits until no call runs on the old bindings, destroys the old handles and
- * empties the bindings. */
+ * empties the bindings; then destroys the verification handle. */
 static void hk__drain(hk__job_t *job)
 {
     struct hk__swap *sw = job->sw;
@@ -339,6 +360,7 @@ static void hk__drain(hk__job_t *job)
         pthread_mutex_unlock(&sw->list_lock);
         atomic_fetch_sub(&sw->draining, 1);
     }
+    hk__drop_verify_handle(job);
 }
 
 /* Closes every plugin the movers left that nothing reaches any more. */
@@ -358,8 +380,17 @@ static void hk__close_old(hk__job_t *job, hk_plugin_t **olds)
         hk__swap_try_close(job->loader, job->sw, olds[k]);
 }
 
-static void hk__record_times(struct hk__swap *sw, uint64_t t_switch, uint64_t t_drain)
+/* Records the times of a swap that succeeded: t[] of the job (call, opened,
+ * verified, new handles made, switched), then drained and closed. */
+static void hk__record_times(struct hk__swap *sw, const uint64_t t[5], uint64_t t_drained,
+                             uint64_t t_closed)
 {
+    uint64_t t_switch = t[4] - t[0], t_drain = t_drained - t[4];
+    atomic_store(&sw->last_open_ns, t[1] - t[0]);
+    atomic_store(&sw->last_verify_ns, t[2] - t[1]);
+    atomic_store(&sw->last_create_ns, t[3] - t[2]);
+    atomic_store(&sw->last_commit_ns, t[4] - t[3]);
+    atomic_store(&sw->last_close_ns, t_closed - t_drained);
     atomic_store(&sw->last_switch_ns, t_switch);
     atomic_store(&sw->last_drain_ns, t_drain);
     if (t_switch > atomic_load(&sw->max_switch_ns))
@@ -368,7 +399,8 @@ static void hk__record_times(struct hk__swap *sw, uint64_t t_switch, uint64_t t_
         atomic_store(&sw->max_drain_ns, t_drain);
 }
 
-/* Everything up to the switch; on failure nothing has moved. */
+/* Everything up to the switch, timed step by step into job->t[1..3]; on
+ * failure nothing has moved. */
 static hk_status_t hk__prepare(hk__job_t *job, const char *request)
 {
     hk_status_t st = hk_loader_select(job->loader, request, &job->to);
@@ -380,6 +412,7 @@ static hk_status_t hk__prepare(hk__job_t *job, const char *request)
     st = hk__swap_ensure_open(job->loader, job->to, job->why, sizeof(job->why));
     if (st != HK_STATUS_OK)
         return st;
+    job->t[1] = hk__now_ns();
     st = hk__collect(job);
     if (st != HK_STATUS_OK) {
         snprintf(job->why, sizeof(job->why), "out of memory");
@@ -390,15 +423,17 @@ static hk_status_t hk__prepare(hk__job_t *job, const char *request)
               job->nmovers, job->nmovers == 1 ? "" : "s", job->from ? ", those of " : "",
               job->from ? job->from : "");
     st = hk__validate(job);
+    job->t[2] = hk__now_ns();
     if (st == HK_STATUS_OK)
         HK__TRACE(HK__TRACE_DECISIONS, "swap", "verified %s %s: tables, memory domain and the "
                   "workload on a handle of its own", job->to->name, job->to->version);
     for (size_t i = 0; i < job->nmovers && st == HK_STATUS_OK; i++)
         st = hk__make_new(job, &job->movers[i]);
+    job->t[3] = hk__now_ns();
     return st;
 }
 
-static hk_status_t hk__run(hk__job_t *job, const char *request, uint64_t t0)
+static hk_status_t hk__run(hk__job_t *job, const char *request)
 {
     hk_status_t st = hk__prepare(job, request);
     if (st == HK_STATUS_OK)
@@ -407,14 +442,15 @@ static hk_status_t hk__run(hk__job_t *job, const char *request, uint64_t t0)
         for (size_t i = 0; i < job->nmovers; i++)
             if (job->movers[i].raw)
                 job->fresh.core.handle_destroy(job->movers[i].raw);
+        hk__drop_verify_handle(job);
         if (job->reopened) /* leave it closed, as it was */
             hk__swap_try_close(job->loader, job->sw, job->to);
         return st;
     }
-    uint64_t t_switch = hk__now_ns();
+    job->t[4] = hk__now_ns();
     HK__TRACE(HK__TRACE_DECISIONS, "swap", "switched %zu handle%s to %s %s, %.1f us after the "
               "call", job->nmovers, job->nmovers == 1 ? "" : "s", job->to->name,
-              job->to->version, (double)(t_switch - t0) / 1e3);
+              job->to->version, (double)(job->t[4] - job->t[0]) / 1e3);
     atomic_fetch_add(&job->sw->generation, 1);
     hk_plugin_t **olds = calloc(job->nmovers ? job->nmovers : 1, sizeof(*olds));
     for (size_t i = 0; olds && i < job->nmovers; i++)
@@ -423,11 +459,11 @@ static hk_status_t hk__run(hk__job_t *job, const char *request, uint64_t t0)
     uint64_t t_drained = hk__now_ns();
     HK__TRACE(HK__TRACE_DECISIONS, "swap", "drained: no call runs on the %zu old binding%s any "
               "more, their handles destroyed, %.1f us after the switch", job->nmovers,
-              job->nmovers == 1 ? "" : "s", (double)(t_drained - t_switch) / 1e3);
+              job->nmovers == 1 ? "" : "s", (double)(t_drained - job->t[4]) / 1e3);
     if (olds) /* without the list the old modules just stay open */
         hk__close_old(job, olds);
     free(olds);
-    hk__record_times(job->sw, t_switch - t0, t_drained - t_switch);
+    hk__record_times(job->sw, job->t, t_drained, hk__now_ns());
     return HK_STATUS_OK;
 }
 
@@ -462,9 +498,10 @@ hk_status_t hk_loader_swap(hk_loader_t *loader, const char *request,
     job->loader = loader;
     job->sw = sw;
     job->from = o.from;
+    job->t[0] = t0;
     pthread_mutex_lock(&sw->lock);
     atomic_store(&sw->phase, HK_SWAP_PENDING);
-    hk_status_t st = hk__run(job, request, t0);
+    hk_status_t st = hk__run(job, request);
     if (st != HK_STATUS_OK) {
         atomic_fetch_add(&sw->failed, 1);
         HK__TRACE(HK__TRACE_DECISIONS, "swap", "to \"%s\" refused: %s: %s; every handle stays "
@@ -501,6 +538,11 @@ hk_status_t hk_loader_swap_state(hk_loader_t *loader, hk_swap_state_t *state)
         s.last_drain_ns = atomic_load(&sw->last_drain_ns);
         s.max_switch_ns = atomic_load(&sw->max_switch_ns);
         s.max_drain_ns = atomic_load(&sw->max_drain_ns);
+        s.last_open_ns = atomic_load(&sw->last_open_ns);
+        s.last_verify_ns = atomic_load(&sw->last_verify_ns);
+        s.last_create_ns = atomic_load(&sw->last_create_ns);
+        s.last_commit_ns = atomic_load(&sw->last_commit_ns);
+        s.last_close_ns = atomic_load(&sw->last_close_ns);
         pthread_mutex_lock(&sw->list_lock);
         s.handles = sw->nhandles;
         for (size_t i = 0; i < sw->nhandles; i++)

@@ -19,7 +19,9 @@
  *      HK_PLUGIN_MEMORY_CUDA flag, or for a plugin without one the device
  *      its handles report through handle_info (-1: host memory);
  *   3. verifies the new plugin: a handle is created and a small workload runs
- *      through its hk.memory/1 and hk.blas1/1 tables, every result checked;
+ *      through its hk.memory/1 and hk.blas1/1 tables, every result checked
+ *      (that handle lives until step 6, so that what the plugin's first
+ *      handle loaded stays loaded for the new handles);
  *   4. creates, for every movable handle that moves, a handle of the new
  *      plugin with the same state: the same create flags; the same device
  *      and context (a handle bound to a primary context is made with that
@@ -29,11 +31,12 @@
  *      the new handle must report the same device and context ID;
  *   5. switches every handle at a call boundary: calls already in flight
  *      finish on the old handle, calls that start later run on the new one;
- *   6. waits until the old handles have no call in flight, destroys them,
- *      and closes each old plugin's module once no movable handle is bound to
- *      it, no call is in flight in it, nobody holds hk_plugin_acquire on it,
- *      and it declared HK_PLUGIN_UNLOAD_SAFE; the module is then checked to
- *      be gone from the process (/proc/self/maps).
+ *   6. waits until the old handles have no call in flight, destroys them
+ *      and the verification handle, and closes each old plugin's module once
+ *      no movable handle is bound to it, no call is in flight in it, nobody
+ *      holds hk_plugin_acquire on it, and it declared HK_PLUGIN_UNLOAD_SAFE;
+ *      the module is then checked to be gone from the process
+ *      (/proc/self/maps).
  * A failure in steps 1-4 changes nothing: every handle keeps its
  * implementation, and the loader's last error says why.
  *
@@ -195,9 +198,22 @@ typedef struct hk_swap_state {
     uint64_t last_switch_ns;  /* last swap: from the call until every handle ran
                                  the new implementation */
     uint64_t last_drain_ns;   /* last swap: from then until the old handles were
-                                 drained and destroyed */
+                                 drained and destroyed (and the verification
+                                 handle, kept until after the switch) */
     uint64_t max_switch_ns;   /* the longest of each over this loader's swaps */
     uint64_t max_drain_ns;
+    /* The last swap step by step (fields added after the ones above: a
+     * caller with an older sizeof gets the fields it knows). The first four
+     * add up to last_switch_ns. */
+    uint64_t last_open_ns;    /* resolving the request, and opening the plugin's
+                                 file again when a swap had closed it */
+    uint64_t last_verify_ns;  /* tables, memory domain, and the verification
+                                 workload on a new handle (its create included:
+                                 a freshly opened module loads its kernels there) */
+    uint64_t last_create_ns;  /* making the new handles with the old ones' state */
+    uint64_t last_commit_ns;  /* switching every handle at once */
+    uint64_t last_close_ns;   /* after the drain: closing the old modules and
+                                 checking that they left the process */
 } hk_swap_state_t;
 
 /* Fills min(state->size, sizeof) bytes of *state. Never waits for a running

@@ -78,9 +78,7 @@ static hk_status_t handle_create(const hk_create_info_t *info, hk_handle_t **out
     *out = h;
     return HK_STATUS_OK;
 release:
-    pthread_mutex_lock(&hk__lock);
     hk__kernels_release();
-    pthread_mutex_unlock(&hk__lock);
     return st;
 }
 
@@ -93,9 +91,7 @@ static hk_status_t handle_destroy(hk_handle_t *h)
          * kit leaves its message as the create message). */
         hk_status_t st = hk_kit_unbind(h->kb);
         h->kb = NULL;
-        pthread_mutex_lock(&hk__lock);
-        hk_status_t lst = hk__kernels_release();
-        pthread_mutex_unlock(&hk__lock);
+        hk_status_t lst = hk__kernels_release(); /* takes hk__lock itself */
         handle_free(h);
         return st != HK_STATUS_OK ? st : lst;
     }

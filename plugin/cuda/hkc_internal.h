@@ -99,7 +99,8 @@ typedef enum hk__kernel_id {
  * fatbin on the first one. Caller holds hk__lock. */
 hk_status_t hk__kernels_acquire(void);
 
-/* Drops a reference; the last one unloads the library. Caller holds hk__lock. */
+/* Drops a reference; the last one unloads the library, after letting go of
+ * hk__lock, which the caller must not hold. */
 hk_status_t hk__kernels_release(void);
 
 /* The CUfunctions of every kernel in the current context, whose ID is ctx_id,

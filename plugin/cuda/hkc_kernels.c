@@ -1,7 +1,9 @@
 /* hk-cuda: the kernel library, and the reduction kernels' workspaces.
  *
  * One process-wide library of the embedded fatbin, loaded through the kit by
- * the first live handle and unloaded with the last. A CUlibrary is
+ * the first live handle and unloaded with the last, with no lock of ours held
+ * while the driver unloads (it waits there for the library's running kernels,
+ * fact 19; a create on another thread must not wait with it). A CUlibrary is
  * context-independent: its CUkernels launch in any context, and they survive
  * a primary-context reset (fact 8). The kit caches each kernel's CUfunction
  * per context ID, so a later handle in the same context skips
@@ -15,6 +17,7 @@
  * different streams never share one. See plugin/cuda/README.md. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "hkc_internal.h"
 
@@ -38,7 +41,9 @@ static const char *const kernel_names[HK__K_COUNT] = {
 };
 
 /* All under hk__lock. kernels[] is set before any handle that uses it is
- * published, and stays while a handle holds a reference. */
+ * published, and stays while a handle holds a reference. The last release
+ * takes the library out (library NULL) before it unloads it, so a create
+ * meanwhile loads a library of its own. */
 static hk_kit_library_t *library;
 static hk_kit_kernel_t *kernels[HK__K_COUNT];
 static unsigned long refs;
@@ -94,17 +99,32 @@ hk_status_t hk__kernels_acquire(void)
 
 hk_status_t hk__kernels_release(void)
 {
-    if (refs == 0 || --refs > 0)
-        return HK_STATUS_OK;
-    if (hk_kit_forked()) {
+    hk_kit_library_t *lib = NULL;
+    hk_kit_kernel_t *ks[HK__K_COUNT];
+    pthread_mutex_lock(&hk__lock);
+    if (refs > 0 && --refs == 0) {
+        lib = hk_kit_forked() ? NULL : library; /* a fork child has no driver to unload from */
+        memcpy(ks, kernels, sizeof ks);
+        memset(kernels, 0, sizeof kernels);
         library = NULL;
-        return HK_STATUS_OK; /* the child has no driver to unload from */
     }
-    hk_status_t st = hk_kit_library_unload(NULL, library);
-    if (st != HK_STATUS_OK) /* kept for the next handle rather than lost */
-        return st;
-    library = NULL;
-    return HK_STATUS_OK;
+    pthread_mutex_unlock(&hk__lock);
+    if (!lib)
+        return HK_STATUS_OK;
+    /* No lock held: the driver waits here for the library's running kernels. */
+    hk_status_t st = hk_kit_library_unload(NULL, lib);
+    if (st == HK_STATUS_OK)
+        return HK_STATUS_OK;
+    /* Refused (twice): kept for the next handle rather than lost, unless a
+     * create loaded another one meanwhile; then the kit gives this one back
+     * when the module is closed (hkk_driver.c). */
+    pthread_mutex_lock(&hk__lock);
+    if (!library) {
+        library = lib;
+        memcpy(kernels, ks, sizeof kernels);
+    }
+    pthread_mutex_unlock(&hk__lock);
+    return st;
 }
 
 hk_status_t hk__kernels_functions(hk_handle_t *h, unsigned long long ctx_id,

@@ -62,11 +62,14 @@ hk_status_t hk_plugin_negotiate(const hk_negotiate_request_t *request,
     if (request->header.struct_type != HK_STRUCT_NEGOTIATE_REQUEST ||
         request->header.struct_size < offsetof(hk_negotiate_request_t, log))
         return HK_STATUS_INVALID_VALUE;
-    /* Not unload-safe: the fork handler registered at the first create cannot
-     * be unregistered, so the module must stay mapped once it ran. */
+    /* Unload-safe: once no handle lives, nothing points into the module. The
+     * last handle unloads the kernel library; the kit's destructor gives back
+     * anything else (libraries of hk.kernels/1 left loaded, the driver
+     * reference); glibc removes the kit's fork handler when the module is
+     * closed; no thread-local destructors (plugin/kit/hkk_driver.c). */
     hk_negotiate_answer_t a = {
-        {HK_STRUCT_NEGOTIATE_ANSWER, sizeof a, 1}, HK_ABI_CURRENT, 0u, "hk-cuda",
-        HK__CUDA_VERSION, &hk__vtable};
+        {HK_STRUCT_NEGOTIATE_ANSWER, sizeof a, 1}, HK_ABI_CURRENT, HK_PLUGIN_UNLOAD_SAFE,
+        "hk-cuda", HK__CUDA_VERSION, &hk__vtable};
     /* Any 1.x up to ours: an older host reads a shorter vtable. */
     uint32_t lo = request->abi_min, hi = request->abi_max;
     uint32_t chosen = hi < HK_ABI_CURRENT ? hi : HK_ABI_CURRENT;

@@ -120,3 +120,13 @@ void hk_kit_handle_put(void *handle)
 {
     hk__reg_put(&handles, handle);
 }
+
+size_t hk__kit_handles_fini(void)
+{
+    pthread_mutex_lock(&handles.lock);
+    size_t out = handles.out;
+    pthread_mutex_unlock(&handles.lock);
+    if (out == 0)
+        hk__reg_fini(&handles);
+    return out;
+}

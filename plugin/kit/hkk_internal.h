@@ -151,4 +151,15 @@ void hk__kit_trace_rearmed(const hk_kit_bind_t *b, unsigned long long old_id);
 void hk__kit_trace_unbound(hk_kit_bind_t *b, int released, int freed, int gone,
                            hk_status_t st);
 
+/* ---- the module's unload (hkk_driver.c's destructor; never in a fork child) ---- */
+
+/* Unloads every library still loaded that no binding uses, frees the library
+ * and kernel registries when none is left; returns how many are left
+ * (hkk_library.c). */
+size_t hk__kit_libraries_fini(void);
+
+/* Frees the handle registry when every handle was given back; returns how
+ * many were not (hkk_error.c). */
+size_t hk__kit_handles_fini(void);
+
 #endif /* HKK_INTERNAL_H */

@@ -18,7 +18,11 @@
  * the mark and stops, or is seen by the unload.
  *
  * Libraries and kernels live in registries of their own (hk__registry.h):
- * a stale or foreign pointer is told apart without being read through. */
+ * a stale or foreign pointer is told apart without being read through.
+ *
+ * The module's unload (hkk_driver.c's destructor) gives back what is still
+ * loaded: every loaded library is also on a list (loaded_libs), and
+ * hk__kit_libraries_fini unloads those that no binding uses any more. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +64,36 @@ struct hk_kit_library {
     hk_kit_kernel_t *kernels;
     char *jit_log; /* error log, then info log; the driver may write them
                     * whenever it compiles, so they live with the library */
+    hk_kit_library_t *prev_loaded, *next_loaded; /* loaded_libs; under loaded_lock */
 };
+
+/* Every library loaded and not unloaded, for the module's unload. */
+static pthread_mutex_t loaded_lock = PTHREAD_MUTEX_INITIALIZER;
+static hk_kit_library_t *loaded_libs;
+
+static void loaded_add(hk_kit_library_t *L)
+{
+    pthread_mutex_lock(&loaded_lock);
+    L->prev_loaded = NULL;
+    L->next_loaded = loaded_libs;
+    if (loaded_libs)
+        loaded_libs->prev_loaded = L;
+    loaded_libs = L;
+    pthread_mutex_unlock(&loaded_lock);
+}
+
+static void loaded_remove(hk_kit_library_t *L)
+{
+    pthread_mutex_lock(&loaded_lock);
+    if (L->prev_loaded)
+        L->prev_loaded->next_loaded = L->next_loaded;
+    else if (loaded_libs == L)
+        loaded_libs = L->next_loaded;
+    if (L->next_loaded)
+        L->next_loaded->prev_loaded = L->prev_loaded;
+    L->prev_loaded = L->next_loaded = NULL;
+    pthread_mutex_unlock(&loaded_lock);
+}
 
 static hk__registry_t libraries = HK__REGISTRY_INIT(sizeof(struct hk_kit_library));
 static hk__registry_t kernels = HK__REGISTRY_INIT(sizeof(struct hk_kit_kernel));
@@ -203,6 +236,7 @@ hk_status_t hk_kit_library_load(hk_kit_bind_t *err_to, const void *image, size_t
     }
     pthread_mutex_init(&L->lock, NULL);
     hk__reg_publish(&libraries, L);
+    loaded_add(L);
     *out = L;
     return HK_STATUS_OK;
 fail:
@@ -474,6 +508,7 @@ hk_status_t hk_kit_library_unload(hk_kit_bind_t *caller, hk_kit_library_t *L)
         /* else the reference stays in the set; the unbind drops it then */
         pthread_mutex_unlock(&caller->lock);
     }
+    loaded_remove(L);
     hk__reg_retire(&libraries, L);
     pthread_mutex_lock(&L->lock);
     while (L->kernels) {
@@ -486,6 +521,35 @@ hk_status_t hk_kit_library_unload(hk_kit_bind_t *caller, hk_kit_library_t *L)
     free(L->jit_log);
     hk__reg_put(&libraries, L);
     return HK_STATUS_OK;
+}
+
+/* Called by the module's destructor, never in a fork() child: unloads every
+ * library still loaded (those the plugin or its user did not unload, or whose
+ * unload the driver refused), then frees the registries if nothing of them
+ * is left. A library a binding still uses (a handle that launched one of its
+ * kernels is live) stays, and so does its memory. Returns the libraries
+ * left loaded. */
+size_t hk__kit_libraries_fini(void)
+{
+    size_t left = 0;
+    for (;;) {
+        pthread_mutex_lock(&loaded_lock);
+        hk_kit_library_t *L = loaded_libs;
+        for (size_t i = 0; L && i < left; i++) /* the first `left` ones refused */
+            L = L->next_loaded;
+        pthread_mutex_unlock(&loaded_lock);
+        if (!L)
+            break;
+        /* Every binding synchronised its context when it was destroyed, so
+         * none of these libraries' kernels runs: the unload does not wait. */
+        if (hk_kit_library_unload(NULL, L) != HK_STATUS_OK)
+            left++;
+    }
+    if (left == 0) {
+        hk__reg_fini(&kernels);
+        hk__reg_fini(&libraries);
+    }
+    return left;
 }
 
 /* ---- attributes and launch ---- */

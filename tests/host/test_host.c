@@ -433,7 +433,7 @@ static void test_info_without_gpu(void)
 #ifdef HK_TEST_CUDA_PLUGIN
     char *out;
     CU_ASSERT_EQUAL(run(NO_DRIVER HK_TEST_HOST " info -p hk-cuda", &out), 1);
-    CU_ASSERT(has(out, "\nABI: 1.2\nflags: 0x4 (memory: CUDA device)\ntables:\n"
+    CU_ASSERT(has(out, "\nABI: 1.2\nflags: 0x5 (unload-safe, memory: CUDA device)\ntables:\n"
                        "  hk.blas1/1     88 bytes, 10 of 10 slots\n"
                        "  hk.memory/1    48 bytes, 5 of 5 slots\n"
                        "  hk.kernels/1   56 bytes\n"

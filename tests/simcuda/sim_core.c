@@ -7,7 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-sim_state_t sim = {.lock = PTHREAD_MUTEX_INITIALIZER, .next_ctx_id = 1};
+sim_state_t sim = {.lock = PTHREAD_MUTEX_INITIALIZER, .next_ctx_id = 1,
+                   .held_done = PTHREAD_COND_INITIALIZER};
 volatile int sim_forked;
 _Thread_local sim_tls_t sim_tls;
 
@@ -130,6 +131,7 @@ static void sim_atfork_child(void)
 {
     sim_forked = 1;
     pthread_mutex_init(&sim.lock, NULL);
+    pthread_cond_init(&sim.held_done, NULL);
 }
 
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;

@@ -176,6 +176,7 @@ struct CUfunc_st {
 struct CUlib_st {
     sim_obj_t hdr;
     int alive;
+    unsigned running;           /* held launches of its kernels (simcuda_hold_launches) */
     const unsigned char *image;
     size_t image_size;
     struct CUkern_st *kernels;
@@ -255,6 +256,9 @@ typedef struct sim_state {
     struct CUlib_st *libs;
     unsigned long long next_stream_id;
     struct sim_grid *pending;  /* launches not run to the end yet (sim_exec.c) */
+    unsigned hold_next;        /* launches still to hold running (simcuda_hold_launches) */
+    unsigned unload_waiting;   /* threads in cuLibraryUnload waiting for a held launch */
+    pthread_cond_t held_done;  /* signalled by simcuda_finish_launches */
 } sim_state_t;
 
 extern sim_state_t sim;

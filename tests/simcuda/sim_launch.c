@@ -127,6 +127,7 @@ static CUresult sim_launch_checked(CUfunction f, const unsigned grid[3], const u
     if (!f)
         return CUDA_ERROR_INVALID_HANDLE;
     const char *name;
+    struct CUlib_st *lib = NULL; /* the library of the kernel, if it came from one */
     if (((sim_obj_t *)f)->magic == SIM_MAGIC_KERNEL) {
         /* fact 4: a CUkernel runs in any context, loaded there on first use */
         struct CUkern_st *k = (struct CUkern_st *)f;
@@ -137,10 +138,12 @@ static CUresult sim_launch_checked(CUfunction f, const unsigned grid[3], const u
         if (r != CUDA_SUCCESS)
             return r;
         name = k->name;
+        lib = k->lib;
     } else {
         if (f->hdr.magic != SIM_MAGIC_FUNC || !sim_func_live(f) || f->own.ctx != c)
             return CUDA_ERROR_INVALID_HANDLE; /* facts 4, 8, 14 */
         name = f->name;
+        lib = f->kernel ? f->kernel->lib : NULL;
     }
     if (extra)
         return CUDA_ERROR_NOT_SUPPORTED; /* packed argument buffers are not modelled */
@@ -155,10 +158,15 @@ static CUresult sim_launch_checked(CUfunction f, const unsigned grid[3], const u
     if (emu && emu->block) {
         r = sim_exec_launch(emu, name, c, s, hstream, grid, block, shared_bytes, params);
         sim_log(name, c, hstream, r);
-        return r;
+    } else {
+        sim_exec_order(s);
+        r = sim_run(emu, name, c, hstream, grid, block, shared_bytes, params);
     }
-    sim_exec_order(s);
-    return sim_run(emu, name, c, hstream, grid, block, shared_bytes, params);
+    if (r == CUDA_SUCCESS && lib && sim.hold_next > 0) { /* simcuda_hold_launches */
+        sim.hold_next--;
+        lib->running++;
+    }
+    return r;
 }
 
 SIM_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
@@ -190,6 +198,34 @@ SIM_API CUresult cuLaunchKernelEx(const CUlaunchConfig *cfg, CUfunction f, void 
     SIM_CHECK(sim_launch_checked(f, grid, block, cfg->sharedMemBytes, cfg->hStream, params,
                                  extra));
     SIM_END;
+}
+
+/* ---- launches held running (docs/contexts.md fact 19) ---- */
+
+SIM_API void simcuda_hold_launches(unsigned n)
+{
+    pthread_mutex_lock(&sim.lock);
+    sim.hold_next = n;
+    pthread_mutex_unlock(&sim.lock);
+}
+
+SIM_API void simcuda_finish_launches(void)
+{
+    pthread_mutex_lock(&sim.lock);
+    sim.hold_next = 0;
+    for (sim_obj_t *o = sim.objects; o; o = o->next_obj)
+        if (o->magic == SIM_MAGIC_LIB)
+            ((struct CUlib_st *)o)->running = 0;
+    pthread_cond_broadcast(&sim.held_done);
+    pthread_mutex_unlock(&sim.lock);
+}
+
+SIM_API unsigned simcuda_unloads_waiting(void)
+{
+    pthread_mutex_lock(&sim.lock);
+    unsigned n = sim.unload_waiting;
+    pthread_mutex_unlock(&sim.lock);
+    return n;
 }
 
 SIM_API size_t simcuda_launch_count(void)

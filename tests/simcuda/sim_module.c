@@ -273,6 +273,15 @@ SIM_API CUresult cuLibraryUnload(CUlibrary l)
 {
     SIM_BEGIN(cuLibraryUnload);
     SIM_FAIL_IF(!sim_lib_live(l), CUDA_ERROR_INVALID_HANDLE);
+    /* Fact 19: the unload waits for its running kernels (launches held by
+     * simcuda_hold_launches), with sim.lock released, so that every other
+     * driver call goes on meanwhile. */
+    while (l->running) {
+        sim.unload_waiting++;
+        pthread_cond_wait(&sim.held_done, &sim.lock);
+        sim.unload_waiting--;
+    }
+    SIM_FAIL_IF(!sim_lib_live(l), CUDA_ERROR_INVALID_HANDLE); /* unloaded meanwhile */
     l->alive = 0; /* fact 14: its kernels and their functions die with it */
     SIM_END;
 }

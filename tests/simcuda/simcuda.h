@@ -82,6 +82,21 @@ int simcuda_launch_get(size_t i, simcuda_launch_record_t *out);
 /* Zeroes every call count and empties the launch log. */
 void simcuda_reset_counters(void);
 
+/* Running kernels, for docs/contexts.md fact 19 (cuLibraryUnload waits for
+ * the library's running kernels). The next n successful launches of kernels
+ * that come from a library (cuLibraryLoadData), from any thread, count as
+ * still running after they return, until simcuda_finish_launches: meanwhile a
+ * cuLibraryUnload of their library waits, without holding up any other
+ * driver call. Nothing else waits for them (their work is done at launch, as
+ * always here). n = 0 holds no more launches; those held stay held. */
+void simcuda_hold_launches(unsigned n);
+
+/* Ends every held launch (and holds no more): waiting unloads go on. */
+void simcuda_finish_launches(void);
+
+/* Threads now waiting in cuLibraryUnload for a held launch. */
+unsigned simcuda_unloads_waiting(void);
+
 /* Runtime-like operations, so CI runs the scenarios that a GPU machine runs
  * with cudart. Each returns 0 or a CUresult. */
 

@@ -2,7 +2,7 @@
  * SIMCUDA_FAIL), call counting, two threads with their own context stacks,
  * primary reference counts, the launch log, emulation errors and graph replay,
  * emulations registered at run time, the simulated JIT log, kernel
- * attributes.
+ * attributes, an unload waiting for a held launch (fact 19).
  * The driver facts shared with the real driver are in tests/conformance. */
 #include "hk_test.h"
 #include "simcuda.h"
@@ -508,6 +508,61 @@ static void test_kernel_attributes(void)
                     CUDA_ERROR_INVALID_HANDLE);
 }
 
+/* ---- fact 19: an unload waits for a held launch; nothing else does ---- */
+
+typedef struct unloader {
+    CUlibrary lib;
+    CUresult r;
+    int done;
+} unloader_t;
+
+static void *unload_thread(void *arg)
+{
+    unloader_t *u = arg;
+    u->r = cuLibraryUnload(u->lib);
+    __atomic_store_n(&u->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void test_unload_waits_for_held_launch(void)
+{
+    CUcontext c;
+    CUlibrary held, other;
+    CUkernel k, ko;
+    CUdeviceptr out;
+    unsigned value = 5, got = 0;
+    OK(cuCtxCreate(&c, NULL, 0, 0));
+    OK(cuMemAlloc(&out, sizeof got));
+    OK(cuLibraryLoadData(&held, probe_ptx, NULL, NULL, 0, NULL, NULL, 0));
+    OK(cuLibraryLoadData(&other, probe_ptx, NULL, NULL, 0, NULL, NULL, 0));
+    OK(cuLibraryGetKernel(&k, held, "hk_probe_kernel"));
+    OK(cuLibraryGetKernel(&ko, other, "hk_probe_kernel"));
+    void *args[] = {&out, &value};
+    simcuda_hold_launches(1);
+    OK(cuLaunchKernel((CUfunction)k, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+    OK(cuLaunchKernel((CUfunction)ko, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL)); /* not held */
+    OK(cuLibraryUnload(other)); /* its launch ended: no wait */
+
+    unloader_t u = {held, CUDA_ERROR_UNKNOWN, 0};
+    pthread_t t;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, unload_thread, &u), 0);
+    for (int i = 0; i < 5000 && simcuda_unloads_waiting() == 0; i++)
+        usleep(1000);
+    CU_ASSERT_EQUAL(simcuda_unloads_waiting(), 1);
+    /* Meanwhile every other call goes on. */
+    OK(cuMemcpyDtoH(&got, out, sizeof got));
+    CU_ASSERT_EQUAL(got, 5);
+    CU_ASSERT_EQUAL(__atomic_load_n(&u.done, __ATOMIC_ACQUIRE), 0);
+    simcuda_finish_launches();
+    pthread_join(t, NULL);
+    CU_ASSERT_EQUAL(u.r, CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(simcuda_unloads_waiting(), 0);
+    CU_ASSERT_EQUAL(cuLibraryUnload(held), CUDA_ERROR_INVALID_HANDLE);
+    OK(cuMemFree(out));
+    OK(cuCtxDestroy(c));
+    clear_stack();
+}
+
 int hk_test_register(void)
 {
     if (getenv("HK_SIMCUDA_ENV_CHILD"))
@@ -527,5 +582,7 @@ int hk_test_register(void)
     hk_test_add(s, "emulations registered at run time, replaced", test_registered_emulation);
     hk_test_add(s, "JIT: PTX with a syntax error fails with a log", test_jit_log);
     hk_test_add(s, "kernel attributes", test_kernel_attributes);
+    hk_test_add(s, "an unload waits for a held launch of its library, nothing else does",
+                test_unload_waits_for_held_launch);
     return 0;
 }

@@ -19,9 +19,16 @@ hk_plugin_t *swp_open(hk_loader_t *loader, const char *path);
 void swp_count_reset(const char *name);
 int swp_creates(void);
 int swp_destroys(void);
+/* The same, in order: 'c' for a create, 'd' for a destroy ("ccd"). */
+void swp_sequence(char *buf, size_t len);
 
 /* 1 when /proc/self/maps lists the file at path, 0 when not. */
 int swp_mapped(const char *path);
+
+/* [not-concurrent] How many different files whose name starts with prefix
+ * and ends in ".so" /proc/self/maps lists (e.g. "hk-cuda": every build of
+ * hk-cuda mapped); -1 when the maps cannot be read. */
+int swp_mapped_count(const char *prefix);
 
 /* Monotonic time in nanoseconds. */
 uint64_t swp_now_ns(void);
@@ -32,6 +39,7 @@ void swp_tables(hk_blas1_v1_t *blas, hk_memory_v1_t *mem);
 void swp_register_basic(void);
 void swp_register_load(void);
 void swp_register_host(void);
+void swp_register_unload(void); /* test_swap_unload.c, in test_swap_cuda */
 
 #define SWP_A HK_SWAP_CPU_A
 #define SWP_B HK_SWAP_CPU_B

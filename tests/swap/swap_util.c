@@ -10,6 +10,7 @@
 #include "swap_test.h"
 
 static char count_name[128];
+static char sequence[64]; /* 'c' per create, 'd' per destroy, in order; under count_lock */
 static atomic_int creates, destroys;
 static pthread_mutex_t count_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -17,12 +18,19 @@ static void count_log(void *user, hk_log_level_t level, const char *msg)
 {
     (void)user;
     (void)level;
+    int create = strncmp(msg, "swp-create ", 11) == 0;
+    int destroy = strncmp(msg, "swp-destroy ", 12) == 0;
     pthread_mutex_lock(&count_lock);
     int match = count_name[0] && strstr(msg, count_name) != NULL;
+    size_t n = strlen(sequence);
+    if (match && (create || destroy) && n + 1 < sizeof sequence) {
+        sequence[n] = create ? 'c' : 'd';
+        sequence[n + 1] = '\0';
+    }
     pthread_mutex_unlock(&count_lock);
-    if (match && strncmp(msg, "swp-create ", 11) == 0)
+    if (match && create)
         atomic_fetch_add(&creates, 1);
-    if (match && strncmp(msg, "swp-destroy ", 12) == 0)
+    if (match && destroy)
         atomic_fetch_add(&destroys, 1);
 }
 
@@ -30,9 +38,17 @@ void swp_count_reset(const char *name)
 {
     pthread_mutex_lock(&count_lock);
     snprintf(count_name, sizeof count_name, "%s", name);
+    sequence[0] = '\0';
     pthread_mutex_unlock(&count_lock);
     atomic_store(&creates, 0);
     atomic_store(&destroys, 0);
+}
+
+void swp_sequence(char *buf, size_t len)
+{
+    pthread_mutex_lock(&count_lock);
+    snprintf(buf, len, "%s", sequence);
+    pthread_mutex_unlock(&count_lock);
 }
 
 int swp_creates(void)
@@ -80,6 +96,35 @@ int swp_mapped(const char *path)
     }
     fclose(f);
     return found;
+}
+
+int swp_mapped_count(const char *prefix)
+{
+    enum { MAX = 64 };
+    static char seen[MAX][PATH_MAX];
+    char line[PATH_MAX + 128];
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return -1;
+    int n = 0;
+    size_t plen = strlen(prefix);
+    while (fgets(line, sizeof line, f)) {
+        char *path = strchr(line, '/');
+        if (!path)
+            continue;
+        path[strcspn(path, "\n")] = '\0';
+        const char *base = strrchr(path, '/') + 1;
+        size_t blen = strlen(base);
+        if (strncmp(base, prefix, plen) != 0 || blen < 3 || strcmp(base + blen - 3, ".so") != 0)
+            continue;
+        int known = 0;
+        for (int i = 0; i < n && !known; i++)
+            known = strcmp(seen[i], path) == 0;
+        if (!known && n < MAX)
+            snprintf(seen[n++], sizeof seen[0], "%s", path);
+    }
+    fclose(f);
+    return n;
 }
 
 uint64_t swp_now_ns(void)

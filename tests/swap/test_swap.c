@@ -3,6 +3,7 @@
  * implementation serving, loader destroy while handles live, bad input. */
 #include <pthread.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -319,6 +320,38 @@ static void test_swap_moves_state_and_closes(void)
     fx_down(&f);
 }
 
+/* The last swap's steps add up to its switch time, and the verification
+ * handle lives until after the switch (the new handles are made while it
+ * lives, so a plugin keeps what its first handle loaded). */
+static void test_swap_steps(void)
+{
+    fx_t f;
+    CU_ASSERT_FATAL(fx_up(&f));
+    hk_plugin_t *twin = swp_open(f.loader, SWP_DOUBLE("swp_twin"));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(twin);
+    hk_mhandle_t *mh = NULL;
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f.a, NULL, &mh), HK_STATUS_OK);
+    swp_count_reset("hk-cpu-twin 2.0.0");
+    CU_ASSERT_EQUAL(hk_loader_swap(f.loader, SWP_DOUBLE("swp_twin"), NULL, NULL), HK_STATUS_OK);
+    char seq[64];
+    swp_sequence(seq, sizeof seq);
+    CU_ASSERT_STRING_EQUAL(seq, "ccd"); /* verification, new handle; verification */
+    hk_swap_state_t ls = lstate(f.loader);
+    CU_ASSERT(ls.last_verify_ns > 0 && ls.last_create_ns > 0 && ls.last_close_ns > 0);
+    CU_ASSERT_EQUAL(ls.last_open_ns + ls.last_verify_ns + ls.last_create_ns + ls.last_commit_ns,
+                    ls.last_switch_ns);
+    /* A caller that knows the struct without the steps gets what it knows. */
+    hk_swap_state_t old;
+    memset(&old, 0xab, sizeof old);
+    old.size = offsetof(hk_swap_state_t, last_open_ns);
+    CU_ASSERT_EQUAL(hk_loader_swap_state(f.loader, &old), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(old.size, offsetof(hk_swap_state_t, last_open_ns));
+    CU_ASSERT_EQUAL(old.last_switch_ns, ls.last_switch_ns);
+    CU_ASSERT_EQUAL(old.last_open_ns, 0xababababababababull); /* not written */
+    CU_ASSERT_EQUAL(hk_mhandle_destroy(mh), HK_STATUS_OK);
+    fx_down(&f);
+}
+
 static void test_swap_from_name(void)
 {
     fx_t f;
@@ -575,6 +608,8 @@ void swp_register_basic(void)
     hk_test_add(s, "swap moves settings, closes and reopens modules",
                 test_swap_moves_state_and_closes);
     hk_test_add(s, "swap moves only the handles of from", test_swap_from_name);
+    hk_test_add(s, "the last swap step by step; the verification handle outlives the switch",
+                test_swap_steps);
     hk_test_add(s, "a call in flight finishes on the old implementation", test_call_boundary);
     hk_test_add(s, "refused: wrong verification result", test_refused_wrong_result);
     hk_test_add(s, "refused: handle_create fails", test_refused_create_fails);

@@ -1,9 +1,12 @@
 /* Swap between two builds of hk-cuda (0.1.0 and a second build answering
  * 0.1.1) over the CUDA driver the process uses (the simulated one in CI):
  * handles keep their device and context, device memory survives the swap,
- * a handle bound to a user context needs that context current on the
- * swapping thread, a swap to hk-cpu is refused, and threads calling on two
- * devices see every result right while the implementation changes. */
+ * the old module is closed and leaves the process, a handle bound to a user
+ * context needs that context current on the swapping thread, a swap to
+ * hk-cpu is refused, 8 threads calling see every result right over 100
+ * swaps, and hk-host swap between the two builds. Every case runs on one
+ * device; only the one named for two devices needs a second. The unload
+ * cases (a module closed leaves nothing behind) are in test_swap_unload.c. */
 #include <cuda.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -38,10 +41,10 @@ static int suite_clean(void)
     return L && hk_loader_destroy(L) != HK_STATUS_OK;
 }
 
-static int usable(void)
+static int devices(void)
 {
     int n = 0;
-    return L && cuDeviceGetCount(&n) == CUDA_SUCCESS && n >= 2;
+    return L && cuDeviceGetCount(&n) == CUDA_SUCCESS ? n : 0;
 }
 
 static void clear_current(void)
@@ -62,6 +65,29 @@ static hk_plugin_t *plugin_of(hk_mhandle_t *mh)
 {
     hk_mhandle_state_t s = {.size = sizeof s};
     return hk_mhandle_state(mh, &s) == HK_STATUS_OK ? s.plugin : NULL;
+}
+
+static hk_swap_plugin_state_t pstate(hk_plugin_t *p)
+{
+    hk_swap_plugin_state_t s = {.size = sizeof s};
+    CU_ASSERT_EQUAL(hk_plugin_swap_state(p, &s), HK_STATUS_OK);
+    return s;
+}
+
+/* Swaps to `to`, and checks that `from` (which no handle uses any more) was
+ * closed and left the process. */
+static void swap_and_close(hk_plugin_t *to, hk_plugin_t *from)
+{
+    uint64_t closes = pstate(from).closes;
+    hk_status_t st = hk_loader_swap(L, hk_plugin_path(to), NULL, NULL);
+    CU_ASSERT_EQUAL(st, HK_STATUS_OK);
+    if (st != HK_STATUS_OK)
+        fprintf(stderr, "\n%s\n", hk_loader_last_error(L));
+    hk_swap_plugin_state_t s = pstate(from);
+    CU_ASSERT_EQUAL(s.module, HK_MODULE_CLOSED);
+    CU_ASSERT_EQUAL(s.closes, closes + 1);
+    CU_ASSERT_EQUAL(s.handles + s.inflight + s.draining, 0);
+    CU_ASSERT(!swp_mapped(hk_plugin_path(from)));
 }
 
 /* Device buffers x, y of N floats with x[i] = i % 5 - 2, y[i] = i % 3 - 1. */
@@ -93,42 +119,39 @@ static int axpy_ok(hk_mhandle_t *mh, void *dx, void *dy, float alpha, int rounds
     return 1;
 }
 
-static void test_primary_contexts_follow(void)
+/* Two handles (devices d1 and 0, primary contexts) move to B and back: the
+ * same device and context ID after each swap, memory made before used after,
+ * the module left behind closed each time and opened again on the way back. */
+static void primaries_follow(int d1)
 {
-    if (!usable())
-        return;
     clear_current();
-    hk_create_info_t on1 = {sizeof on1, 1, 0};
+    hk_create_info_t on1 = {sizeof on1, d1, 0};
     hk_mhandle_t *m1 = NULL, *m0 = NULL;
     CU_ASSERT_EQUAL_FATAL(hk_mhandle_create(L, HK_SWAP_CUDA_A, &on1, &m1), HK_STATUS_OK);
     CU_ASSERT_EQUAL_FATAL(hk_mhandle_create(L, HK_SWAP_CUDA_A, NULL, &m0), HK_STATUS_OK);
     hk_handle_info_t i1 = info_of(m1), i0 = info_of(m0);
-    CU_ASSERT_EQUAL(i1.device, 1);
+    CU_ASSERT_EQUAL(i1.device, d1);
     CU_ASSERT_EQUAL(i0.device, 0);
     void *x1 = NULL, *y1 = NULL;
     CU_ASSERT_FATAL(place(m1, &x1, &y1));
     CU_ASSERT(axpy_ok(m1, x1, y1, 1.0f, 0));
 
-    CU_ASSERT_EQUAL(hk_loader_swap(L, HK_SWAP_CUDA_B, NULL, NULL), HK_STATUS_OK);
-    if (hk_loader_last_error(L)[0])
-        fprintf(stderr, "\n%s\n", hk_loader_last_error(L));
+    uint64_t reopens = pstate(A).reopens;
+    swap_and_close(B, A);
     CU_ASSERT_PTR_EQUAL(plugin_of(m1), B);
     CU_ASSERT_PTR_EQUAL(plugin_of(m0), B);
     hk_handle_info_t j1 = info_of(m1), j0 = info_of(m0);
-    CU_ASSERT_EQUAL(j1.device, 1);
+    CU_ASSERT_EQUAL(j1.device, d1);
     CU_ASSERT_EQUAL(j1.context_id, i1.context_id);
     CU_ASSERT_EQUAL(j1.owns_primary, 1);
     CU_ASSERT_EQUAL(j0.device, 0);
     CU_ASSERT_EQUAL(j0.context_id, i0.context_id);
     /* Memory made through the old implementation, used by the new one. */
     CU_ASSERT(axpy_ok(m1, x1, y1, 1.0f, 1));
-    hk_swap_plugin_state_t pa = {.size = sizeof pa};
-    CU_ASSERT_EQUAL(hk_plugin_swap_state(A, &pa), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(pa.handles, 0);
-    CU_ASSERT_EQUAL(pa.module, HK_MODULE_OPEN); /* hk-cuda is not unload-safe */
-    CU_ASSERT_EQUAL(pa.closes, 0);
 
-    CU_ASSERT_EQUAL(hk_loader_swap(L, HK_SWAP_CUDA_A, NULL, NULL), HK_STATUS_OK);
+    swap_and_close(A, B);
+    CU_ASSERT_EQUAL(pstate(A).reopens, reopens + 1);
+    CU_ASSERT_EQUAL(pstate(A).module, HK_MODULE_OPEN);
     CU_ASSERT(axpy_ok(m1, x1, y1, 1.0f, 2));
     CU_ASSERT_EQUAL(Me.free_(hk_mhandle_handle(m1), x1), HK_STATUS_OK);
     CU_ASSERT_EQUAL(Me.free_(hk_mhandle_handle(m1), y1), HK_STATUS_OK);
@@ -137,9 +160,21 @@ static void test_primary_contexts_follow(void)
     clear_current();
 }
 
+static void test_primary_contexts_follow(void)
+{
+    if (devices() >= 1)
+        primaries_follow(0);
+}
+
+static void test_two_devices_follow(void)
+{
+    if (devices() >= 2)
+        primaries_follow(1);
+}
+
 static void test_user_context_needs_current(void)
 {
-    if (!usable())
+    if (devices() < 1)
         return;
     clear_current();
     CUdevice d0;
@@ -178,13 +213,13 @@ static void test_user_context_needs_current(void)
 
 static void test_refused_to_host_memory(void)
 {
-    if (!usable())
+    if (devices() < 1)
         return;
     hk_plugin_t *cpu = swp_open(L, HK_SWAP_CPU_A);
     CU_ASSERT_PTR_NOT_NULL_FATAL(cpu);
-    hk_create_info_t on1 = {sizeof on1, 1, 0};
+    hk_create_info_t on = {sizeof on, devices() - 1, 0};
     hk_mhandle_t *mh = NULL;
-    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create(L, HK_SWAP_CUDA_A, &on1, &mh), HK_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create(L, HK_SWAP_CUDA_A, &on, &mh), HK_STATUS_OK);
     CU_ASSERT_EQUAL(hk_loader_swap(L, HK_SWAP_CPU_A, NULL, NULL), HK_STATUS_NOT_SUPPORTED);
     const char *why = hk_loader_last_error(L);
     CU_ASSERT_PTR_NOT_NULL(strstr(why, "in CUDA device memory and hk-cpu 1.0.0 in host memory"));
@@ -194,8 +229,8 @@ static void test_refused_to_host_memory(void)
 
 /* ---- under load ---- */
 
-#define CT 4
-#define CSWAPS 20
+#define CT 8
+#define CSWAPS 100
 
 typedef struct cworker {
     pthread_t tid;
@@ -228,22 +263,35 @@ static void *cwork(void *arg)
     return NULL;
 }
 
+/* 8 threads, a movable handle each (on every device in turn), call and check
+ * while the main thread swaps 100 times: no call fails, computes wrong or is
+ * lost; after every swap the old build is closed and gone from the maps, and
+ * never more than the two builds are mapped. */
 static void test_swap_under_load(void)
 {
-    if (!usable())
+    int nd = devices();
+    if (nd < 1)
         return;
     static cworker_t w[CT];
+    static uint64_t sw_ns[CSWAPS];
     atomic_store(&cstop, 0);
     for (int t = 0; t < CT; t++) {
-        hk_create_info_t on = {sizeof on, t % 2, 0}; /* both devices */
+        hk_create_info_t on = {sizeof on, t % nd, 0};
         memset(&w[t], 0, sizeof w[t]);
         CU_ASSERT_EQUAL_FATAL(hk_mhandle_create(L, HK_SWAP_CUDA_A, &on, &w[t].mh), HK_STATUS_OK);
         CU_ASSERT_EQUAL_FATAL(pthread_create(&w[t].tid, NULL, cwork, &w[t]), 0);
     }
+    int most = 0, not_closed = 0;
     for (int i = 0; i < CSWAPS; i++) {
-        CU_ASSERT_EQUAL(hk_loader_swap(L, (i % 2) ? HK_SWAP_CUDA_A : HK_SWAP_CUDA_B, NULL, NULL),
-                        HK_STATUS_OK);
-        struct timespec ts = {0, 2000000};
+        hk_plugin_t *to = (i % 2) ? A : B, *from = (i % 2) ? B : A;
+        CU_ASSERT_EQUAL(hk_loader_swap(L, hk_plugin_path(to), NULL, NULL), HK_STATUS_OK);
+        hk_swap_state_t ls = {.size = sizeof ls};
+        hk_loader_swap_state(L, &ls);
+        sw_ns[i] = ls.last_switch_ns;
+        not_closed += pstate(from).module != HK_MODULE_CLOSED || swp_mapped(hk_plugin_path(from));
+        int mapped = swp_mapped_count("hk-cuda");
+        most = mapped > most ? mapped : most;
+        struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
     atomic_store(&cstop, 1);
@@ -253,28 +301,76 @@ static void test_swap_under_load(void)
         issued += atomic_load(&w[t].issued);
         completed += atomic_load(&w[t].completed);
         bad += atomic_load(&w[t].bad);
-        CU_ASSERT_PTR_EQUAL(plugin_of(w[t].mh), A);
+        CU_ASSERT_PTR_EQUAL(plugin_of(w[t].mh), A); /* an even number of swaps */
         CU_ASSERT_EQUAL(hk_mhandle_destroy(w[t].mh), HK_STATUS_OK);
     }
     CU_ASSERT_EQUAL(bad, 0);
     CU_ASSERT_EQUAL(issued, completed);
     CU_ASSERT(issued > 0);
-    printf("\n    hk-cuda: %d threads on 2 devices, %d swaps: %llu verified rounds, %llu bad\n    ",
-           CT, CSWAPS, issued, bad);
+    CU_ASSERT_EQUAL(not_closed, 0);
+    CU_ASSERT(most >= 1 && most <= 2);
+    CU_ASSERT_EQUAL(swp_mapped_count("hk-cuda"), 1);
+    uint64_t med = 0, max = 0;
+    for (int i = 0; i < CSWAPS; i++) { /* the median without sorting a copy twice */
+        int below = 0;
+        for (int k = 0; k < CSWAPS; k++)
+            below += sw_ns[k] < sw_ns[i];
+        if (below == CSWAPS / 2)
+            med = sw_ns[i];
+        max = sw_ns[i] > max ? sw_ns[i] : max;
+    }
+    printf("\n    hk-cuda: %d threads on %d device(s), %d swaps: %llu verified rounds, %llu bad, "
+           "%llu lost; switch median %.0f us, max %.0f us; at most %d builds mapped\n    ",
+           CT, nd < CT ? nd : CT, CSWAPS, issued, bad, issued - completed, med / 1e3, max / 1e3,
+           most);
+}
+
+/* hk-host swap between the two builds: its summary says one module of two is
+ * still open (the other closed), and its second line breaks the time down. */
+static void test_host_swap(void)
+{
+    if (devices() < 1)
+        return;
+    char cmd[4096], out[8192];
+    snprintf(cmd, sizeof cmd, "%s swap -p %s -q %s -t 4 -k 20 -n 1000 2>&1", HK_TEST_HOST,
+             HK_SWAP_CUDA_A, HK_SWAP_CUDA_B);
+    FILE *p = popen(cmd, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    size_t len = fread(out, 1, sizeof out - 1, p);
+    out[len] = '\0';
+    int st = pclose(p);
+    CU_ASSERT_EQUAL(st, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "wrong 0, failed 0, swaps 20 of 20 (0 refused)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "modules still open: 1 of 2"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "swap: time by step"));
+    if (st != 0 || !strstr(out, "modules still open: 1 of 2"))
+        fprintf(stderr, "\n%s\n", out);
+    const char *sum = strstr(out, "swap: calls");
+    printf("\n    %s    ", sum ? sum : "");
 }
 
 int hk_test_register(void)
 {
+    swp_register_unload(); /* first: it needs the builds mapped by nobody else */
     CU_pSuite s = hk_test_suite("swap hk-cuda", suite_init, suite_clean);
     CU_pTest t[] = {
-        hk_test_add(s, "handles keep device and primary context", test_primary_contexts_follow),
+        hk_test_add(s, "handles keep device and primary context; the old build is closed",
+                    test_primary_contexts_follow),
         hk_test_add(s, "a user-context handle needs it current", test_user_context_needs_current),
         hk_test_add(s, "refused: hk-cuda to hk-cpu", test_refused_to_host_memory),
-        hk_test_add(s, "4 threads, 2 devices, 20 swaps", test_swap_under_load),
+        hk_test_add(s, "8 threads x 100 swaps: none wrong, failed or lost; old builds closed",
+                    test_swap_under_load),
+        hk_test_add(s, "hk-host swap between two builds of hk-cuda", test_host_swap),
     };
+    CU_pTest two = hk_test_add(s, "handles on 2 devices keep their device and context",
+                               test_two_devices_follow);
     int n = 0;
-    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGetCount(&n) != CUDA_SUCCESS || n < 2)
+    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGetCount(&n) != CUDA_SUCCESS || n < 1) {
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-            hk_test_skip(t[i], "needs a CUDA driver with 2 devices");
+            hk_test_skip(t[i], "needs a CUDA driver with a device");
+        hk_test_skip(two, "needs a CUDA driver with a device");
+    } else if (n < 2) {
+        hk_test_skip(two, "needs 2 devices, the driver lists 1");
+    }
     return 0;
 }

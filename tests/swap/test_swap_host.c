@@ -57,6 +57,8 @@ static void test_host_swap(void)
     CU_ASSERT(has(out, "<-> hk-cpu 1.0.1 ("));
     CU_ASSERT(has(out, "wrong 0, failed 0, swaps 100 of 100 (0 refused)"));
     CU_ASSERT(has(out, "modules still open: 1 of 2"));
+    CU_ASSERT(has(out, "\nswap: time by step, median (slowest switch, "));
+    CU_ASSERT(has(out, ", drain "));
     CU_ASSERT(out && !strchr(out, '\r')); /* no progress line off a terminal */
     printf("\n    %s    ", out && strrchr(out, '\n') ? strstr(out, "swap: calls") : "");
     free(out);
