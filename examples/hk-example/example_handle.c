@@ -19,11 +19,13 @@ hk_kit_kernel_t *ex_kernels[EX_KERNELS];
 /* The fatbin, embedded by example_fatbin.S. */
 extern const unsigned char example_fatbin[], example_fatbin_end[];
 
-/* The library of kernels is loaded by the first handle and unloaded with
- * the last; all of this under one lock, taken only by create and destroy. */
+/* The library of kernels is loaded by the first handle and kept until the
+ * module is closed, when the kit's destructor unloads it (unloading with the
+ * last handle would load and unload it again and again in a program that
+ * creates and destroys handles in turn). Under one lock, taken only by
+ * create. */
 static pthread_mutex_t lib_lock = PTHREAD_MUTEX_INITIALIZER;
 static hk_kit_library_t *library;
-static unsigned long library_refs;
 static int entries_taken;
 
 static hk_status_t take_entry_points(void)
@@ -43,15 +45,13 @@ static hk_status_t take_entry_points(void)
     return st;
 }
 
-/* Takes a reference on the library, loading it (and finding the kernels) on
- * the first. Caller holds lib_lock. */
-static hk_status_t library_acquire(void)
+/* Loads the library (and finds the kernels) the first time. Caller holds
+ * lib_lock. */
+static hk_status_t library_load(void)
 {
     static const char *const names[EX_KERNELS] = {"hk_example_fill", "hk_example_scale"};
-    if (library) {
-        library_refs++;
+    if (library)
         return HK_STATUS_OK;
-    }
     hk_kit_library_t *lib = NULL;
     hk_status_t st = hk_kit_library_load(NULL, example_fatbin,
                                          (size_t)(example_fatbin_end - example_fatbin), 0, &lib);
@@ -67,20 +67,7 @@ static hk_status_t library_acquire(void)
         return st;
     }
     library = lib;
-    library_refs = 1;
     return HK_STATUS_OK;
-}
-
-/* Drops a reference; the last unloads (kept for the next handle when the
- * driver refuses). Caller holds lib_lock. */
-static hk_status_t library_release(void)
-{
-    if (library_refs == 0 || --library_refs > 0)
-        return HK_STATUS_OK;
-    hk_status_t st = hk_kit_library_unload(NULL, library);
-    if (st == HK_STATUS_OK)
-        library = NULL;
-    return st;
 }
 
 /* ---- the core vtable ---- */
@@ -108,14 +95,13 @@ static hk_status_t handle_create(const hk_create_info_t *info, hk_handle_t **out
     pthread_mutex_lock(&lib_lock);
     st = take_entry_points();
     if (st == HK_STATUS_OK)
-        st = library_acquire();
+        st = library_load();
     pthread_mutex_unlock(&lib_lock);
     if (st != HK_STATUS_OK)
         return st;
     hk_handle_t *h = hk_kit_handle_take(sizeof *h);
     if (!h) {
-        st = hk_kit_fail(NULL, HK_STATUS_OUT_OF_MEMORY, "handle_create: no memory");
-        goto release;
+        return hk_kit_fail(NULL, HK_STATUS_OUT_OF_MEMORY, "handle_create: no memory");
     }
     h->flags = ci.flags;
     /* No per-context state of its own (ops NULL): the kit keeps the kernels'
@@ -123,16 +109,11 @@ static hk_status_t handle_create(const hk_create_info_t *info, hk_handle_t **out
     st = hk_kit_bind(ci.device, NULL, h, &h->kb);
     if (st != HK_STATUS_OK) {
         hk_kit_handle_put(h);
-        goto release;
+        return st;
     }
     hk_kit_handle_publish(h);
     *out = h;
     return HK_STATUS_OK;
-release:
-    pthread_mutex_lock(&lib_lock);
-    library_release();
-    pthread_mutex_unlock(&lib_lock);
-    return st;
 }
 
 static hk_status_t handle_destroy(hk_handle_t *h)
@@ -148,10 +129,7 @@ static hk_status_t handle_destroy(hk_handle_t *h)
     }
     hk_status_t st = hk_kit_unbind(h->kb); /* waits for the handle's work */
     hk_kit_handle_put(h);
-    pthread_mutex_lock(&lib_lock);
-    hk_status_t lst = library_release();
-    pthread_mutex_unlock(&lib_lock);
-    return st != HK_STATUS_OK ? st : lst;
+    return st;
 }
 
 static hk_status_t set_stream(hk_handle_t *h, void *stream)
@@ -304,8 +282,11 @@ hk_status_t hk_plugin_negotiate(const hk_negotiate_request_t *request,
     if (request->header.struct_type != HK_STRUCT_NEGOTIATE_REQUEST ||
         request->header.struct_size < offsetof(hk_negotiate_request_t, log))
         return HK_STATUS_INVALID_VALUE;
-    /* Not unload-safe: the kit's fork handler cannot be unregistered. */
-    hk_negotiate_answer_t a = {{HK_STRUCT_NEGOTIATE_ANSWER, sizeof a, 1}, HK_ABI_CURRENT, 0u,
+    /* Unload-safe: when the module is closed, the kit's destructor unloads
+     * the library and gives back the driver; glibc drops the kit's fork
+     * handler with the module. */
+    hk_negotiate_answer_t a = {{HK_STRUCT_NEGOTIATE_ANSWER, sizeof a, 1}, HK_ABI_CURRENT,
+                               HK_PLUGIN_UNLOAD_SAFE,
                                "hk-example", EX_VERSION, &ex_vtable};
     uint32_t lo = request->abi_min, hi = request->abi_max;
     uint32_t chosen = hi < HK_ABI_CURRENT ? hi : HK_ABI_CURRENT;
