@@ -25,6 +25,7 @@ typedef struct swap_opts {
     const char *a, *b;
     long threads, swaps, wait_ms;
     int64_t n;
+    int prepared; /* -P: prepare each swap, then commit it */
 } swap_opts_t;
 
 typedef struct worker {
@@ -44,14 +45,16 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: hk-host swap -p REQUEST_A -q REQUEST_B [-t THREADS] [-k SWAPS] [-n N] "
-            "[-w MS]\n"
+            "[-w MS] [-P]\n"
             "  worker threads call saxpy and sdot through movable handles, every result\n"
             "  checked, while the implementation is swapped between A and B.\n"
             "  -p, -q  plugin requests: NAME, NAME@RANGE or a path to a .so file\n"
             "  -t      worker threads (default 8)\n"
             "  -k      swaps (default 100)\n"
             "  -n      vector length (default 4096)\n"
-            "  -w      milliseconds between swaps (default 2)\n");
+            "  -w      milliseconds between swaps (default 2)\n"
+            "  -P      prepare each swap (open, verify, make the new handles), then commit\n"
+            "          it: the switch time counts from the commit\n");
 }
 
 static int parse(const char *s, long lo, long hi, long *out)
@@ -69,9 +72,9 @@ static int parse_opts(int argc, char **argv, swap_opts_t *o)
 {
     long v;
     int c;
-    *o = (swap_opts_t){NULL, NULL, 8, 100, 2, 4096};
+    *o = (swap_opts_t){NULL, NULL, 8, 100, 2, 4096, 0};
     optind = 1;
-    while ((c = getopt(argc, argv, "p:q:t:k:n:w:h")) != -1) {
+    while ((c = getopt(argc, argv, "p:q:t:k:n:w:hP")) != -1) {
         long *dst = c == 't' ? &o->threads : c == 'k' ? &o->swaps : c == 'w' ? &o->wait_ms : NULL;
         long hi = c == 't' ? 256 : c == 'k' ? 1000000 : c == 'w' ? 10000 : (1L << 26);
         if (c == 'p' || c == 'q') {
@@ -86,6 +89,8 @@ static int parse_opts(int argc, char **argv, swap_opts_t *o)
                 *dst = v;
             else
                 o->n = v;
+        } else if (c == 'P') {
+            o->prepared = 1;
         } else if (c == 'h') {
             usage(stdout);
             return 0;
@@ -237,6 +242,16 @@ static void print_steps(uint64_t *steps, long n)
     free(col);
 }
 
+/* One swap to request: in one call, or prepared and then committed. */
+static hk_status_t swap_once(hk_loader_t *loader, const char *request, int prepared)
+{
+    if (!prepared)
+        return hk_loader_swap(loader, request, NULL, NULL);
+    hk_swap_prepared_t *p = NULL;
+    hk_status_t st = hk_loader_swap_prepare(loader, request, NULL, &p);
+    return st == HK_STATUS_OK ? hk_loader_swap_commit(p, NULL) : st;
+}
+
 /* Swaps o->swaps times, B first; returns the number refused. Each successful
  * swap's steps go to steps[*done * STEPS ...] (steps may be NULL). */
 static long swap_loop(hk_loader_t *loader, const swap_opts_t *o, worker_t *w, uint64_t *steps,
@@ -247,7 +262,7 @@ static long swap_loop(hk_loader_t *loader, const swap_opts_t *o, worker_t *w, ui
     *done = 0;
     for (long i = 0; i < o->swaps; i++) {
         const char *to = (i % 2) ? o->a : o->b;
-        if (hk_loader_swap(loader, to, NULL, NULL) != HK_STATUS_OK) {
+        if (swap_once(loader, to, o->prepared) != HK_STATUS_OK) {
             if (refused++ == 0)
                 fprintf(stderr, "hk-host swap: %s\n", hk_loader_last_error(loader));
         } else if (steps) {

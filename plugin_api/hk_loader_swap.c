@@ -27,7 +27,9 @@ typedef struct hk__mover {
     uint64_t gen;
 } hk__mover_t;
 
-typedef struct hk__job {
+/* A swap in progress; the public hk_swap_prepared_t between prepare and
+ * commit. */
+typedef struct hk_swap_prepared {
     hk_loader_t *loader;
     struct hk__swap *sw;
     const char *from;
@@ -42,6 +44,12 @@ typedef struct hk__job {
      * may wait for the device) is not on the switch's clock. */
     hk_handle_t *vh;
     uint64_t t[5]; /* call, opened, verified, new handles made, switched */
+    /* Made by hk_loader_swap_prepare: committed (or cancelled) later, by the
+     * thread that prepared it (it holds the swap lock meanwhile). */
+    int prepared;
+    pthread_t owner;
+    uint64_t t_commit; /* when hk_loader_swap_commit was called */
+    char request[256]; /* for messages, cut */
     char why[768];
 } hk__job_t;
 
@@ -381,15 +389,20 @@ static void hk__close_old(hk__job_t *job, hk_plugin_t **olds)
 }
 
 /* Records the times of a swap that succeeded: t[] of the job (call, opened,
- * verified, new handles made, switched), then drained and closed. */
-static void hk__record_times(struct hk__swap *sw, const uint64_t t[5], uint64_t t_drained,
-                             uint64_t t_closed)
+ * verified, new handles made, switched), the commit call of a prepared swap
+ * (else 0), then drained and closed. */
+static void hk__record_times(struct hk__swap *sw, const uint64_t t[5], uint64_t t_commit,
+                             uint64_t t_drained, uint64_t t_closed)
 {
     uint64_t t_switch = t[4] - t[0], t_drain = t_drained - t[4];
     atomic_store(&sw->last_open_ns, t[1] - t[0]);
     atomic_store(&sw->last_verify_ns, t[2] - t[1]);
     atomic_store(&sw->last_create_ns, t[3] - t[2]);
     atomic_store(&sw->last_commit_ns, t[4] - t[3]);
+    if (t_commit) { /* prepared beforehand: the switch counts from the commit */
+        t_switch = t[4] - t_commit;
+        atomic_store(&sw->last_commit_ns, t_switch);
+    }
     atomic_store(&sw->last_close_ns, t_closed - t_drained);
     atomic_store(&sw->last_switch_ns, t_switch);
     atomic_store(&sw->last_drain_ns, t_drain);
@@ -433,20 +446,21 @@ static hk_status_t hk__prepare(hk__job_t *job, const char *request)
     return st;
 }
 
-static hk_status_t hk__run(hk__job_t *job, const char *request)
+/* A swap that will not happen: the new handles and the verification handle
+ * go, a module this swap opened again is closed again; nothing moved. */
+static void hk__abandon(hk__job_t *job)
 {
-    hk_status_t st = hk__prepare(job, request);
-    if (st == HK_STATUS_OK)
-        st = hk__commit(job);
-    if (st != HK_STATUS_OK) {
-        for (size_t i = 0; i < job->nmovers; i++)
-            if (job->movers[i].raw)
-                job->fresh.core.handle_destroy(job->movers[i].raw);
-        hk__drop_verify_handle(job);
-        if (job->reopened) /* leave it closed, as it was */
-            hk__swap_try_close(job->loader, job->sw, job->to);
-        return st;
-    }
+    for (size_t i = 0; i < job->nmovers; i++)
+        if (job->movers[i].raw)
+            job->fresh.core.handle_destroy(job->movers[i].raw);
+    hk__drop_verify_handle(job);
+    if (job->reopened) /* leave it closed, as it was */
+        hk__swap_try_close(job->loader, job->sw, job->to);
+}
+
+/* After the switch: drain, destroy and close what the handles left. */
+static void hk__finish(hk__job_t *job)
+{
     job->t[4] = hk__now_ns();
     HK__TRACE(HK__TRACE_DECISIONS, "swap", "switched %zu handle%s to %s %s, %.1f us after the "
               "call", job->nmovers, job->nmovers == 1 ? "" : "s", job->to->name,
@@ -463,16 +477,28 @@ static hk_status_t hk__run(hk__job_t *job, const char *request)
     if (olds) /* without the list the old modules just stay open */
         hk__close_old(job, olds);
     free(olds);
-    hk__record_times(job->sw, job->t, t_drained, hk__now_ns());
-    return HK_STATUS_OK;
+    hk__record_times(job->sw, job->t, job->t_commit, t_drained, hk__now_ns());
 }
 
-hk_status_t hk_loader_swap(hk_loader_t *loader, const char *request,
-                           const hk_swap_options_t *opts, hk_plugin_t **to)
+/* Commits a prepared job: switch, then drain and close; on failure nothing
+ * moved. */
+static hk_status_t hk__commit_and_finish(hk__job_t *job)
+{
+    hk_status_t st = hk__commit(job);
+    if (st != HK_STATUS_OK)
+        hk__abandon(job);
+    else
+        hk__finish(job);
+    return st;
+}
+
+/* Checks the arguments, makes the job and takes the swap lock (held until
+ * hk__job_end). Returns OK with *out, or the refusal (recorded). */
+static hk_status_t hk__job_begin(hk_loader_t *loader, const char *request,
+                                 const hk_swap_options_t *opts, hk__job_t **out)
 {
     uint64_t t0 = hk__now_ns();
-    if (to)
-        *to = NULL;
+    *out = NULL;
     if (!loader)
         return HK_STATUS_NULL_POINTER;
     if (!request)
@@ -499,14 +525,24 @@ hk_status_t hk_loader_swap(hk_loader_t *loader, const char *request,
     job->sw = sw;
     job->from = o.from;
     job->t[0] = t0;
+    job->owner = pthread_self();
+    snprintf(job->request, sizeof(job->request), "%s", request);
     pthread_mutex_lock(&sw->lock);
     atomic_store(&sw->phase, HK_SWAP_PENDING);
-    hk_status_t st = hk__run(job, request);
+    *out = job;
+    return HK_STATUS_OK;
+}
+
+/* Records the job's outcome st (a refusal with its reason), gives the swap
+ * lock back and frees the job. Returns st. */
+static hk_status_t hk__job_end(hk__job_t *job, hk_status_t st, hk_plugin_t **to)
+{
+    struct hk__swap *sw = job->sw;
     if (st != HK_STATUS_OK) {
         atomic_fetch_add(&sw->failed, 1);
         HK__TRACE(HK__TRACE_DECISIONS, "swap", "to \"%s\" refused: %s: %s; every handle stays "
-                  "on its implementation", request, hk_status_name(st), job->why);
-        hk__swap_fail(loader, st, "swap to %s refused: %s", request, job->why);
+                  "on its implementation", job->request, hk_status_name(st), job->why);
+        hk__swap_fail(job->loader, st, "swap to %s refused: %s", job->request, job->why);
     } else if (to) {
         *to = job->to;
     }
@@ -515,6 +551,83 @@ hk_status_t hk_loader_swap(hk_loader_t *loader, const char *request,
     free(job->movers);
     free(job);
     return st;
+}
+
+hk_status_t hk_loader_swap(hk_loader_t *loader, const char *request,
+                           const hk_swap_options_t *opts, hk_plugin_t **to)
+{
+    hk__job_t *job = NULL;
+    if (to)
+        *to = NULL;
+    hk_status_t st = hk__job_begin(loader, request, opts, &job);
+    if (st != HK_STATUS_OK)
+        return st;
+    st = hk__prepare(job, request);
+    if (st == HK_STATUS_OK)
+        st = hk__commit_and_finish(job);
+    else
+        hk__abandon(job);
+    return hk__job_end(job, st, to);
+}
+
+hk_status_t hk_loader_swap_prepare(hk_loader_t *loader, const char *request,
+                                   const hk_swap_options_t *opts, hk_swap_prepared_t **prepared)
+{
+    hk__job_t *job = NULL;
+    if (!prepared)
+        return loader ? hk__swap_fail(loader, HK_STATUS_NULL_POINTER,
+                                      "swap refused: prepared is NULL")
+                      : HK_STATUS_NULL_POINTER;
+    *prepared = NULL;
+    hk_status_t st = hk__job_begin(loader, request, opts, &job);
+    if (st != HK_STATUS_OK)
+        return st;
+    st = hk__prepare(job, request);
+    if (st != HK_STATUS_OK) {
+        hk__abandon(job);
+        return hk__job_end(job, st, NULL);
+    }
+    job->prepared = 1;
+    HK__TRACE(HK__TRACE_DECISIONS, "swap", "prepared: %zu new handle%s of %s %s wait for the "
+              "commit", job->nmovers, job->nmovers == 1 ? "" : "s", job->to->name,
+              job->to->version);
+    *prepared = job;
+    return HK_STATUS_OK;
+}
+
+/* A prepared swap, used from the thread that prepared it? */
+static hk_status_t hk__check_prepared(hk_swap_prepared_t *job, const char *what)
+{
+    if (!job)
+        return HK_STATUS_NULL_POINTER;
+    if (!job->prepared || !pthread_equal(job->owner, pthread_self()))
+        return hk__swap_fail(job->loader, HK_STATUS_INVALID_VALUE,
+                             "%s: the swap to %s was prepared by another thread, which must "
+                             "commit or cancel it", what, job->request);
+    return HK_STATUS_OK;
+}
+
+hk_status_t hk_loader_swap_commit(hk_swap_prepared_t *prepared, hk_plugin_t **to)
+{
+    if (to)
+        *to = NULL;
+    hk_status_t st = hk__check_prepared(prepared, "hk_loader_swap_commit");
+    if (st != HK_STATUS_OK)
+        return st;
+    prepared->t_commit = hk__now_ns();
+    st = hk__commit_and_finish(prepared);
+    return hk__job_end(prepared, st, to);
+}
+
+hk_status_t hk_loader_swap_cancel(hk_swap_prepared_t *prepared)
+{
+    hk_status_t st = hk__check_prepared(prepared, "hk_loader_swap_cancel");
+    if (st != HK_STATUS_OK)
+        return st;
+    hk__abandon(prepared);
+    HK__TRACE(HK__TRACE_DECISIONS, "swap", "prepared swap to \"%s\" cancelled; every handle "
+              "stays on its implementation", prepared->request);
+    return hk__job_end(prepared, HK_STATUS_OK, NULL);
 }
 
 /* ---- state ---- */

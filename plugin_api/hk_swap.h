@@ -179,6 +179,41 @@ typedef struct hk_swap_options {
 hk_status_t hk_loader_swap(hk_loader_t *loader, const char *request,
                            const hk_swap_options_t *opts, hk_plugin_t **to);
 
+/* The same swap in two calls, so that the slow part (opening the plugin,
+ * verifying it, making the new handles: milliseconds for a CUDA plugin whose
+ * module loads its kernels) happens before the moment the host chooses for
+ * the switch itself. */
+typedef struct hk_swap_prepared hk_swap_prepared_t;
+
+/* [thread-safe] Does everything hk_loader_swap does before the switch
+ * (resolve, open, memory domain, verification, new handles with the old ones'
+ * state); on success *prepared (not NULL) waits for hk_loader_swap_commit or
+ * hk_loader_swap_cancel, which the calling thread must make. Meanwhile every
+ * handle keeps running its current implementation and settings may change
+ * (they are given to the new handles at the commit), but creates, destroys
+ * and other swaps of this loader's movable handles wait: the calling thread
+ * must make none of those before it commits or cancels. Returns what
+ * hk_loader_swap returns (NULL_POINTER also for prepared NULL); on failure
+ * *prepared is NULL and nothing is left to cancel. */
+hk_status_t hk_loader_swap_prepare(hk_loader_t *loader, const char *request,
+                                   const hk_swap_options_t *opts, hk_swap_prepared_t **prepared);
+
+/* [not-concurrent] From the thread that prepared it: switches every handle
+ * at once, at a call boundary, then drains, destroys and closes as
+ * hk_loader_swap does, and frees prepared. *to (may be NULL) receives the new
+ * plugin on success. hk_loader_swap_state's last_switch_ns then counts from
+ * this call. Returns OK; the new plugin's status when giving it a setting
+ * changed since prepare failed (nothing moved; prepared is freed, the new
+ * handles destroyed); NULL_POINTER; INVALID_VALUE from another thread
+ * (nothing done, prepared still waits for its own thread). */
+hk_status_t hk_loader_swap_commit(hk_swap_prepared_t *prepared, hk_plugin_t **to);
+
+/* [not-concurrent] From the thread that prepared it: gives up the swap
+ * (nothing moved; the new handles are destroyed, a module the prepare opened
+ * again is closed again) and frees prepared. Returns OK, NULL_POINTER, or
+ * INVALID_VALUE from another thread. */
+hk_status_t hk_loader_swap_cancel(hk_swap_prepared_t *prepared);
+
 typedef enum hk_swap_phase {
     HK_SWAP_IDLE = 0,     /* no swap running */
     HK_SWAP_PENDING = 1,  /* resolving, verifying, making the new handles */
@@ -195,8 +230,9 @@ typedef struct hk_swap_state {
     uint64_t handles;         /* live movable handles */
     uint64_t inflight;        /* calls in flight through them */
     uint64_t draining;        /* old handles switched away from, not yet destroyed */
-    uint64_t last_switch_ns;  /* last swap: from the call until every handle ran
-                                 the new implementation */
+    uint64_t last_switch_ns;  /* last swap: from the call (hk_loader_swap, or
+                                 hk_loader_swap_commit of a prepared swap) until
+                                 every handle ran the new implementation */
     uint64_t last_drain_ns;   /* last swap: from then until the old handles were
                                  drained and destroyed (and the verification
                                  handle, kept until after the switch) */
@@ -204,7 +240,8 @@ typedef struct hk_swap_state {
     uint64_t max_drain_ns;
     /* The last swap step by step (fields added after the ones above: a
      * caller with an older sizeof gets the fields it knows). The first four
-     * add up to last_switch_ns. */
+     * add up to last_switch_ns; for a prepared swap the first three say what
+     * the prepare took and last_commit_ns is last_switch_ns. */
     uint64_t last_open_ns;    /* resolving the request, and opening the plugin's
                                  file again when a swap had closed it */
     uint64_t last_verify_ns;  /* tables, memory domain, and the verification

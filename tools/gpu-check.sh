@@ -61,6 +61,8 @@ step cuda-kernels-rel   $rel/tests/test_cuda_kernels
 step swap-cuda          $dbg/tests/test_swap_cuda
 step hk-host-swap-cuda  $rel/bin/hk-host swap -p $rel/plugins/hk-cuda.so \
     -q $rel/tests/swap_plugins/hk-cuda-0.1.1.so -t 8 -k 100
+step hk-host-swap-cuda-prepared $rel/bin/hk-host swap -p $rel/plugins/hk-cuda.so \
+    -q $rel/tests/swap_plugins/hk-cuda-0.1.1.so -t 8 -k 100 -P
 step hk-validate-example $rel/bin/hk-validate $dbg/tests/kit/example/hk-example.so
 step hk-validate-cuda   $rel/bin/hk-validate $rel/plugins/hk-cuda.so
 step hk-validate-cmp    $rel/bin/hk-validate --compare $rel/plugins/hk-cpu.so $rel/plugins/hk-cuda.so
@@ -69,7 +71,8 @@ step python-gpu env HK_LOADER_LIBRARY=$rel/stage/usr/local/lib/libhkloader.so.1 
     python3 python/tests/run.py test_gpu
 if [ $sanitize -eq 1 ]; then
     # The tests make failing API calls on purpose: only the kernels' errors count.
-    cs="compute-sanitizer --report-api-errors no --error-exitcode 99"
+    # application-only: the loader's probe child is not a CUDA program.
+    cs="compute-sanitizer --report-api-errors no --target-processes application-only --error-exitcode 99"
     for tool in memcheck initcheck; do
         step "sanitize-$tool" timeout 400 $cs --tool $tool $rel/tests/test_cuda_blas1
     done

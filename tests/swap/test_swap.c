@@ -352,6 +352,81 @@ static void test_swap_steps(void)
     fx_down(&f);
 }
 
+typedef struct commit_try {
+    hk_swap_prepared_t *prepared;
+    hk_status_t commit, cancel;
+} commit_try_t;
+
+static void *commit_elsewhere(void *arg)
+{
+    commit_try_t *t = arg;
+    t->commit = hk_loader_swap_commit(t->prepared, NULL);
+    t->cancel = hk_loader_swap_cancel(t->prepared);
+    return NULL;
+}
+
+/* Prepare does everything but the switch: the handle keeps running the old
+ * implementation, a setting changed meanwhile follows, commit switches (from
+ * the preparing thread only) and cancel leaves everything as it was. */
+static void test_prepare_commit_cancel(void)
+{
+    fx_t f;
+    CU_ASSERT_FATAL(fx_up(&f));
+    hk_mhandle_t *mh = NULL;
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f.a, NULL, &mh), HK_STATUS_OK);
+    hk_handle_t *h = hk_mhandle_handle(mh);
+    const hk_vtable_t *vt = hk_mhandle_vtable();
+    hk_swap_prepared_t *p = (hk_swap_prepared_t *)&f; /* must be set to NULL */
+    CU_ASSERT_EQUAL(hk_loader_swap_prepare(f.loader, "no-such", NULL, &p), HK_STATUS_NOT_FOUND);
+    CU_ASSERT_PTR_NULL(p);
+    CU_ASSERT_EQUAL(hk_loader_swap_prepare(f.loader, SWP_B, NULL, NULL), HK_STATUS_NULL_POINTER);
+    CU_ASSERT_EQUAL(hk_loader_swap_commit(NULL, NULL), HK_STATUS_NULL_POINTER);
+    CU_ASSERT_EQUAL(hk_loader_swap_cancel(NULL), HK_STATUS_NULL_POINTER);
+    uint64_t failed = lstate(f.loader).failed;
+
+    /* prepared, then cancelled: nothing moved */
+    CU_ASSERT_EQUAL_FATAL(hk_loader_swap_prepare(f.loader, SWP_B, NULL, &p), HK_STATUS_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL(lstate(f.loader).phase, HK_SWAP_PENDING);
+    CU_ASSERT_PTR_EQUAL(plugin_of(mh), f.a);
+    CU_ASSERT(works(mh)); /* the old implementation serves meanwhile */
+    CU_ASSERT_EQUAL(hk_loader_swap_cancel(p), HK_STATUS_OK);
+    CU_ASSERT_PTR_EQUAL(plugin_of(mh), f.a);
+    hk_swap_state_t ls = lstate(f.loader);
+    CU_ASSERT_EQUAL(ls.phase, HK_SWAP_IDLE);
+    CU_ASSERT_EQUAL(ls.generation, 0);
+    CU_ASSERT_EQUAL(ls.failed, failed);
+
+    /* prepared; a setting changed; another thread may not commit; commit */
+    CU_ASSERT_EQUAL_FATAL(hk_loader_swap_prepare(f.loader, SWP_B, NULL, &p), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(vt->set_pointer_mode(h, HK_POINTER_MODE_DEVICE), HK_STATUS_OK);
+    commit_try_t t = {p, HK_STATUS_OK, HK_STATUS_OK};
+    pthread_t th;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, commit_elsewhere, &t), 0);
+    pthread_join(th, NULL);
+    CU_ASSERT_EQUAL(t.commit, HK_STATUS_INVALID_VALUE);
+    CU_ASSERT_EQUAL(t.cancel, HK_STATUS_INVALID_VALUE);
+    CU_ASSERT(has(hk_loader_last_error(f.loader), "prepared by another thread"));
+    CU_ASSERT_PTR_EQUAL(plugin_of(mh), f.a);
+    hk_plugin_t *to = NULL;
+    CU_ASSERT_EQUAL(hk_loader_swap_commit(p, &to), HK_STATUS_OK);
+    CU_ASSERT_PTR_EQUAL(to, f.b);
+    CU_ASSERT_PTR_EQUAL(plugin_of(mh), f.b);
+    hk_pointer_mode_t mode = HK_POINTER_MODE_HOST;
+    CU_ASSERT_EQUAL(vt->get_pointer_mode(h, &mode), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(mode, HK_POINTER_MODE_DEVICE); /* set after the prepare, still followed */
+    CU_ASSERT_EQUAL(vt->set_pointer_mode(h, HK_POINTER_MODE_HOST), HK_STATUS_OK);
+    CU_ASSERT(works(mh));
+    ls = lstate(f.loader);
+    CU_ASSERT_EQUAL(ls.phase, HK_SWAP_IDLE);
+    CU_ASSERT_EQUAL(ls.generation, 1);
+    CU_ASSERT_EQUAL(pstate(f.a).module, HK_MODULE_CLOSED);
+    CU_ASSERT_EQUAL(ls.last_commit_ns, ls.last_switch_ns); /* counted from the commit */
+    CU_ASSERT(ls.last_verify_ns > 0);
+    CU_ASSERT_EQUAL(hk_mhandle_destroy(mh), HK_STATUS_OK);
+    fx_down(&f);
+}
+
 static void test_swap_from_name(void)
 {
     fx_t f;
@@ -608,6 +683,7 @@ void swp_register_basic(void)
     hk_test_add(s, "swap moves settings, closes and reopens modules",
                 test_swap_moves_state_and_closes);
     hk_test_add(s, "swap moves only the handles of from", test_swap_from_name);
+    hk_test_add(s, "prepare, then commit or cancel", test_prepare_commit_cancel);
     hk_test_add(s, "the last swap step by step; the verification handle outlives the switch",
                 test_swap_steps);
     hk_test_add(s, "a call in flight finishes on the old implementation", test_call_boundary);

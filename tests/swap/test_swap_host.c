@@ -64,6 +64,17 @@ static void test_host_swap(void)
     free(out);
 }
 
+static void test_host_swap_prepared(void)
+{
+    char *out;
+    int rc = run(HOST " swap -p " SWP_A " -q " SWP_B " -t 8 -k 40 -n 1000 -P", &out);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT(has(out, "wrong 0, failed 0, swaps 40 of 40 (0 refused)"));
+    CU_ASSERT(has(out, "modules still open: 1 of 2"));
+    printf("\n    %s    ", out && strrchr(out, '\n') ? strstr(out, "swap: calls") : "");
+    free(out);
+}
+
 static void test_host_swap_refused(void)
 {
     char *out;
@@ -92,6 +103,7 @@ void swp_register_host(void)
 {
     CU_pSuite s = hk_test_suite("hk-host swap", NULL, NULL);
     hk_test_add(s, "two builds of hk-cpu, 8 threads, 100 swaps", test_host_swap);
+    hk_test_add(s, "the same, each swap prepared and then committed (-P)", test_host_swap_prepared);
     hk_test_add(s, "a target that fails verification: exit 1", test_host_swap_refused);
     hk_test_add(s, "bad arguments", test_host_swap_usage);
 }
