@@ -111,6 +111,34 @@ __device__ __forceinline__ void sum_one(const Op &op, typename Op::acc_type &acc
     op(acc, xs, ys);
 }
 
+// This thread's share of op over nv 16-byte vectors (xv, and yv for pairs),
+// HK_BLAS1_UNROLL independent loads in flight before any accumulation.
+template <typename V, typename Op>
+__device__ __forceinline__ void vector_sum(const Op &op, typename Op::acc_type &acc, const V *xv,
+                                           const V *yv, long long nv)
+{
+    const long long tid = global_tid(), nth = grid_threads();
+    const int U = HK_BLAS1_UNROLL;
+    for (long long base = tid; base < nv; base += nth * U) {
+        V xr[U], yr[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const long long i = base + u * nth;
+            if (i < nv) {
+                xr[u] = __ldg(xv + i);
+                if (Op::pair)
+                    yr[u] = __ldg(yv + i);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const long long i = base + u * nth;
+            if (i < nv)
+                op(acc, xr[u], yr[u]);
+        }
+    }
+}
+
 // This thread's share of the sum over i in [0, n) of op(x[i * incx], y[i * incy]).
 // Op::acc_type: the accumulator (value-initialised to zero); Op::pair: whether
 // op reads y (dot) or x alone (nrm2: pass x, incx again as y, incy; y is then
@@ -134,26 +162,8 @@ __device__ __forceinline__ typename Op::acc_type partial_sum(long long n, const 
             if (tid < head)
                 sum_one(op, acc, x, tid, y, tid);
             const long long nv = (n - head) / W;
-            const V *xv = reinterpret_cast<const V *>(x + head);
-            const V *yv = reinterpret_cast<const V *>(y + head);
-            for (long long base = tid; base < nv; base += nth * U) {
-                V xr[U], yr[U];
-#pragma unroll
-                for (int u = 0; u < U; u++) {
-                    const long long i = base + u * nth;
-                    if (i < nv) {
-                        xr[u] = __ldg(xv + i);
-                        if (Op::pair)
-                            yr[u] = __ldg(yv + i);
-                    }
-                }
-#pragma unroll
-                for (int u = 0; u < U; u++) {
-                    const long long i = base + u * nth;
-                    if (i < nv)
-                        op(acc, xr[u], yr[u]);
-                }
-            }
+            vector_sum(op, acc, reinterpret_cast<const V *>(x + head),
+                       reinterpret_cast<const V *>(y + head), nv);
             const long long t = head + nv * W + tid;
             if (t < n)
                 sum_one(op, acc, x, t, y, t);
@@ -192,30 +202,11 @@ __device__ __forceinline__ typename Op::acc_type aligned_sum(long long n, const 
                                                              const Op &op)
 {
     typedef typename vec16<T>::type V;
-    const int W = vec16<T>::width, U = HK_BLAS1_UNROLL;
-    const long long tid = global_tid(), nth = grid_threads();
+    const int W = vec16<T>::width;
+    const long long tid = global_tid();
     const long long nv = n / W;
-    const V *xv = reinterpret_cast<const V *>(x);
-    const V *yv = reinterpret_cast<const V *>(y);
     typename Op::acc_type acc{};
-    for (long long base = tid; base < nv; base += nth * U) {
-        V xr[U], yr[U];
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            const long long i = base + u * nth;
-            if (i < nv) {
-                xr[u] = __ldg(xv + i);
-                if (Op::pair)
-                    yr[u] = __ldg(yv + i);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            const long long i = base + u * nth;
-            if (i < nv)
-                op(acc, xr[u], yr[u]);
-        }
-    }
+    vector_sum(op, acc, reinterpret_cast<const V *>(x), reinterpret_cast<const V *>(y), nv);
     const long long t = nv * W + tid;
     if (t < n)
         sum_one(op, acc, x, t, y, t);
