@@ -463,8 +463,10 @@ static void hk__finish(hk__job_t *job)
 {
     job->t[4] = hk__now_ns();
     HK__TRACE(HK__TRACE_DECISIONS, "swap", "switched %zu handle%s to %s %s, %.1f us after the "
-              "call", job->nmovers, job->nmovers == 1 ? "" : "s", job->to->name,
-              job->to->version, (double)(job->t[4] - job->t[0]) / 1e3);
+              "%s call", job->nmovers, job->nmovers == 1 ? "" : "s", job->to->name,
+              job->to->version,
+              (double)(job->t[4] - (job->t_commit ? job->t_commit : job->t[0])) / 1e3,
+              job->t_commit ? "commit" : "swap");
     atomic_fetch_add(&job->sw->generation, 1);
     hk_plugin_t **olds = calloc(job->nmovers ? job->nmovers : 1, sizeof(*olds));
     for (size_t i = 0; olds && i < job->nmovers; i++)
