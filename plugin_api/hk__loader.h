@@ -174,6 +174,18 @@ void hk__cand_check(hk_loader_t *loader, hk__cand_t *c, const char *path, int in
  * status; *out (may be NULL) gets the plugin. Caller holds the gate. */
 hk_status_t hk__cand_finish(hk_loader_t *loader, hk__cand_t *c, hk_plugin_t **out);
 
+/* Room for an answer from a plugin built against a longer answer struct: it
+ * writes its own struct_size, and the loader reads only what it knows. */
+typedef union hk__answer_buf {
+    hk_negotiate_answer_t answer;
+    unsigned char room[512];
+} hk__answer_buf_t;
+
+/* The loader's negotiation request (its ABI range and log) and an empty
+ * answer buffer with its header set, ready for the entry point. */
+void hk__negotiate_prepare(const hk_loader_t *loader, hk_negotiate_request_t *req,
+                           hk__answer_buf_t *buf);
+
 /* Calls the entry point and checks its answer against the loader's ABI range
  * (only abi_min, abi_max, log and log_user of loader are read). On success
  * fills p's name, version, abi, flags and vtable copy; otherwise sets *stage

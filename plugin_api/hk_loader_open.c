@@ -20,13 +20,6 @@
 
 #include "hk_status_text.h"
 
-/* Room for an answer from a plugin built against a longer answer struct: it
- * writes its own struct_size, and we read only what we know. */
-typedef union hk__answer_buf {
-    hk_negotiate_answer_t answer;
-    unsigned char room[512];
-} hk__answer_buf_t;
-
 static void hk__version_text(char *buf, size_t n, uint32_t v)
 {
     snprintf(buf, n, "%u.%u", (unsigned)HK_ABI_VERSION_MAJOR(v), (unsigned)HK_ABI_VERSION_MINOR(v));
@@ -51,6 +44,24 @@ static size_t hk__vtable_end(uint32_t minor)
 }
 
 /* See hk__loader.h. */
+void hk__negotiate_prepare(const hk_loader_t *loader, hk_negotiate_request_t *req,
+                           hk__answer_buf_t *buf)
+{
+    memset(req, 0, sizeof(*req));
+    req->header.struct_type = HK_STRUCT_NEGOTIATE_REQUEST;
+    req->header.struct_size = sizeof(*req);
+    req->header.struct_version = 1;
+    req->abi_min = loader->abi_min;
+    req->abi_max = loader->abi_max;
+    req->log = loader->log;
+    req->log_user = loader->log_user;
+    memset(buf, 0, sizeof(*buf));
+    buf->answer.header.struct_type = HK_STRUCT_NEGOTIATE_ANSWER;
+    buf->answer.header.struct_size = sizeof(buf->answer);
+    buf->answer.header.struct_version = 1;
+}
+
+/* See hk__loader.h. */
 hk_status_t hk__negotiate(hk_loader_t *loader, hk_negotiate_fn entry, hk_plugin_t *p,
                           hk_load_stage_t *stage, char *reason, size_t n)
 {
@@ -59,18 +70,7 @@ hk_status_t hk__negotiate(hk_loader_t *loader, hk_negotiate_fn entry, hk_plugin_
     hk_negotiate_answer_t ans;
     char range[40], got[16];
 
-    memset(&req, 0, sizeof(req));
-    req.header.struct_type = HK_STRUCT_NEGOTIATE_REQUEST;
-    req.header.struct_size = sizeof(req);
-    req.header.struct_version = 1;
-    req.abi_min = loader->abi_min;
-    req.abi_max = loader->abi_max;
-    req.log = loader->log;
-    req.log_user = loader->log_user;
-    memset(&buf, 0, sizeof(buf));
-    buf.answer.header.struct_type = HK_STRUCT_NEGOTIATE_ANSWER;
-    buf.answer.header.struct_size = sizeof(buf.answer);
-    buf.answer.header.struct_version = 1;
+    hk__negotiate_prepare(loader, &req, &buf);
     hk__range_text(range, sizeof(range), loader);
 
     *stage = HK_STAGE_NEGOTIATE;

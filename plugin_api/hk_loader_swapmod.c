@@ -144,11 +144,6 @@ void hk__swap_try_close(hk_loader_t *loader, struct hk__swap *sw, hk_plugin_t *p
 
 /* ---- reopen ---- */
 
-/* Room for an answer from a plugin built against a longer answer struct. */
-typedef union hk__reanswer {
-    hk_negotiate_answer_t answer;
-    unsigned char room[512];
-} hk__reanswer_t;
 
 /* The file must be the one loaded first, still safe to open. */
 static hk_status_t hk__reopen_check(const hk_plugin_t *p, char *why, size_t n)
@@ -192,19 +187,8 @@ static hk_status_t hk__renegotiate(hk_loader_t *loader, const hk_plugin_t *p, hk
                                    hk_vtable_t *vt, char *why, size_t n)
 {
     hk_negotiate_request_t req;
-    hk__reanswer_t buf;
-    memset(&req, 0, sizeof(req));
-    req.header.struct_type = HK_STRUCT_NEGOTIATE_REQUEST;
-    req.header.struct_size = sizeof(req);
-    req.header.struct_version = 1;
-    req.abi_min = loader->abi_min;
-    req.abi_max = loader->abi_max;
-    req.log = loader->log;
-    req.log_user = loader->log_user;
-    memset(&buf, 0, sizeof(buf));
-    buf.answer.header.struct_type = HK_STRUCT_NEGOTIATE_ANSWER;
-    buf.answer.header.struct_size = sizeof(buf.answer);
-    buf.answer.header.struct_version = 1;
+    hk__answer_buf_t buf;
+    hk__negotiate_prepare(loader, &req, &buf);
     hk_status_t st = entry(&req, &buf.answer);
     const hk_negotiate_answer_t *a = &buf.answer;
     if (st != HK_STATUS_OK) {
