@@ -115,7 +115,17 @@ if [ $quick -eq 0 ]; then
     step valgrind-test-loader vg test-loader HK_TEST_UNDER_VALGRIND=1 build/debug/tests/test_loader
 fi
 
+# A digest of what failed, at the end where a reader of the last lines of a
+# long log finds it: each failing step's failed tests with their assertions,
+# failing programs, crashes and sanitizer reports.
+digest() { # step name
+    echo "---- $1: what failed"
+    grep -E -A 4 '\.\.\.FAILED|^FAIL|^ERROR|had failures|failing programs|no result line|exit status [1-9]|^SUMMARY: |WARNING: ThreadSanitizer|ERROR: AddressSanitizer|runtime error:' \
+        "$log/$1.txt" | head -n 80
+}
+
 echo
+for name in "${failed[@]}"; do digest "$name"; done
 [ ${#failed[@]} -eq 0 ] || echo "failing steps: ${failed[*]}"
 echo "total: $sum_p passed, $sum_f failed, $sum_s skipped"
 [ ${#failed[@]} -eq 0 ]
