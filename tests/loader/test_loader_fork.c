@@ -139,8 +139,17 @@ static void test_constructor_that_forks(void)
 void tl_register_fork(void)
 {
     CU_pSuite s = hk_test_suite("loader_fork", NULL, NULL);
-    hk_test_add(s, "fork while another thread scans: children scan and exit",
-                test_fork_while_scanning);
+    CU_pTest t = hk_test_add(s, "fork while another thread scans: children scan and exit",
+                             test_fork_while_scanning);
+#if defined(__SANITIZE_ADDRESS__)
+    /* AddressSanitizer's allocator (the GCC 12 runtime) takes no lock around
+     * fork(): a child forked while the scanning thread is inside malloc finds
+     * the allocator's size-class mutex held forever and blocks in its first
+     * malloc, whatever the loader does (seen: 2 of 40 children stuck in
+     * opendir's malloc). The plain and TSan builds run this test. */
+    hk_test_skip(t, "AddressSanitizer's allocator is not fork-safe: a child of a busy "
+                    "thread can block in malloc");
+#endif
     hk_test_add(s, "constructor that forks: no deadlock in the fork handlers",
                 test_constructor_that_forks);
     /* A fork child inherits the scanning thread's memory but not the thread,
