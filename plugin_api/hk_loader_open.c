@@ -286,6 +286,20 @@ static hk_status_t hk__cand_seen(hk_loader_t *loader, hk__cand_t *c, const hk__r
     return prev->pub.status;
 }
 
+/* The debug trace's line for a negotiation the host accepted. */
+static void trace_negotiated(const hk_loader_t *loader, const char *path,
+                             const hk_plugin_t *plugin)
+{
+    if (!hk__tracing(HK__TRACE_DECISIONS))
+        return;
+    char range[40];
+    hk__range_text(range, sizeof(range), loader);
+    HK__TRACE(HK__TRACE_DECISIONS, "load", "negotiated %s: %s %s chose ABI %u.%u (host "
+              "accepts %s), flags 0x%x", path, plugin->name, plugin->version,
+              (unsigned)HK_ABI_VERSION_MAJOR(plugin->abi),
+              (unsigned)HK_ABI_VERSION_MINOR(plugin->abi), range, (unsigned)plugin->flags);
+}
+
 hk_status_t hk__cand_finish(hk_loader_t *loader, hk__cand_t *c, hk_plugin_t **out)
 {
     hk_load_stage_t stage = c->stage;
@@ -334,14 +348,7 @@ hk_status_t hk__cand_finish(hk_loader_t *loader, hk__cand_t *c, hk_plugin_t **ou
     status = hk__negotiate(loader, entry, plugin, &stage, reason, n);
     if (status != HK_STATUS_OK)
         goto refuse;
-    if (hk__tracing(HK__TRACE_DECISIONS)) {
-        char range[40];
-        hk__range_text(range, sizeof(range), loader);
-        HK__TRACE(HK__TRACE_DECISIONS, "load", "negotiated %s: %s %s chose ABI %u.%u (host "
-                  "accepts %s), flags 0x%x", c->path, plugin->name, plugin->version,
-                  (unsigned)HK_ABI_VERSION_MAJOR(plugin->abi),
-                  (unsigned)HK_ABI_VERSION_MINOR(plugin->abi), range, (unsigned)plugin->flags);
-    }
+    trace_negotiated(loader, c->path, plugin);
     if (c->probe.answered && !hk__same_as_probe(c, plugin, reason, n)) {
         stage = HK_STAGE_VALIDATE;
         status = HK_STATUS_INVALID_VALUE;

@@ -149,6 +149,8 @@ void tl_register_fork(void)
      * opendir's malloc). The plain and TSan builds run this test. */
     hk_test_skip(t, "AddressSanitizer's allocator is not fork-safe: a child of a busy "
                     "thread can block in malloc");
+#else
+    (void)t;
 #endif
     hk_test_add(s, "constructor that forks: no deadlock in the fork handlers",
                 test_constructor_that_forks);
