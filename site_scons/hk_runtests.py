@@ -3,8 +3,10 @@
 
 Each test program prints CUnit's run summary and then one plain line
 "N passed, N failed, N skipped". This script runs them one by one from the
-repository root, echoes their output, and ends with a total line. It exits
-non-zero when any program failed, crashed or printed no count.
+repository root, echoes their output, and ends with what failed (each failing
+program's failed tests and assertion lines, or the last lines of one that
+printed no count) and a total line. It exits non-zero when any program
+failed, crashed or printed no count.
 """
 import json
 import os
@@ -14,6 +16,10 @@ import sys
 import time
 
 COUNT = re.compile(r'^(\d+) passed, (\d+) failed, (\d+) skipped\s*$')
+# What a failure looks like in a program's output: a CUnit test marked
+# FAILED and its assertion lines, a validator row, a Python test, a sanitizer.
+FAILURE = re.compile(r'\.\.\.FAILED|^\s+\d+\. \S+:\d+ |^\s*\S+\s+FAIL\s|^(FAIL|ERROR): |'
+                     r'^SUMMARY: |runtime error:')
 
 
 def main():
@@ -25,6 +31,7 @@ def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     total = [0, 0, 0]
     bad = []
+    failures = []
     for i, run in enumerate(runs, 1):
         env = dict(os.environ)
         # A debug trace switched on in the caller's shell would add lines to
@@ -49,13 +56,22 @@ def main():
             print('==== %s: no result line, exit status %d (%.1f s)' % (label, proc.returncode, dt))
             total[1] += 1
             bad.append(label)
+            failures.append((label, ['(no result line; its last lines:)']
+                             + proc.stdout.splitlines()[-15:]))
             continue
         for k in range(3):
             total[k] += counts[k]
         if proc.returncode != 0 or counts[1] > 0:
             bad.append(label)
+            lines = [l for l in proc.stdout.splitlines() if FAILURE.search(l)]
+            failures.append((label, lines[:40]))
         print('==== %s: exit status %d (%.1f s)' % (label, proc.returncode, dt), flush=True)
     print()
+    # Repeated at the end, where the last lines of a long log show them.
+    for label, lines in failures:
+        print('---- %s: what failed' % label)
+        for line in lines:
+            print(line)
     if bad:
         print('failing programs: ' + ', '.join(bad))
     print('total: %d passed, %d failed, %d skipped' % tuple(total))
