@@ -19,7 +19,7 @@ COUNT = re.compile(r'^(\d+) passed, (\d+) failed, (\d+) skipped\s*$')
 # What a failure looks like in a program's output: a CUnit test marked
 # FAILED and its assertion lines, a validator row, a Python test, a sanitizer.
 FAILURE = re.compile(r'\.\.\.FAILED|^\s+\d+\. \S+:\d+ |^\s*\S+\s+FAIL\s|^(FAIL|ERROR): |'
-                     r'^SUMMARY: |runtime error:')
+                     r'^SUMMARY: |runtime error:|^WARNING: ThreadSanitizer|ERROR: AddressSanitizer')
 
 
 def main():

@@ -20,7 +20,8 @@ FAILING = ('print("Suite: s"); print("  Test: fine ...passed"); '
            'print("  Test: broken one ...FAILED"); '
            'print("    1. tests/x/t.c:42  - CU_ASSERT_EQUAL(a,b)"); '
            'print("  matrix.saxpy.host.null-x   FAIL   gave OK"); '
-           'print("after the failure"); print("1 passed, 2 failed, 0 skipped"); '
+           'print("after the failure"); print("WARNING: ThreadSanitizer: data race (pid=7)"); '
+           'print("1 passed, 2 failed, 0 skipped"); '
            'raise SystemExit(1)')
 SILENT = 'import sys; print("started"); print("last words"); sys.exit(-11 & 0xff)'
 ENVCHECK = ('import os; print("trace=%r" % os.environ.get("HK_TRACE")); '
@@ -59,6 +60,7 @@ class Runner(unittest.TestCase):
         self.assertEqual(tail[1:4], ['  Test: broken one ...FAILED',
                                      '    1. tests/x/t.c:42  - CU_ASSERT_EQUAL(a,b)',
                                      '  matrix.saxpy.host.null-x   FAIL   gave OK'])
+        self.assertIn('WARNING: ThreadSanitizer: data race (pid=7)', tail)
         self.assertNotIn('after the failure', tail)
         self.assertNotIn('  Test: fine ...passed', tail)
 
