@@ -65,6 +65,7 @@ struct hk_mhandle {
     void *stream;                /* the last stream set through set_stream */
     hk_pointer_mode_t mode;      /* the last pointer mode set */
     uint64_t settings_gen;       /* bumped by every successful setter */
+    hk__binding_t *held_from;    /* while held: the binding cur had (list_lock) */
     char msg[HK__MH_MSG];
 };
 
@@ -95,14 +96,26 @@ struct hk__swap {
     /* the last swap's steps (hk_swap_state_t) */
     atomic_uint_fast64_t last_open_ns, last_verify_ns, last_create_ns, last_commit_ns;
     atomic_uint_fast64_t last_close_ns;
+    /* calls held (see "Holding"): how often, the last and longest hold */
+    atomic_uint_fast64_t holds, last_hold_ns, max_hold_ns;
 };
 
 /* ---- the call path ---- */
+
+/* What a held movable handle's cur points at; never called through. */
+extern hk__binding_t hk__held;
+
+/* Waits until mh is no longer held (hk_loader_swaphold.c). */
+void hk__mh_wait_released(hk_mhandle_t *mh);
 
 static inline hk__binding_t *hk__mh_enter(hk_mhandle_t *mh)
 {
     for (;;) {
         hk__binding_t *b = atomic_load_explicit(&mh->cur, memory_order_acquire);
+        if (__builtin_expect(b == &hk__held, 0)) {
+            hk__mh_wait_released(mh);
+            continue;
+        }
         atomic_fetch_add_explicit(&b->inflight, 1, memory_order_seq_cst);
         if (atomic_load_explicit(&mh->cur, memory_order_seq_cst) == b)
             return b;
@@ -114,6 +127,58 @@ static inline void hk__mh_leave(hk__binding_t *b)
 {
     atomic_fetch_sub_explicit(&b->inflight, 1, memory_order_release);
 }
+
+/* hk__mh_enter with mh->lock taken (setters, last_error): never waits for a
+ * release while holding the lock, which a swap step may need. */
+static inline hk__binding_t *hk__mh_enter_locked(hk_mhandle_t *mh)
+{
+    for (;;) {
+        pthread_mutex_lock(&mh->lock);
+        if (atomic_load_explicit(&mh->cur, memory_order_seq_cst) != &hk__held) {
+            hk__binding_t *b = atomic_load_explicit(&mh->cur, memory_order_acquire);
+            atomic_fetch_add_explicit(&b->inflight, 1, memory_order_seq_cst);
+            if (atomic_load_explicit(&mh->cur, memory_order_seq_cst) == b)
+                return b;
+            atomic_fetch_sub_explicit(&b->inflight, 1, memory_order_release);
+        }
+        pthread_mutex_unlock(&mh->lock);
+        hk__mh_wait_released(mh);
+    }
+}
+
+/* The binding mh runs on, a held one's included. Caller holds list_lock. */
+static inline hk__binding_t *hk__mh_bound(hk_mhandle_t *mh)
+{
+    hk__binding_t *b = atomic_load(&mh->cur);
+    return b == &hk__held ? mh->held_from : b;
+}
+
+/* ---- hk_loader_swaphold.c ---- */
+
+/* The hold time when hk_swap_options_t.hold_after_us is 0: far above what
+ * a step takes when the driver does not keep it waiting (a verification
+ * that loads a CUDA plugin's kernels: about 3 ms on an H200), so that calls
+ * are held only when a step is kept waiting. */
+#define HK__HOLD_AFTER_DEFAULT_US 20000u
+
+/* The watchdog of one swap step: when the step runs longer than after_ns
+ * (0: never), every movable handle of sw is held until hk__guard_end. */
+typedef struct hk__guard {
+    struct hk__swap *sw;
+    uint64_t after_ns, t_begin, t_held;
+    pthread_mutex_t m;
+    pthread_cond_t cv;
+    pthread_t tid;
+    int started, done, held;
+} hk__guard_t;
+
+/* Starts the watchdog (without one, when no thread can be made, the step
+ * just runs unguarded). Caller holds swap->lock for the whole step. */
+void hk__guard_begin(hk__guard_t *g, struct hk__swap *sw, uint64_t after_ns);
+
+/* Ends the step: releases a hold, records its time, stops the watchdog.
+ * Returns the hold's length in ns (0: no hold). */
+uint64_t hk__guard_end(hk__guard_t *g);
 
 /* ---- hk_loader_mhandle.c ---- */
 

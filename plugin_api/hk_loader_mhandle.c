@@ -25,6 +25,9 @@ static size_t hk__pool_len[HK__POOL_MAX];
 static atomic_size_t hk__pool_chunks;
 static hk_mhandle_t *hk__pool_free; /* under hk__pool_lock */
 
+/* Where a held movable handle points (hk__swap.h, "Holding"). */
+hk__binding_t hk__held;
+
 /* The calling thread's last failure of a movable-handle function. */
 static _Thread_local char hk__mh_thread_msg[HK__MH_MSG];
 
@@ -430,8 +433,7 @@ static hk_status_t hk__fw_set_stream(hk_handle_t *h, void *stream)
     hk_mhandle_t *mh = hk__mh_of(h);
     if (!mh)
         return hk__mh_not_live(h, "set_stream");
-    pthread_mutex_lock(&mh->lock);
-    hk__binding_t *b = hk__mh_enter(mh);
+    hk__binding_t *b = hk__mh_enter_locked(mh);
     hk_status_t st = b->core.set_stream ? b->core.set_stream(b->raw, stream)
                                         : hk__mh_missing(b, "set_stream");
     hk__mh_leave(b);
@@ -448,8 +450,7 @@ static hk_status_t hk__fw_set_pointer_mode(hk_handle_t *h, hk_pointer_mode_t mod
     hk_mhandle_t *mh = hk__mh_of(h);
     if (!mh)
         return hk__mh_not_live(h, "set_pointer_mode");
-    pthread_mutex_lock(&mh->lock);
-    hk__binding_t *b = hk__mh_enter(mh);
+    hk__binding_t *b = hk__mh_enter_locked(mh);
     hk_status_t st = b->core.set_pointer_mode ? b->core.set_pointer_mode(b->raw, mode)
                                               : hk__mh_missing(b, "set_pointer_mode");
     hk__mh_leave(b);
@@ -466,8 +467,7 @@ static const char *hk__fw_last_error(const hk_handle_t *h)
     hk_mhandle_t *mh = hk__mh_of(h);
     if (!mh)
         return hk__mh_thread_msg;
-    pthread_mutex_lock(&mh->lock);
-    hk__binding_t *b = hk__mh_enter(mh);
+    hk__binding_t *b = hk__mh_enter_locked(mh);
     snprintf(mh->msg, sizeof(mh->msg), "%s", b->core.last_error(b->raw));
     hk__mh_leave(b);
     pthread_mutex_unlock(&mh->lock);
@@ -483,8 +483,8 @@ hk_status_t hk_mhandle_last_error_copy(hk_mhandle_t *handle, char *buf, size_t l
         snprintf(buf, len, "%s", hk__mh_thread_msg);
         return handle ? HK_STATUS_INVALID_HANDLE : HK_STATUS_OK;
     }
-    pthread_mutex_lock(&mh->lock); /* the plugin's text is only stable between calls */
-    hk__binding_t *b = hk__mh_enter(mh);
+    /* under mh->lock: the plugin's text is only stable between calls */
+    hk__binding_t *b = hk__mh_enter_locked(mh);
     snprintf(buf, len, "%s", b->core.last_error(b->raw));
     hk__mh_leave(b);
     pthread_mutex_unlock(&mh->lock);
@@ -509,8 +509,8 @@ static hk_status_t hk__fw_last_error_copy(const hk_handle_t *h, char *buf, size_
     if (!mh) {
         snprintf(text, sizeof(text), "%s", hk__mh_thread_msg);
     } else {
-        pthread_mutex_lock(&mh->lock); /* the plugin's text is only stable between calls */
-        hk__binding_t *b = hk__mh_enter(mh);
+        /* under mh->lock: the plugin's text is only stable between calls */
+    hk__binding_t *b = hk__mh_enter_locked(mh);
         snprintf(text, sizeof(text), "%s", b->core.last_error(b->raw));
         hk__mh_leave(b);
         pthread_mutex_unlock(&mh->lock);
@@ -632,9 +632,10 @@ hk_status_t hk_mhandle_state(hk_mhandle_t *handle, hk_mhandle_state_t *state)
         return HK_STATUS_INVALID_VALUE;
     hk_mhandle_state_t s;
     memset(&s, 0, sizeof(s));
-    hk__binding_t *b = hk__mh_enter(mh);
-    s.plugin = b->plugin;
-    hk__mh_leave(b);
+    struct hk__swap *sw = atomic_load(&mh->loader->swap);
+    pthread_mutex_lock(&sw->list_lock); /* no wait: a held handle reads its binding */
+    s.plugin = hk__mh_bound(mh)->plugin;
+    pthread_mutex_unlock(&sw->list_lock);
     s.generation = atomic_load(&mh->generation);
     s.inflight = atomic_load(&mh->slot[0].inflight) + atomic_load(&mh->slot[1].inflight);
     size_t n = state->size < sizeof(s) ? state->size : sizeof(s);

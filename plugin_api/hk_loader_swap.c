@@ -49,6 +49,7 @@ typedef struct hk_swap_prepared {
     int prepared;
     pthread_t owner;
     uint64_t t_commit; /* when hk_loader_swap_commit was called */
+    uint64_t hold_after_ns; /* steps running longer hold the calls; 0: never */
     char request[256]; /* for messages, cut */
     char why[768];
 } hk__job_t;
@@ -338,9 +339,9 @@ static void hk__drop_verify_handle(hk__job_t *job)
     }
 }
 
-/* Waits until no call runs on the old bindings, destroys the old handles and
- * empties the bindings; then destroys the verification handle. */
-static void hk__drain(hk__job_t *job)
+/* Waits until no call runs on the old bindings (a call in flight on a
+ * preempted thread can take long: no hold, which would not help). */
+static void hk__drain_wait(hk__job_t *job)
 {
     struct hk__swap *sw = job->sw;
     atomic_store(&sw->draining, job->nmovers);
@@ -355,6 +356,16 @@ static void hk__drain(hk__job_t *job)
                 nanosleep(&ts, NULL);
             }
         }
+    }
+}
+
+/* Destroys the drained old handles and empties their bindings; then
+ * destroys the verification handle. */
+static void hk__drain(hk__job_t *job)
+{
+    struct hk__swap *sw = job->sw;
+    for (size_t i = 0; i < job->nmovers; i++) {
+        hk__binding_t *old = job->movers[i].old;
         hk_status_t st = old->core.handle_destroy(old->raw);
         if (st != HK_STATUS_OK && job->loader->log) {
             char line[256];
@@ -458,6 +469,16 @@ static void hk__abandon(hk__job_t *job)
         hk__swap_try_close(job->loader, job->sw, job->to);
 }
 
+/* Ends a guarded step, and says so in the trace when it held the calls. */
+static void hk__guard_done(hk__job_t *job, hk__guard_t *g, const char *step)
+{
+    uint64_t held = hk__guard_end(g);
+    if (held)
+        HK__TRACE(HK__TRACE_DECISIONS, "swap", "%s ran past %.1f ms (the driver kept it "
+                  "waiting?): calls through movable handles were held for %.1f ms until it "
+                  "ended", step, (double)job->hold_after_ns / 1e6, (double)held / 1e6);
+}
+
 /* After the switch: drain, destroy and close what the handles left. */
 static void hk__finish(hk__job_t *job)
 {
@@ -471,6 +492,9 @@ static void hk__finish(hk__job_t *job)
     hk_plugin_t **olds = calloc(job->nmovers ? job->nmovers : 1, sizeof(*olds));
     for (size_t i = 0; olds && i < job->nmovers; i++)
         olds[i] = job->movers[i].old->plugin;
+    hk__drain_wait(job);
+    hk__guard_t g;
+    hk__guard_begin(&g, job->sw, job->hold_after_ns);
     hk__drain(job);
     uint64_t t_drained = hk__now_ns();
     HK__TRACE(HK__TRACE_DECISIONS, "swap", "drained: no call runs on the %zu old binding%s any "
@@ -478,8 +502,28 @@ static void hk__finish(hk__job_t *job)
               job->nmovers == 1 ? "" : "s", (double)(t_drained - job->t[4]) / 1e3);
     if (olds) /* without the list the old modules just stay open */
         hk__close_old(job, olds);
+    hk__guard_done(job, &g, "destroying the old handles and closing their modules");
     free(olds);
     hk__record_times(job->sw, job->t, job->t_commit, t_drained, hk__now_ns());
+}
+
+/* The steps that may load or unload code in a device context, each under
+ * the hold watchdog (hk__swap.h, "Holding"). */
+static hk_status_t hk__prepare_guarded(hk__job_t *job, const char *request)
+{
+    hk__guard_t g;
+    hk__guard_begin(&g, job->sw, job->hold_after_ns);
+    hk_status_t st = hk__prepare(job, request);
+    hk__guard_done(job, &g, "the prepare (verification, new handles)");
+    return st;
+}
+
+static void hk__abandon_guarded(hk__job_t *job)
+{
+    hk__guard_t g;
+    hk__guard_begin(&g, job->sw, job->hold_after_ns);
+    hk__abandon(job);
+    hk__guard_done(job, &g, "giving up the swap");
 }
 
 /* Commits a prepared job: switch, then drain and close; on failure nothing
@@ -488,7 +532,7 @@ static hk_status_t hk__commit_and_finish(hk__job_t *job)
 {
     hk_status_t st = hk__commit(job);
     if (st != HK_STATUS_OK)
-        hk__abandon(job);
+        hk__abandon_guarded(job);
     else
         hk__finish(job);
     return st;
@@ -505,7 +549,7 @@ static hk_status_t hk__job_begin(hk_loader_t *loader, const char *request,
         return HK_STATUS_NULL_POINTER;
     if (!request)
         return hk__swap_fail(loader, HK_STATUS_NULL_POINTER, "swap refused: request is NULL");
-    hk_swap_options_t o = {sizeof(o), NULL};
+    hk_swap_options_t o = {sizeof(o), NULL, 0};
     if (opts) {
         if (opts->size < sizeof(uint32_t))
             return hk__swap_fail(loader, HK_STATUS_INVALID_VALUE,
@@ -526,6 +570,9 @@ static hk_status_t hk__job_begin(hk_loader_t *loader, const char *request,
     job->loader = loader;
     job->sw = sw;
     job->from = o.from;
+    job->hold_after_ns = o.hold_after_us < 0    ? 0
+                         : o.hold_after_us == 0 ? HK__HOLD_AFTER_DEFAULT_US * 1000u
+                                                : (uint64_t)o.hold_after_us * 1000u;
     job->t[0] = t0;
     job->owner = pthread_self();
     snprintf(job->request, sizeof(job->request), "%s", request);
@@ -564,11 +611,11 @@ hk_status_t hk_loader_swap(hk_loader_t *loader, const char *request,
     hk_status_t st = hk__job_begin(loader, request, opts, &job);
     if (st != HK_STATUS_OK)
         return st;
-    st = hk__prepare(job, request);
+    st = hk__prepare_guarded(job, request);
     if (st == HK_STATUS_OK)
         st = hk__commit_and_finish(job);
     else
-        hk__abandon(job);
+        hk__abandon_guarded(job);
     return hk__job_end(job, st, to);
 }
 
@@ -584,9 +631,9 @@ hk_status_t hk_loader_swap_prepare(hk_loader_t *loader, const char *request,
     hk_status_t st = hk__job_begin(loader, request, opts, &job);
     if (st != HK_STATUS_OK)
         return st;
-    st = hk__prepare(job, request);
+    st = hk__prepare_guarded(job, request);
     if (st != HK_STATUS_OK) {
-        hk__abandon(job);
+        hk__abandon_guarded(job);
         return hk__job_end(job, st, NULL);
     }
     job->prepared = 1;
@@ -626,110 +673,10 @@ hk_status_t hk_loader_swap_cancel(hk_swap_prepared_t *prepared)
     hk_status_t st = hk__check_prepared(prepared, "hk_loader_swap_cancel");
     if (st != HK_STATUS_OK)
         return st;
-    hk__abandon(prepared);
+    hk__abandon_guarded(prepared);
     HK__TRACE(HK__TRACE_DECISIONS, "swap", "prepared swap to \"%s\" cancelled; every handle "
               "stays on its implementation", prepared->request);
     return hk__job_end(prepared, HK_STATUS_OK, NULL);
-}
-
-/* ---- state ---- */
-
-hk_status_t hk_loader_swap_state(hk_loader_t *loader, hk_swap_state_t *state)
-{
-    if (!loader || !state)
-        return HK_STATUS_NULL_POINTER;
-    if (state->size < sizeof(uint32_t))
-        return HK_STATUS_INVALID_VALUE;
-    hk_swap_state_t s;
-    memset(&s, 0, sizeof(s));
-    struct hk__swap *sw = atomic_load(&loader->swap);
-    if (sw) {
-        s.phase = (hk_swap_phase_t)atomic_load(&sw->phase);
-        s.generation = atomic_load(&sw->generation);
-        s.failed = atomic_load(&sw->failed);
-        s.modules_closed = atomic_load(&sw->closed);
-        s.draining = atomic_load(&sw->draining);
-        s.last_switch_ns = atomic_load(&sw->last_switch_ns);
-        s.last_drain_ns = atomic_load(&sw->last_drain_ns);
-        s.max_switch_ns = atomic_load(&sw->max_switch_ns);
-        s.max_drain_ns = atomic_load(&sw->max_drain_ns);
-        s.last_open_ns = atomic_load(&sw->last_open_ns);
-        s.last_verify_ns = atomic_load(&sw->last_verify_ns);
-        s.last_create_ns = atomic_load(&sw->last_create_ns);
-        s.last_commit_ns = atomic_load(&sw->last_commit_ns);
-        s.last_close_ns = atomic_load(&sw->last_close_ns);
-        pthread_mutex_lock(&sw->list_lock);
-        s.handles = sw->nhandles;
-        for (size_t i = 0; i < sw->nhandles; i++)
-            s.inflight += atomic_load(&sw->handles[i]->slot[0].inflight)
-                          + atomic_load(&sw->handles[i]->slot[1].inflight);
-        pthread_mutex_unlock(&sw->list_lock);
-    }
-    size_t n = state->size < sizeof(s) ? state->size : sizeof(s);
-    s.size = (uint32_t)n;
-    memcpy(state, &s, n);
-    return HK_STATUS_OK;
-}
-
-hk_status_t hk_plugin_swap_state(hk_plugin_t *plugin, hk_swap_plugin_state_t *state)
-{
-    if (!plugin || !state)
-        return HK_STATUS_NULL_POINTER;
-    if (state->size < sizeof(uint32_t))
-        return HK_STATUS_INVALID_VALUE;
-    hk_swap_plugin_state_t s;
-    memset(&s, 0, sizeof(s));
-    s.module = HK_MODULE_OPEN;
-    struct hk__swap *sw = atomic_load(&plugin->loader->swap);
-    if (sw) {
-        pthread_mutex_lock(&sw->list_lock);
-        for (size_t i = 0; i < sw->nmodules; i++) {
-            if (sw->modules[i]->plugin == plugin) {
-                s.module = (hk_module_state_t)atomic_load(&sw->modules[i]->state);
-                s.closes = atomic_load(&sw->modules[i]->closes);
-                s.reopens = atomic_load(&sw->modules[i]->reopens);
-            }
-        }
-        for (size_t i = 0; i < sw->nhandles; i++) {
-            hk_mhandle_t *mh = sw->handles[i];
-            hk__binding_t *cur = atomic_load(&mh->cur);
-            for (int k = 0; k < 2; k++) {
-                if (mh->slot[k].plugin != plugin)
-                    continue;
-                s.inflight += atomic_load(&mh->slot[k].inflight);
-                if (&mh->slot[k] == cur)
-                    s.handles++;
-                else
-                    s.draining++;
-            }
-        }
-        pthread_mutex_unlock(&sw->list_lock);
-    }
-    size_t n = state->size < sizeof(s) ? state->size : sizeof(s);
-    s.size = (uint32_t)n;
-    memcpy(state, &s, n);
-    return HK_STATUS_OK;
-}
-
-const char *hk_swap_phase_name(hk_swap_phase_t phase)
-{
-    switch (phase) {
-    case HK_SWAP_IDLE: return "idle";
-    case HK_SWAP_PENDING: return "pending";
-    case HK_SWAP_DRAINING: return "draining";
-    case HK_SWAP_CLOSING: return "closing";
-    }
-    return "unknown";
-}
-
-const char *hk_module_state_name(hk_module_state_t state)
-{
-    switch (state) {
-    case HK_MODULE_OPEN: return "open";
-    case HK_MODULE_CLOSED: return "closed";
-    case HK_MODULE_STILL_MAPPED: return "still-mapped";
-    }
-    return "unknown";
 }
 
 /* ---- the loader's lifetime ---- */

@@ -10,8 +10,8 @@
  * implementation, and hk_mhandle_handle() is the handle to pass to them.
  *
  * The loader knows every movable handle and counts the calls in flight on
- * each, with atomics only: the call path takes no lock and never waits for a
- * swap. A swap
+ * each, with atomics only: the call path takes no lock, and waits for a swap
+ * only in the case "Held calls" below. A swap
  *   1. resolves its request (hk_loader_select rules) and reopens the plugin's
  *      file if an earlier swap closed it;
  *   2. refuses a swap across memory domains (the caller's buffers would not
@@ -39,6 +39,17 @@
  *      (/proc/self/maps).
  * A failure in steps 1-4 changes nothing: every handle keeps its
  * implementation, and the loader's last error says why.
+ *
+ * Held calls. A CUDA driver lets launches into a context share what loading
+ * code into the context and making a stream there need alone: while other
+ * threads launch without pause, the verification (whose first handle loads
+ * the new plugin's kernels) or the close of an old module can wait for as
+ * long as the launches go on (docs/contexts.md, fact 25). So when one of the
+ * swap's steps that may load or unload code runs longer than the hold time
+ * (hk_swap_options_t.hold_after_us, 20 ms by default), the calls through
+ * every movable handle of the loader wait at their next call boundary until
+ * that step ends (calls in flight finish first), and hk_swap_state_t counts
+ * the hold. A step that ends in time holds nothing.
  *
  * A plugin whose module a swap closed stays in the loader's lists (its name,
  * version, path and reports remain valid), but its vtable copy reads as all
@@ -152,6 +163,14 @@ typedef struct hk_swap_options {
     uint32_t size;     /* sizeof(hk_swap_options_t) as the caller knows it */
     const char *from;  /* move only the movable handles whose current plugin has
                           this name; NULL: every movable handle of the loader */
+    /* The hold time, in microseconds (added after the fields above): when a
+     * step that may load or unload code in a device context (the prepare:
+     * verification and new handles; after the switch: drain, destroy and
+     * close; giving a swap up) runs longer, calls through every movable
+     * handle of the loader wait at their next boundary until the step ends
+     * (see "Held calls" above). 0: the default, 20000 (20 ms); negative:
+     * never hold. */
+    int64_t hold_after_us;
 } hk_swap_options_t;
 
 /* Binds movable handles to the plugin that request resolves to (see the file
@@ -251,6 +270,10 @@ typedef struct hk_swap_state {
     uint64_t last_commit_ns;  /* switching every handle at once */
     uint64_t last_close_ns;   /* after the drain: closing the old modules and
                                  checking that they left the process */
+    /* Held calls (see "Held calls" above; added after the fields above). */
+    uint64_t holds;           /* steps that held the calls, over this loader's swaps */
+    uint64_t last_hold_ns;    /* how long the last hold lasted */
+    uint64_t max_hold_ns;     /* the longest hold */
 } hk_swap_state_t;
 
 /* Fills min(state->size, sizeof) bytes of *state. Never waits for a running

@@ -8,11 +8,15 @@
  *   SWP_INFO_DEVICE        handle_info reports this device (a GPU's, say)
  *   SWP_HOLD_SSCAL         sscal waits while the bits of x[0] are SWP_HOLD, so
  *                          that a test can keep a call in flight
+ *   SWP_SLOW_FIRST_CREATE_MS  the first handle_create after the module was
+ *                          loaded takes this long (as a driver that keeps a
+ *                          first kernel load waiting would make it)
  * Every handle_create and handle_destroy logs "swp-create NAME VERSION" or
  * "swp-destroy NAME VERSION" at HK_LOG_DEBUG through the host's log callback,
  * so a test sees whether any code of the plugin ran. */
 #include <sched.h>
 #include <string.h>
+#include <time.h>
 
 #include "hk_blas1.h"
 
@@ -50,6 +54,15 @@ static hk_status_t swp_create(const hk_create_info_t *info, hk_handle_t **out)
         *out = NULL;
     return HK_STATUS_OUT_OF_MEMORY;
 #else
+#ifdef SWP_SLOW_FIRST_CREATE_MS
+    static int created;
+    if (!__atomic_exchange_n(&created, 1, __ATOMIC_ACQ_REL)) {
+        struct timespec ts = {SWP_SLOW_FIRST_CREATE_MS / 1000,
+                              (SWP_SLOW_FIRST_CREATE_MS % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0)
+            ;
+    }
+#endif
     return inner->handle_create(info, out);
 #endif
 }

@@ -237,7 +237,7 @@ static void test_bad_input(void)
     CU_ASSERT_EQUAL(hk_mhandle_vtable()->handle_create(NULL, &made), HK_STATUS_NOT_SUPPORTED);
     CU_ASSERT_PTR_NULL(made);
 
-    hk_swap_options_t zero = {0, NULL};
+    hk_swap_options_t zero = {.size = 0};
     CU_ASSERT_EQUAL(hk_loader_swap(NULL, "hk-cpu", NULL, NULL), HK_STATUS_NULL_POINTER);
     CU_ASSERT_EQUAL(hk_loader_swap(f.loader, NULL, NULL, NULL), HK_STATUS_NULL_POINTER);
     CU_ASSERT_EQUAL(hk_loader_swap(f.loader, "hk-cpu", &zero, NULL), HK_STATUS_INVALID_VALUE);
@@ -437,7 +437,7 @@ static void test_swap_from_name(void)
     CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f.a, NULL, &m1), HK_STATUS_OK);
     CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f.a, NULL, &m2), HK_STATUS_OK);
     CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(twin, NULL, &m3), HK_STATUS_OK);
-    hk_swap_options_t o = {sizeof o, "hk-cpu"};
+    hk_swap_options_t o = {.size = sizeof o, .from = "hk-cpu"};
     CU_ASSERT_EQUAL(hk_loader_swap(f.loader, SWP_B, &o, NULL), HK_STATUS_OK);
     CU_ASSERT_PTR_EQUAL(plugin_of(m1), f.b);
     CU_ASSERT_PTR_EQUAL(plugin_of(m2), f.b);

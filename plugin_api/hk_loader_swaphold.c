@@ -1,0 +1,144 @@
+/* handlekit live swap: holding calls at their boundary while a swap step
+ * that the driver keeps waiting gets its turn (hk__swap.h, "Holding";
+ * docs/swap.md, "Calls held during a slow step").
+ *
+ * A CUDA driver lets launches into a context share what loading code into
+ * that context and making a stream there need alone, and launches that never
+ * pause keep those out for as long as they go on (docs/contexts.md, fact
+ * 25). A swap's verification (whose first handle loads the new plugin's
+ * kernels) and its close of the old module are such steps, and the threads
+ * launching are the swap's own callers. So a step that runs past the hold
+ * time makes the callers of movable handles wait at their next call
+ * boundary until it ends: a pause of a few milliseconds instead of a swap
+ * that never ends. Steps that end in time hold nothing, and calls then
+ * never wait. */
+#include "hk__swap.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <time.h>
+
+static uint64_t hk__hold_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void hk__mh_wait_released(hk_mhandle_t *mh)
+{
+    /* A hold lasts as long as a driver call that loads code (milliseconds):
+     * a few polite spins, then yields, then short sleeps, so that the
+     * waiting callers leave the CPU to the step they wait for. */
+    for (unsigned spins = 0; atomic_load(&mh->cur) == &hk__held; spins++) {
+        if (spins < 256) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+/* Points every movable handle of sw at hk__held. Caller holds g->m. */
+static void hk__hold_all(hk__guard_t *g)
+{
+    struct hk__swap *sw = g->sw;
+    pthread_mutex_lock(&sw->list_lock);
+    for (size_t i = 0; i < sw->nhandles; i++) {
+        hk_mhandle_t *mh = sw->handles[i];
+        mh->held_from = atomic_load(&mh->cur);
+        atomic_store(&mh->cur, &hk__held);
+    }
+    pthread_mutex_unlock(&sw->list_lock);
+    g->held = 1;
+    g->t_held = hk__hold_now_ns();
+}
+
+/* Gives every held handle its binding back. Caller holds g->m. */
+static void hk__release_all(hk__guard_t *g)
+{
+    struct hk__swap *sw = g->sw;
+    pthread_mutex_lock(&sw->list_lock);
+    for (size_t i = 0; i < sw->nhandles; i++) {
+        hk_mhandle_t *mh = sw->handles[i];
+        if (atomic_load(&mh->cur) == &hk__held)
+            atomic_store(&mh->cur, mh->held_from);
+        mh->held_from = NULL;
+    }
+    pthread_mutex_unlock(&sw->list_lock);
+    g->held = 0;
+}
+
+static void *hk__guard_main(void *arg)
+{
+    hk__guard_t *g = arg;
+    uint64_t deadline = g->t_begin + g->after_ns;
+    struct timespec ts = {(time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u)};
+    pthread_mutex_lock(&g->m);
+    while (!g->done) {
+        int rc = pthread_cond_timedwait(&g->cv, &g->m, &ts);
+        if (rc == ETIMEDOUT && !g->done) {
+            hk__hold_all(g);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g->m);
+    return NULL;
+}
+
+void hk__guard_begin(hk__guard_t *g, struct hk__swap *sw, uint64_t after_ns)
+{
+    g->sw = sw;
+    g->after_ns = after_ns;
+    g->t_begin = hk__hold_now_ns();
+    g->t_held = 0;
+    g->started = g->done = g->held = 0;
+    if (after_ns == 0)
+        return;
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) != 0)
+        return;
+    int ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0
+             && pthread_cond_init(&g->cv, &ca) == 0;
+    pthread_condattr_destroy(&ca);
+    if (!ok)
+        return;
+    if (pthread_mutex_init(&g->m, NULL) != 0) {
+        pthread_cond_destroy(&g->cv);
+        return;
+    }
+    if (pthread_create(&g->tid, NULL, hk__guard_main, g) != 0) {
+        pthread_mutex_destroy(&g->m);
+        pthread_cond_destroy(&g->cv);
+        return;
+    }
+    g->started = 1;
+}
+
+uint64_t hk__guard_end(hk__guard_t *g)
+{
+    if (!g->started)
+        return 0;
+    uint64_t held_ns = 0;
+    pthread_mutex_lock(&g->m);
+    g->done = 1;
+    pthread_cond_signal(&g->cv);
+    if (g->held) {
+        held_ns = hk__hold_now_ns() - g->t_held;
+        hk__release_all(g);
+    }
+    pthread_mutex_unlock(&g->m);
+    pthread_join(g->tid, NULL);
+    pthread_mutex_destroy(&g->m);
+    pthread_cond_destroy(&g->cv);
+    g->started = 0;
+    if (held_ns) {
+        struct hk__swap *sw = g->sw;
+        atomic_fetch_add(&sw->holds, 1);
+        atomic_store(&sw->last_hold_ns, held_ns);
+        if (held_ns > atomic_load(&sw->max_hold_ns))
+            atomic_store(&sw->max_hold_ns, held_ns);
+    }
+    return held_ns;
+}

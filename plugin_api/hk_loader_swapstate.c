@@ -1,0 +1,107 @@
+/* handlekit live swap: reading its state (hk_loader_swap_state,
+ * hk_plugin_swap_state) without waiting for a running swap, and the names
+ * of its phases and module states. */
+#include "hk__swap.h"
+
+#include <string.h>
+
+hk_status_t hk_loader_swap_state(hk_loader_t *loader, hk_swap_state_t *state)
+{
+    if (!loader || !state)
+        return HK_STATUS_NULL_POINTER;
+    if (state->size < sizeof(uint32_t))
+        return HK_STATUS_INVALID_VALUE;
+    hk_swap_state_t s;
+    memset(&s, 0, sizeof(s));
+    struct hk__swap *sw = atomic_load(&loader->swap);
+    if (sw) {
+        s.phase = (hk_swap_phase_t)atomic_load(&sw->phase);
+        s.generation = atomic_load(&sw->generation);
+        s.failed = atomic_load(&sw->failed);
+        s.modules_closed = atomic_load(&sw->closed);
+        s.draining = atomic_load(&sw->draining);
+        s.last_switch_ns = atomic_load(&sw->last_switch_ns);
+        s.last_drain_ns = atomic_load(&sw->last_drain_ns);
+        s.max_switch_ns = atomic_load(&sw->max_switch_ns);
+        s.max_drain_ns = atomic_load(&sw->max_drain_ns);
+        s.last_open_ns = atomic_load(&sw->last_open_ns);
+        s.last_verify_ns = atomic_load(&sw->last_verify_ns);
+        s.last_create_ns = atomic_load(&sw->last_create_ns);
+        s.last_commit_ns = atomic_load(&sw->last_commit_ns);
+        s.last_close_ns = atomic_load(&sw->last_close_ns);
+        s.holds = atomic_load(&sw->holds);
+        s.last_hold_ns = atomic_load(&sw->last_hold_ns);
+        s.max_hold_ns = atomic_load(&sw->max_hold_ns);
+        pthread_mutex_lock(&sw->list_lock);
+        s.handles = sw->nhandles;
+        for (size_t i = 0; i < sw->nhandles; i++)
+            s.inflight += atomic_load(&sw->handles[i]->slot[0].inflight)
+                          + atomic_load(&sw->handles[i]->slot[1].inflight);
+        pthread_mutex_unlock(&sw->list_lock);
+    }
+    size_t n = state->size < sizeof(s) ? state->size : sizeof(s);
+    s.size = (uint32_t)n;
+    memcpy(state, &s, n);
+    return HK_STATUS_OK;
+}
+
+hk_status_t hk_plugin_swap_state(hk_plugin_t *plugin, hk_swap_plugin_state_t *state)
+{
+    if (!plugin || !state)
+        return HK_STATUS_NULL_POINTER;
+    if (state->size < sizeof(uint32_t))
+        return HK_STATUS_INVALID_VALUE;
+    hk_swap_plugin_state_t s;
+    memset(&s, 0, sizeof(s));
+    s.module = HK_MODULE_OPEN;
+    struct hk__swap *sw = atomic_load(&plugin->loader->swap);
+    if (sw) {
+        pthread_mutex_lock(&sw->list_lock);
+        for (size_t i = 0; i < sw->nmodules; i++) {
+            if (sw->modules[i]->plugin == plugin) {
+                s.module = (hk_module_state_t)atomic_load(&sw->modules[i]->state);
+                s.closes = atomic_load(&sw->modules[i]->closes);
+                s.reopens = atomic_load(&sw->modules[i]->reopens);
+            }
+        }
+        for (size_t i = 0; i < sw->nhandles; i++) {
+            hk_mhandle_t *mh = sw->handles[i];
+            hk__binding_t *cur = hk__mh_bound(mh);
+            for (int k = 0; k < 2; k++) {
+                if (mh->slot[k].plugin != plugin)
+                    continue;
+                s.inflight += atomic_load(&mh->slot[k].inflight);
+                if (&mh->slot[k] == cur)
+                    s.handles++;
+                else
+                    s.draining++;
+            }
+        }
+        pthread_mutex_unlock(&sw->list_lock);
+    }
+    size_t n = state->size < sizeof(s) ? state->size : sizeof(s);
+    s.size = (uint32_t)n;
+    memcpy(state, &s, n);
+    return HK_STATUS_OK;
+}
+
+const char *hk_swap_phase_name(hk_swap_phase_t phase)
+{
+    switch (phase) {
+    case HK_SWAP_IDLE: return "idle";
+    case HK_SWAP_PENDING: return "pending";
+    case HK_SWAP_DRAINING: return "draining";
+    case HK_SWAP_CLOSING: return "closing";
+    }
+    return "unknown";
+}
+
+const char *hk_module_state_name(hk_module_state_t state)
+{
+    switch (state) {
+    case HK_MODULE_OPEN: return "open";
+    case HK_MODULE_CLOSED: return "closed";
+    case HK_MODULE_STILL_MAPPED: return "still-mapped";
+    }
+    return "unknown";
+}
