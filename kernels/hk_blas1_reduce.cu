@@ -5,7 +5,8 @@
 // 1024), k as in hk_blas1.cu, and allows programmatic stream serialization.
 //
 // Parameters (conventions in hk_blas1_common.cuh):
-//   n           logical length; n <= 0 (or incx <= 0 for nrm2) writes 0
+//   n           logical length; n <= 0 (or incx <= 0 for nrm2) writes 0 (the
+//               _aligned kernels need n >= 1)
 //   x, incx     first vector, element i at x[i * incx] (incx may be 0 or
 //               negative for dot)
 //   y, incy     second vector of dot, same rules
@@ -143,13 +144,14 @@ __device__ __forceinline__ double blue_finish(double big, double med, double sml
 
 namespace hk {
 
-// dot on 16-byte aligned vectors with unit increments (incx, incy unused).
+// dot on 16-byte aligned vectors with unit increments (incx, incy unused),
+// n >= 1.
 template <typename T>
 __device__ __forceinline__ void dot_aligned(long long n, const T *x, const T *y,
                                             double *partials, unsigned int *counter, T *result)
 {
     wait_prior_grids();
-    double s[1] = {n > 0 ? aligned_sum(n, x, y, dot_op()) : 0.0};
+    double s[1] = {aligned_sum(n, x, y, dot_op())};
     allow_next_grid();
     if (grid_sum(s, partials, counter)) {
         *result = (T)s[0];
@@ -204,8 +206,9 @@ hk_dnrm2_kernel(long long n, const double *x, long long incx, double *partials,
     }
 }
 
-// The same four for x (and y) 16-byte aligned with unit increments, the
-// parameter lists unchanged (the increments are not read).
+// The same four for x (and y) 16-byte aligned with unit increments and
+// n >= 1 (n <= 0 is the general kernels' case), the parameter lists
+// unchanged (the increments are not read).
 extern "C" __global__ void __launch_bounds__(HK_BLAS1_BLOCK)
 hk_sdot_aligned_kernel(long long n, const float *x, long long, const float *y, long long,
                        double *partials, unsigned int *counter, float *result)
@@ -225,7 +228,7 @@ hk_snrm2_aligned_kernel(long long n, const float *x, long long, double *partials
                         unsigned int *counter, float *result)
 {
     hk::wait_prior_grids();
-    double s[1] = {n > 0 ? hk::aligned_sum(n, x, x, hk::ssq_op()) : 0.0};
+    double s[1] = {hk::aligned_sum(n, x, x, hk::ssq_op())};
     hk::allow_next_grid();
     if (hk::grid_sum(s, partials, counter)) {
         *result = (float)sqrt(s[0]);
@@ -238,9 +241,7 @@ hk_dnrm2_aligned_kernel(long long n, const double *x, long long, double *partial
                         unsigned int *counter, double *result)
 {
     hk::wait_prior_grids();
-    hk::blue_acc a = {0.0, 0.0, 0.0};
-    if (n > 0)
-        a = hk::aligned_sum(n, x, x, hk::blue_op());
+    hk::blue_acc a = hk::aligned_sum(n, x, x, hk::blue_op());
     hk::allow_next_grid();
     double s[3] = {a.big, a.med, a.sml};
     if (hk::grid_sum(s, partials, counter)) {
