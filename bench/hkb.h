@@ -295,9 +295,12 @@ int hkb_enq_fill(hkb_enq_t *e, hkb_prec_t prec);
 int hkb_enq_prepare(hkb_lane_t *lane, hkb_enq_t *e, hkb_op_t op, hkb_prec_t prec, hkb_raw_t *r,
                     double *err);
 /* Interleaved batches of the n implementations (two warm-up batches, then
- * e->reps each); med[k] is the median host ns per call of impls[k]. */
+ * e->reps each, the order of the n reversed every other round); med[k] is
+ * the median host ns per call of impls[k]. With diff not NULL, diff[i] is
+ * round i's ns per call of impls[n - 1] minus impls[n - 2] (e->reps values):
+ * the two measured side by side in the same round. */
 int hkb_enq_medians(const hkb_enq_impl_t *impls, int n, hkb_raw_t *r, hkb_op_t op,
-                    hkb_prec_t prec, const hkb_enq_t *e, double *med);
+                    hkb_prec_t prec, const hkb_enq_t *e, double *med, double *diff);
 
 int hkb_fig_stream(hkb_lane_t *lane, const hkb_opts_t *o, int want_p1, int want_p2); /* P1, P2 */
 int hkb_fig_enqueue(hkb_lane_t *lane, const hkb_opts_t *o);                          /* P3 */

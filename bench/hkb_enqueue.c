@@ -140,20 +140,25 @@ fail:
 }
 
 int hkb_enq_medians(const hkb_enq_impl_t *impls, int n, hkb_raw_t *r, hkb_op_t op,
-                    hkb_prec_t prec, const hkb_enq_t *e, double *med)
+                    hkb_prec_t prec, const hkb_enq_t *e, double *med, double *diff)
 {
     double t[HKB_ENQ_MAX_IMPLS][64];
 
-    if (n > HKB_ENQ_MAX_IMPLS || e->reps > 64)
+    if (n > HKB_ENQ_MAX_IMPLS || e->reps > 64 || (diff && n < 2))
         return hkb_fail("hkb_enq_medians: %d implementations, %d repetitions: too many", n,
                         e->reps);
     for (int i = 0; i < e->reps + 2; i++)
-        for (int k = 0; k < n; k++) {
+        for (int j = 0; j < n; j++) {
+            /* every other round in reverse order: no implementation always
+             * runs right after the same other one */
+            int k = (i & 1) ? n - 1 - j : j;
             double ns = 0.0;
             HKB_TRY(batch_ns(&impls[k], r, op, prec, e->x, e->y, &ns), fail);
             if (i >= 2) /* two warm-up batches */
                 t[k][i - 2] = ns;
         }
+    for (int i = 0; diff && i < e->reps; i++)
+        diff[i] = t[n - 1][i] - t[n - 2][i];
     for (int k = 0; k < n; k++)
         med[k] = hkb_median(t[k], (size_t)e->reps);
     return 0;
@@ -181,7 +186,7 @@ int hkb_fig_enqueue(hkb_lane_t *lane, const hkb_opts_t *o)
 
             hkb_where("P3 %s %s", hkb_prec_name(prec), hkb_op_name(op));
             HKB_TRY(hkb_enq_prepare(lane, &e, op, prec, &r, &err), out);
-            HKB_TRY(hkb_enq_medians(impls, 4, &r, op, prec, &e, med), out);
+            HKB_TRY(hkb_enq_medians(impls, 4, &r, op, prec, &e, med, NULL), out);
             hkb_row_set(&row, "P3", hkb_op_name(op), hkb_prec_name(prec), HKB_ENQ_N, "ns",
                         med[1], med[0], HKB_TARGET_RATIO_LE, P3_TARGET);
             row.cublas = med[2] / med[0];

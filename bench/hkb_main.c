@@ -46,7 +46,7 @@ static void usage(FILE *f)
             "                [--plugin-b PATH] [--device N] [--strict] [--timeout S]\n"
             "  --quick        fewer repetitions and sizes; well under a minute\n"
             "  --only LIST    figures to run, among P1 P2 P3 P4 P5 P6 P8 P9 P10\n"
-            "                 (default: all but P8, see bench/README.md)\n"
+            "                 (default: all)\n"
             "  --csv FILE     also write the rows to FILE as CSV\n"
             "  --plugin PATH  hk-cuda.so to measure (default: next to the program)\n"
             "  --plugin-b PATH  the second build of hk-cuda that P8 swaps with (default:\n"
@@ -119,10 +119,7 @@ int main(int argc, char **argv)
     hkb_opts_t o = {0, 0, NULL};
     const char *csv = NULL, *plugin_path = NULL, *plugin_b = NULL;
     char default_path[4096], default_b[4096];
-    /* P8 only when asked for: on an H200, with its 8 threads queueing work
-     * without pause, the first swap's verification (loading the new build's
-     * kernels into the busy context) did not finish in 45 s (bench/README.md). */
-    int want[11] = {0, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1};
+    int want[11] = {0, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1};
     long timeout = 480;
     int strict = 0, ndev = 0, rc = 1, misses = 0, lane_up = 0;
     hkb_plugin_t plug;
