@@ -432,6 +432,8 @@ typedef struct call {
     CUstream s;        /* made by CALL_STREAM */
     CUfunction f;      /* got by CALL_FUNCTION */
     CUlibrary lib;     /* loaded by CALL_LIBRARY */
+    CUlibrary unload;  /* unloaded while the call waits (NULL: none) */
+    CUresult want;     /* what the call must return */
     CUresult r;
     int done;          /* atomic */
 } call_t;
@@ -485,7 +487,7 @@ static double since_ms(const struct timespec *t0)
 }
 
 /* The call must wait while the flood goes on (150 ms, counted by
- * simcuda_loads_waiting) and return CUDA_SUCCESS soon (< 1 s) after it stops. */
+ * simcuda_loads_waiting) and return c->want soon (< 1 s) after it stops. */
 static void expect_held(flood_t *fl, call_t *c)
 {
     pthread_t t;
@@ -503,13 +505,15 @@ static void expect_held(flood_t *fl, call_t *c)
     CU_ASSERT_EQUAL(__atomic_load_n(&c->done, __ATOMIC_ACQUIRE), 0);
     CU_ASSERT_EQUAL(simcuda_loads_waiting(), 1);
     CU_ASSERT(flood_count(fl) > before + 64); /* the launches went on meanwhile */
+    if (c->unload)
+        CU_ASSERT_EQUAL(cuLibraryUnload(c->unload), CUDA_SUCCESS);
     flood_stop(fl);
     struct timespec stopped;
     clock_gettime(CLOCK_MONOTONIC, &stopped);
     CU_ASSERT(call_wait(c, 1000));
     CU_ASSERT(since_ms(&stopped) < 1000.0);
     call_join(c, t);
-    CU_ASSERT_EQUAL(c->r, CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(c->r, c->want);
     CU_ASSERT_EQUAL(simcuda_loads_waiting(), 0);
 }
 
@@ -531,8 +535,8 @@ static void expect_free(flood_t *fl, call_t *c)
 
 /* Under the model, stream creation, the first load of a library's kernel into
  * the context (cuKernelGetFunction or a CUkernel launch) wait while launches
- * go on and proceed when they stop; a library load does not wait; with the
- * model off nothing waits. */
+ * go on and proceed when they stop (a library unloaded meanwhile: 400); a
+ * library load does not wait; with the model off nothing waits. */
 static void test_quiet_loads(void)
 {
     size_t libs = simcuda_live_libraries(), blocks = simcuda_live_allocations();
@@ -571,6 +575,13 @@ static void test_quiet_loads(void)
     expect_held(&fl, &launch);
     CU_ASSERT_EQUAL(cuMemcpyDtoH(&got, launch.out, sizeof got), CUDA_SUCCESS);
     CU_ASSERT_EQUAL(got, 77);
+
+    /* a library unloaded while its first load waits: 400 once the wait ends */
+    call_t gone = {.kind = CALL_FUNCTION, .ctx = fl.ctx, .want = CUDA_ERROR_INVALID_HANDLE};
+    CU_ASSERT_EQUAL(cuLibraryLoadData(&gone.unload, probe_ptx, NULL, NULL, 0, NULL, NULL, 0),
+                    CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cuLibraryGetKernel(&gone.k, gone.unload, "hk_probe_kernel"), CUDA_SUCCESS);
+    expect_held(&fl, &gone);
 
     simcuda_quiet_loads(0);
     call_t off = {.kind = CALL_STREAM, .ctx = fl.ctx};
