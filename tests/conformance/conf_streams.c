@@ -1,11 +1,17 @@
-/* Conformance: stream facts 20, 22 and 23: the per-thread stream is a stream
- * of its own on every thread, with its own ID; a green context has no
+/* Conformance: stream facts 20, 22, 23 and 25: the per-thread stream is a
+ * stream of its own on every thread, with its own ID; a green context has no
  * per-thread stream (its legacy stream works); what a thread may do while
- * another thread captures, by capture mode. */
+ * another thread captures, by capture mode; launches that never pause hold
+ * stream creation and code loading in their context. */
 #include "conf.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "hk_test.h"
 
@@ -185,6 +191,282 @@ static void fact23_capture_modes(void)
     EXPECT(cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
 }
 
+/* ---- fact 25: launches that never pause hold stream creation and code
+ * loading in their context ---- */
+
+#define F25_THREADS 8
+/* The simulation's pause (simcuda_quiet_loads): long, so that a scheduler
+ * hiccup on two loaded cores under a sanitizer does not look like a pause
+ * in the launches (2 ms and 5 ms let calls through in such runs). The real
+ * driver holds the calls until the launches stop. */
+#define F25_QUIET_US 50000u
+
+enum f25_call { F25_STREAM, F25_FUNCTION };
+
+/* Shared by the test and its threads; the last one to let go frees it, so a
+ * thread still blocked in the driver when the test gives up stays safe. */
+typedef struct f25_run {
+    int refs;                      /* atomic */
+    CUcontext ctx;
+    CUfunction f;                  /* the probe, loaded in ctx before the flood */
+    CUdeviceptr out;               /* one slot per launcher */
+    CUstream streams[F25_THREADS]; /* made before the flood */
+    int next;                      /* atomic: launcher index */
+    int stop;                      /* atomic: the launchers end */
+    int ended;                     /* atomic: launchers that ended */
+    unsigned long launches;        /* atomic */
+    CUresult flood_r;              /* atomic: a launcher's failure */
+    enum f25_call call;
+    int stage;          /* atomic: 1 the caller is ready (context query, library load), 2 done */
+    CUresult ready_r, call_r;
+    CUlibrary lib;      /* F25_FUNCTION: loaded by the caller */
+    CUstream made;      /* F25_STREAM: made by the caller */
+    CUfunction got;     /* F25_FUNCTION */
+    long ready_us;      /* the caller's context query and library load */
+} f25_run_t;
+
+static long f25_now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long)t.tv_sec * 1000000L + t.tv_nsec / 1000;
+}
+
+static void f25_unref(f25_run_t *run)
+{
+    if (__atomic_sub_fetch(&run->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        free(run);
+}
+
+/* Launches the probe on its own stream without pause, a synchronise every
+ * 64 launches, until told to stop. */
+static void *f25_launcher(void *arg)
+{
+    f25_run_t *run = arg;
+    int i = __atomic_fetch_add(&run->next, 1, __ATOMIC_RELAXED);
+    CUstream st = run->streams[i];
+    CUdeviceptr out = run->out + (CUdeviceptr)i * sizeof(unsigned);
+    unsigned value = 250u + (unsigned)i;
+    void *args[] = {&out, &value};
+    CUresult r = cuCtxSetCurrent(run->ctx);
+    for (unsigned n = 1; r == CUDA_SUCCESS && !__atomic_load_n(&run->stop, __ATOMIC_ACQUIRE);
+         n++) {
+        r = cuLaunchKernel(run->f, 1, 1, 1, 1, 1, 1, 0, st, args, NULL);
+        if (r == CUDA_SUCCESS && n % 64 == 0)
+            r = cuStreamSynchronize(st);
+        __atomic_add_fetch(&run->launches, 1, __ATOMIC_RELAXED);
+    }
+    if (r == CUDA_SUCCESS)
+        r = cuStreamSynchronize(st);
+    if (r != CUDA_SUCCESS)
+        __atomic_store_n(&run->flood_r, r, __ATOMIC_RELAXED);
+    cuCtxSetCurrent(NULL);
+    __atomic_add_fetch(&run->ended, 1, __ATOMIC_RELEASE);
+    f25_unref(run);
+    return NULL;
+}
+
+/* The call under test, after a context query and (F25_FUNCTION) a library
+ * load, which the launches do not hold up. */
+static void *f25_caller(void *arg)
+{
+    f25_run_t *run = arg;
+    unsigned long long id;
+    CUkernel k = NULL;
+    long t0 = f25_now_us();
+    CUresult r = cuCtxSetCurrent(run->ctx);
+    if (r == CUDA_SUCCESS)
+        r = cuCtxGetId(run->ctx, &id);
+    if (r == CUDA_SUCCESS && run->call == F25_FUNCTION) {
+        r = cuLibraryLoadData(&run->lib, hk__conf_fatbin, NULL, NULL, 0, NULL, NULL, 0);
+        if (r == CUDA_SUCCESS && (r = cuLibraryGetKernel(&k, run->lib, "hk_probe_kernel")))
+            cuLibraryUnload(run->lib);
+    }
+    run->ready_us = f25_now_us() - t0;
+    run->ready_r = r;
+    __atomic_store_n(&run->stage, 1, __ATOMIC_RELEASE);
+    if (r == CUDA_SUCCESS)
+        r = run->call == F25_STREAM ? cuStreamCreate(&run->made, CU_STREAM_NON_BLOCKING)
+                                    : cuKernelGetFunction(&run->got, k);
+    run->call_r = r;
+    cuCtxSetCurrent(NULL);
+    __atomic_store_n(&run->stage, 2, __ATOMIC_RELEASE);
+    f25_unref(run);
+    return NULL;
+}
+
+/* Waits up to ms for *flag to reach want; 1 when it has. */
+static int f25_wait(int *flag, int want, long ms)
+{
+    long end = f25_now_us() + ms * 1000;
+    while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) < want && f25_now_us() < end)
+        usleep(1000);
+    return __atomic_load_n(flag, __ATOMIC_ACQUIRE) >= want;
+}
+
+/* Starts the thread with a reference to run; detached when it cannot be
+ * waited for (join then). Returns 0 or -1. */
+static int f25_start(f25_run_t *run, void *(*fn)(void *), pthread_t *t)
+{
+    __atomic_add_fetch(&run->refs, 1, __ATOMIC_ACQ_REL);
+    if (pthread_create(t, NULL, fn, run) == 0)
+        return 0;
+    f25_unref(run);
+    return -1;
+}
+
+/* Starts the launchers; returns how many started, once they have launched
+ * 1024 times (or after 5 s). */
+static int f25_flood(f25_run_t *run, pthread_t t[F25_THREADS])
+{
+    int n = 0;
+    while (n < F25_THREADS && f25_start(run, f25_launcher, &t[n]) == 0)
+        n++;
+    CU_ASSERT_EQUAL(n, F25_THREADS);
+    long end = f25_now_us() + 5000000L;
+    while (__atomic_load_n(&run->launches, __ATOMIC_RELAXED) < 1024 && f25_now_us() < end)
+        usleep(1000);
+    CU_ASSERT(__atomic_load_n(&run->launches, __ATOMIC_RELAXED) >= 1024);
+    return n;
+}
+
+/* The caller must be ready (a context query and a library load are not held
+ * up, with lazy loading) and then still wait 300 ms into the launches. */
+static void f25_check_held(f25_run_t *run, const char *what)
+{
+    const char *loading = getenv("CUDA_MODULE_LOADING");
+    int eager = loading && strcmp(loading, "EAGER") == 0; /* then the load is held too */
+    char line[160];
+    int ready = f25_wait(&run->stage, 1, 2000);
+    if (!eager)
+        CU_ASSERT(ready);
+    if (ready) {
+        EXPECT(run->ready_r, CUDA_SUCCESS);
+        snprintf(line, sizeof line, "fact 25: %s: the caller's cuCtxGetId%s under launches, us",
+                 what, run->call == F25_FUNCTION ? " and cuLibraryLoadData" : "");
+        conf_observe_int(line, run->ready_us);
+    }
+    unsigned long before = __atomic_load_n(&run->launches, __ATOMIC_RELAXED);
+    usleep(300 * 1000);
+    unsigned long during = __atomic_load_n(&run->launches, __ATOMIC_RELAXED) - before;
+    int held = __atomic_load_n(&run->stage, __ATOMIC_ACQUIRE) < 2;
+    CU_ASSERT(held);
+    CU_ASSERT(during > 0);
+    snprintf(line, sizeof line, "fact 25: %s still waiting 300 ms into the launches (1 yes)", what);
+    conf_observe_int(line, held);
+    snprintf(line, sizeof line, "fact 25: launches by %d threads in those 300 ms", F25_THREADS);
+    conf_observe_int(line, (long)during);
+}
+
+/* Stops the launchers; the call (caller NULL: none started) must then
+ * return CUDA_SUCCESS within 2 s. On the simulation a call still waiting is
+ * let go (model off, then on again). Returns 1 when every thread has ended
+ * (and is joined); threads that did not are detached, keeping their
+ * reference to run. */
+static int f25_stop(f25_run_t *run, pthread_t *launchers, int n, const pthread_t *caller,
+                    const char *what, void (*quiet)(unsigned))
+{
+    char line[160];
+    long stopped = f25_now_us();
+    __atomic_store_n(&run->stop, 1, __ATOMIC_RELEASE);
+    int returned = 1;
+    if (caller) {
+        returned = f25_wait(&run->stage, 2, 2000);
+        CU_ASSERT(returned);
+        snprintf(line, sizeof line, "fact 25: %s returned, ms after the launches were told to stop",
+                 what);
+        conf_observe_int(line, returned ? (f25_now_us() - stopped) / 1000 : -1);
+        if (!returned && quiet) {
+            quiet(0);
+            quiet(F25_QUIET_US);
+        }
+        returned = f25_wait(&run->stage, 2, 10000);
+        returned ? pthread_join(*caller, NULL) : pthread_detach(*caller);
+        if (returned)
+            EXPECT(run->call_r, CUDA_SUCCESS);
+    }
+    int ended = f25_wait(&run->ended, n, 10000);
+    for (int i = 0; i < n; i++)
+        ended ? pthread_join(launchers[i], NULL) : pthread_detach(launchers[i]);
+    EXPECT(__atomic_load_n(&run->flood_r, __ATOMIC_RELAXED), CUDA_SUCCESS);
+    return ended && returned;
+}
+
+/* One flood with one call in it. Returns 1 when every thread has ended. */
+static int f25_phase(f25_run_t *run, void (*quiet)(unsigned))
+{
+    static const char *const names[2] = {"cuStreamCreate",
+                                         "cuKernelGetFunction of a fresh library"};
+    const char *what = names[run->call];
+    pthread_t launchers[F25_THREADS], caller;
+    int n = f25_flood(run, launchers);
+    if (f25_start(run, f25_caller, &caller) != 0) {
+        CU_FAIL("could not start the calling thread");
+        f25_stop(run, launchers, n, NULL, what, quiet);
+        return 0;
+    }
+    f25_check_held(run, what);
+    return f25_stop(run, launchers, n, &caller, what, quiet);
+}
+
+/* Fact 25: while 8 threads launch into the primary context of device 0
+ * without pause, each on its own stream, another thread's cuStreamCreate and
+ * its first cuKernelGetFunction of a freshly loaded library (the first load
+ * of that code into the context) do not return; once the launches stop, they
+ * return CUDA_SUCCESS. A context query and the library load itself (lazy
+ * loading) are not held. On the simulation the quiet-load model is on for
+ * the test. */
+static void fact25_launches_hold_loads(void)
+{
+    void (*quiet)(unsigned) = NULL;
+    if (conf_sim) {
+        quiet = (void (*)(unsigned))dlsym(RTLD_DEFAULT, "simcuda_quiet_loads");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(quiet);
+    }
+    CUcontext p0;
+    CUlibrary lib;
+    CUkernel k;
+    CUfunction f;
+    CUdeviceptr out;
+    CUstream streams[F25_THREADS];
+    EXPECT_FATAL(cuDevicePrimaryCtxRetain(&p0, 0), CUDA_SUCCESS);
+    EXPECT(cuCtxPushCurrent(p0), CUDA_SUCCESS);
+    EXPECT_FATAL(conf_load_probe(&lib, &k), CUDA_SUCCESS);
+    EXPECT_FATAL(cuKernelGetFunction(&f, k), CUDA_SUCCESS); /* loaded before the flood */
+    EXPECT_FATAL(cuMemAlloc(&out, F25_THREADS * sizeof(unsigned)), CUDA_SUCCESS);
+    for (int i = 0; i < F25_THREADS; i++)
+        EXPECT_FATAL(cuStreamCreate(&streams[i], CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    if (quiet)
+        quiet(F25_QUIET_US);
+    int clean = 1;
+    for (int c = F25_STREAM; c <= F25_FUNCTION && clean; c++) {
+        f25_run_t *run = calloc(1, sizeof *run);
+        CU_ASSERT_PTR_NOT_NULL(run);
+        if (!run)
+            break;
+        *run = (f25_run_t){.refs = 1, .ctx = p0, .f = f, .out = out, .call = (enum f25_call)c};
+        memcpy(run->streams, streams, sizeof streams);
+        clean = f25_phase(run, quiet);
+        if (clean && run->call_r == CUDA_SUCCESS && run->call == F25_STREAM)
+            EXPECT(cuStreamDestroy(run->made), CUDA_SUCCESS);
+        if (clean && run->ready_r == CUDA_SUCCESS && run->call == F25_FUNCTION)
+            EXPECT(cuLibraryUnload(run->lib), CUDA_SUCCESS);
+        f25_unref(run);
+    }
+    if (quiet)
+        quiet(0);
+    if (!clean) {
+        CU_FAIL("a thread did not end: what it uses is left in place");
+        return;
+    }
+    for (int i = 0; i < F25_THREADS; i++)
+        EXPECT(cuStreamDestroy(streams[i]), CUDA_SUCCESS);
+    EXPECT(cuMemFree(out), CUDA_SUCCESS);
+    EXPECT(cuLibraryUnload(lib), CUDA_SUCCESS);
+    conf_clear_stack();
+    EXPECT(cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+}
+
 void conf_register_streams(CU_pSuite s)
 {
     hk_test_add(s, "fact 20: the per-thread stream is another stream, with its own ID, per thread",
@@ -193,4 +475,6 @@ void conf_register_streams(CU_pSuite s)
                 fact22_green_context_streams);
     hk_test_add(s, "fact 23: another thread's allocation during a global capture, by mode",
                 fact23_capture_modes);
+    hk_test_add(s, "fact 25: launches that never pause hold cuStreamCreate and a first code load",
+                fact25_launches_hold_loads);
 }

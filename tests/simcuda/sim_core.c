@@ -160,6 +160,7 @@ void sim_init_locked(void)
         sim.dev[d].primary = p;
     }
     sim.ndev = ndev;
+    sim_quiet_read_env();
     sim.initialized = 1;
     pthread_once(&atfork_once, sim_register_atfork);
 }

@@ -257,6 +257,7 @@ SIM_API CUresult cuGraphLaunch(CUgraphExec x, CUstream hs)
     SIM_BEGIN(cuGraphLaunch);
     SIM_FAIL_IF(!x || x->hdr.magic != SIM_MAGIC_GEXEC || !x->alive, CUDA_ERROR_INVALID_HANDLE);
     SIM_FAIL_IF(!sim_owner_valid(&x->own), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+    sim_quiet_note_launch(x->own.ctx); /* a launch into its context (fact 25) */
     struct CUstream_st *s;
     if (sim_stream_special(hs)) {
         struct CUctx_st *c;

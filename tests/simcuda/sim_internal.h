@@ -103,6 +103,7 @@ struct CUctx_st {
     unsigned flags;
     struct CUgreenCtx_st *green;
     struct CUstream_st *legacy; /* its legacy default stream, made on first use */
+    unsigned long long last_launch_us; /* monotonic time of its latest launch (sim_quiet.c) */
 };
 
 struct CUgreenCtx_st {
@@ -259,6 +260,8 @@ typedef struct sim_state {
     unsigned hold_next;        /* launches still to hold running (simcuda_hold_launches) */
     unsigned unload_waiting;   /* threads in cuLibraryUnload waiting for a held launch */
     pthread_cond_t held_done;  /* signalled by simcuda_finish_launches */
+    unsigned quiet_us;         /* simcuda_quiet_loads; 0: loads never wait */
+    unsigned loads_waiting;    /* calls waiting for a pause in launches (sim_quiet.c) */
 } sim_state_t;
 
 extern sim_state_t sim;
@@ -349,6 +352,7 @@ void sim_capture_drop_ctx(struct CUctx_st *c);        /* close captures of c's s
 /* sim_module.c (lock held) */
 int sim_image_has_name(const unsigned char *img, size_t size, const char *name);
 int sim_kernel_live(const struct CUkern_st *k);      /* its library is loaded */
+int sim_lib_loaded(const struct CUlib_st *l, const struct CUctx_st *c); /* has a module in c */
 int sim_func_live(const struct CUfunc_st *f);        /* context, ID and module alive */
 CUresult sim_kernel_function(struct CUkern_st *k, struct CUctx_st *c, struct CUfunc_st **out);
 
@@ -371,6 +375,16 @@ void sim_exec_order(struct CUstream_st *s); /* what work on s must wait for */
 void sim_exec_flush(struct CUctx_st *ctx);  /* ctx NULL: every context */
 void sim_exec_free(void);
 int sim_entry_keeps_pending(enum sim_entry e);
+
+/* sim_quiet.c (lock held): the quiet-load model (simcuda_quiet_loads, fact
+ * 25). note_launch: a launch (attempted or not) went into c now. wait: a call
+ * that loads code into c or makes a stream there waits, with the lock
+ * released, until c has seen no launch for quiet_us, c died or the model was
+ * turned off; the caller must check its objects again afterwards.
+ * read_env: SIMCUDA_QUIET_LOADS_US, at cuInit. */
+void sim_quiet_note_launch(struct CUctx_st *c);
+void sim_quiet_wait(struct CUctx_st *c);
+void sim_quiet_read_env(void);
 
 /* sim_graph.c (lock held) */
 CUresult sim_capture_launch(struct CUstream_st *s, const simcuda_emu_entry_t *emu,

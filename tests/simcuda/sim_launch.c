@@ -113,15 +113,33 @@ CUresult sim_run(const simcuda_emu_entry_t *emu, const char *name, struct CUctx_
     return r;
 }
 
+/* Fact 25: a CUkernel's first launch in a context loads its library there,
+ * and so waits, as cuKernelGetFunction does, for a pause in that context's
+ * launches (only when the quiet-load model is on). The launch checks
+ * everything again afterwards. */
+static void sim_launch_wait_load(CUfunction f, CUstream hstream)
+{
+    struct CUctx_st *c = NULL;
+    struct CUstream_st *s;
+    if (!sim.quiet_us || !f || ((sim_obj_t *)f)->magic != SIM_MAGIC_KERNEL)
+        return;
+    struct CUkern_st *k = (struct CUkern_st *)f;
+    if (sim_kernel_live(k) && sim_stream_target(hstream, &c, &s) == CUDA_SUCCESS &&
+        !sim_lib_loaded(k->lib, c))
+        sim_quiet_wait(c);
+}
+
 static CUresult sim_launch_checked(CUfunction f, const unsigned grid[3], const unsigned block[3],
                                    unsigned shared_bytes, CUstream hstream, void **params,
                                    void **extra)
 {
     /* The launch runs in the stream's context (fact 5 as measured), and needs
      * a usable current context: 201 none, 709 a dead or reset one (fact 8). */
-    struct CUctx_st *c;
+    struct CUctx_st *c = NULL;
     struct CUstream_st *s;
+    sim_launch_wait_load(f, hstream);
     CUresult r = sim_stream_target(hstream, &c, &s);
+    sim_quiet_note_launch(c); /* attempted launches count too (fact 25) */
     if (r != CUDA_SUCCESS)
         return r;
     if (!f)

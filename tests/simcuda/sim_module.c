@@ -162,6 +162,10 @@ static CUresult sim_module_load(CUmodule *out, const void *image)
         return r;
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
+    sim_quiet_wait(c); /* fact 25: loading code into c waits for a pause in its launches */
+    r = sim_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
     struct CUmod_st *m = sim_obj_new(SIM_MAGIC_MODULE, sizeof *m);
     if (!m)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -310,14 +314,25 @@ SIM_API CUresult cuLibraryGetKernel(CUkernel *out, CUlibrary l, const char *name
     SIM_END;
 }
 
+static struct CUmod_st *sim_lib_find_module(const struct CUlib_st *l, const struct CUctx_st *c)
+{
+    for (struct CUmod_st *m = l->modules; m; m = m->next_in_lib)
+        if (m->own.ctx == c && m->own.ctx_id == c->id)
+            return m;
+    return NULL;
+}
+
+int sim_lib_loaded(const struct CUlib_st *l, const struct CUctx_st *c)
+{
+    return sim_lib_find_module(l, c) != NULL;
+}
+
 /* The library's module in context c, made on first use. */
 static CUresult sim_lib_module(struct CUlib_st *l, struct CUctx_st *c, struct CUmod_st **out)
 {
-    for (struct CUmod_st *m = l->modules; m; m = m->next_in_lib)
-        if (m->own.ctx == c && m->own.ctx_id == c->id) {
-            *out = m;
-            return CUDA_SUCCESS;
-        }
+    *out = sim_lib_find_module(l, c);
+    if (*out)
+        return CUDA_SUCCESS;
     struct CUmod_st *m = sim_obj_new(SIM_MAGIC_MODULE, sizeof *m);
     if (!m)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -339,6 +354,11 @@ SIM_API CUresult cuLibraryGetModule(CUmodule *out, CUlibrary l)
     SIM_FAIL_IF(!sim_lib_live(l), CUDA_ERROR_INVALID_HANDLE);
     struct CUctx_st *c;
     SIM_CHECK(sim_current(&c));
+    if (!sim_lib_loaded(l, c)) { /* fact 25: the library's first load into c */
+        sim_quiet_wait(c);
+        SIM_FAIL_IF(!sim_lib_live(l), CUDA_ERROR_INVALID_HANDLE); /* unloaded meanwhile */
+        SIM_CHECK(sim_current(&c));
+    }
     SIM_CHECK(sim_lib_module(l, c, out));
     SIM_END;
 }
@@ -378,6 +398,13 @@ SIM_API CUresult cuKernelGetFunction(CUfunction *out, CUkernel k)
     SIM_FAIL_IF(!k || !sim_kernel_live(k), CUDA_ERROR_INVALID_HANDLE);
     struct CUctx_st *c;
     SIM_CHECK(sim_current(&c));
+    if (!sim_lib_loaded(k->lib, c)) {
+        /* Fact 25: the kernel's first load into c (lazy loading) waits for a
+         * pause in c's launches; the library or c may have died meanwhile. */
+        sim_quiet_wait(c);
+        SIM_FAIL_IF(!sim_kernel_live(k), CUDA_ERROR_INVALID_HANDLE);
+        SIM_CHECK(sim_current(&c));
+    }
     SIM_CHECK(sim_kernel_function(k, c, out));
     SIM_END;
 }

@@ -101,6 +101,11 @@ static CUresult sim_stream_create(CUstream *out, unsigned flags)
     SIM_FAIL_IF(!out || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING), CUDA_ERROR_INVALID_VALUE);
     struct CUctx_st *c;
     SIM_CHECK(sim_current(&c));
+    /* Fact 25: under a flood of launches into c, making a stream there
+     * waits for a pause (only when the quiet-load model is on); c may have
+     * died meanwhile. */
+    sim_quiet_wait(c);
+    SIM_CHECK(sim_current(&c));
     struct CUstream_st *s = sim_stream_new(c, SIM_STREAM_USER, flags);
     SIM_FAIL_IF(!s, CUDA_ERROR_OUT_OF_MEMORY);
     *out = s;

@@ -97,6 +97,23 @@ void simcuda_finish_launches(void);
 /* Threads now waiting in cuLibraryUnload for a held launch. */
 unsigned simcuda_unloads_waiting(void);
 
+/* Quiet loads, for docs/contexts.md fact 25 (under launches that never pause,
+ * making a stream or loading code into their context waits for a pause).
+ * quiet_us = 0 (the default, unless SIMCUDA_QUIET_LOADS_US says otherwise)
+ * turns the model off. Otherwise, from now on, these calls wait until the
+ * context they work in has seen no kernel launch (cuLaunchKernel(Ex), attempted
+ * ones included, and cuGraphLaunch) for quiet_us microseconds: cuStreamCreate,
+ * cuStreamCreateWithPriority, cuModuleLoadData(Ex), and the first load of a
+ * library into a context (cuKernelGetFunction, cuLibraryGetModule, or the
+ * launch of a CUkernel, when the library has no module there yet). They wait
+ * without holding up any other driver call, and stop waiting when the context
+ * dies (then failing as for a dead context) or the model is turned off.
+ * cuLibraryLoadData and launches into a loaded context never wait. */
+void simcuda_quiet_loads(unsigned quiet_us);
+
+/* Calls now waiting for a pause in launches (see simcuda_quiet_loads). */
+unsigned simcuda_loads_waiting(void);
+
 /* Runtime-like operations, so CI runs the scenarios that a GPU machine runs
  * with cudart. Each returns 0 or a CUresult. */
 

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define OK(call) CU_ASSERT_EQUAL_FATAL((call), CUDA_SUCCESS)
@@ -129,7 +130,8 @@ static void test_versioned_names_count_once(void)
 }
 
 /* The env form runs in a fresh process (this program again, see
- * hk_test_register), since SIMCUDA_FAIL is read once, at the first call. */
+ * hk_test_register), since SIMCUDA_FAIL is read once, at the first call
+ * (SIMCUDA_QUIET_LOADS_US, checked there too, at cuInit). */
 static void test_fail_from_env(void)
 {
     pid_t pid = fork();
@@ -137,6 +139,7 @@ static void test_fail_from_env(void)
     if (pid == 0) {
         setenv("HK_SIMCUDA_ENV_CHILD", "1", 1);
         setenv("SIMCUDA_FAIL", "cuDeviceGetCount:2:999,cuMemAlloc:1:2", 1);
+        setenv("SIMCUDA_QUIET_LOADS_US", "200000", 1);
         execl("/proc/self/exe", "test_simcuda", (char *)NULL);
         _exit(127);
     }
@@ -144,6 +147,41 @@ static void test_fail_from_env(void)
     CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
     CU_ASSERT_TRUE(WIFEXITED(status));
     CU_ASSERT_EQUAL(WEXITSTATUS(status), 0);
+}
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* In the env child (SIMCUDA_QUIET_LOADS_US=200000): a stream made right after
+ * a launch into the current context waits out the 200 ms; with the model
+ * turned off it does not. out: 4 writable bytes. Returns 0 when both hold. */
+static int quiet_env_check(CUdeviceptr out)
+{
+    CUlibrary lib;
+    CUkernel k;
+    CUstream s[2];
+    unsigned value = 3;
+    void *args[] = {&out, &value};
+    double waited[2] = {0, 0};
+    if (cuLibraryLoadData(&lib, probe_ptx, NULL, NULL, 0, NULL, NULL, 0) != CUDA_SUCCESS ||
+        cuLibraryGetKernel(&k, lib, "hk_probe_kernel") != CUDA_SUCCESS)
+        return 1;
+    for (int i = 0; i < 2; i++) {
+        if (i == 1)
+            simcuda_quiet_loads(0);
+        double t0 = now_ms();
+        if (cuLaunchKernel((CUfunction)k, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL) != CUDA_SUCCESS ||
+            cuStreamCreate(&s[i], CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+            return 1;
+        waited[i] = now_ms() - t0;
+        cuStreamDestroy(s[i]);
+    }
+    cuLibraryUnload(lib);
+    return waited[0] < 190.0 || waited[1] > 100.0;
 }
 
 /* Child side of test_fail_from_env; returns the exit status. */
@@ -160,6 +198,7 @@ static int env_child(void)
     bad |= (cuMemAlloc(&p, 16) != CUDA_ERROR_OUT_OF_MEMORY) << 5;
     bad |= (cuMemAlloc(&p, 16) != CUDA_SUCCESS) << 6;
     bad |= (simcuda_call_count("cuDeviceGetCount") != 3) << 7;
+    bad |= quiet_env_check(p) << 8;
     if (bad)
         fprintf(stderr, "simcuda env child: failed checks mask 0x%x\n", bad);
     return bad ? 1 : 0;
@@ -574,7 +613,8 @@ int hk_test_register(void)
     hk_test_add(s, "repeated failures; live blocks, libraries, contexts, stack depth",
                 test_fail_repeat_and_counts);
     hk_test_add(s, "versioned symbols count under one entry name", test_versioned_names_count_once);
-    hk_test_add(s, "SIMCUDA_FAIL arms failures from the environment", test_fail_from_env);
+    hk_test_add(s, "SIMCUDA_FAIL and SIMCUDA_QUIET_LOADS_US from the environment",
+                test_fail_from_env);
     hk_test_add(s, "primary reference counts and the runtime-like retain", test_refcounts);
     hk_test_add(s, "two threads with their own context stacks at once", test_two_threads);
     hk_test_add(s, "launch log, emulation errors, graph replay", test_launch_log);

@@ -1,0 +1,74 @@
+/* simcuda quiet loads (docs/contexts.md fact 25), off unless a test asks.
+ *
+ * On an H200, while threads launched into one context without pause,
+ * cuStreamCreate and the first load of a kernel into that context did not
+ * return until the launches paused: launches share something in the driver
+ * that loading code and making a stream need alone. The model: each launch
+ * notes its context's time; a call that loads code into a context or makes a
+ * stream there waits until that context has seen no launch for quiet_us.
+ * It waits with sim.lock released and polls, so that the launches (and every
+ * other call) go on; it stops waiting when the context dies or the model is
+ * turned off, and its caller checks its objects again afterwards. */
+#include "sim_internal.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+#define SIM_QUIET_POLL_NS 100000L /* 100 us between looks at the context */
+
+static unsigned long long sim_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000u;
+}
+
+void sim_quiet_read_env(void)
+{
+    const char *v = getenv("SIMCUDA_QUIET_LOADS_US");
+    if (v && *v)
+        sim.quiet_us = (unsigned)strtoul(v, NULL, 10);
+}
+
+void sim_quiet_note_launch(struct CUctx_st *c)
+{
+    if (c)
+        c->last_launch_us = sim_now_us();
+}
+
+/* Whether a call in c must still wait: the model is on, c is alive and a
+ * launch went into c less than quiet_us ago. */
+static int sim_quiet_busy(const struct CUctx_st *c)
+{
+    return sim.quiet_us && c->alive && c->last_launch_us &&
+           sim_now_us() - c->last_launch_us < sim.quiet_us;
+}
+
+void sim_quiet_wait(struct CUctx_st *c)
+{
+    if (!c || !sim_quiet_busy(c))
+        return;
+    sim.loads_waiting++;
+    const struct timespec poll = {0, SIM_QUIET_POLL_NS};
+    do {
+        pthread_mutex_unlock(&sim.lock);
+        nanosleep(&poll, NULL);
+        pthread_mutex_lock(&sim.lock);
+    } while (sim_quiet_busy(c));
+    sim.loads_waiting--;
+}
+
+SIM_API void simcuda_quiet_loads(unsigned quiet_us)
+{
+    pthread_mutex_lock(&sim.lock);
+    sim.quiet_us = quiet_us;
+    pthread_mutex_unlock(&sim.lock);
+}
+
+SIM_API unsigned simcuda_loads_waiting(void)
+{
+    pthread_mutex_lock(&sim.lock);
+    unsigned n = sim.loads_waiting;
+    pthread_mutex_unlock(&sim.lock);
+    return n;
+}
