@@ -40,6 +40,7 @@ void swp_register_basic(void);
 void swp_register_load(void);
 void swp_register_host(void);
 void swp_register_unload(void); /* test_swap_unload.c, in test_swap_cuda */
+void swp_register_flood(void);  /* test_swap_flood.c, in test_swap_cuda */
 
 #define SWP_A HK_SWAP_CPU_A
 #define SWP_B HK_SWAP_CPU_B

@@ -1,0 +1,202 @@
+/* Swap between the two builds of hk-cuda while 8 threads launch without
+ * pause through movable handles: the driver keeps a first kernel load into
+ * their context waiting for as long as the launches go on (docs/contexts.md,
+ * fact 25), so the swap's verification only gets through because the swap
+ * holds the calls (docs/swap.md, "Held calls"). With holding off, the same
+ * swap is still waiting after 300 ms, and finishes once the launches stop.
+ * On the simulated driver the quiet-load model stands for the driver's
+ * behaviour (simcuda_quiet_loads, turned on here and off at the end); on a
+ * GPU it is the driver's own. */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "hk_status_text.h"
+#include "swap_test.h"
+
+#define FT 8
+#define FN 4096
+#define FBATCH 64 /* calls between two waits for the stream; even: y back to 0 */
+
+typedef struct fworker {
+    pthread_t tid;
+    hk_mhandle_t *mh;
+    void *dx, *dy;
+    atomic_ullong calls, failed;
+} fworker_t;
+
+static atomic_int fstop;
+static hk_blas1_v1_t Fb;
+static hk_memory_v1_t Fm;
+
+static void *flood(void *arg)
+{
+    fworker_t *w = arg;
+    hk_handle_t *h = hk_mhandle_handle(w->mh);
+    const float alpha[2] = {1.0f, -1.0f};
+    while (!atomic_load(&fstop)) {
+        for (int i = 0; i < FBATCH; i++) {
+            if (Fb.saxpy(h, FN, &alpha[i & 1], w->dx, 1, w->dy, 1) != HK_STATUS_OK)
+                atomic_fetch_add(&w->failed, 1);
+            atomic_fetch_add(&w->calls, 1);
+        }
+        if (hk_mhandle_vtable()->synchronize(h) != HK_STATUS_OK)
+            atomic_fetch_add(&w->failed, 1);
+    }
+    return NULL;
+}
+
+/* x = 1, y = 0 on the device, through the handle. */
+static int place(fworker_t *w)
+{
+    static float ones[FN], zeros[FN];
+    for (int i = 0; i < FN; i++)
+        ones[i] = 1.0f;
+    hk_handle_t *h = hk_mhandle_handle(w->mh);
+    return Fm.alloc(h, sizeof ones, &w->dx) == HK_STATUS_OK
+           && Fm.alloc(h, sizeof zeros, &w->dy) == HK_STATUS_OK
+           && Fm.copy_to_device(h, w->dx, ones, sizeof ones) == HK_STATUS_OK
+           && Fm.copy_to_device(h, w->dy, zeros, sizeof zeros) == HK_STATUS_OK;
+}
+
+/* y back to 0 everywhere (as many +x as -x), then the buffers freed. */
+static int y_is_zero_and_free(fworker_t *w)
+{
+    static float y[FN];
+    hk_handle_t *h = hk_mhandle_handle(w->mh);
+    int ok = Fm.copy_to_host(h, y, w->dy, sizeof y) == HK_STATUS_OK;
+    for (int i = 0; ok && i < FN; i++)
+        ok = y[i] == 0.0f;
+    ok &= Fm.free_(h, w->dx) == HK_STATUS_OK;
+    ok &= Fm.free_(h, w->dy) == HK_STATUS_OK;
+    return ok;
+}
+
+typedef struct swap_call {
+    hk_loader_t *loader;
+    const char *to;
+    hk_swap_options_t opts;
+    hk_status_t st;
+    atomic_int done;
+} swap_call_t;
+
+static void *swap_thread(void *arg)
+{
+    swap_call_t *c = arg;
+    c->st = hk_loader_swap(c->loader, c->to, &c->opts, NULL);
+    atomic_store(&c->done, 1);
+    return NULL;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Waits up to ms for the swap to finish; 1 when it did. */
+static int finished_within(swap_call_t *c, long ms)
+{
+    for (long t = 0; t < ms && !atomic_load(&c->done); t += 5)
+        sleep_ms(5);
+    return atomic_load(&c->done);
+}
+
+static void test_flood_swap(void)
+{
+    void (*quiet)(unsigned) = (void (*)(unsigned))dlsym(RTLD_DEFAULT, "simcuda_quiet_loads");
+    if (quiet)
+        quiet(50000); /* the driver's behaviour: loads wait for 50 ms without a launch */
+    hk_loader_t *loader = swp_loader();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(loader);
+    swp_tables(&Fb, &Fm);
+    static fworker_t w[FT];
+    memset(w, 0, sizeof w);
+    atomic_store(&fstop, 0);
+    int running = 0;
+    for (int t = 0; t < FT; t++) {
+        hk_create_info_t on0 = {sizeof on0, 0, 0};
+        CU_ASSERT_EQUAL_FATAL(hk_mhandle_create(loader, HK_SWAP_CUDA_A, &on0, &w[t].mh),
+                              HK_STATUS_OK);
+        CU_ASSERT_FATAL(place(&w[t]));
+    }
+    for (; running < FT; running++)
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&w[running].tid, NULL, flood, &w[running]), 0);
+    sleep_ms(100);
+
+    /* Holding (the default hold time): the swap gets through while the
+     * launches go on. Bounded: if it does not, the launches stop so that it
+     * ends, and the test fails instead of hanging. */
+    swap_call_t c1 = {loader, HK_SWAP_CUDA_B, {.size = sizeof c1.opts}, 0, 0};
+    pthread_t sw1;
+    uint64_t t0 = swp_now_ns();
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&sw1, NULL, swap_thread, &c1), 0);
+    int through = finished_within(&c1, 20000);
+    double took = (double)(swp_now_ns() - t0) / 1e6;
+    CU_ASSERT(through);
+    if (!through) {
+        atomic_store(&fstop, 1);
+        for (; running > 0; running--)
+            pthread_join(w[running - 1].tid, NULL);
+    }
+    pthread_join(sw1, NULL);
+    CU_ASSERT_EQUAL(c1.st, HK_STATUS_OK);
+    if (c1.st != HK_STATUS_OK)
+        fprintf(stderr, "\n    swap: %s\n", hk_loader_last_error(loader));
+    hk_swap_state_t s = {.size = sizeof s};
+    CU_ASSERT_EQUAL(hk_loader_swap_state(loader, &s), HK_STATUS_OK);
+    CU_ASSERT(s.holds >= 1);
+    uint64_t holds = s.holds;
+    printf("\n    held swap under launches without pause: %.1f ms, %llu step(s) held, longest "
+           "hold %.1f ms\n    ", took, (unsigned long long)s.holds, s.max_hold_ns / 1e6);
+
+    /* Holding off: the swap back waits for as long as the launches go on. */
+    swap_call_t c = {loader, HK_SWAP_CUDA_A, {.size = sizeof c.opts, .hold_after_us = -1}, 0, 0};
+    pthread_t sw;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&sw, NULL, swap_thread, &c), 0);
+    CU_ASSERT(!finished_within(&c, 300));
+    int waited = !atomic_load(&c.done);
+    atomic_store(&fstop, 1);
+    for (int t = 0; t < running; t++)
+        pthread_join(w[t].tid, NULL);
+    t0 = swp_now_ns();
+    CU_ASSERT(finished_within(&c, 10000));
+    printf("without holding: still waiting after 300 ms: %s; done %.1f ms after the launches "
+           "stopped\n    ", waited ? "yes" : "no", (double)(swp_now_ns() - t0) / 1e6);
+    if (!atomic_load(&c.done)) {
+        if (quiet)
+            quiet(0); /* let it end, then fail */
+        finished_within(&c, 10000);
+    }
+    pthread_join(sw, NULL);
+    CU_ASSERT_EQUAL(c.st, HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hk_loader_swap_state(loader, &s), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(s.holds, holds);
+
+    unsigned long long calls = 0, failed = 0;
+    for (int t = 0; t < FT; t++) {
+        calls += atomic_load(&w[t].calls);
+        failed += atomic_load(&w[t].failed);
+        CU_ASSERT(y_is_zero_and_free(&w[t]));
+        CU_ASSERT_EQUAL(hk_mhandle_destroy(w[t].mh), HK_STATUS_OK);
+    }
+    CU_ASSERT(calls > 0);
+    CU_ASSERT_EQUAL(failed, 0);
+    CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
+    if (quiet)
+        quiet(0);
+}
+
+void swp_register_flood(void)
+{
+    CU_pSuite s = hk_test_suite("swap hk-cuda under launches without pause", NULL, NULL);
+    CU_pTest t = hk_test_add(s, "the swap holds the calls and gets through; without holding "
+                                "it waits for the launches", test_flood_swap);
+    int n = 0;
+    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGetCount(&n) != CUDA_SUCCESS || n < 1)
+        hk_test_skip(t, "needs a CUDA driver with a device");
+}
