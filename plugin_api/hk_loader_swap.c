@@ -94,7 +94,7 @@ static hk_status_t hk__collect(hk__job_t *job)
     }
     for (size_t i = 0; i < sw->nhandles; i++) {
         hk_mhandle_t *mh = sw->handles[i];
-        hk__binding_t *b = atomic_load(&mh->cur);
+        hk__binding_t *b = hk__mh_bound(mh); /* the prepare may hold it already */
         if (b->plugin == job->to || (job->from && strcmp(b->plugin->name, job->from) != 0))
             continue;
         job->movers[job->nmovers].mh = mh;

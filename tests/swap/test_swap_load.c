@@ -399,6 +399,15 @@ static void test_slow_step_holds_calls(void)
     CU_ASSERT_EQUAL(hk_loader_swap_state(loader, &st), HK_STATUS_OK);
     CU_ASSERT_EQUAL(st.holds, 1);
 
+    /* A hold time of 1 us: the handles may be held before the prepare even
+     * looks at them (when the watchdog thread starts before the prepare gets
+     * there, which is up to the scheduler), and it must still see the
+     * bindings they had: this crashed before it did. */
+    hk_swap_options_t at_once = {.size = sizeof at_once, .hold_after_us = 1};
+    for (int i = 0; i < 20; i++)
+        CU_ASSERT_EQUAL(hk_loader_swap(loader, i % 2 ? SWP_B : SWP_A, &at_once, NULL),
+                        HK_STATUS_OK);
+
     atomic_store(&stop, 1);
     for (int i = 0; i < 2; i++) {
         pthread_join(w[i].tid, NULL);
