@@ -25,6 +25,7 @@
 typedef struct fworker {
     pthread_t tid;
     hk_mhandle_t *mh;
+    CUstream stream; /* its own: launches on one stream would wait for each other */
     void *dx, *dy;
     atomic_ullong calls, failed;
 } fworker_t;
@@ -109,8 +110,10 @@ static int finished_within(swap_call_t *c, long ms)
 static void test_flood_swap(void)
 {
     void (*quiet)(unsigned) = (void (*)(unsigned))dlsym(RTLD_DEFAULT, "simcuda_quiet_loads");
-    if (quiet)
-        quiet(50000); /* the driver's behaviour: loads wait for 50 ms without a launch */
+    CUdevice dev = 0;
+    CUcontext primary = NULL, popped = NULL;
+    CU_ASSERT_EQUAL_FATAL(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL_FATAL(cuDevicePrimaryCtxRetain(&primary, dev), CUDA_SUCCESS);
     hk_loader_t *loader = swp_loader();
     CU_ASSERT_PTR_NOT_NULL_FATAL(loader);
     swp_tables(&Fb, &Fm);
@@ -118,12 +121,20 @@ static void test_flood_swap(void)
     memset(w, 0, sizeof w);
     atomic_store(&fstop, 0);
     int running = 0;
+    CU_ASSERT_EQUAL_FATAL(cuCtxPushCurrent(primary), CUDA_SUCCESS);
     for (int t = 0; t < FT; t++) {
         hk_create_info_t on0 = {sizeof on0, 0, 0};
         CU_ASSERT_EQUAL_FATAL(hk_mhandle_create(loader, HK_SWAP_CUDA_A, &on0, &w[t].mh),
                               HK_STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(cuStreamCreate(&w[t].stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+        CU_ASSERT_EQUAL_FATAL(hk_mhandle_vtable()->set_stream(hk_mhandle_handle(w[t].mh),
+                                                              w[t].stream),
+                              HK_STATUS_OK);
         CU_ASSERT_FATAL(place(&w[t]));
     }
+    CU_ASSERT_EQUAL(cuCtxPopCurrent(&popped), CUDA_SUCCESS);
+    if (quiet)
+        quiet(50000); /* the driver's behaviour: loads wait for 50 ms without a launch */
     for (; running < FT; running++)
         CU_ASSERT_EQUAL_FATAL(pthread_create(&w[running].tid, NULL, flood, &w[running]), 0);
     sleep_ms(100);
@@ -183,12 +194,14 @@ static void test_flood_swap(void)
         failed += atomic_load(&w[t].failed);
         CU_ASSERT(y_is_zero_and_free(&w[t]));
         CU_ASSERT_EQUAL(hk_mhandle_destroy(w[t].mh), HK_STATUS_OK);
+        CU_ASSERT_EQUAL(cuStreamDestroy(w[t].stream), CUDA_SUCCESS);
     }
     CU_ASSERT(calls > 0);
     CU_ASSERT_EQUAL(failed, 0);
     CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
     if (quiet)
         quiet(0);
+    CU_ASSERT_EQUAL(cuDevicePrimaryCtxRelease(dev), CUDA_SUCCESS);
 }
 
 void swp_register_flood(void)
