@@ -108,6 +108,10 @@ extern hk__binding_t hk__held;
 /* Waits until mh is no longer held (hk_loader_swaphold.c). */
 void hk__mh_wait_released(hk_mhandle_t *mh);
 
+/* One round of a wait loop: sched_yield for the first `yields` rounds, then
+ * a 20 us sleep. */
+void hk__swap_pause(unsigned spins, unsigned yields);
+
 static inline hk__binding_t *hk__mh_enter(hk_mhandle_t *mh)
 {
     for (;;) {

@@ -4,7 +4,6 @@
 #include "hk__swap.h"
 #include "hk__trace.h"
 
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -348,14 +347,8 @@ static void hk__drain_wait(hk__job_t *job)
     atomic_store(&sw->phase, HK_SWAP_DRAINING);
     for (size_t i = 0; i < job->nmovers; i++) {
         hk__binding_t *old = job->movers[i].old;
-        for (unsigned spins = 0; atomic_load(&old->inflight) != 0; spins++) {
-            if (spins < 64) {
-                sched_yield();
-            } else {
-                struct timespec ts = {0, 20000};
-                nanosleep(&ts, NULL);
-            }
-        }
+        for (unsigned spins = 0; atomic_load(&old->inflight) != 0; spins++)
+            hk__swap_pause(spins, 64);
     }
 }
 

@@ -25,19 +25,23 @@ static uint64_t hk__hold_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+void hk__swap_pause(unsigned spins, unsigned yields)
+{
+    if (spins < yields) {
+        sched_yield();
+    } else {
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 void hk__mh_wait_released(hk_mhandle_t *mh)
 {
     /* A hold lasts as long as a driver call that loads code (milliseconds):
-     * a few polite spins, then yields, then short sleeps, so that the
-     * waiting callers leave the CPU to the step they wait for. */
-    for (unsigned spins = 0; atomic_load(&mh->cur) == &hk__held; spins++) {
-        if (spins < 256) {
-            sched_yield();
-        } else {
-            struct timespec ts = {0, 20000};
-            nanosleep(&ts, NULL);
-        }
-    }
+     * yields, then short sleeps, so that the waiting callers leave the CPU
+     * to the step they wait for. */
+    for (unsigned spins = 0; atomic_load(&mh->cur) == &hk__held; spins++)
+        hk__swap_pause(spins, 256);
 }
 
 /* Points every movable handle of sw at hk__held. Caller holds g->m. */
