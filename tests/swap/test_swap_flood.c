@@ -3,7 +3,9 @@
  * their context waiting for as long as the launches go on (docs/contexts.md,
  * fact 25), so the swap's verification only gets through because the swap
  * holds the calls (docs/swap.md, "Held calls"). With holding off, the same
- * swap is still waiting after 300 ms, and finishes once the launches stop.
+ * swap is still waiting after 300 ms (asserted on the simulated driver; on
+ * a GPU, where a load sometimes gets in between launches, printed), and
+ * finishes once the launches stop.
  * On the simulated driver the quiet-load model stands for the driver's
  * behaviour (simcuda_quiet_loads, turned on here and off at the end); on a
  * GPU it is the driver's own. */
@@ -160,7 +162,8 @@ static void test_flood_swap(void)
         fprintf(stderr, "\n    swap: %s\n", hk_loader_last_error(loader));
     hk_swap_state_t s = {.size = sizeof s};
     CU_ASSERT_EQUAL(hk_loader_swap_state(loader, &s), HK_STATUS_OK);
-    CU_ASSERT(s.holds >= 1);
+    if (quiet)
+        CU_ASSERT(s.holds >= 1); /* on a GPU, a load that got in by luck needs none */
     uint64_t holds = s.holds;
     printf("\n    held swap under launches without pause: %.1f ms, %llu step(s) held, longest "
            "hold %.1f ms\n    ", took, (unsigned long long)s.holds, s.max_hold_ns / 1e6);
@@ -169,15 +172,20 @@ static void test_flood_swap(void)
     swap_call_t c = {loader, HK_SWAP_CUDA_A, {.size = sizeof c.opts, .hold_after_us = -1}, 0, 0};
     pthread_t sw;
     CU_ASSERT_EQUAL_FATAL(pthread_create(&sw, NULL, swap_thread, &c), 0);
-    CU_ASSERT(!finished_within(&c, 300));
-    int waited = !atomic_load(&c.done);
+    /* The simulated driver's model always keeps the load waiting; a GPU's
+     * driver usually does (docs/contexts.md, fact 25), but a load now and
+     * then gets in between launches: there the outcome is printed only. */
+    int waited = !finished_within(&c, 300);
+    if (quiet)
+        CU_ASSERT(waited);
     atomic_store(&fstop, 1);
     for (int t = 0; t < running; t++)
         pthread_join(w[t].tid, NULL);
     t0 = swp_now_ns();
     CU_ASSERT(finished_within(&c, 10000));
-    printf("without holding: still waiting after 300 ms: %s; done %.1f ms after the launches "
-           "stopped\n    ", waited ? "yes" : "no", (double)(swp_now_ns() - t0) / 1e6);
+    printf("without holding: still waiting after 300 ms: %s%s; done %.1f ms after the "
+           "launches stopped\n    ", waited ? "yes" : "no",
+           quiet ? "" : " (not asserted on a GPU)", (double)(swp_now_ns() - t0) / 1e6);
     if (!atomic_load(&c.done)) {
         if (quiet)
             quiet(0); /* let it end, then fail */
