@@ -164,6 +164,7 @@ static inline hk__binding_t *hk__mh_bound(hk_mhandle_t *mh)
  * that loads a CUDA plugin's kernels: about 3 ms on an H200), so that calls
  * are held only when a step is kept waiting. */
 #define HK__HOLD_AFTER_DEFAULT_US 20000u
+#define HK__HOLD_AFTER_MAX_US (INT64_C(86400) * 1000000) /* a day */
 
 /* The watchdog of one swap step: when the step runs longer than after_ns
  * (0: never), every movable handle of sw is held until hk__guard_end. */

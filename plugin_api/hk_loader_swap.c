@@ -563,9 +563,13 @@ static hk_status_t hk__job_begin(hk_loader_t *loader, const char *request,
     job->loader = loader;
     job->sw = sw;
     job->from = o.from;
-    job->hold_after_ns = o.hold_after_us < 0    ? 0
-                         : o.hold_after_us == 0 ? HK__HOLD_AFTER_DEFAULT_US * 1000u
-                                                : (uint64_t)o.hold_after_us * 1000u;
+    /* Capped at a day (a longer hold time means never, in practice), so
+     * that the ns and the watchdog's deadline cannot overflow. */
+    int64_t hold_us = o.hold_after_us > HK__HOLD_AFTER_MAX_US ? HK__HOLD_AFTER_MAX_US
+                                                              : o.hold_after_us;
+    job->hold_after_ns = hold_us < 0    ? 0
+                         : hold_us == 0 ? HK__HOLD_AFTER_DEFAULT_US * 1000u
+                                        : (uint64_t)hold_us * 1000u;
     job->t[0] = t0;
     job->owner = pthread_self();
     snprintf(job->request, sizeof(job->request), "%s", request);

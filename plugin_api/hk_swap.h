@@ -169,7 +169,7 @@ typedef struct hk_swap_options {
      * close; giving a swap up) runs longer, calls through every movable
      * handle of the loader wait at their next boundary until the step ends
      * (see "Held calls" above). 0: the default, 20000 (20 ms); negative:
-     * never hold. */
+     * never hold; above a day: a day. */
     int64_t hold_after_us;
 } hk_swap_options_t;
 

@@ -392,6 +392,9 @@ static void test_slow_step_holds_calls(void)
     /* Back to A (swp_slow is closed, so its next first create is slow again),
      * then to swp_slow with holding off: the slow step holds nothing. */
     CU_ASSERT_EQUAL(hk_loader_swap(loader, SWP_A, &o, NULL), HK_STATUS_OK);
+    hk_swap_options_t huge = {.size = sizeof huge, .hold_after_us = INT64_MAX}; /* a day */
+    CU_ASSERT_EQUAL(hk_loader_swap(loader, SWP_B, &huge, NULL), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hk_loader_swap(loader, SWP_A, &huge, NULL), HK_STATUS_OK);
     hk_swap_options_t never = {.size = sizeof never, .hold_after_us = -1};
     t0 = swp_now_ns();
     CU_ASSERT_EQUAL(hk_loader_swap(loader, SWP_DOUBLE("swp_slow"), &never, NULL), HK_STATUS_OK);
