@@ -138,8 +138,8 @@ static inline hk__binding_t *hk__mh_enter_locked(hk_mhandle_t *mh)
 {
     for (;;) {
         pthread_mutex_lock(&mh->lock);
-        if (atomic_load_explicit(&mh->cur, memory_order_seq_cst) != &hk__held) {
-            hk__binding_t *b = atomic_load_explicit(&mh->cur, memory_order_acquire);
+        hk__binding_t *b = atomic_load_explicit(&mh->cur, memory_order_acquire);
+        if (b != &hk__held) { /* one load: a hold may begin between two */
             atomic_fetch_add_explicit(&b->inflight, 1, memory_order_seq_cst);
             if (atomic_load_explicit(&mh->cur, memory_order_seq_cst) == b)
                 return b;

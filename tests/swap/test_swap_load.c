@@ -346,11 +346,30 @@ static void *gap_work(void *arg)
     return NULL;
 }
 
+/* Setters and the error text take the handle's lock before they enter it:
+ * called without pause on worker 0's handle while the swaps hold it, each
+ * must still reach an implementation (never the held marker). */
+static void *setter_work(void *arg)
+{
+    gap_worker_t *w = arg;
+    hk_handle_t *h = hk_mhandle_handle(w->mh);
+    const hk_vtable_t *vt = hk_mhandle_vtable();
+    char text[256];
+    while (!atomic_load(&stop)) {
+        if (vt->set_pointer_mode(h, HK_POINTER_MODE_HOST) != HK_STATUS_OK
+            || hk_mhandle_last_error_copy(w->mh, text, sizeof text) != HK_STATUS_OK)
+            atomic_fetch_add(&w->failed, 1);
+    }
+    return NULL;
+}
+
 /* swp_slow's first handle (the verification's) takes 150 ms, as a driver that
  * keeps a first kernel load waiting makes it: with a hold time of 20 ms the
  * calls through both movable handles are held until the prepare ends (their
  * longest gap shows it), every call before and after is right, and the hold
- * is counted; with holding switched off the same swap holds nothing. */
+ * is counted; with holding switched off the same swap holds nothing. A
+ * third thread calls the setter and the error text on one of the handles
+ * throughout. */
 static void test_slow_step_holds_calls(void)
 {
     hk_loader_t *loader = swp_loader();
@@ -366,6 +385,8 @@ static void test_slow_step_holds_calls(void)
         CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(a, NULL, &w[i].mh), HK_STATUS_OK);
     for (int i = 0; i < 2; i++)
         CU_ASSERT_EQUAL_FATAL(pthread_create(&w[i].tid, NULL, gap_work, &w[i]), 0);
+    pthread_t setter;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&setter, NULL, setter_work, &w[0]), 0);
     struct timespec settle = {0, 30000000};
     nanosleep(&settle, NULL);
     unsigned long long before[2] = {atomic_load(&w[0].calls), atomic_load(&w[1].calls)};
@@ -412,6 +433,7 @@ static void test_slow_step_holds_calls(void)
                         HK_STATUS_OK);
 
     atomic_store(&stop, 1);
+    pthread_join(setter, NULL);
     for (int i = 0; i < 2; i++) {
         pthread_join(w[i].tid, NULL);
         CU_ASSERT_EQUAL(atomic_load(&w[i].wrong), 0);
