@@ -106,15 +106,17 @@ void hkb_raw_scratch_free(hkb_raw_scratch_t *s)
     s->base = NULL;
 }
 
-static unsigned grid_for(hkb_op_t op, hkb_prec_t prec, int64_t n, int sms)
+static unsigned grid_for(hkb_op_t op, hkb_prec_t prec, int64_t n, int sms, int aligned)
 {
     /* Elements per thread on the unit-stride path: 16 float, 8 double. */
     int64_t k = prec == HKB_F32 ? 16 : 8;
     int64_t g = (n + BLOCK * k - 1) / (BLOCK * k);
-    /* Only reductions are capped (4 blocks per SM, MAX_BLOCKS); elementwise
-     * kernels take one pass over n. */
-    if (hkb_op_is_reduction(op) && g > 4 * (int64_t)sms)
-        g = 4 * (int64_t)sms;
+    /* Only reductions are capped (4 blocks per SM, 2 for the _aligned dot
+     * kernels, MAX_BLOCKS), as hk-cuda caps them; elementwise kernels take
+     * one pass over n. */
+    int64_t per_sm = aligned && op == HKB_DOT ? 2 : 4;
+    if (hkb_op_is_reduction(op) && g > per_sm * sms)
+        g = per_sm * sms;
     if (hkb_op_is_reduction(op) && g > MAX_BLOCKS)
         g = MAX_BLOCKS;
     return g < 1 ? 1u : (unsigned)g;
@@ -142,7 +144,7 @@ int hkb_raw_prepare(hkb_raw_t *r, hkb_op_t op, hkb_prec_t prec, int64_t n, const
     r->fn = fn;
     r->op = op;
     r->prec = prec;
-    r->grid = grid_for(op, prec, n, sms);
+    r->grid = grid_for(op, prec, n, sms, aligned);
     r->n = n;
     r->incx = r->incy = 1;
     r->alpha_f = alpha_f;

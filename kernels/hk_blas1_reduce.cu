@@ -2,7 +2,9 @@
 //
 // Launch: block (256, 1, 1) exactly; grid (G, 1, 1) with 1 <= G <= 1024
 // (HK_BLAS1_MAX_BLOCKS). hk-cuda uses G = min(ceil(n / (256 * k)), 4 * SMs,
-// 1024), k as in hk_blas1.cu, and allows programmatic stream serialization.
+// 1024), k as in hk_blas1.cu, 2 * SMs in place of 4 * SMs for the _aligned
+// dot kernels (dot_start in hk_blas1_map.cuh says why), and allows
+// programmatic stream serialization.
 //
 // Parameters (conventions in hk_blas1_common.cuh):
 //   n           logical length; n <= 0 (or incx <= 0 for nrm2) writes 0 (the
@@ -150,9 +152,8 @@ template <typename T>
 __device__ __forceinline__ void dot_aligned(long long n, const T *x, const T *y,
                                             double *partials, unsigned int *counter, T *result)
 {
-    wait_prior_grids();
+    dot_start(n, x);
     double s[1] = {aligned_sum(n, x, y, dot_op())};
-    allow_next_grid();
     if (grid_sum(s, partials, counter)) {
         *result = (T)s[0];
         *counter = 0u;

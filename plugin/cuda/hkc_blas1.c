@@ -47,8 +47,10 @@ static const char *first(const void *p, int64_t n, int64_t inc, size_t esz)
     return inc < 0 ? c + (size_t)(n - 1) * (size_t)(-inc) * esz : c;
 }
 
+/* per_sm: 0 for the elementwise kernels (no cap), else the reductions' cap in
+ * blocks per SM (also capped at HK__MAX_BLOCKS). */
 static unsigned grid_for(const hk_handle_t *h, int64_t n, int contiguous, size_t esz,
-                         int64_t cap)
+                         int per_sm)
 {
     /* Elements per block: HK__BLOCK threads x HK__UNROLL items, an item being
      * one 16-byte vector on the contiguous path; all powers of two, so a shift
@@ -59,9 +61,9 @@ static unsigned grid_for(const hk_handle_t *h, int64_t n, int contiguous, size_t
      * 2-16 blocks per SM reached 0.90-0.95 of a device-to-device copy, the
      * uncapped one 0.98-1.03. Reductions keep a cap: their last block reads one
      * partial per block. */
-    int64_t max = cap == INT64_MAX ? (int64_t)INT32_MAX : 4 * (int64_t)h->sm_count;
-    if (max > cap)
-        max = cap;
+    int64_t max = per_sm == 0 ? (int64_t)INT32_MAX : per_sm * (int64_t)h->sm_count;
+    if (per_sm != 0 && max > HK__MAX_BLOCKS)
+        max = HK__MAX_BLOCKS;
     if (g > max)
         g = max;
     return g < 1 ? 1u : (unsigned)g;
@@ -209,7 +211,7 @@ static hk_status_t axpy(hk_handle_t *h, int64_t n, const void *alpha, const void
         const void *x0 = first(x, n, incx, esz);
         void *y0 = (void *)first(y, n, incy, esz);
         void *params[] = {&nn, &a, &alpha_ptr, &x0, &ix, &y0, &iy};
-        st = launch(&c, k, grid_for(h, n, incx == 1 && incy == 1, esz, INT64_MAX), params, op);
+        st = launch(&c, k, grid_for(h, n, incx == 1 && incy == 1, esz, 0), params, op);
     }
     return hk__call_end(&c, st);
 }
@@ -237,7 +239,7 @@ static hk_status_t scal(hk_handle_t *h, int64_t n, const void *alpha, void *x, i
     if (st == HK_STATUS_OK) {
         long long nn = n, ix = incx;
         void *params[] = {&nn, &a, &alpha_ptr, &x, &ix};
-        st = launch(&c, k, grid_for(h, n, incx == 1, esz, INT64_MAX), params, op);
+        st = launch(&c, k, grid_for(h, n, incx == 1, esz, 0), params, op);
     }
     return hk__call_end(&c, st);
 }
@@ -264,7 +266,7 @@ static hk_status_t copy(hk_handle_t *h, int64_t n, const void *x, int64_t incx, 
         const void *x0 = first(x, n, incx, esz);
         void *y0 = (void *)first(y, n, incy, esz);
         void *params[] = {&nn, &x0, &ix, &y0, &iy};
-        st = launch(&c, k, grid_for(h, n, incx == 1 && incy == 1, esz, INT64_MAX), params, op);
+        st = launch(&c, k, grid_for(h, n, incx == 1 && incy == 1, esz, 0), params, op);
     }
     return hk__call_end(&c, st);
 }
@@ -377,10 +379,13 @@ static hk_status_t reduce(hk_handle_t *h, int64_t n, const void *x, int64_t incx
         CUdeviceptr partials = 0, counter = 0;
         CUdeviceptr slot = (CUdeviceptr)(uintptr_t)result;
         const int unit = incx == 1 && (!is_dot || incy == 1);
-        unsigned grid = grid_for(h, n, unit, esz, HK__MAX_BLOCKS);
         /* 16-byte aligned unit-stride vectors (what an allocator gives) have
-         * a kernel of their own (kernels/hk_blas1_map.cuh, aligned_sum) */
-        if (unit && (((uintptr_t)x | (is_dot ? (uintptr_t)y : 0)) & 15) == 0)
+         * a kernel of their own (kernels/hk_blas1_map.cuh, aligned_sum); dot's
+         * runs on at most 2 blocks per SM, so the next grid's blocks fit
+         * beside it (dot_start there says why) */
+        const int aligned = unit && (((uintptr_t)x | (is_dot ? (uintptr_t)y : 0)) & 15) == 0;
+        unsigned grid = grid_for(h, n, unit, esz, aligned && is_dot ? 2 : 4);
+        if (aligned)
             k = HK__K_ALIGNED(k);
         void *dot_params[] = {&nn, &x0, &ix, &y0, &iy, &partials, &counter, &slot};
         void *nrm_params[] = {&nn, &x0, &ix, &partials, &counter, &slot};
