@@ -2,7 +2,8 @@
  * argument rules, misaligned vectors) registers its suite, then the one of
  * test_cuda_blas1_streams.c (8 threads on every kind of stream), which
  * registers the one of test_cuda_blas1_contexts.c (capture, green contexts,
- * driver faults, 2^31 elements). */
+ * driver faults, 2^31 elements), which registers the one of
+ * test_cuda_blas1_grids.c (the reduction kernels raw on 1 - 1024 blocks). */
 #ifndef TEST_CUDA_BLAS1_H
 #define TEST_CUDA_BLAS1_H
 
@@ -12,7 +13,12 @@
  * of the suite is skipped (no driver or no device). Returns 0. */
 int blas1_register_streams(const hkct_plugin_t *plug, const char *skip);
 
-/* The same for the capture, green context, fault and 2^31 suite. */
+/* The same for the capture, green context, fault and 2^31 suite; it
+ * registers the one of test_cuda_blas1_grids.c. */
 int blas1_register_contexts(const hkct_plugin_t *plug, const char *skip);
+
+/* Registers the suite of the reduction kernels launched raw on every grid
+ * size (test_cuda_blas1_grids.c); skip as above. Returns 0. */
+int blas1_register_grids(const char *skip);
 
 #endif /* TEST_CUDA_BLAS1_H */
