@@ -100,9 +100,9 @@ __device__ __forceinline__ void allow_next_grid()
 #endif
 }
 
-// Asks L2 to fetch the line holding p. Only a hint: L2 is where every access
-// of this GPU to its memory meets, so a line fetched before an earlier grid
-// writes it is updated there like any other, and no value reaches a register.
+// Asks L2 to fetch the line holding p. A hint: no value reaches a register or
+// L1 before wait_prior_grids, and the grid before stores through to L2 (L1
+// keeps no written line), so a line fetched early is updated there as any.
 __device__ __forceinline__ void prefetch_l2(const void *p)
 {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
