@@ -397,22 +397,26 @@ static void test_slow_step_holds_calls(void)
     uint64_t took = swp_now_ns() - t0;
     hk_swap_state_t st = {.size = sizeof st};
     CU_ASSERT_EQUAL(hk_loader_swap_state(loader, &st), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(st.holds, 1);
-    CU_ASSERT(st.last_hold_ns >= 100000000u && st.last_hold_ns <= took);
-    CU_ASSERT_EQUAL(st.max_hold_ns, st.last_hold_ns);
+    /* The prepare's hold, the longest; the step after the drain may hold
+     * too when closing a module takes past 20 ms (under TSan it does). */
+    CU_ASSERT(st.holds >= 1);
+    CU_ASSERT(st.max_hold_ns >= 100000000u && st.max_hold_ns <= took);
     nanosleep(&settle, NULL);
     for (int i = 0; i < 2; i++) {
         /* held for the hold's length, then calling again */
         CU_ASSERT(atomic_load(&w[i].max_gap_ns) >= 90000000u);
         CU_ASSERT(atomic_load(&w[i].calls) > before[i]);
     }
-    printf("\n    hold: swap %.1f ms, calls held %.1f ms, longest gap between calls %.1f / "
-           "%.1f ms\n    ", took / 1e6, st.last_hold_ns / 1e6, atomic_load(&w[0].max_gap_ns) / 1e6,
+    printf("\n    hold: swap %.1f ms, %llu hold(s), calls held %.1f ms at most, longest gap "
+           "between calls %.1f / %.1f ms\n    ", took / 1e6, (unsigned long long)st.holds,
+           st.max_hold_ns / 1e6, atomic_load(&w[0].max_gap_ns) / 1e6,
            atomic_load(&w[1].max_gap_ns) / 1e6);
 
     /* Back to A (swp_slow is closed, so its next first create is slow again),
      * then to swp_slow with holding off: the slow step holds nothing. */
     CU_ASSERT_EQUAL(hk_loader_swap(loader, SWP_A, &o, NULL), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hk_loader_swap_state(loader, &st), HK_STATUS_OK);
+    const uint64_t holds = st.holds; /* the swaps below add none */
     hk_swap_options_t huge = {.size = sizeof huge, .hold_after_us = INT64_MAX}; /* a day */
     CU_ASSERT_EQUAL(hk_loader_swap(loader, SWP_B, &huge, NULL), HK_STATUS_OK);
     CU_ASSERT_EQUAL(hk_loader_swap(loader, SWP_A, &huge, NULL), HK_STATUS_OK);
@@ -421,7 +425,7 @@ static void test_slow_step_holds_calls(void)
     CU_ASSERT_EQUAL(hk_loader_swap(loader, SWP_DOUBLE("swp_slow"), &never, NULL), HK_STATUS_OK);
     CU_ASSERT(swp_now_ns() - t0 >= 140000000u); /* it was slow again */
     CU_ASSERT_EQUAL(hk_loader_swap_state(loader, &st), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(st.holds, 1);
+    CU_ASSERT_EQUAL(st.holds, holds);
 
     /* A hold time of 1 us: the handles may be held before the prepare even
      * looks at them (when the watchdog thread starts before the prepare gets
