@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "hk__json.h"
 #include "hk_loader.h"
 
 /* The program's own version, independent of the plugin ABI (hk-host
@@ -41,34 +42,11 @@ typedef struct hk_host_opts {
  * use at once; a very long text is cut with "...". NULL → "(null)". */
 const char *hk_host_esc(const char *s);
 
-/* A JSON writer that indents by two spaces. Every string (keys included) is
- * escaped: quote, backslash and every control character as \uXXXX (or the
- * short forms), DEL and C1 controls too, and a byte that is not part of valid
- * UTF-8 as U+FFFD, so that any plugin or file name gives a valid document. */
-#define HK_JSON_DEPTH 16
-typedef struct hk_json {
-    FILE *f;
-    int depth;
-    int count[HK_JSON_DEPTH]; /* members written so far at each open level */
-    char kind[HK_JSON_DEPTH]; /* '{' or '[' */
-} hk_json_t;
-
-/* key is NULL for array elements and the top value; in an object it names
- * the member. hk_json_str with v NULL writes null; hk_json_num with a value
- * that is not finite writes null. */
-void hk_json_open(hk_json_t *j, const char *key, char kind);
-void hk_json_close(hk_json_t *j);
-void hk_json_str(hk_json_t *j, const char *key, const char *v);
-void hk_json_int(hk_json_t *j, const char *key, long long v);
-void hk_json_num(hk_json_t *j, const char *key, double v);
-void hk_json_bool(hk_json_t *j, const char *key, int v);
-void hk_json_null(hk_json_t *j, const char *key);
-
 /* The document of a --json command: hk_host_doc_begin opens the top object
  * with "command"; hk_host_doc_end closes whatever is still open, adds
  * "errors" (every hk_host_fail line) and "exit_status", and returns rc. NULL
  * when the command runs without --json. */
-hk_json_t *hk_host_json(void);
+hk__json_t *hk_host_json(void);
 void hk_host_doc_begin(const hk_host_opts_t *opts, const char *command);
 int hk_host_doc_end(int rc);
 

@@ -91,44 +91,44 @@ static void info_text(const hk_host_target_t *t, const table_row_t *rows, size_t
     }
 }
 
-static void info_json(hk_json_t *j, const table_row_t *rows, size_t n)
+static void info_json(hk__json_t *j, const table_row_t *rows, size_t n)
 {
-    hk_json_open(j, "tables", '[');
+    hk__json_open(j, "tables", '[');
     for (size_t i = 0; i < n; i++) {
-        hk_json_open(j, NULL, '{');
-        hk_json_str(j, "name", rows[i].name);
-        hk_json_str(j, "status", hk_status_name(rows[i].st));
-        hk_json_int(j, "size", (long long)rows[i].size);
+        hk__json_open(j, NULL, '{');
+        hk__json_str(j, "name", rows[i].name);
+        hk__json_str(j, "status", hk_status_name(rows[i].st));
+        hk__json_int(j, "size", (long long)rows[i].size);
         if (rows[i].slots >= 0) {
-            hk_json_int(j, "slots", rows[i].slots);
-            hk_json_int(j, "present", rows[i].present);
+            hk__json_int(j, "slots", rows[i].slots);
+            hk__json_int(j, "present", rows[i].present);
         } else {
-            hk_json_null(j, "slots");
-            hk_json_null(j, "present");
+            hk__json_null(j, "slots");
+            hk__json_null(j, "present");
         }
-        hk_json_close(j);
+        hk__json_close(j);
     }
-    hk_json_close(j);
+    hk__json_close(j);
 }
 
 /* The handle line; returns 0, or 1 when no handle could be made. */
 static int info_handle(const hk_host_target_t *t)
 {
-    hk_json_t *j = hk_host_json();
+    hk__json_t *j = hk_host_json();
     hk_handle_info_t hi = {.size = sizeof hi};
     hk_status_t st = HK_STATUS_NOT_SUPPORTED;
     if (t->handle && t->vt->handle_info)
         st = t->vt->handle_info(t->handle, &hi);
     if (j) {
-        hk_json_open(j, "handle", '{');
-        hk_json_bool(j, "created", t->handle != NULL);
-        hk_json_str(j, "error", t->handle ? NULL : t->handle_error);
+        hk__json_open(j, "handle", '{');
+        hk__json_bool(j, "created", t->handle != NULL);
+        hk__json_str(j, "error", t->handle ? NULL : t->handle_error);
         if (st == HK_STATUS_OK) {
-            hk_json_int(j, "device", hi.device);
-            hk_json_int(j, "context_id", (long long)hi.context_id);
-            hk_json_bool(j, "owns_primary", hi.owns_primary);
+            hk__json_int(j, "device", hi.device);
+            hk__json_int(j, "context_id", (long long)hi.context_id);
+            hk__json_bool(j, "owns_primary", hi.owns_primary);
         }
-        hk_json_close(j);
+        hk__json_close(j);
     } else if (!t->handle) {
         printf("handle: cannot be created: %s\n", hk_host_esc(t->handle_error));
     } else if (st == HK_STATUS_OK) {
@@ -153,7 +153,7 @@ int hk_host_cmd_info(const hk_host_opts_t *opts)
         static table_row_t rows[HK_HOST_MAX_TABLES];
         size_t n = tables_of(&t, rows);
         hk_host_print_choice(&t);
-        hk_json_t *j = hk_host_json();
+        hk__json_t *j = hk_host_json();
         if (j)
             info_json(j, rows, n);
         else

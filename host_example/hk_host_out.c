@@ -1,6 +1,5 @@
 /* hk-host: what reaches the user: escaped text, the JSON document of --json,
  * error lines, and the progress line of long runs on a terminal. */
-#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -42,154 +41,15 @@ const char *hk_host_esc(const char *s)
     return out;
 }
 
-/* ---- JSON ---- */
-
-/* Length (1 to 4) of the valid UTF-8 sequence at s and its code point, or 0
- * when s does not start one (a stray continuation byte, a truncated or
- * overlong sequence, a surrogate, a value above U+10FFFF). */
-static int utf8_seq(const unsigned char *s, uint32_t *cp)
-{
-    unsigned char c = s[0];
-    int len;
-    uint32_t v, min;
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    }
-    if ((c & 0xe0) == 0xc0) {
-        len = 2, v = c & 0x1f, min = 0x80;
-    } else if ((c & 0xf0) == 0xe0) {
-        len = 3, v = c & 0x0f, min = 0x800;
-    } else if ((c & 0xf8) == 0xf0) {
-        len = 4, v = c & 0x07, min = 0x10000;
-    } else {
-        return 0;
-    }
-    for (int i = 1; i < len; i++) { /* a NUL fails here: the string ends */
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        v = (v << 6) | (s[i] & 0x3fu);
-    }
-    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
-        return 0;
-    *cp = v;
-    return len;
-}
-
-static void json_string(FILE *f, const char *s)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    fputc('"', f);
-    while (*p) {
-        uint32_t cp;
-        int len = utf8_seq(p, &cp);
-        if (len == 0) { /* not UTF-8: the replacement character */
-            fputs("\\ufffd", f);
-            p++;
-            continue;
-        }
-        switch (cp) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\b': fputs("\\b", f); break;
-        case '\f': fputs("\\f", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
-        default:
-            /* C0, DEL, C1 controls, and the two separators that end a line
-             * in JavaScript: escaped, so no reader sees a raw control. */
-            if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029)
-                fprintf(f, "\\u%04x", (unsigned)cp);
-            else
-                fwrite(p, 1, (size_t)len, f);
-        }
-        p += len;
-    }
-    fputc('"', f);
-}
-
-/* Comma, line break and indentation before a value, and its key. */
-static void json_lead(hk_json_t *j, const char *key)
-{
-    if (j->depth > 0) {
-        fputs(j->count[j->depth - 1]++ ? ",\n" : "\n", j->f);
-        fprintf(j->f, "%*s", 2 * j->depth, "");
-    }
-    if (key && j->depth > 0 && j->kind[j->depth - 1] == '{') {
-        json_string(j->f, key);
-        fputs(": ", j->f);
-    }
-}
-
-void hk_json_open(hk_json_t *j, const char *key, char kind)
-{
-    if (j->depth >= HK_JSON_DEPTH) /* a programming error: the shapes are fixed */
-        return;
-    json_lead(j, key);
-    fputc(kind, j->f);
-    j->kind[j->depth] = kind;
-    j->count[j->depth] = 0;
-    j->depth++;
-}
-
-void hk_json_close(hk_json_t *j)
-{
-    if (j->depth == 0)
-        return;
-    j->depth--;
-    if (j->count[j->depth])
-        fprintf(j->f, "\n%*s", 2 * j->depth, "");
-    fputc(j->kind[j->depth] == '{' ? '}' : ']', j->f);
-    if (j->depth == 0)
-        fputc('\n', j->f);
-}
-
-void hk_json_str(hk_json_t *j, const char *key, const char *v)
-{
-    json_lead(j, key);
-    if (v)
-        json_string(j->f, v);
-    else
-        fputs("null", j->f);
-}
-
-void hk_json_int(hk_json_t *j, const char *key, long long v)
-{
-    json_lead(j, key);
-    fprintf(j->f, "%lld", v);
-}
-
-void hk_json_num(hk_json_t *j, const char *key, double v)
-{
-    json_lead(j, key);
-    if (isfinite(v))
-        fprintf(j->f, "%.6g", v);
-    else
-        fputs("null", j->f);
-}
-
-void hk_json_bool(hk_json_t *j, const char *key, int v)
-{
-    json_lead(j, key);
-    fputs(v ? "true" : "false", j->f);
-}
-
-void hk_json_null(hk_json_t *j, const char *key)
-{
-    json_lead(j, key);
-    fputs("null", j->f);
-}
-
 /* ---- the document of a command, and its errors ---- */
 
 #define HK_HOST_ERRORS 8
-static hk_json_t doc;
+static hk__json_t doc;
 static int doc_on;
 static char errors[HK_HOST_ERRORS][2048];
 static int nerrors, lost_errors;
 
-hk_json_t *hk_host_json(void)
+hk__json_t *hk_host_json(void)
 {
     return doc_on ? &doc : NULL;
 }
@@ -198,11 +58,10 @@ void hk_host_doc_begin(const hk_host_opts_t *opts, const char *command)
 {
     if (!opts->json)
         return;
-    memset(&doc, 0, sizeof doc);
-    doc.f = stdout;
+    hk__json_init(&doc, stdout);
     doc_on = 1;
-    hk_json_open(&doc, NULL, '{');
-    hk_json_str(&doc, "command", command);
+    hk__json_open(&doc, NULL, '{');
+    hk__json_str(&doc, "command", command);
 }
 
 int hk_host_doc_end(int rc)
@@ -211,15 +70,15 @@ int hk_host_doc_end(int rc)
     if (!doc_on)
         return rc;
     while (doc.depth > 1)
-        hk_json_close(&doc);
-    hk_json_open(&doc, "errors", '[');
+        hk__json_close(&doc);
+    hk__json_open(&doc, "errors", '[');
     for (int i = 0; i < nerrors; i++)
-        hk_json_str(&doc, NULL, errors[i]);
+        hk__json_str(&doc, NULL, errors[i]);
     if (lost_errors)
-        hk_json_str(&doc, NULL, "(more errors on stderr)");
-    hk_json_close(&doc);
-    hk_json_int(&doc, "exit_status", rc);
-    hk_json_close(&doc);
+        hk__json_str(&doc, NULL, "(more errors on stderr)");
+    hk__json_close(&doc);
+    hk__json_int(&doc, "exit_status", rc);
+    hk__json_close(&doc);
     fflush(stdout);
     doc_on = 0;
     return rc;

@@ -231,33 +231,33 @@ static const char *memory_of(const hk_plugin_t *p)
 }
 
 /* The members that describe a plugin, into the open JSON object. */
-static void json_plugin(hk_json_t *j, const hk_plugin_t *p)
+static void json_plugin(hk__json_t *j, const hk_plugin_t *p)
 {
     char abi[32];
     uint32_t v = hk_plugin_abi(p);
     snprintf(abi, sizeof abi, "%u.%u", HK_ABI_VERSION_MAJOR(v), HK_ABI_VERSION_MINOR(v));
-    hk_json_str(j, "name", hk_plugin_name(p));
-    hk_json_str(j, "version", hk_plugin_version(p));
-    hk_json_str(j, "abi", abi);
-    hk_json_str(j, "path", hk_plugin_path(p));
-    hk_json_int(j, "flags", hk_plugin_flags(p));
-    hk_json_bool(j, "unload_safe", (hk_plugin_flags(p) & HK_PLUGIN_UNLOAD_SAFE) != 0);
-    hk_json_str(j, "memory", memory_of(p));
+    hk__json_str(j, "name", hk_plugin_name(p));
+    hk__json_str(j, "version", hk_plugin_version(p));
+    hk__json_str(j, "abi", abi);
+    hk__json_str(j, "path", hk_plugin_path(p));
+    hk__json_int(j, "flags", hk_plugin_flags(p));
+    hk__json_bool(j, "unload_safe", (hk_plugin_flags(p) & HK_PLUGIN_UNLOAD_SAFE) != 0);
+    hk__json_str(j, "memory", memory_of(p));
 }
 
 void hk_host_print_choice(const hk_host_target_t *t)
 {
-    hk_json_t *j = hk_host_json();
+    hk__json_t *j = hk_host_json();
     if (!j) {
         printf("plugin: %s %s (%s)\n", hk_host_esc(hk_plugin_name(t->plugin)),
                hk_host_esc(hk_plugin_version(t->plugin)), hk_host_esc(t->why));
         return;
     }
-    hk_json_open(j, "plugin", '{');
+    hk__json_open(j, "plugin", '{');
     json_plugin(j, t->plugin);
-    hk_json_str(j, "request", t->request);
-    hk_json_str(j, "why", t->why);
-    hk_json_close(j);
+    hk__json_str(j, "request", t->request);
+    hk__json_str(j, "why", t->why);
+    hk__json_close(j);
 }
 
 /* ---- list ---- */
@@ -347,31 +347,31 @@ static void list_text(const list_row_t *rows, size_t n, hk_loader_t *loader)
     }
 }
 
-static void list_json(hk_json_t *j, const list_row_t *rows, size_t n, hk_loader_t *loader)
+static void list_json(hk__json_t *j, const list_row_t *rows, size_t n, hk_loader_t *loader)
 {
-    hk_json_open(j, "plugins", '[');
+    hk__json_open(j, "plugins", '[');
     for (size_t i = 0; i < n; i++) {
-        hk_json_open(j, NULL, '{');
+        hk__json_open(j, NULL, '{');
         json_plugin(j, rows[i].plugin);
-        hk_json_bool(j, "selected", rows[i].verdict && !strcmp(rows[i].verdict, "chosen"));
-        hk_json_str(j, "verdict", rows[i].verdict);
-        hk_json_str(j, "reason", rows[i].reason);
-        hk_json_close(j);
+        hk__json_bool(j, "selected", rows[i].verdict && !strcmp(rows[i].verdict, "chosen"));
+        hk__json_str(j, "verdict", rows[i].verdict);
+        hk__json_str(j, "reason", rows[i].reason);
+        hk__json_close(j);
     }
-    hk_json_close(j);
-    hk_json_open(j, "refused", '[');
+    hk__json_close(j);
+    hk__json_open(j, "refused", '[');
     for (size_t i = 0; i < hk_loader_report_count(loader); i++) {
         const hk_load_report_t *r = hk_loader_report(loader, i);
         if (r->stage == HK_STAGE_LOADED)
             continue;
-        hk_json_open(j, NULL, '{');
-        hk_json_str(j, "path", r->path);
-        hk_json_str(j, "stage", hk_load_stage_name(r->stage));
-        hk_json_str(j, "status", hk_status_name(r->status));
-        hk_json_str(j, "reason", r->reason);
-        hk_json_close(j);
+        hk__json_open(j, NULL, '{');
+        hk__json_str(j, "path", r->path);
+        hk__json_str(j, "stage", hk_load_stage_name(r->stage));
+        hk__json_str(j, "status", hk_status_name(r->status));
+        hk__json_str(j, "reason", r->reason);
+        hk__json_close(j);
     }
-    hk_json_close(j);
+    hk__json_close(j);
 }
 
 int hk_host_cmd_list(const hk_host_opts_t *opts)
@@ -399,7 +399,7 @@ int hk_host_cmd_list(const hk_host_opts_t *opts)
     }
     /* The reports are read after the selection: a malformed HK_PLUGIN_PIN or
      * HK_PLUGIN_EXCLUDE entry is reported by it. */
-    hk_json_t *j = hk_host_json();
+    hk__json_t *j = hk_host_json();
     if (j)
         list_json(j, rows, n, loader);
     else

@@ -61,21 +61,21 @@ static double seconds(void)
 static void row(run_ctx_t *c, const char *op, const char *mode, const char *result,
                 hk_status_t st, const char *error, double err, double tol, double dt)
 {
-    hk_json_t *j = hk_host_json();
+    hk__json_t *j = hk_host_json();
     hk_host_progress_clear();
     if (j) {
-        hk_json_open(j, NULL, '{');
-        hk_json_str(j, "op", op);
-        hk_json_str(j, "mode", mode);
-        hk_json_int(j, "n", c->n);
-        hk_json_str(j, "result", result);
-        hk_json_str(j, "status", st == HK_STATUS_OK ? NULL : hk_status_name(st));
-        hk_json_str(j, "error", error);
+        hk__json_open(j, NULL, '{');
+        hk__json_str(j, "op", op);
+        hk__json_str(j, "mode", mode);
+        hk__json_int(j, "n", c->n);
+        hk__json_str(j, "result", result);
+        hk__json_str(j, "status", st == HK_STATUS_OK ? NULL : hk_status_name(st));
+        hk__json_str(j, "error", error);
         int measured = !strcmp(result, "ok") || !strcmp(result, "wrong");
-        hk_json_num(j, "rel_err", measured ? err : NAN);
-        hk_json_num(j, "tol", measured ? tol : NAN);
-        hk_json_num(j, "time_ms", measured ? dt * 1e3 : NAN);
-        hk_json_close(j);
+        hk__json_num(j, "rel_err", measured ? err : NAN);
+        hk__json_num(j, "tol", measured ? tol : NAN);
+        hk__json_num(j, "time_ms", measured ? dt * 1e3 : NAN);
+        hk__json_close(j);
     } else if (!strcmp(result, "not-supported")) {
         printf("  %-6s %-6s n=%-9lld not supported (%s)\n", op, mode, (long long)c->n, error);
     } else if (!strcmp(result, "failed")) {
@@ -383,15 +383,15 @@ static int take_tables(run_ctx_t *c)
 static void summary(const run_ctx_t *c)
 {
     const char *verdict = c->failures ? "FAILED" : "all results verified";
-    hk_json_t *j = hk_host_json();
+    hk__json_t *j = hk_host_json();
     hk_host_progress_clear();
     if (j) {
-        hk_json_open(j, "summary", '{');
-        hk_json_int(j, "checks", c->checks);
-        hk_json_int(j, "wrong_or_failed", c->failures);
-        hk_json_int(j, "not_supported", c->unsupported);
-        hk_json_str(j, "verdict", verdict);
-        hk_json_close(j);
+        hk__json_open(j, "summary", '{');
+        hk__json_int(j, "checks", c->checks);
+        hk__json_int(j, "wrong_or_failed", c->failures);
+        hk__json_int(j, "not_supported", c->unsupported);
+        hk__json_str(j, "verdict", verdict);
+        hk__json_close(j);
     } else if (c->unsupported) {
         printf("%d checks, %d wrong or failed, %d not supported: %s\n", c->checks, c->failures,
                c->unsupported, verdict);
@@ -403,14 +403,14 @@ static void summary(const run_ctx_t *c)
 /* Both types in both pointer modes. Returns the exit status. */
 static int workload(run_ctx_t *c, const hk_host_opts_t *opts)
 {
-    hk_json_t *j = hk_host_json();
+    hk__json_t *j = hk_host_json();
     if (j) {
-        hk_json_open(j, "workload", '{');
-        hk_json_str(j, "table", HK_TABLE_BLAS1_V1);
-        hk_json_int(j, "n", opts->n);
-        hk_json_int(j, "seed", opts->seed);
-        hk_json_close(j);
-        hk_json_open(j, "rows", '[');
+        hk__json_open(j, "workload", '{');
+        hk__json_str(j, "table", HK_TABLE_BLAS1_V1);
+        hk__json_int(j, "n", opts->n);
+        hk__json_int(j, "seed", opts->seed);
+        hk__json_close(j);
+        hk__json_open(j, "rows", '[');
     } else {
         printf("workload: hk.blas1/1, every op in float and double, n = %lld, seed %u\n",
                (long long)opts->n, opts->seed);
@@ -424,7 +424,7 @@ static int workload(run_ctx_t *c, const hk_host_opts_t *opts)
         }
     }
     if (j)
-        hk_json_close(j); /* rows */
+        hk__json_close(j); /* rows */
     summary(c);
     return c->failures ? HK_HOST_EXIT_FAIL : HK_HOST_EXIT_OK;
 }

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hk__json.h"
 #include "hk_abi.h"
 #include "hk_blas1.h"
 #include "hk_memory.h"
@@ -172,15 +173,12 @@ void hkv_register_cuda(void);
 /* Runs the checks whose select flag is set; prints as asked; returns the
  * number failed. Results land in results[i] (indexed like the checks). */
 typedef struct hkv_run_opts {
-    int json;
+    hk__json_t *json; /* the document's open "checks" array; NULL: a table */
     int matrix;  /* print "name observed" lines only */
     int quiet;   /* print nothing (compare mode) */
 } hkv_run_opts_t;
 int hkv_run(const unsigned char *select, hkv_result_t *results, const hkv_run_opts_t *o,
             int *passed, int *skipped);
-
-/* Prints s as a JSON string (runner.c). */
-void hkv_json_string(const char *s);
 
 /* ---- result helpers (util.c) ---- */
 

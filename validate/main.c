@@ -261,23 +261,29 @@ static int run_single(const opts_t *o, const unsigned char *sel, size_t n)
     if (!res)
         return 2;
     prepare(o->plugin);
-    if (o->json) {
-        printf("{\"plugin\": ");
-        hkv_json_string(hkv.probe.loaded ? hkv.probe.name : "");
-        printf(", ");
+    hk__json_t json, *j = o->json ? &json : NULL;
+    if (j) {
+        hk__json_init(j, stdout);
+        hk__json_open(j, NULL, '{');
+        hk__json_str(j, "plugin", hkv.probe.loaded ? hkv.probe.name : NULL);
+        hk__json_open(j, "checks", '[');
     } else if (!o->matrix) {
         describe(stdout, o->plugin);
         putchar('\n');
     }
-    hkv_run_opts_t ro = {.json = o->json, .matrix = o->matrix};
+    hkv_run_opts_t ro = {.json = j, .matrix = o->matrix};
     int passed, skipped;
     int failed = hkv_run(sel, res, &ro, &passed, &skipped);
     int notsup = 0;
     for (size_t i = 0; i < n; i++)
         notsup += sel[i] && res[i].verdict == HKV_NOTSUP;
-    if (o->json) {
-        printf("\"passed\": %d, \"failed\": %d, \"skipped\": %d, \"not_supported\": %d}\n", passed,
-               failed, skipped - notsup, notsup);
+    if (j) {
+        hk__json_close(j); /* checks */
+        hk__json_int(j, "passed", passed);
+        hk__json_int(j, "failed", failed);
+        hk__json_int(j, "skipped", skipped - notsup);
+        hk__json_int(j, "not_supported", notsup);
+        hk__json_close(j);
     } else if (!o->matrix) {
         printf("\n");
         if (notsup)

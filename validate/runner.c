@@ -268,38 +268,20 @@ static const char *verdict_name(int v)
     }
 }
 
-void hkv_json_string(const char *s)
-{
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            printf("\\%c", c);
-        else if (c < 0x20)
-            printf("\\u%04x", c);
-        else
-            putchar(c);
-    }
-    putchar('"');
-}
-
-static void print_row(const hkv_check_t *k, const hkv_result_t *r, const hkv_run_opts_t *o,
-                      int first)
+static void print_row(const hkv_check_t *k, const hkv_result_t *r, const hkv_run_opts_t *o)
 {
     if (o->quiet)
         return;
     if (o->matrix) {
         printf("%s %s\n", k->name, r->observed[0] ? r->observed : verdict_name(r->verdict));
     } else if (o->json) {
-        printf("%s\n  {\"name\": ", first ? "" : ",");
-        hkv_json_string(k->name);
-        printf(", \"result\": \"%s\", \"detail\": ", verdict_name(r->verdict));
-        hkv_json_string(r->detail);
-        if (r->observed[0]) {
-            printf(", \"observed\": ");
-            hkv_json_string(r->observed);
-        }
-        putchar('}');
+        hk__json_open(o->json, NULL, '{');
+        hk__json_str(o->json, "name", k->name);
+        hk__json_str(o->json, "result", verdict_name(r->verdict));
+        hk__json_str(o->json, "detail", r->detail);
+        if (r->observed[0])
+            hk__json_str(o->json, "observed", r->observed);
+        hk__json_close(o->json);
     } else {
         printf("%-46s %-13s %s\n", k->name, verdict_name(r->verdict), r->detail);
     }
@@ -309,10 +291,8 @@ static void print_row(const hkv_check_t *k, const hkv_result_t *r, const hkv_run
 int hkv_run(const unsigned char *select, hkv_result_t *results, const hkv_run_opts_t *o,
             int *passed, int *skipped)
 {
-    int npass = 0, nfail = 0, nskip = 0, first = 1;
-    if (o->json && !o->quiet)
-        printf("\"checks\": [");
-    else if (!o->quiet && !o->matrix)
+    int npass = 0, nfail = 0, nskip = 0;
+    if (!o->quiet && !o->matrix && !o->json)
         printf("%-46s %-13s %s\n", "CHECK", "RESULT", "DETAIL");
     for (size_t i = 0; i < nchecks; i++) {
         if (!select[i])
@@ -329,8 +309,7 @@ int hkv_run(const unsigned char *select, hkv_result_t *results, const hkv_run_op
         }
         if (r->verdict == HKV_PASS && (checks[i].needs & HKV_MATRIX) && !r->observed[0])
             snprintf(r->observed, sizeof r->observed, "?");
-        print_row(&checks[i], r, o, first);
-        first = 0;
+        print_row(&checks[i], r, o);
         if (r->verdict == HKV_PASS)
             npass++;
         else if (r->verdict == HKV_FAIL)
@@ -338,8 +317,6 @@ int hkv_run(const unsigned char *select, hkv_result_t *results, const hkv_run_op
         else
             nskip++;
     }
-    if (o->json && !o->quiet)
-        printf("\n],\n");
     *passed = npass;
     *skipped = nskip;
     return nfail;

@@ -368,6 +368,24 @@ static void test_run_refuses_impossible_sizes(void)
            "not a number in 0..2^63-1", NULL);
 }
 
+/* hk-validate's --json is written by the same writer as hk-host's: a name
+ * that is not UTF-8 still gives a valid document. */
+static void test_json_validate(void)
+{
+#ifdef HK_TEST_VALIDATE
+    char *out;
+    CU_ASSERT_EQUAL(run_out(HK_TEST_VALIDATE " " HK_TEST_LATIN1 " --json --only 'tables.*'",
+                            &out), 0);
+    CU_ASSERT_EQUAL(json_check(out, "d[\"plugin\"] == \"hk-caf\\ufffd\"",
+                               "[c[\"name\"] for c in d[\"checks\"]][0] == \"tables.enum\"",
+                               "all(c[\"result\"] == \"PASS\" for c in d[\"checks\"])",
+                               "d[\"passed\"] == len(d[\"checks\"]) and d[\"failed\"] == 0",
+                               NULL),
+                    0);
+    free(out);
+#endif
+}
+
 /* Usage errors: status 2 and one line; a plugin that is not there: 1. */
 static void test_bad_arguments(void)
 {
@@ -696,6 +714,11 @@ int hk_test_register(void)
                 test_plugin_strings_escaped);
     hk_test_add(s, "run refuses sizes it cannot allocate: exit 3 with the reason",
                 test_run_refuses_impossible_sizes);
+    t = hk_test_add(s, "hk-validate --json: a strict document, names not UTF-8 replaced",
+                    test_json_validate);
+#ifndef HK_TEST_VALIDATE
+    hk_test_skip(t, "hk-validate is not built");
+#endif
     t = hk_test_add(s, "info without a usable GPU shows the plugin and one handle line",
                     test_info_without_gpu);
 #ifndef HK_TEST_CUDA_PLUGIN

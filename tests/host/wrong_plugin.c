@@ -14,7 +14,9 @@
  *   HK_TEST_EVIL_NAME    a name and version with control characters, as a
  *                        hostile plugin could answer
  *   HK_TEST_TWIN=VERSION hk-twin: hk-cpu unchanged under another name and the
- *                        given version, built twice to sit side by side */
+ *                        given version, built twice to sit side by side
+ *   HK_TEST_LATIN1_NAME  a name that is not UTF-8: "hk-caf" and the Latin-1 byte
+ *                        0xe9 */
 #include <stddef.h>
 #include <string.h>
 
@@ -27,7 +29,8 @@ static const hk_blas1_v1_t *inner_blas;
 static hk_vtable_t vtable;
 static hk_blas1_v1_t blas;
 
-#if !defined(HK_TEST_MISSING) && !defined(HK_TEST_EVIL_NAME) && !defined(HK_TEST_TWIN)
+#if !defined(HK_TEST_MISSING) && !defined(HK_TEST_EVIL_NAME) && !defined(HK_TEST_TWIN) &&   \
+    !defined(HK_TEST_LATIN1_NAME)
 #define HK_TEST_WRONG 1
 static hk_status_t wrong_saxpy(hk_handle_t *h, int64_t n, const float *alpha, const float *x,
                                int64_t incx, float *y, int64_t incy)
@@ -84,6 +87,9 @@ hk_plugin_negotiate(const hk_negotiate_request_t *req, hk_negotiate_answer_t *an
      * answer whose strings span lines before any host sees them. */
     ans->name = "hk-\x1b[31mevil\a\tname";
     ans->version = "1.0\x7f";
+#endif
+#ifdef HK_TEST_LATIN1_NAME
+    ans->name = "hk-caf\xe9";
 #endif
     return st;
 }

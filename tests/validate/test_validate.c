@@ -182,9 +182,9 @@ static void test_modes(void)
                                 "matrix.sscal.host.n-zero-null-vectors OK\n");
     free(out);
     CU_ASSERT_EQUAL(sh(V HK_TEST_CPU " --json --only tables.enum", &out), 0);
-    CU_ASSERT(has(out, "{\"plugin\": \"hk-cpu\", \"checks\": [\n  {\"name\": \"tables.enum\", "
-                       "\"result\": \"PASS\""));
-    CU_ASSERT(has(out, "\"passed\": 1, \"failed\": 0"));
+    CU_ASSERT(has(out, "{\n  \"plugin\": \"hk-cpu\",\n  \"checks\": [\n    {\n      \"name\": "
+                       "\"tables.enum\",\n      \"result\": \"PASS\",\n"));
+    CU_ASSERT(has(out, "\n  ],\n  \"passed\": 1,\n  \"failed\": 0,\n"));
     free(out);
     /* the same plugin twice: no difference */
     CU_ASSERT_EQUAL(sh(V "--compare " HK_TEST_CPU " " HK_TEST_CPU " --only 'matrix.s*'", &out), 0);
