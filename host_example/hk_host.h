@@ -2,8 +2,8 @@
  *
  * hk-host is single-threaded: the output state below (JSON document, error
  * list, progress line) and the escaping buffers are process globals. */
-#ifndef HK_HOST_H
-#define HK_HOST_H
+#ifndef HKH_H
+#define HKH_H
 
 #include <stdint.h>
 #include <stdio.h>
@@ -13,15 +13,15 @@
 
 /* The program's own version, independent of the plugin ABI (hk-host
  * --version prints both). */
-#define HK_HOST_VERSION "1.0.0"
+#define HKH_VERSION "1.0.0"
 
 /* Exit statuses (hk-host --help lists them). */
-#define HK_HOST_EXIT_OK 0     /* everything that ran was right */
-#define HK_HOST_EXIT_FAIL 1   /* a wrong result, a failed call, no usable plugin */
-#define HK_HOST_EXIT_USAGE 2  /* bad command line */
-#define HK_HOST_EXIT_MEMORY 3 /* the workload's memory cannot be had (host or device) */
+#define HKH_EXIT_OK 0     /* everything that ran was right */
+#define HKH_EXIT_FAIL 1   /* a wrong result, a failed call, no usable plugin */
+#define HKH_EXIT_USAGE 2  /* bad command line */
+#define HKH_EXIT_MEMORY 3 /* the workload's memory cannot be had (host or device) */
 
-typedef struct hk_host_opts {
+typedef struct hkh_opts {
     const char *plugin; /* -p request: NAME, NAME@RANGE or a path; NULL: the default
                            (hk-cuda if usable, else hk-cpu) */
     int64_t n;          /* vector length of the workload */
@@ -31,7 +31,7 @@ typedef struct hk_host_opts {
     int json;           /* --json: one JSON document on stdout */
     int argc;           /* the arguments after the command, for commands that */
     char **argv;        /* take their own (validate, bench) */
-} hk_host_opts_t;
+} hkh_opts_t;
 
 /* ---- output (hk_host_out.c) ---- */
 
@@ -40,30 +40,30 @@ typedef struct hk_host_opts {
  * a file's name cannot move the cursor, recolour or forge lines. The result
  * lives in one of a few rotating static buffers: at most 8 results may be in
  * use at once; a very long text is cut with "...". NULL → "(null)". */
-const char *hk_host_esc(const char *s);
+const char *hkh_esc(const char *s);
 
-/* The document of a --json command: hk_host_doc_begin opens the top object
- * with "command"; hk_host_doc_end closes whatever is still open, adds
- * "errors" (every hk_host_fail line) and "exit_status", and returns rc. NULL
+/* The document of a --json command: hkh_doc_begin opens the top object
+ * with "command"; hkh_doc_end closes whatever is still open, adds
+ * "errors" (every hkh_fail line) and "exit_status", and returns rc. NULL
  * when the command runs without --json. */
-hk__json_t *hk_host_json(void);
-void hk_host_doc_begin(const hk_host_opts_t *opts, const char *command);
-int hk_host_doc_end(int rc);
+hk__json_t *hkh_json(void);
+void hkh_doc_begin(const hkh_opts_t *opts, const char *command);
+int hkh_doc_end(int rc);
 
 /* One error: "hk-host: <text>" on stderr, escaped, on one line, and in the
  * document's "errors" under --json. Arguments are raw text. */
-void hk_host_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void hkh_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* The progress line: only when stdout is a terminal and not under --json.
- * hk_host_progress_start arms it for a run of `total` steps; from
- * HK_HOST_PROGRESS_AFTER_MS after that on (short runs never show it),
- * hk_host_progress writes "[step/total] text  seconds" in place of the
- * previous line, cut to the terminal's width; hk_host_progress_clear erases
+ * hkh_progress_start arms it for a run of `total` steps; from
+ * HKH_PROGRESS_AFTER_MS after that on (short runs never show it),
+ * hkh_progress writes "[step/total] text  seconds" in place of the
+ * previous line, cut to the terminal's width; hkh_progress_clear erases
  * it (before any other output, and at the end). Text is raw, escaped here. */
-#define HK_HOST_PROGRESS_AFTER_MS 200
-void hk_host_progress_start(const hk_host_opts_t *opts, int total);
-void hk_host_progress(int step, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void hk_host_progress_clear(void);
+#define HKH_PROGRESS_AFTER_MS 200
+void hkh_progress_start(const hkh_opts_t *opts, int total);
+void hkh_progress(int step, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void hkh_progress_clear(void);
 
 /* ---- plugins (hk_host_plugins.c) ---- */
 
@@ -71,12 +71,12 @@ void hk_host_progress_clear(void);
  * Loader messages go to stderr: warnings unless quiet, everything if verbose.
  * list, info and run load quietly: list shows every refusal as its output,
  * and info and run name only the refusal that decided their choice. */
-hk_loader_t *hk_host_loader(int verbose, int quiet);
+hk_loader_t *hkh_loader(int verbose, int quiet);
 
 /* A chosen plugin and, when one could be made, a live handle on it. vt is
  * the loader's copy of the plugin's vtable: every slot is checked for NULL
  * before it is called. */
-typedef struct hk_host_target {
+typedef struct hkh_target {
     hk_plugin_t *plugin;
     const hk_vtable_t *vt;
     hk_handle_t *handle;     /* NULL when handle_create failed */
@@ -85,32 +85,32 @@ typedef struct hk_host_target {
                                 "hk-cuda is unusable: ...", "-p x@^1: highest
                                 version in ^1", "-p /path/x.so" */
     char handle_error[1024]; /* raw "STATUS: message" when handle is NULL */
-} hk_host_target_t;
+} hkh_target_t;
 
 /* Picks the plugin (opts->plugin through hk_loader_select, else hk-cuda when a
  * handle can be made on it, else hk-cpu) and tries to create a handle; the
  * handle's failure is recorded in handle_error, not reported. Returns 0, or
- * an exit code after hk_host_fail when no plugin could be chosen. */
-int hk_host_choose(hk_loader_t *loader, const hk_host_opts_t *opts, hk_host_target_t *out);
-void hk_host_release(hk_host_target_t *t);
+ * an exit code after hkh_fail when no plugin could be chosen. */
+int hkh_choose(hk_loader_t *loader, const hkh_opts_t *opts, hkh_target_t *out);
+void hkh_release(hkh_target_t *t);
 
 /* Text: "plugin: NAME VERSION (WHY)". JSON: member "plugin" with name,
  * version, path, ABI, flags, request and why. */
-void hk_host_print_choice(const hk_host_target_t *t);
+void hkh_print_choice(const hkh_target_t *t);
 
 /* The plugin's last error for handle (NULL: this thread's failed create),
  * raw, in buf: last_error_copy when the plugin has it, else last_error. */
-const char *hk_host_error(const hk_host_target_t *t, const hk_handle_t *handle, char *buf,
+const char *hkh_error(const hkh_target_t *t, const hk_handle_t *handle, char *buf,
                           size_t len);
 
 /* ---- commands ---- */
-int hk_host_cmd_list(const hk_host_opts_t *opts);     /* hk_host_plugins.c */
-int hk_host_cmd_info(const hk_host_opts_t *opts);     /* hk_host_info.c */
-int hk_host_cmd_run(const hk_host_opts_t *opts);      /* hk_host_run.c */
-int hk_host_cmd_validate(const hk_host_opts_t *opts); /* hk_host_exec.c */
-int hk_host_cmd_bench(const hk_host_opts_t *opts);    /* hk_host_exec.c */
+int hkh_cmd_list(const hkh_opts_t *opts);     /* hk_host_plugins.c */
+int hkh_cmd_info(const hkh_opts_t *opts);     /* hk_host_info.c */
+int hkh_cmd_run(const hkh_opts_t *opts);      /* hk_host_run.c */
+int hkh_cmd_validate(const hkh_opts_t *opts); /* hk_host_exec.c */
+int hkh_cmd_bench(const hkh_opts_t *opts);    /* hk_host_exec.c */
 /* hk_host_swap.c: parses its own options; argv[0] is "swap". */
-int hk_host_cmd_swap(int argc, char **argv);
-int hk_host_cmd_swap_args(const hk_host_opts_t *opts); /* the table's entry for it */
+int hkh_cmd_swap(int argc, char **argv);
+int hkh_cmd_swap_args(const hkh_opts_t *opts); /* the table's entry for it */
 
-#endif /* HK_HOST_H */
+#endif /* HKH_H */

@@ -12,18 +12,18 @@
 #include "hk_status_text.h"
 
 /* A plugin that never ends its table list is cut here. */
-#define HK_HOST_MAX_TABLES 256
+#define HKH_MAX_TABLES 256
 
-typedef struct table_row {
+typedef struct hkh_table_row {
     const char *name;  /* the plugin's string */
     hk_status_t st;    /* of hk_plugin_get_table */
     size_t size;       /* bytes taken (the copy's size field) */
     int slots, present; /* known tables: slots the host knows, non-NULL ones; else -1 */
-} table_row_t;
+} hkh_table_row_t;
 
 /* The host's copy of one table: its size, and for a table this host knows
  * how many of its slots the plugin fills. */
-static void measure(const hk_plugin_t *p, const char *name, table_row_t *row)
+static void hkh_measure(const hk_plugin_t *p, const char *name, hkh_table_row_t *row)
 {
     static union {
         size_t size;
@@ -50,29 +50,29 @@ static void measure(const hk_plugin_t *p, const char *name, table_row_t *row)
     }
 }
 
-static size_t tables_of(const hk_host_target_t *t, table_row_t *rows)
+static size_t hkh_tables_of(const hkh_target_t *t, hkh_table_row_t *rows)
 {
     size_t n = 0;
     const char *name;
     if (t->vt->enum_tables) {
-        while (n < HK_HOST_MAX_TABLES && t->vt->enum_tables(n, &name) == HK_STATUS_OK && name)
-            measure(t->plugin, name, &rows[n]), n++;
+        while (n < HKH_MAX_TABLES && t->vt->enum_tables(n, &name) == HK_STATUS_OK && name)
+            hkh_measure(t->plugin, name, &rows[n]), n++;
         return n;
     }
     /* No enum_tables: ask for the tables this host knows by name. */
     static const char *const known[] = {HK_TABLE_BLAS1_V1, HK_TABLE_MEMORY_V1};
     for (size_t i = 0; i < 2; i++) {
-        measure(t->plugin, known[i], &rows[n]);
+        hkh_measure(t->plugin, known[i], &rows[n]);
         n += rows[n].st != HK_STATUS_NOT_FOUND;
     }
     return n;
 }
 
-static void info_text(const hk_host_target_t *t, const table_row_t *rows, size_t n)
+static void hkh_info_text(const hkh_target_t *t, const hkh_table_row_t *rows, size_t n)
 {
     uint32_t abi = hk_plugin_abi(t->plugin), fl = hk_plugin_flags(t->plugin);
     uint32_t mem = fl & HK_PLUGIN_MEMORY_MASK;
-    printf("path: %s\nABI: %u.%u\n", hk_host_esc(hk_plugin_path(t->plugin)),
+    printf("path: %s\nABI: %u.%u\n", hkh_esc(hk_plugin_path(t->plugin)),
            HK_ABI_VERSION_MAJOR(abi), HK_ABI_VERSION_MINOR(abi));
     printf("flags: 0x%x (%smemory: %s)\n", fl, (fl & HK_PLUGIN_UNLOAD_SAFE) ? "unload-safe, " : "",
            mem == HK_PLUGIN_MEMORY_HOST   ? "host"
@@ -80,18 +80,18 @@ static void info_text(const hk_host_target_t *t, const table_row_t *rows, size_t
                                           : "not stated, ABI before 1.2");
     printf("tables:%s\n", t->vt->enum_tables ? "" : " (no enum_tables: the known names asked for)");
     for (size_t i = 0; i < n; i++) {
-        const table_row_t *r = &rows[i];
+        const hkh_table_row_t *r = &rows[i];
         if (r->st != HK_STATUS_OK)
-            printf("  %-12s not obtainable: %s\n", hk_host_esc(r->name), hk_status_name(r->st));
+            printf("  %-12s not obtainable: %s\n", hkh_esc(r->name), hk_status_name(r->st));
         else if (r->slots >= 0)
-            printf("  %-12s %4zu bytes, %d of %d slots\n", hk_host_esc(r->name), r->size,
+            printf("  %-12s %4zu bytes, %d of %d slots\n", hkh_esc(r->name), r->size,
                    r->present, r->slots);
         else
-            printf("  %-12s %4zu bytes\n", hk_host_esc(r->name), r->size);
+            printf("  %-12s %4zu bytes\n", hkh_esc(r->name), r->size);
     }
 }
 
-static void info_json(hk__json_t *j, const table_row_t *rows, size_t n)
+static void hkh_info_json(hk__json_t *j, const hkh_table_row_t *rows, size_t n)
 {
     hk__json_open(j, "tables", '[');
     for (size_t i = 0; i < n; i++) {
@@ -112,9 +112,9 @@ static void info_json(hk__json_t *j, const table_row_t *rows, size_t n)
 }
 
 /* The handle line; returns 0, or 1 when no handle could be made. */
-static int info_handle(const hk_host_target_t *t)
+static int hkh_info_handle(const hkh_target_t *t)
 {
-    hk__json_t *j = hk_host_json();
+    hk__json_t *j = hkh_json();
     hk_handle_info_t hi = {.size = sizeof hi};
     hk_status_t st = HK_STATUS_NOT_SUPPORTED;
     if (t->handle && t->vt->handle_info)
@@ -130,7 +130,7 @@ static int info_handle(const hk_host_target_t *t)
         }
         hk__json_close(j);
     } else if (!t->handle) {
-        printf("handle: cannot be created: %s\n", hk_host_esc(t->handle_error));
+        printf("handle: cannot be created: %s\n", hkh_esc(t->handle_error));
     } else if (st == HK_STATUS_OK) {
         printf("handle: device %d, context id %llu, owns primary: %s\n", hi.device,
                (unsigned long long)hi.context_id, hi.owns_primary ? "yes" : "no");
@@ -138,29 +138,29 @@ static int info_handle(const hk_host_target_t *t)
         printf("handle: created; its binding is unknown (%s)\n",
                t->vt->handle_info ? hk_status_name(st) : "the plugin has no handle_info");
     }
-    return t->handle ? HK_HOST_EXIT_OK : HK_HOST_EXIT_FAIL;
+    return t->handle ? HKH_EXIT_OK : HKH_EXIT_FAIL;
 }
 
-int hk_host_cmd_info(const hk_host_opts_t *opts)
+int hkh_cmd_info(const hkh_opts_t *opts)
 {
-    hk_host_doc_begin(opts, "info");
-    hk_loader_t *loader = hk_host_loader(opts->verbose, 1);
+    hkh_doc_begin(opts, "info");
+    hk_loader_t *loader = hkh_loader(opts->verbose, 1);
     if (!loader)
-        return hk_host_doc_end(HK_HOST_EXIT_FAIL);
-    hk_host_target_t t;
-    int rc = hk_host_choose(loader, opts, &t);
+        return hkh_doc_end(HKH_EXIT_FAIL);
+    hkh_target_t t;
+    int rc = hkh_choose(loader, opts, &t);
     if (rc == 0) {
-        static table_row_t rows[HK_HOST_MAX_TABLES];
-        size_t n = tables_of(&t, rows);
-        hk_host_print_choice(&t);
-        hk__json_t *j = hk_host_json();
+        static hkh_table_row_t rows[HKH_MAX_TABLES];
+        size_t n = hkh_tables_of(&t, rows);
+        hkh_print_choice(&t);
+        hk__json_t *j = hkh_json();
         if (j)
-            info_json(j, rows, n);
+            hkh_info_json(j, rows, n);
         else
-            info_text(&t, rows, n);
-        rc = info_handle(&t);
-        hk_host_release(&t);
+            hkh_info_text(&t, rows, n);
+        rc = hkh_info_handle(&t);
+        hkh_release(&t);
     }
     hk_loader_destroy(loader);
-    return hk_host_doc_end(rc);
+    return hkh_doc_end(rc);
 }

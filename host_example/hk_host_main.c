@@ -13,56 +13,56 @@
 
 #include "hk_host.h"
 
-#ifndef HK_HOST_HANDLEKIT_VERSION
-#define HK_HOST_HANDLEKIT_VERSION "unknown"
+#ifndef HKH_HANDLEKIT_VERSION
+#define HKH_HANDLEKIT_VERSION "unknown"
 #endif
 
 /* One subcommand. opts: the hk-host options it takes, as their short letters
  * ('j' is --json); NULL: it takes none and gets every argument after its
- * name in hk_host_opts_t.argc/argv. */
-typedef struct hk_host_cmd {
+ * name in hkh_opts_t.argc/argv. */
+typedef struct hkh_cmd {
     const char *name;
-    int (*fn)(const hk_host_opts_t *opts);
+    int (*fn)(const hkh_opts_t *opts);
     const char *opts;
     const char *synopsis;
     const char *help;
-} hk_host_cmd_t;
+} hkh_cmd_t;
 
-static const hk_host_cmd_t commands[] = {
-    {"list", hk_host_cmd_list, "vj", "list [--json]",
+static const hkh_cmd_t hkh_commands[] = {
+    {"list", hkh_cmd_list, "vj", "list [--json]",
      "every plugin found (name, version, ABI, path); * marks the one each name\n"
      "selects, with the reason under the others; every refused candidate"},
-    {"info", hk_host_cmd_info, "pdvj", "info [-p REQUEST] [-d DEV] [--json]",
+    {"info", hkh_cmd_info, "pdvj", "info [-p REQUEST] [-d DEV] [--json]",
      "the plugin's ABI, flags, tables and their sizes, and how a handle binds\n"
      "(exit status 1 when no handle can be made; the rest is shown still)"},
-    {"run", hk_host_cmd_run, "pndsvj", "run [-p REQUEST] [-n N] [-d DEV] [-s SEED] [--json]",
+    {"run", hkh_cmd_run, "pndsvj", "run [-p REQUEST] [-n N] [-d DEV] [-s SEED] [--json]",
      "a verified workload: every hk.blas1/1 op in float and double, in host and\n"
      "device pointer mode; exits non-zero on a wrong result"},
-    {"validate", hk_host_cmd_validate, NULL, "validate PLUGIN.so [ARGS...]",
+    {"validate", hkh_cmd_validate, NULL, "validate PLUGIN.so [ARGS...]",
      "runs hk-validate (beside hk-host) with these arguments; its exit status"},
-    {"bench", hk_host_cmd_bench, NULL,
+    {"bench", hkh_cmd_bench, NULL,
      "bench [--csv FILE] [--plot DIR] [--compare OLD.csv [--tolerance SPEC]...] [ARGS...]",
      "runs hk-bench (beside hk-host; built with nvcc and cuBLAS) with ARGS and\n"
      "writes its CSV to FILE; --plot draws every figure into DIR; --compare\n"
      "flags ratios worse than OLD.csv's by more than the run-to-run tolerance\n"
      "(default 5 %, P4 50 %; SPEC is PCT or FIGURE=PCT, e.g. P2=10) and exits 1\n"
      "then; exit status otherwise hk-bench's (3: a missed target under --strict)"},
-    {"swap", hk_host_cmd_swap_args, NULL,
+    {"swap", hkh_cmd_swap_args, NULL,
      "swap -p A -q B [-t THREADS] [-k SWAPS] [-n N] [-w MS]",
      "threads call through movable handles, every result checked, while the\n"
      "implementation is swapped between A and B (hk-host swap -h for details;\n"
      "docs/swap.md)"},
 };
-#define HK_HOST_NCMDS (sizeof commands / sizeof commands[0])
+#define HKH_NCMDS (sizeof hkh_commands / sizeof hkh_commands[0])
 
-static void usage(FILE *f)
+static void hkh_usage(FILE *f)
 {
     fprintf(f, "usage: hk-host [options] <command> [options]\n"
                "       hk-host --version | --help\n"
                "commands:\n");
-    for (size_t i = 0; i < HK_HOST_NCMDS; i++) {
-        fprintf(f, "  %s\n      ", commands[i].synopsis);
-        for (const char *c = commands[i].help; *c; c++) {
+    for (size_t i = 0; i < HKH_NCMDS; i++) {
+        fprintf(f, "  %s\n      ", hkh_commands[i].synopsis);
+        for (const char *c = hkh_commands[i].help; *c; c++) {
             if (*c == '\n')
                 fputs("\n      ", f);
             else
@@ -106,15 +106,15 @@ static void usage(FILE *f)
         "non-printable bytes as \\xNN\n");
 }
 
-static void version(void)
+static void hkh_version(void)
 {
-    printf("hk-host %s\n", HK_HOST_VERSION);
+    printf("hk-host %s\n", HKH_VERSION);
     printf("handlekit %s: plugin ABI %u.%u (loads plugins of ABI %u.0 to %u.%u)\n",
-           HK_HOST_HANDLEKIT_VERSION, HK_ABI_MAJOR, HK_ABI_MINOR, HK_ABI_MAJOR, HK_ABI_MAJOR,
+           HKH_HANDLEKIT_VERSION, HK_ABI_MAJOR, HK_ABI_MINOR, HK_ABI_MAJOR, HK_ABI_MAJOR,
            HK_ABI_MINOR);
 }
 
-static int parse_long(const char *s, long long lo, long long hi, long long *out)
+static int hkh_parse_long(const char *s, long long lo, long long hi, long long *out)
 {
     char *end;
     errno = 0;
@@ -125,7 +125,7 @@ static int parse_long(const char *s, long long lo, long long hi, long long *out)
     return 0;
 }
 
-static const struct option longopts[] = {
+static const struct option hkh_longopts[] = {
     {"plugin", required_argument, NULL, 'p'}, {"size", required_argument, NULL, 'n'},
     {"device", required_argument, NULL, 'd'}, {"seed", required_argument, NULL, 's'},
     {"verbose", no_argument, NULL, 'v'},      {"json", no_argument, NULL, 'j'},
@@ -134,7 +134,7 @@ static const struct option longopts[] = {
 
 /* Applies one option. Returns 0, or an exit status (-h, -V: 0 after output,
  * as -1 - status so that the caller stops). */
-static int apply(int c, char **argv, hk_host_opts_t *o, char *seen)
+static int hkh_apply(int c, char **argv, hkh_opts_t *o, char *seen)
 {
     long long v;
     if (c != '?' && c != ':' && strchr("pndsvj", c) && !strchr(seen, c))
@@ -143,96 +143,96 @@ static int apply(int c, char **argv, hk_host_opts_t *o, char *seen)
     case 'p': o->plugin = optarg; return 0;
     case 'v': o->verbose = 1; return 0;
     case 'j': o->json = 1; return 0;
-    case 'h': usage(stdout); return -1;
-    case 'V': version(); return -1;
+    case 'h': hkh_usage(stdout); return -1;
+    case 'V': hkh_version(); return -1;
     case 'n':
-        if (parse_long(optarg, 0, INT64_MAX, &v) == 0)
+        if (hkh_parse_long(optarg, 0, INT64_MAX, &v) == 0)
             return o->n = v, 0;
-        hk_host_fail("--size %s: not a number in 0..2^63-1", optarg);
-        return HK_HOST_EXIT_USAGE;
+        hkh_fail("--size %s: not a number in 0..2^63-1", optarg);
+        return HKH_EXIT_USAGE;
     case 'd':
-        if (parse_long(optarg, 0, 1024, &v) == 0)
+        if (hkh_parse_long(optarg, 0, 1024, &v) == 0)
             return o->device = (int)v, 0;
-        hk_host_fail("--device %s: not a device ordinal", optarg);
-        return HK_HOST_EXIT_USAGE;
+        hkh_fail("--device %s: not a device ordinal", optarg);
+        return HKH_EXIT_USAGE;
     case 's':
-        if (parse_long(optarg, 0, 0xffffffffLL, &v) == 0)
+        if (hkh_parse_long(optarg, 0, 0xffffffffLL, &v) == 0)
             return o->seed = (unsigned)v, 0;
-        hk_host_fail("--seed %s: not a number", optarg);
-        return HK_HOST_EXIT_USAGE;
+        hkh_fail("--seed %s: not a number", optarg);
+        return HKH_EXIT_USAGE;
     case ':':
-        hk_host_fail("%s needs a value (see hk-host --help)", argv[optind - 1]);
-        return HK_HOST_EXIT_USAGE;
+        hkh_fail("%s needs a value (see hk-host --help)", argv[optind - 1]);
+        return HKH_EXIT_USAGE;
     default:
         if (optopt)
-            hk_host_fail("unknown option -%c (see hk-host --help)", optopt);
+            hkh_fail("unknown option -%c (see hk-host --help)", optopt);
         else
-            hk_host_fail("unknown option %s (see hk-host --help)", argv[optind - 1]);
-        return HK_HOST_EXIT_USAGE;
+            hkh_fail("unknown option %s (see hk-host --help)", argv[optind - 1]);
+        return HKH_EXIT_USAGE;
     }
 }
 
 /* getopt over argv[0..argc); stop_at_command: up to the first non-option. */
-static int parse(int argc, char **argv, int stop_at_command, hk_host_opts_t *o, char *seen)
+static int hkh_parse(int argc, char **argv, int stop_at_command, hkh_opts_t *o, char *seen)
 {
     int c, rc;
     opterr = 0;
     optind = 0; /* glibc: start afresh, also on a second argv */
     const char *spec = stop_at_command ? "+:p:n:d:s:vhV" : ":p:n:d:s:vhV";
-    while ((c = getopt_long(argc, argv, spec, longopts, NULL)) != -1)
-        if ((rc = apply(c, argv, o, seen)) != 0)
+    while ((c = getopt_long(argc, argv, spec, hkh_longopts, NULL)) != -1)
+        if ((rc = hkh_apply(c, argv, o, seen)) != 0)
             return rc;
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    hk_host_opts_t opts = {NULL, 1 << 20, -1, 0, 1, 0, 0, NULL};
+    hkh_opts_t opts = {NULL, 1 << 20, -1, 0, 1, 0, 0, NULL};
     char seen[8] = "";
-    int rc = parse(argc, argv, 1, &opts, seen);
+    int rc = hkh_parse(argc, argv, 1, &opts, seen);
     if (rc != 0)
         return rc < 0 ? 0 : rc;
     int at = optind;
     if (at >= argc) {
-        hk_host_fail("no command given (see hk-host --help)");
-        return HK_HOST_EXIT_USAGE;
+        hkh_fail("no command given (see hk-host --help)");
+        return HKH_EXIT_USAGE;
     }
-    const hk_host_cmd_t *cmd = NULL;
-    for (size_t i = 0; i < HK_HOST_NCMDS && !cmd; i++)
-        if (strcmp(argv[at], commands[i].name) == 0)
-            cmd = &commands[i];
+    const hkh_cmd_t *cmd = NULL;
+    for (size_t i = 0; i < HKH_NCMDS && !cmd; i++)
+        if (strcmp(argv[at], hkh_commands[i].name) == 0)
+            cmd = &hkh_commands[i];
     if (!cmd) {
-        hk_host_fail("unknown command \"%s\" (try --help)", argv[at]);
-        return HK_HOST_EXIT_USAGE;
+        hkh_fail("unknown command \"%s\" (try --help)", argv[at]);
+        return HKH_EXIT_USAGE;
     }
     if (!cmd->opts) { /* a program of its own: everything after the name is its */
         if (seen[0]) {
-            hk_host_fail("%s: put its options after it; hk-host's own do not apply", cmd->name);
-            return HK_HOST_EXIT_USAGE;
+            hkh_fail("%s: put its options after it; hk-host's own do not apply", cmd->name);
+            return HKH_EXIT_USAGE;
         }
         opts.argc = argc - at - 1;
         opts.argv = argv + at + 1;
         return cmd->fn(&opts);
     }
     /* Options after the command too: argv[at] plays argv[0]. */
-    rc = parse(argc - at, argv + at, 0, &opts, seen);
+    rc = hkh_parse(argc - at, argv + at, 0, &opts, seen);
     if (rc != 0)
         return rc < 0 ? 0 : rc;
     if (optind < argc - at) {
-        hk_host_fail("%s: unexpected argument \"%s\" (see hk-host --help)", cmd->name,
+        hkh_fail("%s: unexpected argument \"%s\" (see hk-host --help)", cmd->name,
                      argv[at + optind]);
-        return HK_HOST_EXIT_USAGE;
+        return HKH_EXIT_USAGE;
     }
     for (const char *s = seen; *s; s++) {
         if (!strchr(cmd->opts, *s)) {
-            hk_host_fail("%s: %s does not apply to it (see hk-host --help)", cmd->name,
+            hkh_fail("%s: %s does not apply to it (see hk-host --help)", cmd->name,
                          *s == 'j'   ? "--json"
                          : *s == 'p' ? "-p/--plugin"
                          : *s == 'n' ? "-n/--size"
                          : *s == 'd' ? "-d/--device"
                          : *s == 's' ? "-s/--seed"
                                      : "-v/--verbose");
-            return HK_HOST_EXIT_USAGE;
+            return HKH_EXIT_USAGE;
         }
     }
     return cmd->fn(&opts);

@@ -10,7 +10,7 @@
 
 #include "hk_host.h"
 
-const char *hk_host_esc(const char *s)
+const char *hkh_esc(const char *s)
 {
     static char ring[8][8192];
     static unsigned next;
@@ -43,63 +43,63 @@ const char *hk_host_esc(const char *s)
 
 /* ---- the document of a command, and its errors ---- */
 
-#define HK_HOST_ERRORS 8
-static hk__json_t doc;
-static int doc_on;
-static char errors[HK_HOST_ERRORS][2048];
-static int nerrors, lost_errors;
+#define HKH_ERRORS 8
+static hk__json_t hkh_doc;
+static int hkh_doc_on;
+static char hkh_errors[HKH_ERRORS][2048];
+static int hkh_nerrors, hkh_lost_errors;
 
-hk__json_t *hk_host_json(void)
+hk__json_t *hkh_json(void)
 {
-    return doc_on ? &doc : NULL;
+    return hkh_doc_on ? &hkh_doc : NULL;
 }
 
-void hk_host_doc_begin(const hk_host_opts_t *opts, const char *command)
+void hkh_doc_begin(const hkh_opts_t *opts, const char *command)
 {
     if (!opts->json)
         return;
-    hk__json_init(&doc, stdout);
-    doc_on = 1;
-    hk__json_open(&doc, NULL, '{');
-    hk__json_str(&doc, "command", command);
+    hk__json_init(&hkh_doc, stdout);
+    hkh_doc_on = 1;
+    hk__json_open(&hkh_doc, NULL, '{');
+    hk__json_str(&hkh_doc, "command", command);
 }
 
-int hk_host_doc_end(int rc)
+int hkh_doc_end(int rc)
 {
-    hk_host_progress_clear();
-    if (!doc_on)
+    hkh_progress_clear();
+    if (!hkh_doc_on)
         return rc;
-    while (doc.depth > 1)
-        hk__json_close(&doc);
-    hk__json_open(&doc, "errors", '[');
-    for (int i = 0; i < nerrors; i++)
-        hk__json_str(&doc, NULL, errors[i]);
-    if (lost_errors)
-        hk__json_str(&doc, NULL, "(more errors on stderr)");
-    hk__json_close(&doc);
-    hk__json_int(&doc, "exit_status", rc);
-    hk__json_close(&doc);
+    while (hkh_doc.depth > 1)
+        hk__json_close(&hkh_doc);
+    hk__json_open(&hkh_doc, "errors", '[');
+    for (int i = 0; i < hkh_nerrors; i++)
+        hk__json_str(&hkh_doc, NULL, hkh_errors[i]);
+    if (hkh_lost_errors)
+        hk__json_str(&hkh_doc, NULL, "(more errors on stderr)");
+    hk__json_close(&hkh_doc);
+    hk__json_int(&hkh_doc, "exit_status", rc);
+    hk__json_close(&hkh_doc);
     fflush(stdout);
-    doc_on = 0;
+    hkh_doc_on = 0;
     return rc;
 }
 
-void hk_host_fail(const char *fmt, ...)
+void hkh_fail(const char *fmt, ...)
 {
     char line[2048];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    hk_host_progress_clear();
+    hkh_progress_clear();
     fflush(stdout); /* keep the order of rows and errors on a shared terminal */
-    fprintf(stderr, "hk-host: %s\n", hk_host_esc(line));
-    if (!doc_on)
+    fprintf(stderr, "hk-host: %s\n", hkh_esc(line));
+    if (!hkh_doc_on)
         return;
-    if (nerrors < HK_HOST_ERRORS)
-        memcpy(errors[nerrors++], line, sizeof line);
+    if (hkh_nerrors < HKH_ERRORS)
+        memcpy(hkh_errors[hkh_nerrors++], line, sizeof line);
     else
-        lost_errors = 1;
+        hkh_lost_errors = 1;
 }
 
 /* ---- the progress line ---- */
@@ -109,48 +109,50 @@ static struct {
     volatile sig_atomic_t shown; /* a line is on the screen now */
     int total;
     struct timespec t0;
-} prog;
+} hkh_prog;
 
 /* Ctrl-C during a run: erase the line, then die of the signal as usual, so
  * that the shell's prompt does not land on a stale progress line. */
-static void progress_signal(int sig)
+static void hkh_progress_signal(int sig)
 {
     static const char erase[] = "\r\033[K";
-    if (prog.shown && write(STDOUT_FILENO, erase, sizeof erase - 1) < 0) {
+    if (hkh_prog.shown && write(STDOUT_FILENO, erase, sizeof erase - 1) < 0) {
         /* nothing more can be done in a signal handler */
     }
     signal(sig, SIG_DFL);
     raise(sig);
 }
 
-void hk_host_progress_start(const hk_host_opts_t *opts, int total)
+void hkh_progress_start(const hkh_opts_t *opts, int total)
 {
-    prog.active = !opts->json && isatty(STDOUT_FILENO);
-    if (prog.active) {
-        signal(SIGINT, progress_signal);
-        signal(SIGTERM, progress_signal);
+    hkh_prog.active = !opts->json && isatty(STDOUT_FILENO);
+    if (hkh_prog.active) {
+        signal(SIGINT, hkh_progress_signal);
+        signal(SIGTERM, hkh_progress_signal);
     }
-    prog.shown = 0;
-    prog.total = total;
-    clock_gettime(CLOCK_MONOTONIC, &prog.t0);
+    hkh_prog.shown = 0;
+    hkh_prog.total = total;
+    clock_gettime(CLOCK_MONOTONIC, &hkh_prog.t0);
 }
 
-void hk_host_progress(int step, const char *fmt, ...)
+void hkh_progress(int step, const char *fmt, ...)
 {
-    if (!prog.active)
+    if (!hkh_prog.active)
         return;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    double ms = (now.tv_sec - prog.t0.tv_sec) * 1e3 + (now.tv_nsec - prog.t0.tv_nsec) * 1e-6;
-    if (ms < HK_HOST_PROGRESS_AFTER_MS) /* short runs never show it */
+    double ms =
+        (now.tv_sec - hkh_prog.t0.tv_sec) * 1e3 + (now.tv_nsec - hkh_prog.t0.tv_nsec) * 1e-6;
+    if (ms < HKH_PROGRESS_AFTER_MS) /* short runs never show it */
         return;
     char text[512], line[600];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    int w = snprintf(line, sizeof line, "[%d/%d] %s  %.1f s", step < prog.total ? step : prog.total,
-                     prog.total, hk_host_esc(text), ms * 1e-3);
+    int w = snprintf(line, sizeof line, "[%d/%d] %s  %.1f s",
+                     step < hkh_prog.total ? step : hkh_prog.total, hkh_prog.total, hkh_esc(text),
+                     ms * 1e-3);
     /* Cut to the terminal's width: a wrapped line cannot be erased in place. */
     struct winsize ws;
     if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 && w >= ws.ws_col &&
@@ -158,14 +160,14 @@ void hk_host_progress(int step, const char *fmt, ...)
         line[ws.ws_col - 1] = '\0';
     printf("\r\033[K%s", line);
     fflush(stdout);
-    prog.shown = 1;
+    hkh_prog.shown = 1;
 }
 
-void hk_host_progress_clear(void)
+void hkh_progress_clear(void)
 {
-    if (!prog.shown)
+    if (!hkh_prog.shown)
         return;
     printf("\r\033[K");
     fflush(stdout);
-    prog.shown = 0;
+    hkh_prog.shown = 0;
 }

@@ -9,7 +9,7 @@
 #include "hk_host.h"
 #include "hk_status_text.h"
 
-const char *hk_host_error(const hk_host_target_t *t, const hk_handle_t *handle, char *buf,
+const char *hkh_error(const hkh_target_t *t, const hk_handle_t *handle, char *buf,
                           size_t len)
 {
     if (hk_plugin_last_error_copy(t->plugin, handle, buf, len, NULL) != HK_STATUS_OK)
@@ -19,16 +19,16 @@ const char *hk_host_error(const hk_host_target_t *t, const hk_handle_t *handle, 
 
 /* user: the log level to print up to (HK_LOG_ERROR .. HK_LOG_DEBUG). Lines
  * come from the loader and from plugins: shown escaped. */
-static void log_line(void *user, hk_log_level_t level, const char *msg)
+static void hkh_log_line(void *user, hk_log_level_t level, const char *msg)
 {
     if ((int)level <= *(const int *)user) {
-        hk_host_progress_clear();
-        fprintf(stderr, "hk-host: %s\n", hk_host_esc(msg));
+        hkh_progress_clear();
+        fprintf(stderr, "hk-host: %s\n", hkh_esc(msg));
     }
 }
 
 /* The plugins built beside this program: <dir of exe>/../plugins. */
-static int default_plugin_dir(char *buf, size_t len)
+static int hkh_default_plugin_dir(char *buf, size_t len)
 {
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -43,23 +43,23 @@ static int default_plugin_dir(char *buf, size_t len)
     return (w < 0 || (size_t)w >= len) ? -1 : 0;
 }
 
-hk_loader_t *hk_host_loader(int verbose, int quiet)
+hk_loader_t *hkh_loader(int verbose, int quiet)
 {
     static int max_level;
     static char dir[PATH_MAX];
     max_level = verbose ? HK_LOG_DEBUG : quiet ? HK_LOG_ERROR : HK_LOG_WARN;
-    hk_loader_options_t lo = {.size = sizeof lo, .log = log_line, .log_user = &max_level};
-    if (default_plugin_dir(dir, sizeof dir) == 0)
+    hk_loader_options_t lo = {.size = sizeof lo, .log = hkh_log_line, .log_user = &max_level};
+    if (hkh_default_plugin_dir(dir, sizeof dir) == 0)
         lo.default_dir = dir;
     hk_loader_t *loader = NULL;
     hk_status_t st = hk_loader_create(&lo, &loader);
     if (st != HK_STATUS_OK) {
-        hk_host_fail("cannot create the plugin loader: %s", hk_status_string(st));
+        hkh_fail("cannot create the plugin loader: %s", hk_status_string(st));
         return NULL;
     }
     st = hk_loader_scan(loader);
     if (st != HK_STATUS_OK) {
-        hk_host_fail("plugin scan failed: %s", hk_loader_last_error(loader));
+        hkh_fail("plugin scan failed: %s", hk_loader_last_error(loader));
         hk_loader_destroy(loader);
         return NULL;
     }
@@ -67,7 +67,8 @@ hk_loader_t *hk_host_loader(int verbose, int quiet)
 }
 
 /* The report of a refused candidate whose file is NAME.so, or NULL. */
-static const hk_load_report_t *refusal_of(hk_loader_t *loader, const char *name, size_t name_len)
+static const hk_load_report_t *hkh_refusal_of(hk_loader_t *loader, const char *name,
+                                              size_t name_len)
 {
     for (size_t i = 0; i < hk_loader_report_count(loader); i++) {
         const hk_load_report_t *r = hk_loader_report(loader, i);
@@ -82,7 +83,7 @@ static const hk_load_report_t *refusal_of(hk_loader_t *loader, const char *name,
 
 /* What hk_loader_select_explain says about request, in a malloc'ed array
  * (*out, *n; the caller frees *out). Returns explain's status. */
-static hk_status_t explain(hk_loader_t *loader, const char *request, hk_select_entry_t **out,
+static hk_status_t hkh_explain(hk_loader_t *loader, const char *request, hk_select_entry_t **out,
                            size_t *n)
 {
     size_t cap = 4;
@@ -107,7 +108,7 @@ static hk_status_t explain(hk_loader_t *loader, const char *request, hk_select_e
     }
 }
 
-static int make_handle(hk_host_target_t *t, const hk_host_opts_t *opts)
+static int hkh_make_handle(hkh_target_t *t, const hkh_opts_t *opts)
 {
     t->vt = hk_plugin_vtable(t->plugin);
     t->handle = NULL;
@@ -123,16 +124,16 @@ static int make_handle(hk_host_target_t *t, const hk_host_opts_t *opts)
         return 0;
     char msg[768];
     snprintf(t->handle_error, sizeof t->handle_error, "%s: %s", hk_status_name(st),
-             hk_host_error(t, NULL, msg, sizeof msg));
+             hkh_error(t, NULL, msg, sizeof msg));
     t->handle = NULL;
     return -1;
 }
 
 /* Why the default candidate `name` cannot be had, into buf: its file was
  * refused, it is not there, or no loaded version is selectable. */
-static void unavailable(hk_loader_t *loader, const char *name, char *buf, size_t len)
+static void hkh_unavailable(hk_loader_t *loader, const char *name, char *buf, size_t len)
 {
-    const hk_load_report_t *r = refusal_of(loader, name, strlen(name));
+    const hk_load_report_t *r = hkh_refusal_of(loader, name, strlen(name));
     if (hk_loader_find(loader, name)) { /* loaded, but excluded or pinned away */
         const char *e = hk_loader_last_error(loader);
         size_t nl = strlen(name);
@@ -148,28 +149,28 @@ static void unavailable(hk_loader_t *loader, const char *name, char *buf, size_t
 }
 
 /* The -p request: hk_loader_select, with the loader's reason. */
-static int choose_requested(hk_loader_t *loader, const hk_host_opts_t *opts,
-                            hk_host_target_t *out)
+static int hkh_choose_requested(hk_loader_t *loader, const hkh_opts_t *opts,
+                            hkh_target_t *out)
 {
     const char *req = opts->plugin;
     int path = strchr(req, '/') || (strlen(req) >= 3 && strcmp(req + strlen(req) - 3, ".so") == 0);
     if (hk_loader_select(loader, req, &out->plugin) != HK_STATUS_OK) {
         const char *at = strchr(req, '@');
         const hk_load_report_t *r =
-            path || hk_loader_find(loader, req) ? NULL
-                                                : refusal_of(loader, req, at ? (size_t)(at - req)
-                                                                             : strlen(req));
+            path || hk_loader_find(loader, req)
+                ? NULL
+                : hkh_refusal_of(loader, req, at ? (size_t)(at - req) : strlen(req));
         if (r)
-            hk_host_fail("%s; %s was refused: %s: %s", hk_loader_last_error(loader), r->path,
+            hkh_fail("%s; %s was refused: %s: %s", hk_loader_last_error(loader), r->path,
                          hk_load_stage_name(r->stage), r->reason);
         else
-            hk_host_fail("%s", hk_loader_last_error(loader));
-        return HK_HOST_EXIT_FAIL;
+            hkh_fail("%s", hk_loader_last_error(loader));
+        return HKH_EXIT_FAIL;
     }
     snprintf(out->why, sizeof out->why, "-p %s", req);
     hk_select_entry_t *e;
     size_t n;
-    if (!path && explain(loader, req, &e, &n) == HK_STATUS_OK) {
+    if (!path && hkh_explain(loader, req, &e, &n) == HK_STATUS_OK) {
         for (size_t i = 0; i < n; i++) {
             const char *why = e[i].reason;
             if (e[i].verdict != HK_SELECT_CHOSEN)
@@ -180,58 +181,58 @@ static int choose_requested(hk_loader_t *loader, const hk_host_opts_t *opts,
         }
         free(e);
     }
-    make_handle(out, opts);
+    hkh_make_handle(out, opts);
     return 0;
 }
 
-int hk_host_choose(hk_loader_t *loader, const hk_host_opts_t *opts, hk_host_target_t *out)
+int hkh_choose(hk_loader_t *loader, const hkh_opts_t *opts, hkh_target_t *out)
 {
     memset(out, 0, sizeof *out);
     out->request = opts->plugin;
     if (opts->plugin)
-        return choose_requested(loader, opts, out);
+        return hkh_choose_requested(loader, opts, out);
     /* Default: the GPU when one is usable, else the CPU, saying why. */
     char why_cuda[1024];
     if (hk_loader_select(loader, "hk-cuda", &out->plugin) == HK_STATUS_OK) {
-        if (make_handle(out, opts) == 0) {
+        if (hkh_make_handle(out, opts) == 0) {
             snprintf(out->why, sizeof out->why, "a CUDA device is usable");
             return 0;
         }
         snprintf(why_cuda, sizeof why_cuda, "%s", out->handle_error);
     } else {
-        unavailable(loader, "hk-cuda", why_cuda, sizeof why_cuda);
+        hkh_unavailable(loader, "hk-cuda", why_cuda, sizeof why_cuda);
     }
     if (hk_loader_select(loader, "hk-cpu", &out->plugin) != HK_STATUS_OK) {
         char why_cpu[1024];
-        unavailable(loader, "hk-cpu", why_cpu, sizeof why_cpu);
-        hk_host_fail("no usable plugin: hk-cuda is unusable (%s) and hk-cpu %s", why_cuda,
+        hkh_unavailable(loader, "hk-cpu", why_cpu, sizeof why_cpu);
+        hkh_fail("no usable plugin: hk-cuda is unusable (%s) and hk-cpu %s", why_cuda,
                      strcmp(why_cpu, "not found in the plugin path") == 0 ? "was not found"
                                                                           : why_cpu);
-        return HK_HOST_EXIT_FAIL;
+        return HKH_EXIT_FAIL;
     }
     snprintf(out->why, sizeof out->why, "hk-cuda is unusable: %s", why_cuda);
-    make_handle(out, opts);
+    hkh_make_handle(out, opts);
     return 0;
 }
 
-void hk_host_release(hk_host_target_t *t)
+void hkh_release(hkh_target_t *t)
 {
     if (t->handle && t->vt->handle_destroy) {
         hk_status_t st = t->vt->handle_destroy(t->handle);
         if (st != HK_STATUS_OK)
-            hk_host_fail("handle_destroy: %s", hk_status_name(st));
+            hkh_fail("handle_destroy: %s", hk_status_name(st));
     }
     t->handle = NULL;
 }
 
-static const char *memory_of(const hk_plugin_t *p)
+static const char *hkh_memory_of(const hk_plugin_t *p)
 {
     uint32_t mem = hk_plugin_flags(p) & HK_PLUGIN_MEMORY_MASK;
     return mem == HK_PLUGIN_MEMORY_HOST ? "host" : mem == HK_PLUGIN_MEMORY_CUDA ? "cuda" : NULL;
 }
 
 /* The members that describe a plugin, into the open JSON object. */
-static void json_plugin(hk__json_t *j, const hk_plugin_t *p)
+static void hkh_json_plugin(hk__json_t *j, const hk_plugin_t *p)
 {
     char abi[32];
     uint32_t v = hk_plugin_abi(p);
@@ -242,19 +243,19 @@ static void json_plugin(hk__json_t *j, const hk_plugin_t *p)
     hk__json_str(j, "path", hk_plugin_path(p));
     hk__json_int(j, "flags", hk_plugin_flags(p));
     hk__json_bool(j, "unload_safe", (hk_plugin_flags(p) & HK_PLUGIN_UNLOAD_SAFE) != 0);
-    hk__json_str(j, "memory", memory_of(p));
+    hk__json_str(j, "memory", hkh_memory_of(p));
 }
 
-void hk_host_print_choice(const hk_host_target_t *t)
+void hkh_print_choice(const hkh_target_t *t)
 {
-    hk__json_t *j = hk_host_json();
+    hk__json_t *j = hkh_json();
     if (!j) {
-        printf("plugin: %s %s (%s)\n", hk_host_esc(hk_plugin_name(t->plugin)),
-               hk_host_esc(hk_plugin_version(t->plugin)), hk_host_esc(t->why));
+        printf("plugin: %s %s (%s)\n", hkh_esc(hk_plugin_name(t->plugin)),
+               hkh_esc(hk_plugin_version(t->plugin)), hkh_esc(t->why));
         return;
     }
     hk__json_open(j, "plugin", '{');
-    json_plugin(j, t->plugin);
+    hkh_json_plugin(j, t->plugin);
     hk__json_str(j, "request", t->request);
     hk__json_str(j, "why", t->why);
     hk__json_close(j);
@@ -263,15 +264,15 @@ void hk_host_print_choice(const hk_host_target_t *t)
 /* ---- list ---- */
 
 /* One line of the list: a plugin, whether its name selects it, and why. */
-typedef struct list_row {
+typedef struct hkh_list_row {
     hk_plugin_t *plugin;
     const char *verdict; /* hk_select_verdict_name, or NULL */
     char reason[HK_SELECT_REASON_MAX];
-} list_row_t;
+} hkh_list_row_t;
 
 /* A name that a request can carry: not a path, no '@', no space or control
  * character (hk_loader.h, "Version selection"). */
-static int requestable(const char *name)
+static int hkh_requestable(const char *name)
 {
     size_t n = strlen(name);
     if (n == 0 || strchr(name, '@') || strchr(name, '/') ||
@@ -285,13 +286,15 @@ static int requestable(const char *name)
 
 /* Rows for every plugin named like plugin `first`, in load order, at most
  * room of them. */
-static size_t group_rows(hk_loader_t *loader, hk_plugin_t *first, list_row_t *rows, size_t room)
+static size_t hkh_group_rows(hk_loader_t *loader, hk_plugin_t *first, hkh_list_row_t *rows,
+                             size_t room)
 {
     const char *name = hk_plugin_name(first);
     size_t k = 0, np = hk_loader_plugin_count(loader);
     hk_select_entry_t *e = NULL;
     size_t n = 0;
-    hk_status_t st = requestable(name) ? explain(loader, name, &e, &n) : HK_STATUS_INVALID_VALUE;
+    hk_status_t st =
+        hkh_requestable(name) ? hkh_explain(loader, name, &e, &n) : HK_STATUS_INVALID_VALUE;
     if (e && (st == HK_STATUS_OK || st == HK_STATUS_NOT_FOUND)) {
         for (size_t i = 0; i < n && k < room; i++) {
             rows[k].plugin = e[i].plugin;
@@ -319,7 +322,7 @@ static size_t group_rows(hk_loader_t *loader, hk_plugin_t *first, list_row_t *ro
     return k;
 }
 
-static void list_text(const list_row_t *rows, size_t n, hk_loader_t *loader)
+static void hkh_list_text(const hkh_list_row_t *rows, size_t n, hk_loader_t *loader)
 {
     printf("%zu plugin(s) loaded; * marks the one its name selects (-p NAME):\n", n);
     for (size_t i = 0; i < n; i++) {
@@ -327,11 +330,11 @@ static void list_text(const list_row_t *rows, size_t n, hk_loader_t *loader)
         uint32_t abi = hk_plugin_abi(p);
         int chosen = rows[i].verdict && strcmp(rows[i].verdict, "chosen") == 0;
         printf("  %c %-10s %-8s ABI %u.%u  %s\n", chosen ? '*' : ' ',
-               hk_host_esc(hk_plugin_name(p)), hk_host_esc(hk_plugin_version(p)),
+               hkh_esc(hk_plugin_name(p)), hkh_esc(hk_plugin_version(p)),
                HK_ABI_VERSION_MAJOR(abi), HK_ABI_VERSION_MINOR(abi),
-               hk_host_esc(hk_plugin_path(p)));
+               hkh_esc(hk_plugin_path(p)));
         if (!chosen)
-            printf("      %s\n", hk_host_esc(rows[i].reason));
+            printf("      %s\n", hkh_esc(rows[i].reason));
     }
     size_t nr = hk_loader_report_count(loader), refused = 0;
     for (size_t i = 0; i < nr; i++)
@@ -342,17 +345,17 @@ static void list_text(const list_row_t *rows, size_t n, hk_loader_t *loader)
     for (size_t i = 0; i < nr; i++) {
         const hk_load_report_t *r = hk_loader_report(loader, i);
         if (r->stage != HK_STAGE_LOADED)
-            printf("  %s: %s: %s\n", hk_host_esc(r->path), hk_load_stage_name(r->stage),
-                   hk_host_esc(r->reason));
+            printf("  %s: %s: %s\n", hkh_esc(r->path), hk_load_stage_name(r->stage),
+                   hkh_esc(r->reason));
     }
 }
 
-static void list_json(hk__json_t *j, const list_row_t *rows, size_t n, hk_loader_t *loader)
+static void hkh_list_json(hk__json_t *j, const hkh_list_row_t *rows, size_t n, hk_loader_t *loader)
 {
     hk__json_open(j, "plugins", '[');
     for (size_t i = 0; i < n; i++) {
         hk__json_open(j, NULL, '{');
-        json_plugin(j, rows[i].plugin);
+        hkh_json_plugin(j, rows[i].plugin);
         hk__json_bool(j, "selected", rows[i].verdict && !strcmp(rows[i].verdict, "chosen"));
         hk__json_str(j, "verdict", rows[i].verdict);
         hk__json_str(j, "reason", rows[i].reason);
@@ -374,19 +377,19 @@ static void list_json(hk__json_t *j, const list_row_t *rows, size_t n, hk_loader
     hk__json_close(j);
 }
 
-int hk_host_cmd_list(const hk_host_opts_t *opts)
+int hkh_cmd_list(const hkh_opts_t *opts)
 {
-    hk_host_doc_begin(opts, "list");
+    hkh_doc_begin(opts, "list");
     /* Refusals are this command's output: no warning lines besides. */
-    hk_loader_t *loader = hk_host_loader(opts->verbose, 1);
+    hk_loader_t *loader = hkh_loader(opts->verbose, 1);
     if (!loader)
-        return hk_host_doc_end(HK_HOST_EXIT_FAIL);
+        return hkh_doc_end(HKH_EXIT_FAIL);
     size_t np = hk_loader_plugin_count(loader), n = 0;
-    list_row_t *rows = calloc(np ? np : 1, sizeof *rows);
+    hkh_list_row_t *rows = calloc(np ? np : 1, sizeof *rows);
     if (!rows) {
-        hk_host_fail("list: out of memory");
+        hkh_fail("list: out of memory");
         hk_loader_destroy(loader);
-        return hk_host_doc_end(HK_HOST_EXIT_FAIL);
+        return hkh_doc_end(HKH_EXIT_FAIL);
     }
     /* Grouped by name, in the order each name was first loaded. */
     for (size_t i = 0; i < np; i++) {
@@ -395,16 +398,16 @@ int hk_host_cmd_list(const hk_host_opts_t *opts)
         for (size_t k = 0; k < i && !seen; k++)
             seen = strcmp(hk_plugin_name(hk_loader_plugin(loader, k)), hk_plugin_name(p)) == 0;
         if (!seen)
-            n += group_rows(loader, p, rows + n, np - n);
+            n += hkh_group_rows(loader, p, rows + n, np - n);
     }
     /* The reports are read after the selection: a malformed HK_PLUGIN_PIN or
      * HK_PLUGIN_EXCLUDE entry is reported by it. */
-    hk__json_t *j = hk_host_json();
+    hk__json_t *j = hkh_json();
     if (j)
-        list_json(j, rows, n, loader);
+        hkh_list_json(j, rows, n, loader);
     else
-        list_text(rows, n, loader);
+        hkh_list_text(rows, n, loader);
     free(rows);
     hk_loader_destroy(loader);
-    return hk_host_doc_end(np ? HK_HOST_EXIT_OK : HK_HOST_EXIT_FAIL);
+    return hkh_doc_end(np ? HKH_EXIT_OK : HKH_EXIT_FAIL);
 }

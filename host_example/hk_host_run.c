@@ -7,7 +7,7 @@
  * pointer mode without set_pointer_mode, is reported as a "not supported" row
  * and the run goes on. Exit status: 0 when everything that ran was right, 1
  * on a wrong result or a failed call, 3 when the workload's memory cannot be
- * had (HK_HOST_EXIT_*). */
+ * had (HKH_EXIT_*). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,8 +20,8 @@
 #include "hk_memory.h"
 #include "hk_status_text.h"
 
-typedef struct run_ctx {
-    hk_host_target_t *t;
+typedef struct hkh_run_ctx {
+    hkh_target_t *t;
     hk_blas1_v1_t b; /* the host's copies: a missing slot reads NULL */
     hk_memory_v1_t m;
     int64_t n;
@@ -30,25 +30,25 @@ typedef struct run_ctx {
     int checks;
     int unsupported;
     int no_memory; /* the plugin could not allocate the workload's device memory */
-} run_ctx_t;
+} hkh_run_ctx_t;
 
 /* One element type in one pointer mode. */
-typedef struct lane {
+typedef struct hkh_lane {
     const char *mode;
     hk_pointer_mode_t pm;
     size_t bytes;          /* n elements */
     void *x, *y, *out;     /* host: inputs, and results read back */
     double *ref;           /* what device y holds after each step */
     void *dx, *dy, *dscal; /* device: x, y, one scalar (alpha, then results) */
-} lane_t;
+} hkh_lane_t;
 
-static double rnd(unsigned *s)
+static double hkh_rnd(unsigned *s)
 {
     *s = *s * 1103515245u + 12345u;
     return ((*s >> 8) & 0xffff) / 32768.0 - 1.0; /* in [-1, 1) */
 }
 
-static double seconds(void)
+static double hkh_seconds(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -58,11 +58,11 @@ static double seconds(void)
 /* Text: one row. JSON: one element of "rows". result: "ok", "wrong",
  * "failed", "not-supported"; error: the failed call's or the missing slot's
  * line, raw. */
-static void row(run_ctx_t *c, const char *op, const char *mode, const char *result,
+static void hkh_row(hkh_run_ctx_t *c, const char *op, const char *mode, const char *result,
                 hk_status_t st, const char *error, double err, double tol, double dt)
 {
-    hk__json_t *j = hk_host_json();
-    hk_host_progress_clear();
+    hk__json_t *j = hkh_json();
+    hkh_progress_clear();
     if (j) {
         hk__json_open(j, NULL, '{');
         hk__json_str(j, "op", op);
@@ -80,7 +80,7 @@ static void row(run_ctx_t *c, const char *op, const char *mode, const char *resu
         printf("  %-6s %-6s n=%-9lld not supported (%s)\n", op, mode, (long long)c->n, error);
     } else if (!strcmp(result, "failed")) {
         printf("  %-6s %-6s n=%-9lld FAILED: %s: %s\n", op, mode, (long long)c->n,
-               hk_status_name(st), hk_host_esc(error));
+               hk_status_name(st), hkh_esc(error));
     } else {
         printf("  %-6s %-6s n=%-9lld %s  rel.err %.2e (tol %.0e)  %.2f ms\n", op, mode,
                (long long)c->n, !strcmp(result, "ok") ? "ok   " : "WRONG", err, tol, dt * 1e3);
@@ -88,47 +88,47 @@ static void row(run_ctx_t *c, const char *op, const char *mode, const char *resu
     fflush(stdout);
 }
 
-static int report(run_ctx_t *c, const char *op, const char *mode, hk_status_t st, double err,
+static int hkh_report(hkh_run_ctx_t *c, const char *op, const char *mode, hk_status_t st, double err,
                   double tol, double dt)
 {
     c->checks++;
     if (st != HK_STATUS_OK) {
         char msg[1024];
         c->failures++;
-        row(c, op, mode, "failed", st, hk_host_error(c->t, c->t->handle, msg, sizeof msg), 0, 0,
+        hkh_row(c, op, mode, "failed", st, hkh_error(c->t, c->t->handle, msg, sizeof msg), 0, 0,
             0);
         return -1;
     }
     int ok = err <= tol; /* NaN fails too */
     if (!ok)
         c->failures++;
-    row(c, op, mode, ok ? "ok" : "wrong", st, NULL, err, tol, dt);
+    hkh_row(c, op, mode, ok ? "ok" : "wrong", st, NULL, err, tol, dt);
     return ok ? 0 : -1;
 }
 
-static void unsupported(run_ctx_t *c, const char *op, const char *mode, const char *why)
+static void hkh_unsupported(hkh_run_ctx_t *c, const char *op, const char *mode, const char *why)
 {
     c->unsupported++;
-    row(c, op, mode, "not-supported", HK_STATUS_OK, why, 0, 0, 0);
+    hkh_row(c, op, mode, "not-supported", HK_STATUS_OK, why, 0, 0, 0);
 }
 
 /* The progress line before an op: which one, of the 20 rows. */
-static void step(run_ctx_t *c, const char *op, const char *mode)
+static void hkh_step(hkh_run_ctx_t *c, const char *op, const char *mode)
 {
-    hk_host_progress(c->checks + c->unsupported + 1, "%s %s n=%lld", op, mode, (long long)c->n);
+    hkh_progress(c->checks + c->unsupported + 1, "%s %s n=%lld", op, mode, (long long)c->n);
 }
 
 /* Waits for the op's work when the plugin can say so, and times it. */
-static hk_status_t finish(run_ctx_t *c, hk_status_t st, double t0, double *dt)
+static hk_status_t hkh_finish(hkh_run_ctx_t *c, hk_status_t st, double t0, double *dt)
 {
     if (st == HK_STATUS_OK && c->t->vt->synchronize)
         st = c->t->vt->synchronize(c->t->handle);
-    *dt = seconds() - t0;
+    *dt = hkh_seconds() - t0;
     return st;
 }
 
 /* Allocates and uploads; returns NULL after reporting on failure. */
-static void *upload(run_ctx_t *c, const void *src, size_t bytes)
+static void *hkh_upload(hkh_run_ctx_t *c, const void *src, size_t bytes)
 {
     void *d = NULL;
     hk_status_t st = c->m.alloc(c->t->handle, bytes, &d);
@@ -136,8 +136,8 @@ static void *upload(run_ctx_t *c, const void *src, size_t bytes)
         st = c->m.copy_to_device(c->t->handle, d, src, bytes);
     if (st != HK_STATUS_OK) {
         char msg[1024];
-        hk_host_fail("device memory (%zu bytes): %s: %s", bytes, hk_status_name(st),
-                     hk_host_error(c->t, c->t->handle, msg, sizeof msg));
+        hkh_fail("device memory (%zu bytes): %s: %s", bytes, hk_status_name(st),
+                     hkh_error(c->t, c->t->handle, msg, sizeof msg));
         if (st == HK_STATUS_OUT_OF_MEMORY)
             c->no_memory = 1;
         if (d)
@@ -147,7 +147,7 @@ static void *upload(run_ctx_t *c, const void *src, size_t bytes)
     return d;
 }
 
-static void lane_free(run_ctx_t *c, lane_t *l)
+static void hkh_lane_free(hkh_run_ctx_t *c, hkh_lane_t *l)
 {
     void *dev[] = {l->dx, l->dy, l->dscal};
     for (int i = 0; i < 3; i++)
@@ -163,21 +163,21 @@ static void lane_free(run_ctx_t *c, lane_t *l)
  * of element-wise results, RTOL: of reductions (scaled by their magnitude).
  * Each op checks its slot first; a missing one leaves the device data as the
  * next op expects it. */
-#define HK_HOST_OPS(T, P, TOL, RTOL)                                                    \
-    static void axpy_##P(run_ctx_t *c, lane_t *l, T alpha, const T *pa)                 \
+#define HKH_OPS(T, P, TOL, RTOL)                                                    \
+    static void axpy_##P(hkh_run_ctx_t *c, hkh_lane_t *l, T alpha, const T *pa)                 \
     {                                                                                   \
-        step(c, #P "axpy", l->mode);                                                    \
+        hkh_step(c, #P "axpy", l->mode);                                                    \
         const T *x = l->x, *y = l->y;                                                   \
         T *out = l->out;                                                                \
         if (!c->b.P##axpy) {                                                            \
             for (int64_t i = 0; i < c->n; i++)                                          \
                 l->ref[i] = y[i]; /* y stays as uploaded */                             \
-            unsupported(c, #P "axpy", l->mode, "hk.blas1/1 has no " #P "axpy");         \
+            hkh_unsupported(c, #P "axpy", l->mode, "hk.blas1/1 has no " #P "axpy");         \
             return;                                                                     \
         }                                                                               \
         double dt, err = 0;                                                             \
-        hk_status_t st = finish(c, c->b.P##axpy(c->t->handle, c->n, pa, l->dx, 1, l->dy, 1), \
-                                seconds(), &dt);                                        \
+        hk_status_t st = hkh_finish(c, c->b.P##axpy(c->t->handle, c->n, pa, l->dx, 1, l->dy, 1), \
+                                hkh_seconds(), &dt);                                        \
         if (st == HK_STATUS_OK)                                                         \
             st = c->m.copy_to_host(c->t->handle, out, l->dy, l->bytes);                 \
         for (int64_t i = 0; i < c->n; i++) {                                            \
@@ -187,21 +187,21 @@ static void lane_free(run_ctx_t *c, lane_t *l)
             if (!(e <= err))                                                            \
                 err = e;                                                                \
         }                                                                               \
-        report(c, #P "axpy", l->mode, st, err, TOL, dt);                                \
+        hkh_report(c, #P "axpy", l->mode, st, err, TOL, dt);                                \
     }                                                                                   \
                                                                                         \
     /* y := alpha y; y holds ref. */                                                    \
-    static void scal_##P(run_ctx_t *c, lane_t *l, T alpha, const T *pa)                 \
+    static void scal_##P(hkh_run_ctx_t *c, hkh_lane_t *l, T alpha, const T *pa)                 \
     {                                                                                   \
-        step(c, #P "scal", l->mode);                                                    \
+        hkh_step(c, #P "scal", l->mode);                                                    \
         T *out = l->out;                                                                \
         if (!c->b.P##scal) {                                                            \
-            unsupported(c, #P "scal", l->mode, "hk.blas1/1 has no " #P "scal");         \
+            hkh_unsupported(c, #P "scal", l->mode, "hk.blas1/1 has no " #P "scal");         \
             return;                                                                     \
         }                                                                               \
         double dt, err = 0;                                                             \
         hk_status_t st =                                                                \
-            finish(c, c->b.P##scal(c->t->handle, c->n, pa, l->dy, 1), seconds(), &dt);  \
+            hkh_finish(c, c->b.P##scal(c->t->handle, c->n, pa, l->dy, 1), hkh_seconds(), &dt);  \
         if (st == HK_STATUS_OK)                                                         \
             st = c->m.copy_to_host(c->t->handle, out, l->dy, l->bytes);                 \
         for (int64_t i = 0; i < c->n; i++) {                                            \
@@ -210,32 +210,32 @@ static void lane_free(run_ctx_t *c, lane_t *l)
             if (!(e <= err))                                                            \
                 err = e;                                                                \
         }                                                                               \
-        report(c, #P "scal", l->mode, st, err, 2 * TOL, dt);                            \
+        hkh_report(c, #P "scal", l->mode, st, err, 2 * TOL, dt);                            \
     }                                                                                   \
                                                                                         \
     /* y := x, every element exact. Without copy, y gets x by an upload, so that    \
      * dot still computes x . x. */                                                     \
-    static void copy_##P(run_ctx_t *c, lane_t *l)                                       \
+    static void copy_##P(hkh_run_ctx_t *c, hkh_lane_t *l)                                       \
     {                                                                                   \
-        step(c, #P "copy", l->mode);                                                    \
+        hkh_step(c, #P "copy", l->mode);                                                    \
         if (!c->b.P##copy) {                                                            \
-            unsupported(c, #P "copy", l->mode, "hk.blas1/1 has no " #P "copy");         \
+            hkh_unsupported(c, #P "copy", l->mode, "hk.blas1/1 has no " #P "copy");         \
             hk_status_t st = c->m.copy_to_device(c->t->handle, l->dy, l->x, l->bytes);  \
             if (st != HK_STATUS_OK)                                                     \
-                report(c, "upload", l->mode, st, 0, 0, 0);                              \
+                hkh_report(c, "upload", l->mode, st, 0, 0, 0);                              \
             return;                                                                     \
         }                                                                               \
         double dt;                                                                      \
         hk_status_t st =                                                                \
-            finish(c, c->b.P##copy(c->t->handle, c->n, l->dx, 1, l->dy, 1), seconds(), &dt); \
+            hkh_finish(c, c->b.P##copy(c->t->handle, c->n, l->dx, 1, l->dy, 1), hkh_seconds(), &dt); \
         if (st == HK_STATUS_OK)                                                         \
             st = c->m.copy_to_host(c->t->handle, l->out, l->dy, l->bytes);              \
         double err = (st == HK_STATUS_OK && memcmp(l->out, l->x, l->bytes) != 0) ? 1.0 : 0.0; \
-        report(c, #P "copy", l->mode, st, err, 0.0, dt);                                \
+        hkh_report(c, #P "copy", l->mode, st, err, 0.0, dt);                                \
     }                                                                                   \
                                                                                         \
     /* dot: x . y with y == x; nrm2: sqrt(x . x). */                                    \
-    static void reduce_##P(run_ctx_t *c, lane_t *l, T alpha, T *pres)                   \
+    static void reduce_##P(hkh_run_ctx_t *c, hkh_lane_t *l, T alpha, T *pres)                   \
     {                                                                                   \
         const T *x = l->x;                                                              \
         double want = 0, mag = 0, dt;                                                   \
@@ -245,45 +245,45 @@ static void lane_free(run_ctx_t *c, lane_t *l)
         }                                                                               \
         T res = 0;                                                                      \
         int dev = l->pm == HK_POINTER_MODE_DEVICE;                                      \
-        step(c, #P "dot", l->mode);                                                     \
+        hkh_step(c, #P "dot", l->mode);                                                     \
         if (!c->b.P##dot) {                                                             \
-            unsupported(c, #P "dot", l->mode, "hk.blas1/1 has no " #P "dot");           \
+            hkh_unsupported(c, #P "dot", l->mode, "hk.blas1/1 has no " #P "dot");           \
         } else {                                                                        \
-            hk_status_t st = finish(                                                    \
+            hk_status_t st = hkh_finish(                                                    \
                 c, c->b.P##dot(c->t->handle, c->n, l->dx, 1, l->dy, 1, dev ? (T *)l->dscal : pres), \
-                seconds(), &dt);                                                        \
+                hkh_seconds(), &dt);                                                        \
             res = *pres;                                                                \
             if (st == HK_STATUS_OK && dev)                                              \
                 st = c->m.copy_to_host(c->t->handle, &res, l->dscal, sizeof res);       \
-            report(c, #P "dot", l->mode, st, fabs(res - want) / (mag + 1e-300), RTOL, dt); \
+            hkh_report(c, #P "dot", l->mode, st, fabs(res - want) / (mag + 1e-300), RTOL, dt); \
         }                                                                               \
-        step(c, #P "nrm2", l->mode);                                                    \
+        hkh_step(c, #P "nrm2", l->mode);                                                    \
         if (!c->b.P##nrm2) {                                                            \
-            unsupported(c, #P "nrm2", l->mode, "hk.blas1/1 has no " #P "nrm2");         \
+            hkh_unsupported(c, #P "nrm2", l->mode, "hk.blas1/1 has no " #P "nrm2");         \
             return;                                                                     \
         }                                                                               \
         if (dev)                                                                        \
             c->m.copy_to_device(c->t->handle, l->dscal, &alpha, sizeof alpha);          \
-        hk_status_t st = finish(                                                        \
+        hk_status_t st = hkh_finish(                                                        \
             c, c->b.P##nrm2(c->t->handle, c->n, l->dx, 1, dev ? (T *)l->dscal : pres),  \
-            seconds(), &dt);                                                            \
+            hkh_seconds(), &dt);                                                            \
         res = *pres;                                                                    \
         if (st == HK_STATUS_OK && dev)                                                  \
             st = c->m.copy_to_host(c->t->handle, &res, l->dscal, sizeof res);           \
         double nrm = sqrt(want);                                                        \
-        report(c, #P "nrm2", l->mode, st, fabs(res - nrm) / (nrm + 1e-300), RTOL, dt);  \
+        hkh_report(c, #P "nrm2", l->mode, st, fabs(res - nrm) / (nrm + 1e-300), RTOL, dt);  \
     }                                                                                   \
                                                                                         \
     /* The workload of one type in one mode; -1 when it could not be set up. */     \
-    static int run_##P(run_ctx_t *c, hk_pointer_mode_t mode)                            \
+    static int run_##P(hkh_run_ctx_t *c, hk_pointer_mode_t mode)                            \
     {                                                                                   \
-        lane_t l = {mode == HK_POINTER_MODE_HOST ? "host" : "device", mode,             \
+        hkh_lane_t l = {mode == HK_POINTER_MODE_HOST ? "host" : "device", mode,             \
                     (size_t)c->n * sizeof(T), NULL, NULL, NULL, NULL, NULL, NULL, NULL}; \
         if (mode != HK_POINTER_MODE_HOST && !c->t->vt->set_pointer_mode) {              \
             static const char *const ops[] = {#P "axpy", #P "scal", #P "copy", #P "dot", \
                                               #P "nrm2"};                               \
             for (int k = 0; k < 5; k++)                                                 \
-                unsupported(c, ops[k], l.mode, "the plugin has no set_pointer_mode");   \
+                hkh_unsupported(c, ops[k], l.mode, "the plugin has no set_pointer_mode");   \
             return 0;                                                                   \
         }                                                                               \
         l.x = malloc(l.bytes + sizeof(T));                                              \
@@ -292,28 +292,28 @@ static void lane_free(run_ctx_t *c, lane_t *l)
         l.ref = malloc((size_t)c->n * sizeof(double) + sizeof(double));                 \
         int rc = -1;                                                                    \
         if (!l.x || !l.y || !l.out || !l.ref) {                                         \
-            hk_host_fail("--size %lld: cannot allocate %zu bytes of host memory",       \
+            hkh_fail("--size %lld: cannot allocate %zu bytes of host memory",       \
                          (long long)c->n, 3 * l.bytes + (size_t)c->n * 8);              \
             c->no_memory = 1;                                                           \
             goto out;                                                                   \
         }                                                                               \
-        hk_host_progress(c->checks + c->unsupported + 1, "%s %s: preparing n=%lld",     \
+        hkh_progress(c->checks + c->unsupported + 1, "%s %s: preparing n=%lld",     \
                          #T, l.mode, (long long)c->n);                                  \
         unsigned s = c->seed;                                                           \
         T *x = l.x, *y = l.y;                                                           \
         for (int64_t i = 0; i < c->n; i++) {                                            \
-            x[i] = (T)rnd(&s);                                                          \
-            y[i] = (T)rnd(&s);                                                          \
+            x[i] = (T)hkh_rnd(&s);                                                          \
+            y[i] = (T)hkh_rnd(&s);                                                          \
         }                                                                               \
         T alpha = (T)0.75, res = 0;                                                     \
-        if ((!(l.dx = upload(c, x, l.bytes)) && c->n) ||                                \
-            (!(l.dy = upload(c, y, l.bytes)) && c->n) ||                                \
-            !(l.dscal = upload(c, &alpha, sizeof alpha)))                               \
+        if ((!(l.dx = hkh_upload(c, x, l.bytes)) && c->n) ||                                \
+            (!(l.dy = hkh_upload(c, y, l.bytes)) && c->n) ||                                \
+            !(l.dscal = hkh_upload(c, &alpha, sizeof alpha)))                               \
             goto out;                                                                   \
         if (c->t->vt->set_pointer_mode) {                                               \
             hk_status_t st = c->t->vt->set_pointer_mode(c->t->handle, mode);            \
             if (st != HK_STATUS_OK) {                                                   \
-                report(c, "mode", l.mode, st, 0, 0, 0);                                 \
+                hkh_report(c, "mode", l.mode, st, 0, 0, 0);                                 \
                 goto out;                                                               \
             }                                                                           \
         }                                                                               \
@@ -324,21 +324,21 @@ static void lane_free(run_ctx_t *c, lane_t *l)
         reduce_##P(c, &l, alpha, &res);                                                 \
         rc = 0;                                                                         \
     out:                                                                                \
-        lane_free(c, &l);                                                               \
+        hkh_lane_free(c, &l);                                                               \
         return rc;                                                                      \
     }
 
-HK_HOST_OPS(float, s, 1e-6, 1e-5)
-HK_HOST_OPS(double, d, 1e-15, 1e-13)
+HKH_OPS(float, s, 1e-6, 1e-5)
+HKH_OPS(double, d, 1e-15, 1e-13)
 
 /* Refuses a size whose memory cannot be had before anything is loaded: the
  * double lane needs x, y, the read-back and the reference, n + 1 elements of
  * 8 bytes each. Returns 0 or prints the reason and returns -1. */
-static int size_fits(int64_t n)
+static int hkh_size_fits(int64_t n)
 {
     size_t need;
     if (__builtin_mul_overflow((uint64_t)n + 1, (uint64_t)4 * sizeof(double), &need)) {
-        hk_host_fail("--size %lld: the workload needs 32 bytes per element, more than this "
+        hkh_fail("--size %lld: the workload needs 32 bytes per element, more than this "
                      "machine can address", (long long)n);
         return -1;
     }
@@ -346,7 +346,7 @@ static int size_fits(int64_t n)
     size_t have;
     if (pages > 0 && page > 0 && !__builtin_mul_overflow((size_t)pages, (size_t)page, &have) &&
         need > have) {
-        hk_host_fail("--size %lld: the workload needs %zu bytes of host memory, this machine "
+        hkh_fail("--size %lld: the workload needs %zu bytes of host memory, this machine "
                      "has %zu", (long long)n, need, have);
         return -1;
     }
@@ -355,14 +355,14 @@ static int size_fits(int64_t n)
 
 /* The tables as the host's own copies; the memory slots the workload cannot
  * do without. Returns 0 or prints why and returns -1. */
-static int take_tables(run_ctx_t *c)
+static int hkh_take_tables(hkh_run_ctx_t *c)
 {
     const char *name = hk_plugin_name(c->t->plugin);
     hk_status_t st = hk_plugin_get_table(c->t->plugin, HK_TABLE_BLAS1_V1, &c->b, sizeof c->b);
     if (st == HK_STATUS_OK)
         st = hk_plugin_get_table(c->t->plugin, HK_TABLE_MEMORY_V1, &c->m, sizeof c->m);
     if (st != HK_STATUS_OK) {
-        hk_host_fail("%s: cannot take table %s: %s: %s", name,
+        hkh_fail("%s: cannot take table %s: %s: %s", name,
                      c->b.size ? HK_TABLE_MEMORY_V1 : HK_TABLE_BLAS1_V1, hk_status_name(st),
                      st == HK_STATUS_NOT_FOUND ? "the plugin has none" : hk_status_string(st));
         return -1;
@@ -373,18 +373,18 @@ static int take_tables(run_ctx_t *c)
                           : !c->m.copy_to_host   ? "copy_to_host"
                                                  : NULL;
     if (missing) {
-        hk_host_fail("%s: %s has no %s: the workload cannot place its data", name,
+        hkh_fail("%s: %s has no %s: the workload cannot place its data", name,
                      HK_TABLE_MEMORY_V1, missing);
         return -1;
     }
     return 0;
 }
 
-static void summary(const run_ctx_t *c)
+static void hkh_summary(const hkh_run_ctx_t *c)
 {
     const char *verdict = c->failures ? "FAILED" : "all results verified";
-    hk__json_t *j = hk_host_json();
-    hk_host_progress_clear();
+    hk__json_t *j = hkh_json();
+    hkh_progress_clear();
     if (j) {
         hk__json_open(j, "summary", '{');
         hk__json_int(j, "checks", c->checks);
@@ -401,9 +401,9 @@ static void summary(const run_ctx_t *c)
 }
 
 /* Both types in both pointer modes. Returns the exit status. */
-static int workload(run_ctx_t *c, const hk_host_opts_t *opts)
+static int hkh_workload(hkh_run_ctx_t *c, const hkh_opts_t *opts)
 {
-    hk__json_t *j = hk_host_json();
+    hk__json_t *j = hkh_json();
     if (j) {
         hk__json_open(j, "workload", '{');
         hk__json_str(j, "table", HK_TABLE_BLAS1_V1);
@@ -415,42 +415,42 @@ static int workload(run_ctx_t *c, const hk_host_opts_t *opts)
         printf("workload: hk.blas1/1, every op in float and double, n = %lld, seed %u\n",
                (long long)opts->n, opts->seed);
     }
-    hk_host_progress_start(opts, 20);
+    hkh_progress_start(opts, 20);
     static const hk_pointer_mode_t modes[] = {HK_POINTER_MODE_HOST, HK_POINTER_MODE_DEVICE};
     for (int k = 0; k < 2; k++) {
         if (run_s(c, modes[k]) != 0 || run_d(c, modes[k]) != 0) {
-            hk_host_progress_clear();
-            return c->no_memory ? HK_HOST_EXIT_MEMORY : HK_HOST_EXIT_FAIL;
+            hkh_progress_clear();
+            return c->no_memory ? HKH_EXIT_MEMORY : HKH_EXIT_FAIL;
         }
     }
     if (j)
         hk__json_close(j); /* rows */
-    summary(c);
-    return c->failures ? HK_HOST_EXIT_FAIL : HK_HOST_EXIT_OK;
+    hkh_summary(c);
+    return c->failures ? HKH_EXIT_FAIL : HKH_EXIT_OK;
 }
 
-int hk_host_cmd_run(const hk_host_opts_t *opts)
+int hkh_cmd_run(const hkh_opts_t *opts)
 {
-    hk_host_doc_begin(opts, "run");
-    if (size_fits(opts->n) != 0)
-        return hk_host_doc_end(HK_HOST_EXIT_MEMORY);
-    hk_loader_t *loader = hk_host_loader(opts->verbose, 1);
+    hkh_doc_begin(opts, "run");
+    if (hkh_size_fits(opts->n) != 0)
+        return hkh_doc_end(HKH_EXIT_MEMORY);
+    hk_loader_t *loader = hkh_loader(opts->verbose, 1);
     if (!loader)
-        return hk_host_doc_end(HK_HOST_EXIT_FAIL);
-    hk_host_target_t t;
-    int rc = hk_host_choose(loader, opts, &t);
+        return hkh_doc_end(HKH_EXIT_FAIL);
+    hkh_target_t t;
+    int rc = hkh_choose(loader, opts, &t);
     if (rc != 0)
         goto out;
-    hk_host_print_choice(&t);
+    hkh_print_choice(&t);
     if (!t.handle) {
-        hk_host_fail("%s: cannot create a handle: %s", hk_plugin_name(t.plugin), t.handle_error);
-        rc = HK_HOST_EXIT_FAIL;
+        hkh_fail("%s: cannot create a handle: %s", hk_plugin_name(t.plugin), t.handle_error);
+        rc = HKH_EXIT_FAIL;
         goto out;
     }
-    run_ctx_t c = {.t = &t, .n = opts->n, .seed = opts->seed};
-    rc = take_tables(&c) != 0 ? HK_HOST_EXIT_FAIL : workload(&c, opts);
-    hk_host_release(&t);
+    hkh_run_ctx_t c = {.t = &t, .n = opts->n, .seed = opts->seed};
+    rc = hkh_take_tables(&c) != 0 ? HKH_EXIT_FAIL : hkh_workload(&c, opts);
+    hkh_release(&t);
 out:
     hk_loader_destroy(loader);
-    return hk_host_doc_end(rc);
+    return hkh_doc_end(rc);
 }

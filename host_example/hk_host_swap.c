@@ -21,27 +21,27 @@
 #include "hk_status_text.h"
 #include "hk_swap.h"
 
-typedef struct swap_opts {
+typedef struct hkh_swap_opts {
     const char *a, *b;
     long threads, swaps, wait_ms;
     int64_t n;
     int prepared; /* -P: prepare each swap, then commit it */
-} swap_opts_t;
+} hkh_swap_opts_t;
 
-typedef struct worker {
+typedef struct hkh_worker {
     pthread_t tid;
     hk_mhandle_t *mh;
     int64_t n;
     atomic_ullong calls, wrong, failed;
     char first[320];  /* the first failure, written by the worker only */
     atomic_int ready; /* 1: set up, -1: set-up failed */
-} worker_t;
+} hkh_worker_t;
 
-static atomic_int stop;
-static hk_blas1_v1_t B;
-static hk_memory_v1_t M;
+static atomic_int hkh_stop;
+static hk_blas1_v1_t hkh_blas;
+static hk_memory_v1_t hkh_mem;
 
-static void usage(FILE *f)
+static void hkh_usage(FILE *f)
 {
     fprintf(f,
             "usage: hk-host swap -p REQUEST_A -q REQUEST_B [-t THREADS] [-k SWAPS] [-n N] "
@@ -57,7 +57,7 @@ static void usage(FILE *f)
             "          it: the switch time counts from the commit\n");
 }
 
-static int parse(const char *s, long lo, long hi, long *out)
+static int hkh_parse(const char *s, long lo, long hi, long *out)
 {
     char *end;
     errno = 0;
@@ -68,11 +68,11 @@ static int parse(const char *s, long lo, long hi, long *out)
     return 0;
 }
 
-static int parse_opts(int argc, char **argv, swap_opts_t *o)
+static int hkh_parse_opts(int argc, char **argv, hkh_swap_opts_t *o)
 {
     long v;
     int c;
-    *o = (swap_opts_t){NULL, NULL, 8, 100, 2, 4096, 0};
+    *o = (hkh_swap_opts_t){NULL, NULL, 8, 100, 2, 4096, 0};
     optind = 1;
     while ((c = getopt(argc, argv, "p:q:t:k:n:w:hP")) != -1) {
         long *dst = c == 't' ? &o->threads : c == 'k' ? &o->swaps : c == 'w' ? &o->wait_ms : NULL;
@@ -80,7 +80,7 @@ static int parse_opts(int argc, char **argv, swap_opts_t *o)
         if (c == 'p' || c == 'q') {
             *(c == 'p' ? &o->a : &o->b) = optarg;
         } else if (c == 't' || c == 'k' || c == 'w' || c == 'n') {
-            if (parse(optarg, c == 't' || c == 'n' ? 1 : 0, hi, &v)) {
+            if (hkh_parse(optarg, c == 't' || c == 'n' ? 1 : 0, hi, &v)) {
                 fprintf(stderr, "hk-host swap: -%c %s: not a number in %d..%ld\n", c, optarg,
                         c == 't' || c == 'n', hi);
                 return 2;
@@ -92,21 +92,21 @@ static int parse_opts(int argc, char **argv, swap_opts_t *o)
         } else if (c == 'P') {
             o->prepared = 1;
         } else if (c == 'h') {
-            usage(stdout);
+            hkh_usage(stdout);
             return 0;
         } else {
-            usage(stderr);
+            hkh_usage(stderr);
             return 2;
         }
     }
     if (!o->a || !o->b || optind != argc) {
-        usage(stderr);
+        hkh_usage(stderr);
         return 2;
     }
     return -1; /* go on */
 }
 
-static void fail(worker_t *w, const char *op, hk_status_t st)
+static void hkh_worker_fail(hkh_worker_t *w, const char *op, hk_status_t st)
 {
     atomic_fetch_add(&w->failed, 1);
     if (!w->first[0]) {
@@ -118,16 +118,16 @@ static void fail(worker_t *w, const char *op, hk_status_t st)
 
 /* Rounds of: y += x or y -= x, read y back, x.y; each call counted and
  * each result checked exactly (small integers). */
-static void *work(void *arg)
+static void *hkh_work(void *arg)
 {
-    worker_t *w = arg;
+    hkh_worker_t *w = arg;
     hk_handle_t *h = hk_mhandle_handle(w->mh);
     size_t bytes = (size_t)w->n * sizeof(float);
     float *x = malloc(bytes), *y0 = malloc(bytes), *y = malloc(bytes);
     void *dx = NULL, *dy = NULL;
     double dot[2] = {0.0, 0.0};
-    if (!x || !y0 || !y || M.alloc(h, bytes, &dx) != HK_STATUS_OK
-        || M.alloc(h, bytes, &dy) != HK_STATUS_OK) {
+    if (!x || !y0 || !y || hkh_mem.alloc(h, bytes, &dx) != HK_STATUS_OK
+        || hkh_mem.alloc(h, bytes, &dy) != HK_STATUS_OK) {
         atomic_store(&w->ready, -1);
         goto out;
     }
@@ -137,24 +137,24 @@ static void *work(void *arg)
         dot[0] += (double)x[i] * y0[i];
         dot[1] += (double)x[i] * (y0[i] + x[i]);
     }
-    if (M.copy_to_device(h, dx, x, bytes) != HK_STATUS_OK
-        || M.copy_to_device(h, dy, y0, bytes) != HK_STATUS_OK) {
+    if (hkh_mem.copy_to_device(h, dx, x, bytes) != HK_STATUS_OK
+        || hkh_mem.copy_to_device(h, dy, y0, bytes) != HK_STATUS_OK) {
         atomic_store(&w->ready, -1);
         goto out;
     }
     atomic_store(&w->ready, 1);
-    for (int up = 1; !atomic_load(&stop); up = !up) {
+    for (int up = 1; !atomic_load(&hkh_stop); up = !up) {
         float alpha = up ? 1.0f : -1.0f, r = 0.0f;
-        hk_status_t st = B.saxpy(h, w->n, &alpha, dx, 1, dy, 1);
+        hk_status_t st = hkh_blas.saxpy(h, w->n, &alpha, dx, 1, dy, 1);
         atomic_fetch_add(&w->calls, 1);
         if (st != HK_STATUS_OK) {
-            fail(w, "saxpy", st);
+            hkh_worker_fail(w, "saxpy", st);
             break;
         }
-        st = M.copy_to_host(h, y, dy, bytes);
+        st = hkh_mem.copy_to_host(h, y, dy, bytes);
         atomic_fetch_add(&w->calls, 1);
         if (st != HK_STATUS_OK) {
-            fail(w, "copy_to_host", st);
+            hkh_worker_fail(w, "copy_to_host", st);
             break;
         }
         for (int64_t i = 0; i < w->n; i++)
@@ -162,10 +162,10 @@ static void *work(void *arg)
                 atomic_fetch_add(&w->wrong, 1);
                 break;
             }
-        st = B.sdot(h, w->n, dx, 1, dy, 1, &r);
+        st = hkh_blas.sdot(h, w->n, dx, 1, dy, 1, &r);
         atomic_fetch_add(&w->calls, 1);
         if (st != HK_STATUS_OK) {
-            fail(w, "sdot", st);
+            hkh_worker_fail(w, "sdot", st);
             break;
         }
         if ((double)r != dot[up])
@@ -173,16 +173,16 @@ static void *work(void *arg)
     }
 out:
     if (dx)
-        M.free_(h, dx);
+        hkh_mem.free_(h, dx);
     if (dy)
-        M.free_(h, dy);
+        hkh_mem.free_(h, dy);
     free(x);
     free(y0);
     free(y);
     return NULL;
 }
 
-static void totals(worker_t *w, long n, unsigned long long t[3])
+static void hkh_totals(hkh_worker_t *w, long n, unsigned long long t[3])
 {
     t[0] = t[1] = t[2] = 0;
     for (long i = 0; i < n; i++) {
@@ -197,7 +197,7 @@ static void totals(worker_t *w, long n, unsigned long long t[3])
 enum { STEP_OPEN, STEP_VERIFY, STEP_CREATE, STEP_COMMIT, STEP_DRAIN, STEP_CLOSE, STEP_SWITCH,
        STEPS };
 
-static void steps_of(const hk_swap_state_t *s, uint64_t v[STEPS])
+static void hkh_steps_of(const hk_swap_state_t *s, uint64_t v[STEPS])
 {
     v[STEP_OPEN] = s->last_open_ns;
     v[STEP_VERIFY] = s->last_verify_ns;
@@ -208,7 +208,7 @@ static void steps_of(const hk_swap_state_t *s, uint64_t v[STEPS])
     v[STEP_SWITCH] = s->last_switch_ns;
 }
 
-static int cmp_u64(const void *a, const void *b)
+static int hkh_cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
@@ -217,7 +217,7 @@ static int cmp_u64(const void *a, const void *b)
 /* The second summary line: the median of every step over the n swaps that
  * succeeded (steps[i * STEPS + k]), and the steps of the one whose switch
  * took longest. */
-static void print_steps(uint64_t *steps, long n)
+static void hkh_print_steps(uint64_t *steps, long n)
 {
     static const char *const names[STEPS - 1] = {"open", "verify", "new handles", "switch",
                                                  "drain", "close"};
@@ -235,7 +235,7 @@ static void print_steps(uint64_t *steps, long n)
     for (int k = 0; k < STEPS - 1; k++) {
         for (long i = 0; i < n; i++)
             col[i] = steps[i * STEPS + k];
-        qsort(col, (size_t)n, sizeof(*col), cmp_u64);
+        qsort(col, (size_t)n, sizeof(*col), hkh_cmp_u64);
         printf("%s%s %.0f (%.0f)", k ? ", " : "", names[k], col[n / 2] / 1e3, worst[k] / 1e3);
     }
     printf(" us\n");
@@ -243,7 +243,7 @@ static void print_steps(uint64_t *steps, long n)
 }
 
 /* One swap to request: in one call, or prepared and then committed. */
-static hk_status_t swap_once(hk_loader_t *loader, const char *request, int prepared)
+static hk_status_t hkh_swap_once(hk_loader_t *loader, const char *request, int prepared)
 {
     if (!prepared)
         return hk_loader_swap(loader, request, NULL, NULL);
@@ -254,7 +254,7 @@ static hk_status_t swap_once(hk_loader_t *loader, const char *request, int prepa
 
 /* Swaps o->swaps times, B first; returns the number refused. Each successful
  * swap's steps go to steps[*done * STEPS ...] (steps may be NULL). */
-static long swap_loop(hk_loader_t *loader, const swap_opts_t *o, worker_t *w, uint64_t *steps,
+static long hkh_swap_loop(hk_loader_t *loader, const hkh_swap_opts_t *o, hkh_worker_t *w, uint64_t *steps,
                       long *done)
 {
     int tty = isatty(STDOUT_FILENO);
@@ -262,18 +262,18 @@ static long swap_loop(hk_loader_t *loader, const swap_opts_t *o, worker_t *w, ui
     *done = 0;
     for (long i = 0; i < o->swaps; i++) {
         const char *to = (i % 2) ? o->a : o->b;
-        if (swap_once(loader, to, o->prepared) != HK_STATUS_OK) {
+        if (hkh_swap_once(loader, to, o->prepared) != HK_STATUS_OK) {
             if (refused++ == 0)
                 fprintf(stderr, "hk-host swap: %s\n", hk_loader_last_error(loader));
         } else if (steps) {
             hk_swap_state_t s = {.size = sizeof s};
             hk_loader_swap_state(loader, &s);
-            steps_of(&s, &steps[(*done)++ * STEPS]);
+            hkh_steps_of(&s, &steps[(*done)++ * STEPS]);
         }
         if (tty) {
             unsigned long long t[3];
             hk_swap_state_t s = {.size = sizeof s};
-            totals(w, o->threads, t);
+            hkh_totals(w, o->threads, t);
             hk_loader_swap_state(loader, &s);
             printf("\rswap %ld/%ld  calls %llu  wrong %llu  failed %llu  in flight %llu  "
                    "last switch %.0f us ",
@@ -290,7 +290,7 @@ static long swap_loop(hk_loader_t *loader, const swap_opts_t *o, worker_t *w, ui
 }
 
 /* Resolves both requests (the plugins stay loaded), starts the workers on A. */
-static int start(hk_loader_t *loader, const swap_opts_t *o, worker_t *w, long *started)
+static int hkh_start(hk_loader_t *loader, const hkh_swap_opts_t *o, hkh_worker_t *w, long *started)
 {
     hk_plugin_t *pa = NULL, *pb = NULL;
     if (hk_loader_select(loader, o->a, &pa) != HK_STATUS_OK
@@ -302,16 +302,16 @@ static int start(hk_loader_t *loader, const swap_opts_t *o, worker_t *w, long *s
            hk_plugin_name(pa), hk_plugin_version(pa), hk_plugin_path(pa), hk_plugin_name(pb),
            hk_plugin_version(pb), hk_plugin_path(pb), o->threads, o->swaps, (long long)o->n);
     fflush(stdout);
-    hk_mhandle_get_table(HK_TABLE_BLAS1_V1, &B, sizeof B);
-    hk_mhandle_get_table(HK_TABLE_MEMORY_V1, &M, sizeof M);
+    hk_mhandle_get_table(HK_TABLE_BLAS1_V1, &hkh_blas, sizeof hkh_blas);
+    hk_mhandle_get_table(HK_TABLE_MEMORY_V1, &hkh_mem, sizeof hkh_mem);
     for (*started = 0; *started < o->threads; (*started)++) {
-        worker_t *wk = &w[*started];
+        hkh_worker_t *wk = &w[*started];
         wk->n = o->n;
         if (hk_mhandle_create_on(pa, NULL, &wk->mh) != HK_STATUS_OK) {
             fprintf(stderr, "hk-host swap: %s\n", hk_loader_last_error(loader));
             return 1;
         }
-        if (pthread_create(&wk->tid, NULL, work, wk) != 0) {
+        if (pthread_create(&wk->tid, NULL, hkh_work, wk) != 0) {
             hk_mhandle_destroy(wk->mh);
             fprintf(stderr, "hk-host swap: cannot start a thread\n");
             return 1;
@@ -329,7 +329,7 @@ static int start(hk_loader_t *loader, const swap_opts_t *o, worker_t *w, long *s
 }
 
 /* Counts the modules of A and B that are still open. */
-static void open_modules(hk_loader_t *loader, const swap_opts_t *o, int *open, int *total)
+static void hkh_open_modules(hk_loader_t *loader, const hkh_swap_opts_t *o, int *open, int *total)
 {
     hk_plugin_t *p[2] = {NULL, NULL};
     hk_loader_select(loader, o->a, &p[0]);
@@ -345,23 +345,23 @@ static void open_modules(hk_loader_t *loader, const swap_opts_t *o, int *open, i
     }
 }
 
-int hk_host_cmd_swap(int argc, char **argv)
+int hkh_cmd_swap(int argc, char **argv)
 {
-    swap_opts_t o;
-    int rc = parse_opts(argc, argv, &o);
+    hkh_swap_opts_t o;
+    int rc = hkh_parse_opts(argc, argv, &o);
     if (rc >= 0)
         return rc;
-    hk_loader_t *loader = hk_host_loader(0, 0);
+    hk_loader_t *loader = hkh_loader(0, 0);
     if (!loader)
         return 1;
-    worker_t *w = calloc((size_t)o.threads, sizeof(*w));
+    hkh_worker_t *w = calloc((size_t)o.threads, sizeof(*w));
     uint64_t *steps = calloc((size_t)o.swaps + 1, STEPS * sizeof(*steps));
     long started = 0, refused = 0, done = 0;
-    atomic_store(&stop, 0);
-    rc = w ? start(loader, &o, w, &started) : 1;
+    atomic_store(&hkh_stop, 0);
+    rc = w ? hkh_start(loader, &o, w, &started) : 1;
     if (rc == 0)
-        refused = swap_loop(loader, &o, w, steps, &done);
-    atomic_store(&stop, 1);
+        refused = hkh_swap_loop(loader, &o, w, steps, &done);
+    atomic_store(&hkh_stop, 1);
     for (long i = 0; i < started; i++) {
         pthread_join(w[i].tid, NULL);
         if (w[i].first[0])
@@ -372,15 +372,15 @@ int hk_host_cmd_swap(int argc, char **argv)
         unsigned long long t[3];
         hk_swap_state_t s = {.size = sizeof s};
         int open, total;
-        totals(w, o.threads, t);
+        hkh_totals(w, o.threads, t);
         hk_loader_swap_state(loader, &s);
-        open_modules(loader, &o, &open, &total);
+        hkh_open_modules(loader, &o, &open, &total);
         printf("swap: calls %llu, wrong %llu, failed %llu, swaps %ld of %ld (%ld refused), "
                "longest switch %.0f us, modules still open: %d of %d\n",
                t[0], t[1], t[2], o.swaps - refused, o.swaps, refused, s.max_switch_ns / 1e3,
                open, total);
         if (steps)
-            print_steps(steps, done);
+            hkh_print_steps(steps, done);
         rc = (t[1] || t[2] || refused) ? 1 : 0;
     }
     free(steps);
@@ -392,7 +392,7 @@ int hk_host_cmd_swap(int argc, char **argv)
 
 /* The command table's entry: opts->argv holds what follows "swap", and the
  * word itself sits just before it in the process's argv. */
-int hk_host_cmd_swap_args(const hk_host_opts_t *opts)
+int hkh_cmd_swap_args(const hkh_opts_t *opts)
 {
-    return hk_host_cmd_swap(opts->argc + 1, opts->argv - 1);
+    return hkh_cmd_swap(opts->argc + 1, opts->argv - 1);
 }
