@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "hk__cli.h"
 #include "hk__json.h"
 #include "hk_loader.h"
 
@@ -18,20 +19,36 @@
 /* Exit statuses (hk-host --help lists them). */
 #define HKH_EXIT_OK 0     /* everything that ran was right */
 #define HKH_EXIT_FAIL 1   /* a wrong result, a failed call, no usable plugin */
-#define HKH_EXIT_USAGE 2  /* bad command line */
+#define HKH_EXIT_USAGE 2  /* bad command line, -d on a plugin without devices */
 #define HKH_EXIT_MEMORY 3 /* the workload's memory cannot be had (host or device) */
 
 typedef struct hkh_opts {
     const char *plugin; /* -p request: NAME, NAME@RANGE or a path; NULL: the default
                            (hk-cuda if usable, else hk-cpu) */
-    int64_t n;          /* vector length of the workload */
+    int64_t n;          /* vector length of the workload, at least 1 */
     int device;         /* HK_DEVICE_CURRENT or an ordinal */
     int verbose;
     unsigned seed;
     int json;           /* --json: one JSON document on stdout */
-    int argc;           /* the arguments after the command, for commands that */
-    char **argv;        /* take their own (validate, bench) */
+    int argc;           /* commands that parse their own options (validate, bench, */
+    char **argv;        /* swap): argv[0] is the command's name, then its arguments */
 } hkh_opts_t;
+
+/* ---- the command line (hk_host_main.c) ---- */
+
+/* Reads the next argument of c for the command cmd (e.g. "swap"): an option's
+ * id or HK__CLI_OPERAND/END as hk__cli_next; help is printed by usage(stdout)
+ * and an error is one line (hkh_fail) naming cmd, both as HK__CLI_HELP and
+ * HK__CLI_ERROR, after which the caller returns hkh_cli_exit(that value). */
+int hkh_cli_next(hk__cli_t *c, const char *cmd, void (*usage)(FILE *f));
+int hkh_cli_exit(int what);
+
+/* One usage error line, "CMD: TEXT (see hk-host CMD --help)" (cmd NULL:
+ * none); returns HKH_EXIT_USAGE. */
+int hkh_usage_error(const char *cmd, const char *text);
+
+/* The line that ends the help of a command: where the rest is told. */
+void hkh_usage_more(FILE *f);
 
 /* ---- output (hk_host_out.c) ---- */
 
@@ -101,16 +118,24 @@ void hkh_print_choice(const hkh_target_t *t);
 /* The plugin's last error for handle (NULL: this thread's failed create),
  * raw, in buf: last_error_copy when the plugin has it, else last_error. */
 const char *hkh_error(const hkh_target_t *t, const hk_handle_t *handle, char *buf,
-                          size_t len);
+                      size_t len);
+
+/* Whether a request names a file (it contains '/' or ends in ".so"), as the
+ * loader reads it. */
+int hkh_is_path(const char *request);
+
+/* hk_loader_select; on failure one line (prefix, then the loader's reason and
+ * the refusal of a file of that name) and HKH_EXIT_FAIL. prefix: "" or
+ * "validate: ". */
+int hkh_select(hk_loader_t *loader, const char *request, const char *prefix, hk_plugin_t **out);
 
 /* ---- commands ---- */
 int hkh_cmd_list(const hkh_opts_t *opts);     /* hk_host_plugins.c */
 int hkh_cmd_info(const hkh_opts_t *opts);     /* hk_host_info.c */
 int hkh_cmd_run(const hkh_opts_t *opts);      /* hk_host_run.c */
+/* These parse their own options from opts->argc/argv. */
 int hkh_cmd_validate(const hkh_opts_t *opts); /* hk_host_exec.c */
 int hkh_cmd_bench(const hkh_opts_t *opts);    /* hk_host_exec.c */
-/* hk_host_swap.c: parses its own options; argv[0] is "swap". */
-int hkh_cmd_swap(int argc, char **argv);
-int hkh_cmd_swap_args(const hkh_opts_t *opts); /* the table's entry for it */
+int hkh_cmd_swap(const hkh_opts_t *opts);     /* hk_host_swap.c */
 
 #endif /* HKH_H */

@@ -1,11 +1,12 @@
-/* hk-host: list, inspect, run, validate and benchmark handlekit plugins.
+/* hk-host: list, inspect, run, validate, benchmark and swap handlekit plugins.
  *
  * Options before the command apply to it; commands that take hk-host's
- * options (list, info, run) also accept them after the command, while
- * commands that run another program (validate, bench) pass everything after
- * their name on untouched. */
-#include <errno.h>
-#include <getopt.h>
+ * options (list, info, run) also accept them after the command, while the
+ * commands that parse their own (validate, bench, swap) get everything after
+ * their name. Every command answers -h and --help with its usage (status 0).
+ * The command line is read by the programs' common parser (hk__cli.h):
+ * numbers are decimal. */
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,14 +18,37 @@
 #define HKH_HANDLEKIT_VERSION "unknown"
 #endif
 
-/* One subcommand. opts: the hk-host options it takes, as their short letters
- * ('j' is --json); NULL: it takes none and gets every argument after its
- * name in hkh_opts_t.argc/argv. */
+/* hk-host's own options; an id is the short letter ('j': --json, which has
+ * none), so that a command names those it takes as a string of letters. */
+static const hk__cli_opt_t hkh_options[] = {
+    {'p', 'p', "plugin", "REQUEST",
+     "the plugin: NAME (its highest release), NAME@RANGE\n"
+     "(e.g. hk-cuda@^1.2, hk-cpu@~1.0, 'hk-cuda@>=1.4',\n"
+     "hk-cuda@1.4.1) or a path to a .so file; default:\n"
+     "hk-cuda when a handle can be made on it, else\n"
+     "hk-cpu, saying why"},
+    {'n', 'n', "size", "N", "vector length for run, at least 1 (default 1048576)"},
+    {'d', 'd', "device", "DEV",
+     "device ordinal of a CUDA plugin (default: the\n"
+     "current one); a plugin that computes on the host\n"
+     "has no devices, and -d with it is a usage error"},
+    {'s', 's', "seed", "N", "random seed for run's data (default 1)"},
+    {'j', 0, "json", NULL,
+     "one JSON document on stdout (list, info, run): the\n"
+     "text form's information, strings escaped; errors in\n"
+     "its \"errors\" member and on stderr"},
+    {'v', 'v', "verbose", NULL, "every loader and plugin message on stderr"},
+    {'V', 'V', "version", NULL, "hk-host's version and the plugin ABI it speaks"},
+    {0, 0, NULL, NULL, NULL},
+};
+
+/* One command. opts: the ids of hk-host's options it takes; NULL: it parses
+ * its own, from hkh_opts_t.argc/argv. */
 typedef struct hkh_cmd {
     const char *name;
     int (*fn)(const hkh_opts_t *opts);
     const char *opts;
-    const char *synopsis;
+    const char *synopsis; /* after "hk-host " */
     const char *help;
 } hkh_cmd_t;
 
@@ -38,8 +62,9 @@ static const hkh_cmd_t hkh_commands[] = {
     {"run", hkh_cmd_run, "pndsvj", "run [-p REQUEST] [-n N] [-d DEV] [-s SEED] [--json]",
      "a verified workload: every hk.blas1/1 op in float and double, in host and\n"
      "device pointer mode; exits non-zero on a wrong result"},
-    {"validate", hkh_cmd_validate, NULL, "validate PLUGIN.so [ARGS...]",
-     "runs hk-validate (beside hk-host) with these arguments; its exit status"},
+    {"validate", hkh_cmd_validate, NULL, "validate PLUGIN [OPTIONS]",
+     "runs hk-validate (beside hk-host) on PLUGIN, which is what -p takes; the\n"
+     "options and the exit status are hk-validate's"},
     {"bench", hkh_cmd_bench, NULL,
      "bench [--csv FILE] [--plot DIR] [--compare OLD.csv [--tolerance SPEC]...] [ARGS...]",
      "runs hk-bench (beside hk-host; built with nvcc and cuBLAS) with ARGS and\n"
@@ -47,49 +72,50 @@ static const hkh_cmd_t hkh_commands[] = {
      "flags ratios worse than OLD.csv's by more than the run-to-run tolerance\n"
      "(default 5 %, P4 50 %; SPEC is PCT or FIGURE=PCT, e.g. P2=10) and exits 1\n"
      "then; exit status otherwise hk-bench's (3: a missed target under --strict)"},
-    {"swap", hkh_cmd_swap_args, NULL,
-     "swap -p A -q B [-t THREADS] [-k SWAPS] [-n N] [-w MS]",
+    {"swap", hkh_cmd_swap, NULL,
+     "swap -p REQUEST_A -q REQUEST_B [-t THREADS] [-k SWAPS] [-n N] [-w MS] [-P]",
      "threads call through movable handles, every result checked, while the\n"
-     "implementation is swapped between A and B (hk-host swap -h for details;\n"
-     "docs/swap.md)"},
+     "implementation is swapped between A and B (docs/swap.md)"},
 };
 #define HKH_NCMDS (sizeof hkh_commands / sizeof hkh_commands[0])
+
+/* The command whose options are being read, for its usage. */
+static const hkh_cmd_t *hkh_current;
+
+/* text with each of its lines after the first led by indent. */
+static void hkh_indented(FILE *f, const char *indent, const char *text)
+{
+    fputs(indent, f);
+    for (const char *c = text; *c; c++) {
+        fputc(*c, f);
+        if (*c == '\n')
+            fputs(indent, f);
+    }
+    fputc('\n', f);
+}
+
+void hkh_usage_more(FILE *f)
+{
+    fprintf(f, "hk-host --help: the other commands, the environment and the exit statuses\n");
+}
 
 static void hkh_usage(FILE *f)
 {
     fprintf(f, "usage: hk-host [options] <command> [options]\n"
+               "       hk-host <command> --help\n"
                "       hk-host --version | --help\n"
                "commands:\n");
     for (size_t i = 0; i < HKH_NCMDS; i++) {
-        fprintf(f, "  %s\n      ", hkh_commands[i].synopsis);
-        for (const char *c = hkh_commands[i].help; *c; c++) {
-            if (*c == '\n')
-                fputs("\n      ", f);
-            else
-                fputc(*c, f);
-        }
-        fputc('\n', f);
+        fprintf(f, "  %s\n", hkh_commands[i].synopsis);
+        hkh_indented(f, "      ", hkh_commands[i].help);
     }
+    fprintf(f, "options:\n");
+    hk__cli_print_options(f, hkh_options, NULL);
     fprintf(
         f,
-        "options:\n"
-        "  -p, --plugin REQUEST    the plugin: NAME (its highest release), NAME@RANGE\n"
-        "                          (e.g. hk-cuda@^1.2, hk-cpu@~1.0, 'hk-cuda@>=1.4',\n"
-        "                          hk-cuda@1.4.1) or a path to a .so file; default:\n"
-        "                          hk-cuda when a handle can be made on it, else\n"
-        "                          hk-cpu, saying why\n"
-
-        "  -n, --size N            vector length for run (default 1048576)\n"
-        "  -d, --device N          device ordinal (default: the current one)\n"
-        "  -s, --seed N            random seed for run's data (default 1)\n"
-        "      --json              one JSON document on stdout (list, info, run): the\n"
-        "                          text form's information, strings escaped; errors in\n"
-        "                          its \"errors\" member and on stderr\n"
-        "  -v, --verbose           every loader and plugin message on stderr\n"
-        "  -V, --version           hk-host's version and the plugin ABI it speaks\n"
-        "  -h, --help              this text\n"
         "run shows a progress line while it works when stdout is a terminal (never\n"
         "in a pipe or a file, never with --json).\n"
+        "numbers are decimal (010 is ten).\n"
         "environment: HK_PLUGIN_PATH (colon-separated directories searched before the\n"
         "built-in plugin directory), HK_PLUGIN_PIN and HK_PLUGIN_EXCLUDE (comma-separated\n"
         "NAME@RANGE entries that narrow or remove candidates), HK_CUDA_DRIVER (path of\n"
@@ -99,11 +125,21 @@ static void hkh_usage(FILE *f)
         "     supported\" and not counted)\n"
         "  1  a wrong result, a failed call, no usable plugin, no handle (info), a\n"
         "     missing program (validate, bench), a regression (bench --compare)\n"
-        "  2  bad usage\n"
+        "  2  bad usage, -d with a plugin that has no devices\n"
         "  3  the workload's host or device memory cannot be had (-n too large)\n"
         "  validate and bench pass their program's own status on (see its --help)\n"
         "text from plugins and file names is shown with control characters and other\n"
         "non-printable bytes as \\xNN\n");
+}
+
+/* The usage of the command hkh_current (list, info, run). */
+static void hkh_cmd_usage(FILE *f)
+{
+    fprintf(f, "usage: hk-host %s\n", hkh_current->synopsis);
+    hkh_indented(f, "  ", hkh_current->help);
+    fprintf(f, "options:\n");
+    hk__cli_print_options(f, hkh_options, hkh_current->opts);
+    hkh_usage_more(f);
 }
 
 static void hkh_version(void)
@@ -114,126 +150,121 @@ static void hkh_version(void)
            HK_ABI_MINOR);
 }
 
-static int hkh_parse_long(const char *s, long long lo, long long hi, long long *out)
+int hkh_usage_error(const char *cmd, const char *text)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 0);
-    if (errno || *s == '\0' || *end != '\0' || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
+    if (cmd)
+        hkh_fail("%s: %s (see hk-host %s --help)", cmd, text, cmd);
+    else
+        hkh_fail("%s (see hk-host --help)", text);
+    return HKH_EXIT_USAGE;
 }
 
-static const struct option hkh_longopts[] = {
-    {"plugin", required_argument, NULL, 'p'}, {"size", required_argument, NULL, 'n'},
-    {"device", required_argument, NULL, 'd'}, {"seed", required_argument, NULL, 's'},
-    {"verbose", no_argument, NULL, 'v'},      {"json", no_argument, NULL, 'j'},
-    {"version", no_argument, NULL, 'V'},      {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0}};
+int hkh_cli_next(hk__cli_t *c, const char *cmd, void (*usage)(FILE *f))
+{
+    int id = hk__cli_next(c);
+    if (id == HK__CLI_HELP)
+        usage(stdout);
+    else if (id == HK__CLI_ERROR)
+        hkh_usage_error(cmd, c->error);
+    return id;
+}
 
-/* Applies one option. Returns 0, or an exit status (-h, -V: 0 after output,
- * as -1 - status so that the caller stops). */
-static int hkh_apply(int c, char **argv, hkh_opts_t *o, char *seen)
+int hkh_cli_exit(int what)
+{
+    return what == HK__CLI_HELP ? HKH_EXIT_OK : HKH_EXIT_USAGE;
+}
+
+/* Applies option id. Returns 0, -1 after -V (stop, status 0), or the exit
+ * status of a usage error. */
+static int hkh_apply(hk__cli_t *c, int id, const char *cmd, hkh_opts_t *o, char *seen)
 {
     long long v;
-    if (c != '?' && c != ':' && strchr("pndsvj", c) && !strchr(seen, c))
-        seen[strlen(seen)] = (char)c; /* at most 6 letters */
-    switch (c) {
-    case 'p': o->plugin = optarg; return 0;
+    if (strchr("pndsvj", id) && !strchr(seen, id))
+        seen[strlen(seen)] = (char)id; /* at most 6 letters */
+    switch (id) {
+    case 'p': o->plugin = c->value; return 0;
     case 'v': o->verbose = 1; return 0;
     case 'j': o->json = 1; return 0;
-    case 'h': hkh_usage(stdout); return -1;
     case 'V': hkh_version(); return -1;
     case 'n':
-        if (hkh_parse_long(optarg, 0, INT64_MAX, &v) == 0)
-            return o->n = v, 0;
-        hkh_fail("--size %s: not a number in 0..2^63-1", optarg);
-        return HKH_EXIT_USAGE;
+        if (hk__cli_number(c, c->value, 1, INT64_MAX, &v) != 0)
+            break;
+        o->n = v;
+        return 0;
     case 'd':
-        if (hkh_parse_long(optarg, 0, 1024, &v) == 0)
-            return o->device = (int)v, 0;
-        hkh_fail("--device %s: not a device ordinal", optarg);
-        return HKH_EXIT_USAGE;
+        if (hk__cli_number(c, c->value, 0, 1024, &v) != 0)
+            break;
+        o->device = (int)v;
+        return 0;
     case 's':
-        if (hkh_parse_long(optarg, 0, 0xffffffffLL, &v) == 0)
-            return o->seed = (unsigned)v, 0;
-        hkh_fail("--seed %s: not a number", optarg);
-        return HKH_EXIT_USAGE;
-    case ':':
-        hkh_fail("%s needs a value (see hk-host --help)", argv[optind - 1]);
-        return HKH_EXIT_USAGE;
-    default:
-        if (optopt)
-            hkh_fail("unknown option -%c (see hk-host --help)", optopt);
-        else
-            hkh_fail("unknown option %s (see hk-host --help)", argv[optind - 1]);
-        return HKH_EXIT_USAGE;
+        if (hk__cli_number(c, c->value, 0, UINT32_MAX, &v) != 0)
+            break;
+        o->seed = (unsigned)v;
+        return 0;
     }
+    return hkh_usage_error(cmd, c->error);
 }
 
-/* getopt over argv[0..argc); stop_at_command: up to the first non-option. */
-static int hkh_parse(int argc, char **argv, int stop_at_command, hkh_opts_t *o, char *seen)
+/* The options after a command that takes hk-host's (argv[c->index] on), then
+ * a check that each option given applies to it. Returns -1 to go on, else
+ * the exit status. */
+static int hkh_command_options(hk__cli_t *c, const hkh_cmd_t *cmd, hkh_opts_t *o, char *seen)
 {
-    int c, rc;
-    opterr = 0;
-    optind = 0; /* glibc: start afresh, also on a second argv */
-    const char *spec = stop_at_command ? "+:p:n:d:s:vhV" : ":p:n:d:s:vhV";
-    while ((c = getopt_long(argc, argv, spec, hkh_longopts, NULL)) != -1)
-        if ((rc = hkh_apply(c, argv, o, seen)) != 0)
-            return rc;
-    return 0;
+    int id, rc;
+    hkh_current = cmd;
+    while ((id = hkh_cli_next(c, cmd->name, hkh_cmd_usage)) > 0)
+        if ((rc = hkh_apply(c, id, cmd->name, o, seen)) != 0)
+            return rc < 0 ? HKH_EXIT_OK : rc;
+    if (id == HK__CLI_OPERAND) {
+        char text[HK__CLI_ERROR_MAX];
+        snprintf(text, sizeof text, "unexpected argument \"%.200s\"", c->arg);
+        return hkh_usage_error(cmd->name, text);
+    }
+    if (id != HK__CLI_END)
+        return hkh_cli_exit(id);
+    for (const char *s = seen; *s; s++) {
+        if (!strchr(cmd->opts, *s)) {
+            char name[64], text[128];
+            hk__cli_name(hk__cli_find(hkh_options, *s), name, sizeof name);
+            snprintf(text, sizeof text, "%s does not apply to it", name);
+            return hkh_usage_error(cmd->name, text);
+        }
+    }
+    return -1;
 }
 
 int main(int argc, char **argv)
 {
-    hkh_opts_t opts = {NULL, 1 << 20, -1, 0, 1, 0, 0, NULL};
-    char seen[8] = "";
-    int rc = hkh_parse(argc, argv, 1, &opts, seen);
-    if (rc != 0)
-        return rc < 0 ? 0 : rc;
-    int at = optind;
-    if (at >= argc) {
-        hkh_fail("no command given (see hk-host --help)");
-        return HKH_EXIT_USAGE;
-    }
+    hkh_opts_t opts = {NULL, 1 << 20, HK_DEVICE_CURRENT, 0, 1, 0, 0, NULL};
+    char seen[16] = "";
+    hk__cli_t c;
+    int id, rc;
+    hk__cli_init(&c, hkh_options, argc, argv);
+    while ((id = hkh_cli_next(&c, NULL, hkh_usage)) > 0)
+        if ((rc = hkh_apply(&c, id, NULL, &opts, seen)) != 0)
+            return rc < 0 ? HKH_EXIT_OK : rc;
+    if (id == HK__CLI_END)
+        return hkh_usage_error(NULL, "no command given");
+    if (id != HK__CLI_OPERAND)
+        return hkh_cli_exit(id);
     const hkh_cmd_t *cmd = NULL;
     for (size_t i = 0; i < HKH_NCMDS && !cmd; i++)
-        if (strcmp(argv[at], hkh_commands[i].name) == 0)
+        if (strcmp(c.arg, hkh_commands[i].name) == 0)
             cmd = &hkh_commands[i];
     if (!cmd) {
-        hkh_fail("unknown command \"%s\" (try --help)", argv[at]);
-        return HKH_EXIT_USAGE;
+        char text[HK__CLI_ERROR_MAX];
+        snprintf(text, sizeof text, "unknown command \"%.200s\"", c.arg);
+        return hkh_usage_error(NULL, text);
     }
-    if (!cmd->opts) { /* a program of its own: everything after the name is its */
-        if (seen[0]) {
-            hkh_fail("%s: put its options after it; hk-host's own do not apply", cmd->name);
-            return HKH_EXIT_USAGE;
-        }
-        opts.argc = argc - at - 1;
-        opts.argv = argv + at + 1;
+    if (!cmd->opts) { /* it parses its own: everything from its name on */
+        if (seen[0])
+            return hkh_usage_error(cmd->name, "put its options after it; hk-host's own do not "
+                                              "apply");
+        opts.argc = argc - (c.index - 1);
+        opts.argv = argv + (c.index - 1);
         return cmd->fn(&opts);
     }
-    /* Options after the command too: argv[at] plays argv[0]. */
-    rc = hkh_parse(argc - at, argv + at, 0, &opts, seen);
-    if (rc != 0)
-        return rc < 0 ? 0 : rc;
-    if (optind < argc - at) {
-        hkh_fail("%s: unexpected argument \"%s\" (see hk-host --help)", cmd->name,
-                     argv[at + optind]);
-        return HKH_EXIT_USAGE;
-    }
-    for (const char *s = seen; *s; s++) {
-        if (!strchr(cmd->opts, *s)) {
-            hkh_fail("%s: %s does not apply to it (see hk-host --help)", cmd->name,
-                         *s == 'j'   ? "--json"
-                         : *s == 'p' ? "-p/--plugin"
-                         : *s == 'n' ? "-n/--size"
-                         : *s == 'd' ? "-d/--device"
-                         : *s == 's' ? "-s/--seed"
-                                     : "-v/--verbose");
-            return HKH_EXIT_USAGE;
-        }
-    }
+    if ((rc = hkh_command_options(&c, cmd, &opts, seen)) >= 0)
+        return rc;
     return cmd->fn(&opts);
 }

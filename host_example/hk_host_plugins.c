@@ -9,8 +9,7 @@
 #include "hk_host.h"
 #include "hk_status_text.h"
 
-const char *hkh_error(const hkh_target_t *t, const hk_handle_t *handle, char *buf,
-                          size_t len)
+const char *hkh_error(const hkh_target_t *t, const hk_handle_t *handle, char *buf, size_t len)
 {
     if (hk_plugin_last_error_copy(t->plugin, handle, buf, len, NULL) != HK_STATUS_OK)
         snprintf(buf, len, "(no message: the handle is not live)");
@@ -84,7 +83,7 @@ static const hk_load_report_t *hkh_refusal_of(hk_loader_t *loader, const char *n
 /* What hk_loader_select_explain says about request, in a malloc'ed array
  * (*out, *n; the caller frees *out). Returns explain's status. */
 static hk_status_t hkh_explain(hk_loader_t *loader, const char *request, hk_select_entry_t **out,
-                           size_t *n)
+                               size_t *n)
 {
     size_t cap = 4;
     hk_select_entry_t *e = NULL;
@@ -148,29 +147,41 @@ static void hkh_unavailable(hk_loader_t *loader, const char *name, char *buf, si
     }
 }
 
-/* The -p request: hk_loader_select, with the loader's reason. */
-static int hkh_choose_requested(hk_loader_t *loader, const hkh_opts_t *opts,
-                            hkh_target_t *out)
+int hkh_is_path(const char *request)
+{
+    size_t n = strlen(request);
+    return strchr(request, '/') || (n >= 3 && strcmp(request + n - 3, ".so") == 0);
+}
+
+int hkh_select(hk_loader_t *loader, const char *request, const char *prefix, hk_plugin_t **out)
+{
+    if (hk_loader_select(loader, request, out) == HK_STATUS_OK)
+        return 0;
+    /* A name whose file was refused: the refusal is the reason worth telling. */
+    const char *at = strchr(request, '@');
+    const hk_load_report_t *r =
+        hkh_is_path(request) || hk_loader_find(loader, request)
+            ? NULL
+            : hkh_refusal_of(loader, request, at ? (size_t)(at - request) : strlen(request));
+    if (r)
+        hkh_fail("%s%s; %s was refused: %s: %s", prefix, hk_loader_last_error(loader), r->path,
+                 hk_load_stage_name(r->stage), r->reason);
+    else
+        hkh_fail("%s%s", prefix, hk_loader_last_error(loader));
+    return HKH_EXIT_FAIL;
+}
+
+/* The -p request: hkh_select, and why it chose what it chose. */
+static int hkh_choose_requested(hk_loader_t *loader, const hkh_opts_t *opts, hkh_target_t *out)
 {
     const char *req = opts->plugin;
-    int path = strchr(req, '/') || (strlen(req) >= 3 && strcmp(req + strlen(req) - 3, ".so") == 0);
-    if (hk_loader_select(loader, req, &out->plugin) != HK_STATUS_OK) {
-        const char *at = strchr(req, '@');
-        const hk_load_report_t *r =
-            path || hk_loader_find(loader, req)
-                ? NULL
-                : hkh_refusal_of(loader, req, at ? (size_t)(at - req) : strlen(req));
-        if (r)
-            hkh_fail("%s; %s was refused: %s: %s", hk_loader_last_error(loader), r->path,
-                         hk_load_stage_name(r->stage), r->reason);
-        else
-            hkh_fail("%s", hk_loader_last_error(loader));
-        return HKH_EXIT_FAIL;
-    }
+    int rc = hkh_select(loader, req, "", &out->plugin);
+    if (rc != 0)
+        return rc;
     snprintf(out->why, sizeof out->why, "-p %s", req);
     hk_select_entry_t *e;
     size_t n;
-    if (!path && hkh_explain(loader, req, &e, &n) == HK_STATUS_OK) {
+    if (!hkh_is_path(req) && hkh_explain(loader, req, &e, &n) == HK_STATUS_OK) {
         for (size_t i = 0; i < n; i++) {
             const char *why = e[i].reason;
             if (e[i].verdict != HK_SELECT_CHOSEN)
@@ -206,8 +217,7 @@ int hkh_choose(hk_loader_t *loader, const hkh_opts_t *opts, hkh_target_t *out)
         char why_cpu[1024];
         hkh_unavailable(loader, "hk-cpu", why_cpu, sizeof why_cpu);
         hkh_fail("no usable plugin: hk-cuda is unusable (%s) and hk-cpu %s", why_cuda,
-                     strcmp(why_cpu, "not found in the plugin path") == 0 ? "was not found"
-                                                                          : why_cpu);
+                 strcmp(why_cpu, "not found in the plugin path") == 0 ? "was not found" : why_cpu);
         return HKH_EXIT_FAIL;
     }
     snprintf(out->why, sizeof out->why, "hk-cuda is unusable: %s", why_cuda);

@@ -4,8 +4,6 @@
  * line at the end and a second line with the swaps' time step by step;
  * exits 1 on any wrong or failed call or refused swap. Works in any memory
  * domain: data goes through hk.memory/1. */
-#include <errno.h>
-#include <getopt.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -41,69 +39,78 @@ static atomic_int hkh_stop;
 static hk_blas1_v1_t hkh_blas;
 static hk_memory_v1_t hkh_mem;
 
-static void hkh_usage(FILE *f)
+/* swap's options; an id is the short letter. */
+static const hk__cli_opt_t hkh_swap_options[] = {
+    {'p', 'p', NULL, "REQUEST_A", "the plugin the threads start on: NAME, NAME@RANGE\n"
+                                  "or a path to a .so file"},
+    {'q', 'q', NULL, "REQUEST_B", "the plugin swapped in and out: the same forms"},
+    {'t', 't', NULL, "THREADS", "worker threads, 1 to 256 (default 8)"},
+    {'k', 'k', NULL, "SWAPS", "swaps, 1 to 1000000 (default 100)"},
+    {'n', 'n', NULL, "N", "vector length, 1 to 67108864 (default 4096)"},
+    {'w', 'w', NULL, "MS", "milliseconds between swaps, 0 to 10000 (default 2)"},
+    {'P', 'P', NULL, NULL, "prepare each swap (open, verify, make the new\n"
+                           "handles), then commit it: the switch time counts\n"
+                           "from the commit"},
+    {0, 0, NULL, NULL, NULL},
+};
+
+static void hkh_swap_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: hk-host swap -p REQUEST_A -q REQUEST_B [-t THREADS] [-k SWAPS] [-n N] "
-            "[-w MS] [-P]\n"
-            "  worker threads call saxpy and sdot through movable handles, every result\n"
-            "  checked, while the implementation is swapped between A and B.\n"
-            "  -p, -q  plugin requests: NAME, NAME@RANGE or a path to a .so file\n"
-            "  -t      worker threads (default 8)\n"
-            "  -k      swaps (default 100)\n"
-            "  -n      vector length (default 4096)\n"
-            "  -w      milliseconds between swaps (default 2)\n"
-            "  -P      prepare each swap (open, verify, make the new handles), then commit\n"
-            "          it: the switch time counts from the commit\n");
+    fprintf(f, "usage: hk-host swap -p REQUEST_A -q REQUEST_B [-t THREADS] [-k SWAPS] [-n N] "
+               "[-w MS] [-P]\n"
+               "  worker threads call saxpy and sdot through movable handles, every result\n"
+               "  checked, while the implementation is swapped between A and B; exit\n"
+               "  status 1 on a wrong or failed call or a refused swap\n"
+               "options:\n");
+    hk__cli_print_options(f, hkh_swap_options, NULL);
+    hkh_usage_more(f);
 }
 
-static int hkh_parse(const char *s, long lo, long hi, long *out)
+/* A number option's value into *o's field. Returns 0 or -1 (c->error). */
+static int hkh_swap_number(hk__cli_t *c, int id, hkh_swap_opts_t *o)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 0);
-    if (errno || *s == '\0' || *end != '\0' || v < lo || v > hi)
+    long long v;
+    long long lo = id == 'w' ? 0 : 1;
+    long long hi = id == 't' ? 256 : id == 'k' ? 1000000 : id == 'w' ? 10000 : (1LL << 26);
+    if (hk__cli_number(c, c->value, lo, hi, &v) != 0)
         return -1;
-    *out = v;
+    if (id == 't')
+        o->threads = (long)v;
+    else if (id == 'k')
+        o->swaps = (long)v;
+    else if (id == 'w')
+        o->wait_ms = (long)v;
+    else
+        o->n = v;
     return 0;
 }
 
-static int hkh_parse_opts(int argc, char **argv, hkh_swap_opts_t *o)
+/* Fills *o from argv (argv[0] is "swap"); returns -1 to go on, else the
+ * exit status. */
+static int hkh_swap_parse(int argc, char **argv, hkh_swap_opts_t *o)
 {
-    long v;
-    int c;
+    hk__cli_t c;
+    int id;
     *o = (hkh_swap_opts_t){NULL, NULL, 8, 100, 2, 4096, 0};
-    optind = 1;
-    while ((c = getopt(argc, argv, "p:q:t:k:n:w:hP")) != -1) {
-        long *dst = c == 't' ? &o->threads : c == 'k' ? &o->swaps : c == 'w' ? &o->wait_ms : NULL;
-        long hi = c == 't' ? 256 : c == 'k' ? 1000000 : c == 'w' ? 10000 : (1L << 26);
-        if (c == 'p' || c == 'q') {
-            *(c == 'p' ? &o->a : &o->b) = optarg;
-        } else if (c == 't' || c == 'k' || c == 'w' || c == 'n') {
-            if (hkh_parse(optarg, c == 't' || c == 'n' ? 1 : 0, hi, &v)) {
-                fprintf(stderr, "hk-host swap: -%c %s: not a number in %d..%ld\n", c, optarg,
-                        c == 't' || c == 'n', hi);
-                return 2;
-            }
-            if (dst)
-                *dst = v;
-            else
-                o->n = v;
-        } else if (c == 'P') {
+    hk__cli_init(&c, hkh_swap_options, argc, argv);
+    while ((id = hkh_cli_next(&c, "swap", hkh_swap_usage)) > 0) {
+        if (id == 'p' || id == 'q')
+            *(id == 'p' ? &o->a : &o->b) = c.value;
+        else if (id == 'P')
             o->prepared = 1;
-        } else if (c == 'h') {
-            hkh_usage(stdout);
-            return 0;
-        } else {
-            hkh_usage(stderr);
-            return 2;
-        }
+        else if (hkh_swap_number(&c, id, o) != 0)
+            return hkh_usage_error("swap", c.error);
     }
-    if (!o->a || !o->b || optind != argc) {
-        hkh_usage(stderr);
-        return 2;
+    if (id == HK__CLI_OPERAND) {
+        char text[HK__CLI_ERROR_MAX];
+        snprintf(text, sizeof text, "unexpected argument \"%.200s\"", c.arg);
+        return hkh_usage_error("swap", text);
     }
-    return -1; /* go on */
+    if (id != HK__CLI_END)
+        return hkh_cli_exit(id);
+    if (!o->a || !o->b)
+        return hkh_usage_error("swap", o->a ? "-q is missing" : "-p is missing");
+    return -1;
 }
 
 static void hkh_worker_fail(hkh_worker_t *w, const char *op, hk_status_t st)
@@ -254,8 +261,8 @@ static hk_status_t hkh_swap_once(hk_loader_t *loader, const char *request, int p
 
 /* Swaps o->swaps times, B first; returns the number refused. Each successful
  * swap's steps go to steps[*done * STEPS ...] (steps may be NULL). */
-static long hkh_swap_loop(hk_loader_t *loader, const hkh_swap_opts_t *o, hkh_worker_t *w, uint64_t *steps,
-                      long *done)
+static long hkh_swap_loop(hk_loader_t *loader, const hkh_swap_opts_t *o, hkh_worker_t *w,
+                          uint64_t *steps, long *done)
 {
     int tty = isatty(STDOUT_FILENO);
     long refused = 0;
@@ -264,7 +271,7 @@ static long hkh_swap_loop(hk_loader_t *loader, const hkh_swap_opts_t *o, hkh_wor
         const char *to = (i % 2) ? o->a : o->b;
         if (hkh_swap_once(loader, to, o->prepared) != HK_STATUS_OK) {
             if (refused++ == 0)
-                fprintf(stderr, "hk-host swap: %s\n", hk_loader_last_error(loader));
+                hkh_fail("swap: %s", hk_loader_last_error(loader));
         } else if (steps) {
             hk_swap_state_t s = {.size = sizeof s};
             hk_loader_swap_state(loader, &s);
@@ -295,7 +302,7 @@ static int hkh_start(hk_loader_t *loader, const hkh_swap_opts_t *o, hkh_worker_t
     hk_plugin_t *pa = NULL, *pb = NULL;
     if (hk_loader_select(loader, o->a, &pa) != HK_STATUS_OK
         || hk_loader_select(loader, o->b, &pb) != HK_STATUS_OK) {
-        fprintf(stderr, "hk-host swap: %s\n", hk_loader_last_error(loader));
+        hkh_fail("swap: %s", hk_loader_last_error(loader));
         return 1;
     }
     printf("swap: %s %s (%s) <-> %s %s (%s), %ld threads, %ld swaps, n %lld\n",
@@ -308,20 +315,19 @@ static int hkh_start(hk_loader_t *loader, const hkh_swap_opts_t *o, hkh_worker_t
         hkh_worker_t *wk = &w[*started];
         wk->n = o->n;
         if (hk_mhandle_create_on(pa, NULL, &wk->mh) != HK_STATUS_OK) {
-            fprintf(stderr, "hk-host swap: %s\n", hk_loader_last_error(loader));
+            hkh_fail("swap: %s", hk_loader_last_error(loader));
             return 1;
         }
         if (pthread_create(&wk->tid, NULL, hkh_work, wk) != 0) {
             hk_mhandle_destroy(wk->mh);
-            fprintf(stderr, "hk-host swap: cannot start a thread\n");
+            hkh_fail("swap: cannot start a thread");
             return 1;
         }
         while (atomic_load(&wk->ready) == 0)
             sched_yield();
         if (atomic_load(&wk->ready) < 0) {
             (*started)++;
-            fprintf(stderr, "hk-host swap: cannot place the data: %s\n",
-                    hk_loader_last_error(loader));
+            hkh_fail("swap: cannot place the data: %s", hk_loader_last_error(loader));
             return 1;
         }
     }
@@ -345,10 +351,10 @@ static void hkh_open_modules(hk_loader_t *loader, const hkh_swap_opts_t *o, int 
     }
 }
 
-int hkh_cmd_swap(int argc, char **argv)
+int hkh_cmd_swap(const hkh_opts_t *opts)
 {
     hkh_swap_opts_t o;
-    int rc = hkh_parse_opts(argc, argv, &o);
+    int rc = hkh_swap_parse(opts->argc, opts->argv, &o);
     if (rc >= 0)
         return rc;
     hk_loader_t *loader = hkh_loader(0, 0);
@@ -365,7 +371,7 @@ int hkh_cmd_swap(int argc, char **argv)
     for (long i = 0; i < started; i++) {
         pthread_join(w[i].tid, NULL);
         if (w[i].first[0])
-            fprintf(stderr, "hk-host swap: thread %ld: %s\n", i, w[i].first);
+            hkh_fail("swap: thread %ld: %s", i, w[i].first);
         hk_mhandle_destroy(w[i].mh);
     }
     if (rc == 0) {
@@ -386,13 +392,6 @@ int hkh_cmd_swap(int argc, char **argv)
     free(steps);
     free(w);
     if (hk_loader_destroy(loader) != HK_STATUS_OK)
-        fprintf(stderr, "hk-host swap: %s\n", hk_loader_last_error(loader));
+        hkh_fail("swap: %s", hk_loader_last_error(loader));
     return rc;
-}
-
-/* The command table's entry: opts->argv holds what follows "swap", and the
- * word itself sits just before it in the process's argv. */
-int hkh_cmd_swap_args(const hkh_opts_t *opts)
-{
-    return hkh_cmd_swap(opts->argc + 1, opts->argv - 1);
 }

@@ -200,6 +200,8 @@ static void write_file(const char *path, const char *text, mode_t mode)
     CU_ASSERT_FATAL(chmod(path, mode) == 0);
 }
 
+static void bin_dir(char *dir, size_t len);
+
 #define NO_DRIVER                                                                         \
     "env -u LD_LIBRARY_PATH -u HK_PLUGIN_PATH -u HK_PLUGIN_PIN -u HK_PLUGIN_EXCLUDE "    \
     "HK_CUDA_DRIVER=/nonexistent/libcuda.so.1 "
@@ -365,7 +367,103 @@ static void test_run_refuses_impossible_sizes(void)
            "memory, this machine has ",
            NULL);
     expect(run, NO_DRIVER HK_TEST_HOST " run -n 9223372036854775808", 2,
-           "not a number in 0..2^63-1", NULL);
+           "-n 9223372036854775808: not a decimal number from 1 to 9223372036854775807", NULL);
+}
+
+/* Sizes are decimal and at least 1: "010" is ten, "0x10" and 0 are usage
+ * errors, not a workload of nothing reported as verified. */
+static void test_sizes_are_decimal_and_meaningful(void)
+{
+    expect(run, NO_DRIVER HK_TEST_HOST " run -n 010", 0,
+           "workload: hk.blas1/1, every op in float and double, n = 10, seed 1\n",
+           "saxpy  host   n=10 ", "20 checks, 0 wrong or failed", NULL);
+    expect(run, NO_DRIVER HK_TEST_HOST " run --size=010 -s 010", 0, "n = 10, seed 10\n", NULL);
+    static const char *const bad[][2] = {
+        {" run -n 0", "-n 0: not a decimal number from 1 to 9223372036854775807"},
+        {" run --size 0", "--size 0: not a decimal number from 1 "},
+        {" run -n 0x10", "-n 0x10: not a decimal number"},
+        {" run -n -5", "-n -5: not a decimal number"},
+        {" run -n ' 5'", "-n  5: not a decimal number"},
+        {" run -n +5", "-n +5: not a decimal number"},
+        {" run -d 0x1", "-d 0x1: not a decimal number from 0 to "},
+        {" swap -p hk-cpu -q hk-cpu -n 0", "-n 0: not a decimal number from 1 "},
+        {" swap -p hk-cpu -q hk-cpu -k 0", "-k 0: not a decimal number from 1 "},
+        {" swap -p hk-cpu -q hk-cpu -t 0x8", "-t 0x8: not a decimal number from 1 "},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char cmd[512], *out;
+        snprintf(cmd, sizeof cmd, NO_DRIVER HK_TEST_HOST "%s", bad[i][0]);
+        out = expect_kept(run, cmd, 2, bad[i][1], NULL);
+        CU_ASSERT_EQUAL(lines(out), 1);
+        CU_ASSERT_PTR_NULL(strstr(out, "verified"));
+        free(out);
+    }
+}
+
+/* -h and --help on hk-host and on every command, wherever they stand:
+ * the usage on stdout, exit status 0; also where the program a command
+ * runs is not there. */
+static void test_help_everywhere(void)
+{
+    static const char *const cases[][2] = {
+        {" --help", "usage: hk-host [options] <command>"},
+        {" -h", "usage: hk-host [options] <command>"},
+        {" list --help", "usage: hk-host list [--json]"},
+        {" info -h", "usage: hk-host info [-p REQUEST]"},
+        {" run --help", "usage: hk-host run [-p REQUEST]"},
+        {" run -n 5 -h", "usage: hk-host run [-p REQUEST]"},
+        {" swap --help", "usage: hk-host swap -p REQUEST_A -q REQUEST_B"},
+        {" swap -h", "usage: hk-host swap -p REQUEST_A -q REQUEST_B"},
+        {" swap -p a --help", "usage: hk-host swap -p REQUEST_A -q REQUEST_B"},
+        {" validate --help", "usage: hk-host validate PLUGIN [OPTIONS]"},
+        {" validate -h", "usage: hk-host validate PLUGIN [OPTIONS]"},
+        {" bench --help", "usage: hk-host bench [--csv FILE]"},
+        {" bench -h", "usage: hk-host bench [--csv FILE]"},
+    };
+    char dir[512], cmd[1200];
+    bin_dir(dir, sizeof dir); /* validate and bench: no hk-validate, no hk-bench there */
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s/hk-host%s", dir, cases[i][0]);
+        expect(run_out, cmd, 0, cases[i][1], NULL);
+        snprintf(cmd, sizeof cmd, HK_TEST_HOST "%s", cases[i][0]);
+        expect(run_out, cmd, 0, cases[i][1], NULL);
+    }
+    remove_tree(dir);
+#ifdef HK_TEST_VALIDATE
+    expect(run_out, HK_TEST_VALIDATE " --help", 0, "usage: hk-validate PLUGIN.so", NULL);
+    expect(run_out, HK_TEST_VALIDATE " -h", 0, "usage: hk-validate PLUGIN.so", NULL);
+    expect(run_out, HK_TEST_VALIDATE " x.so --only a -h", 0, "usage: hk-validate", NULL);
+    /* hk-host validate --help adds hk-validate's own when it is there */
+    expect(run_out, HK_TEST_HOST " validate --help", 0, "usage: hk-validate PLUGIN.so", NULL);
+#endif
+}
+
+/* validate takes what -p takes: a name, NAME@RANGE or a path, wherever the
+ * plugin stands among hk-validate's options. */
+static void test_validate_takes_requests(void)
+{
+#ifdef HK_TEST_VALIDATE
+    expect(run, NO_DRIVER HK_TEST_HOST " validate hk-cpu --only tables.enum", 0,
+           "plugin: hk-cpu 1.0.0, ABI 1.2", "1 passed, 0 failed", NULL);
+    expect(run, TWINS HK_TEST_HOST " validate --only tables.enum hk-twin@~1.4", 0,
+           "plugin: hk-twin 1.4.1, ABI 1.2", "/hk-twin-a.so)", NULL);
+    expect(run, TWINS HK_TEST_HOST " validate --timeout 20000 hk-twin --only tables.enum", 0,
+           "plugin: hk-twin 1.10.0, ABI 1.2", "/hk-twin-b.so)", NULL);
+    expect(run, NO_DRIVER HK_TEST_HOST " validate --only 'matrix.sscal.host.n-*' --compare "
+           "hk-cpu " HK_TEST_TWIN_A, 0, " 0 differ,", NULL);
+    char *out = expect_kept(run, NO_DRIVER HK_TEST_HOST " validate no-such-plugin", 1,
+                            "hk-host: validate: no plugin named no-such-plugin is loaded", NULL);
+    CU_ASSERT_EQUAL(lines(out), 1);
+    free(out);
+    expect(run, NO_DRIVER HK_TEST_HOST " validate hk-cpu hk-cpu", 2, "one plugin at a time",
+           NULL);
+    /* its --json too */
+    CU_ASSERT_EQUAL(run_out(NO_DRIVER HK_TEST_HOST " validate hk-cpu --json --only tables.enum",
+                            &out), 0);
+    CU_ASSERT_EQUAL(json_check(out, "d[\"plugin\"] == \"hk-cpu\" and d[\"passed\"] == 1", NULL),
+                    0);
+    free(out);
+#endif
 }
 
 /* hk-validate's --json is written by the same writer as hk-host's: a name
@@ -397,11 +495,16 @@ static void test_bad_arguments(void)
                                    "loaded (loaded: hk-cpu",
          1},
         {" frobnicate", "unknown command \"frobnicate\"", 2},
-        {" run -n lots", "--size lots: not a number", 2},
+        {" run -n lots", "-n lots: not a decimal number", 2},
+        {" run --size", "--size needs a value (N)", 2},
+        {" run --json=yes", "--json takes no value", 2},
+        {" swap -p a", "swap: -q is missing", 2},
+        {" swap -p a -q b extra", "swap: unexpected argument \"extra\"", 2},
+        {" swap -x", "swap: unknown option -x", 2},
         {"", "no command given", 2},
         {" --frob list", "unknown option --frob", 2},
         {" list -x", "unknown option -x", 2},
-        {" run -n", "-n needs a value", 2},
+        {" run -n", "-n needs a value (N)", 2},
         {" list -n 5", "list: -n/--size does not apply to it", 2},
         {" --json validate x.so", "validate: put its options after it", 2},
         {" run extra", "run: unexpected argument \"extra\"", 2},
@@ -435,13 +538,20 @@ static void test_help(void)
     char *out = expect_kept(run_out, HK_TEST_HOST " --help", 0, "usage: hk-host", NULL);
     static const char *const want[] = {
         "\n  list [--json]\n", "\n  info [-p REQUEST]", "\n  run [-p REQUEST]",
-        "\n  validate PLUGIN.so", "\n  bench [--csv FILE]", "NAME@RANGE", "--json",
+        "\n  validate PLUGIN [OPTIONS]\n", "\n  bench [--csv FILE]",
+        "\n  swap -p REQUEST_A -q REQUEST_B", "NAME@RANGE", "--json",
+        "numbers are decimal (010 is ten)",
         "exit status:\n  0  everything that ran was right", "\n  1  a wrong result",
-        "\n  2  bad usage\n", "\n  3  the workload's host or device memory cannot be had"};
+        "\n  2  bad usage, -d with a plugin that has no devices\n",
+        "\n  3  the workload's host or device memory cannot be had"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         CU_ASSERT(has(out, want[i]));
     free(out);
-    expect(run_out, HK_TEST_HOST " run --help", 0, "usage: hk-host", NULL); /* after a command too */
+    /* a command's own: its options only */
+    out = expect_kept(run_out, HK_TEST_HOST " list --help", 0, "usage: hk-host list [--json]\n",
+                      "\n      --json ", "\n  -v, --verbose ", "\n  -h, --help ", NULL);
+    CU_ASSERT_PTR_NULL(strstr(out, "--plugin"));
+    free(out);
 }
 
 /* info on hk-cuda without a driver: everything from the file, then the
@@ -714,6 +824,13 @@ int hk_test_register(void)
                 test_plugin_strings_escaped);
     hk_test_add(s, "run refuses sizes it cannot allocate: exit 3 with the reason",
                 test_run_refuses_impossible_sizes);
+    hk_test_add(s, "sizes are decimal and at least 1", test_sizes_are_decimal_and_meaningful);
+    hk_test_add(s, "-h and --help exit 0 on every command", test_help_everywhere);
+    t = hk_test_add(s, "validate takes a name, NAME@RANGE or a path",
+                    test_validate_takes_requests);
+#ifndef HK_TEST_VALIDATE
+    hk_test_skip(t, "hk-validate is not built");
+#endif
     t = hk_test_add(s, "hk-validate --json: a strict document, names not UTF-8 replaced",
                     test_json_validate);
 #ifndef HK_TEST_VALIDATE
