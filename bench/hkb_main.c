@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "hk__cli.h"
 #include "hkb.h"
 
 /* The figure running now, for the watchdog's message. Only ever points to
@@ -39,21 +40,36 @@ static void on_alarm(int sig)
     _exit(1);
 }
 
+enum { HKB_OPT_QUICK = 1, HKB_OPT_ONLY, HKB_OPT_CSV, HKB_OPT_PLUGIN, HKB_OPT_PLUGIN_B,
+       HKB_OPT_DEVICE, HKB_OPT_STRICT, HKB_OPT_TIMEOUT };
+
+/* The options, read by the programs' common parser (common/hk__cli.h). */
+static const hk__cli_opt_t hkb_options[] = {
+    {HKB_OPT_QUICK, 0, "quick", NULL, "fewer repetitions and sizes; well under a minute"},
+    {HKB_OPT_ONLY, 0, "only", "LIST",
+     "figures to run, among P1 P2 P3 P4 P5 P6 P8 P9 P10\n"
+     "(default: all)"},
+    {HKB_OPT_CSV, 0, "csv", "FILE", "also write the rows to FILE as CSV"},
+    {HKB_OPT_PLUGIN, 0, "plugin", "PATH", "hk-cuda.so to measure (default: next to the program)"},
+    {HKB_OPT_PLUGIN_B, 0, "plugin-b", "PATH",
+     "the second build of hk-cuda that P8 swaps with\n"
+     "(default: ../tests/swap_plugins/hk-cuda-0.1.1.so\n"
+     "next to the program)"},
+    {HKB_OPT_DEVICE, 0, "device", "N",
+     "device of P1..P5, P8, P9, 0 to 1024 (default 0); P6\n"
+     "uses devices 0 and 1"},
+    {HKB_OPT_STRICT, 0, "strict", NULL, "exit 3 when a row misses its target"},
+    {HKB_OPT_TIMEOUT, 0, "timeout", "S",
+     "give up after S seconds, 0 to 86400 (default 480;\n"
+     "0: never)"},
+    {0, 0, NULL, NULL, NULL},
+};
+
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: hk-bench [--quick] [--only P1,P2,...] [--csv FILE] [--plugin PATH]\n"
-            "                [--plugin-b PATH] [--device N] [--strict] [--timeout S]\n"
-            "  --quick        fewer repetitions and sizes; well under a minute\n"
-            "  --only LIST    figures to run, among P1 P2 P3 P4 P5 P6 P8 P9 P10\n"
-            "                 (default: all)\n"
-            "  --csv FILE     also write the rows to FILE as CSV\n"
-            "  --plugin PATH  hk-cuda.so to measure (default: next to the program)\n"
-            "  --plugin-b PATH  the second build of hk-cuda that P8 swaps with (default:\n"
-            "                 ../tests/swap_plugins/hk-cuda-0.1.1.so next to the program)\n"
-            "  --device N     device of P1..P5, P8, P9 (default 0); P6 uses devices 0 and 1\n"
-            "  --strict       exit 3 when a row misses its target\n"
-            "  --timeout S    give up after S seconds (default 480; 0: never)\n");
+    fprintf(f, "usage: hk-bench [--quick] [--only P1,P2,...] [--csv FILE] [--plugin PATH]\n"
+               "                [--plugin-b PATH] [--device N] [--strict] [--timeout S]\n");
+    hk__cli_print_options(f, hkb_options, NULL);
 }
 
 /* Parses "P1,P3" into want[1..6], want[8..10]. Returns 0 or -1 on an
@@ -114,73 +130,133 @@ fail:
     return -1;
 }
 
-int main(int argc, char **argv)
-{
-    hkb_opts_t o = {0, 0, NULL};
-    const char *csv = NULL, *plugin_path = NULL, *plugin_b = NULL;
-    char default_path[4096], default_b[4096];
-    int want[11] = {0, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1};
-    long timeout = 480;
-    int strict = 0, ndev = 0, rc = 1, misses = 0, lane_up = 0;
-    hkb_plugin_t plug;
-    hkb_lane_t lane;
+/* What the command line asks for. */
+typedef struct hkb_args {
+    hkb_opts_t o;
+    const char *csv, *plugin_path, *plugin_b;
+    int want[11]; /* want[k]: run figure Pk */
+    long long timeout;
+    int strict;
+} hkb_args_t;
 
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has_val = i + 1 < argc;
-        if (strcmp(a, "--quick") == 0) {
-            o.quick = 1;
-        } else if (strcmp(a, "--strict") == 0) {
-            strict = 1;
-        } else if (strcmp(a, "--only") == 0 && has_val) {
-            o.only = argv[++i];
-            if (parse_only(o.only, want) != 0)
-                return 2;
-        } else if (strcmp(a, "--csv") == 0 && has_val) {
-            csv = argv[++i];
-        } else if (strcmp(a, "--plugin") == 0 && has_val) {
-            plugin_path = argv[++i];
-        } else if (strcmp(a, "--plugin-b") == 0 && has_val) {
-            plugin_b = argv[++i];
-        } else if (strcmp(a, "--device") == 0 && has_val) {
-            char *end = NULL;
-            long d = strtol(argv[++i], &end, 10);
-            if (!end || *end || d < 0 || d > 1024) {
-                fprintf(stderr, "hk-bench: --device: not a device ordinal: %s\n", argv[i]);
-                return 2;
-            }
-            o.device = (int)d;
-        } else if (strcmp(a, "--timeout") == 0 && has_val) {
-            char *end = NULL;
-            timeout = strtol(argv[++i], &end, 10);
-            if (!end || *end || timeout < 0 || timeout > 86400) {
-                fprintf(stderr, "hk-bench: --timeout: not a number of seconds: %s\n", argv[i]);
-                return 2;
-            }
-        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+/* One option into *a. Returns 0, or -1 with one line on stderr. */
+static int hkb_apply(hk__cli_t *c, int id, hkb_args_t *a)
+{
+    long long v;
+    switch (id) {
+    case HKB_OPT_QUICK: a->o.quick = 1; return 0;
+    case HKB_OPT_STRICT: a->strict = 1; return 0;
+    case HKB_OPT_ONLY: a->o.only = c->value; return parse_only(c->value, a->want);
+    case HKB_OPT_CSV: a->csv = c->value; return 0;
+    case HKB_OPT_PLUGIN: a->plugin_path = c->value; return 0;
+    case HKB_OPT_PLUGIN_B: a->plugin_b = c->value; return 0;
+    case HKB_OPT_DEVICE:
+        if (hk__cli_number(c, c->value, 0, 1024, &v) != 0)
+            break;
+        a->o.device = (int)v;
+        return 0;
+    case HKB_OPT_TIMEOUT:
+        if (hk__cli_number(c, c->value, 0, 86400, &a->timeout) != 0)
+            break;
+        return 0;
+    }
+    fprintf(stderr, "hk-bench: %s (hk-bench --help for usage)\n", c->error);
+    return -1;
+}
+
+/* Fills *a from the command line. Returns -1 to go on, else the exit
+ * status (0 after --help, 2 on bad usage). */
+static int hkb_parse(int argc, char **argv, hkb_args_t *a)
+{
+    static const int all[11] = {0, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1};
+    hk__cli_t c;
+    int id;
+    memset(a, 0, sizeof *a);
+    memcpy(a->want, all, sizeof all);
+    a->timeout = 480;
+    hk__cli_init(&c, hkb_options, argc, argv);
+    while ((id = hk__cli_next(&c)) != HK__CLI_END) {
+        if (id == HK__CLI_HELP) {
             usage(stdout);
             return 0;
-        } else {
-            fprintf(stderr, "hk-bench: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
+        }
+        if (id == HK__CLI_OPERAND)
+            snprintf(c.error, sizeof c.error, "unexpected argument '%.200s'", c.arg);
+        if (id == HK__CLI_ERROR || id == HK__CLI_OPERAND) {
+            fprintf(stderr, "hk-bench: %s (hk-bench --help for usage)\n", c.error);
             return 2;
         }
+        if (hkb_apply(&c, id, a) != 0)
+            return 2;
     }
+    return -1;
+}
+
+/* The --timeout watchdog. Returns 0 or -1 with one line on stderr. */
+static int hkb_watchdog(long long seconds)
+{
+    struct sigaction sa;
+    if (seconds == 0)
+        return 0;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    if (sigaction(SIGALRM, &sa, NULL) != 0) {
+        fprintf(stderr, "hk-bench: error: cannot install the --timeout handler\n");
+        return -1;
+    }
+    alarm((unsigned)seconds);
+    return 0;
+}
+
+/* The figures measured on one lane: P1, P2, P3, P10 and P9. Returns 0 or -1
+ * (hkb_failure says why). */
+static int hkb_lane_figures(hkb_plugin_t *plug, const hkb_opts_t *o, const int *want)
+{
+    hkb_lane_t lane;
+    int rc = -1, up = 0;
+    if (!(want[1] || want[2] || want[3] || want[9] || want[10]))
+        return 0;
+    hkb_where("lane set-up on device %d", o->device);
+    HKB_TRY(hkb_lane_init(&lane, plug, o->device), out);
+    up = 1;
+    hkb_where("%s", "");
+    stage = "P1/P2";
+    if (want[1] || want[2])
+        HKB_TRY(hkb_fig_stream(&lane, o, want[1], want[2]), out);
+    stage = "P3";
+    if (want[3])
+        HKB_TRY(hkb_fig_enqueue(&lane, o), out);
+    stage = "P10";
+    if (want[10])
+        HKB_TRY(hkb_fig_kernels(&lane, o), out);
+    stage = "P9";
+    if (want[9])
+        HKB_TRY(hkb_fig_moved_calls(&lane, o), out);
+    rc = 0;
+out:
+    if (up)
+        hkb_lane_fini(&lane);
+    return rc == 0 && hkb_failure() ? -1 : rc;
+}
+
+int main(int argc, char **argv)
+{
+    hkb_args_t a;
+    char default_path[4096], default_b[4096];
+    int ndev = 0, rc = hkb_parse(argc, argv, &a), misses = 0;
+    const hkb_opts_t *o = &a.o;
+    hkb_plugin_t plug;
+
+    if (rc >= 0)
+        return rc;
+    rc = 1;
+    const char *plugin_path = a.plugin_path, *plugin_b = a.plugin_b;
     if (!plugin_path)
         plugin_path = hkb_plugin_default_path(default_path, sizeof default_path);
     if (!plugin_b)
         plugin_b = hkb_plugin_b_default_path(default_b, sizeof default_b);
-    if (timeout > 0) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_alarm;
-        if (sigaction(SIGALRM, &sa, NULL) != 0) {
-            fprintf(stderr, "hk-bench: error: cannot install the --timeout handler\n");
-            return 1;
-        }
-        alarm((unsigned)timeout);
-    }
-
+    if (hkb_watchdog(a.timeout) != 0)
+        return 1;
 #ifdef HK_DEBUG
     printf("note: hk-bench built with mode=debug; build mode=release for figures that count\n");
 #endif
@@ -188,73 +264,51 @@ int main(int argc, char **argv)
     printf("plugin %s %s, ABI %u.%u, %s\n", plug.name, plug.version,
            HK_ABI_VERSION_MAJOR(plug.abi), HK_ABI_VERSION_MINOR(plug.abi), plug.path);
     fflush(stdout); /* the watchdog's _exit would drop buffered lines */
-    HKB_TRY(print_setup(o.device, &ndev), out);
+    HKB_TRY(print_setup(o->device, &ndev), out);
     /* Make the runtime's primary context now, so that P4 times handle
      * creation and not the context's birth (which cuBLAS would pay too). */
-    HKB_CUDA(cudaSetDevice(o.device), out);
+    HKB_CUDA(cudaSetDevice(o->device), out);
     HKB_CUDA(cudaFree(NULL), out);
     hkb_report_header();
 
     /* P4 first: it measures the first hk handle of the process. */
     stage = "P4";
-    if (want[4])
-        HKB_TRY(hkb_fig_handles(&plug, &o), out);
-    if (want[1] || want[2] || want[3] || want[9] || want[10]) {
-        hkb_where("lane set-up on device %d", o.device);
-        HKB_TRY(hkb_lane_init(&lane, &plug, o.device), out);
-        lane_up = 1;
-        hkb_where("%s", "");
-        stage = "P1/P2";
-        if (want[1] || want[2])
-            HKB_TRY(hkb_fig_stream(&lane, &o, want[1], want[2]), out);
-        stage = "P3";
-        if (want[3])
-            HKB_TRY(hkb_fig_enqueue(&lane, &o), out);
-        stage = "P10";
-        if (want[10])
-            HKB_TRY(hkb_fig_kernels(&lane, &o), out);
-        stage = "P9";
-        if (want[9])
-            HKB_TRY(hkb_fig_moved_calls(&lane, &o), out);
-        lane_up = 0;
-        hkb_lane_fini(&lane);
-        HKB_TRY(hkb_failure() ? -1 : 0, out);
-    }
+    if (a.want[4])
+        HKB_TRY(hkb_fig_handles(&plug, o), out);
+    HKB_TRY(hkb_lane_figures(&plug, o, a.want), out);
     stage = "P5";
-    if (want[5])
-        HKB_TRY(hkb_fig_threads(&plug, &o), out);
+    if (a.want[5])
+        HKB_TRY(hkb_fig_threads(&plug, o), out);
     stage = "P6";
-    if (want[6]) {
+    if (a.want[6]) {
         if (ndev < 2)
             printf("P6: skipped (%d device)\n", ndev);
         else
-            HKB_TRY(hkb_fig_devices(&plug, &o), out);
+            HKB_TRY(hkb_fig_devices(&plug, o), out);
     }
     stage = "P8";
-    if (want[8]) {
+    if (a.want[8]) {
         /* Last, with the bench's own loader gone: the build each swap leaves
          * is then really closed, and reopened by the next (hk-cuda is
          * unload-safe, and nothing of it is in use any more). */
         char path_a[sizeof plug.path];
         snprintf(path_a, sizeof path_a, "%s", plug.path);
         hkb_plugin_close(&plug);
-        HKB_TRY(hkb_fig_swap(path_a, plugin_b, &o), out);
+        HKB_TRY(hkb_fig_swap(path_a, plugin_b, o), out);
     }
     stage = "the summary";
     rc = 0;
 out:
-    if (lane_up)
-        hkb_lane_fini(&lane);
     /* After an early failure an empty table says nothing: skip it. */
     if (hkb_report_count() > 0 || !hkb_failure())
         misses = hkb_report_summary();
-    if (csv && hkb_report_csv(csv) == 0)
-        printf("rows written to %s\n", csv);
+    if (a.csv && hkb_report_csv(a.csv) == 0)
+        printf("rows written to %s\n", a.csv);
     if (hkb_failure()) {
         fflush(stdout);
         fprintf(stderr, "hk-bench: error: %s\n", hkb_failure());
         rc = 1;
-    } else if (strict && misses) {
+    } else if (a.strict && misses) {
         rc = 3;
     }
     hkb_report_free();

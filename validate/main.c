@@ -1,7 +1,6 @@
 /* hk-validate: checks a handlekit plugin against the ABI contract
  * (docs/abi.md) and, for a CUDA plugin, the context contract
  * (docs/contexts.md). See usage() for the modes. */
-#include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <libgen.h>
@@ -11,12 +10,36 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "hk__cli.h"
 #include "hkv.h"
 
 #define HKV_DEFAULT_TIMEOUT_MS 20000
 #define HKV_MAX_ONLY 32
 
 static pid_t main_pid;
+
+enum { HKV_OPT_LIST = 1, HKV_OPT_ONLY, HKV_OPT_MATRIX, HKV_OPT_COMPARE, HKV_OPT_TIMEOUT,
+       HKV_OPT_JSON, HKV_OPT_VERBOSE };
+
+/* The options, read by the programs' common parser (common/hk__cli.h). */
+static const hk__cli_opt_t hkv_options[] = {
+    {HKV_OPT_LIST, 0, "list", NULL, "print the check names and exit"},
+    {HKV_OPT_ONLY, 0, "only", "PATTERN",
+     "run only checks whose name matches PATTERN (a shell\n"
+     "glob; without * ? [ it matches names containing it);\n"
+     "repeatable"},
+    {HKV_OPT_MATRIX, 0, "matrix", NULL, "print \"case status\" for every bad-input case"},
+    {HKV_OPT_COMPARE, 0, "compare", NULL,
+     "run the bad-input matrix on the two plugins A and B\n"
+     "and print every case where their statuses differ;\n"
+     "exit 1 if any does"},
+    {HKV_OPT_TIMEOUT, 0, "timeout", "MS", "time limit of one check, 1 to 3600000 (default 20000)"},
+    {HKV_OPT_JSON, 0, "json", NULL, "print the results as one JSON document"},
+    {HKV_OPT_VERBOSE, 'v', "verbose", NULL,
+     "let the checks' own output through (stderr of\n"
+     "plugins)"},
+    {0, 0, NULL, NULL, NULL},
+};
 
 static void usage(FILE *f)
 {
@@ -29,22 +52,15 @@ static void usage(FILE *f)
             "Runs every check of the plugin ABI (and, for a CUDA plugin, of the context\n"
             "contract) against PLUGIN.so, each in its own process, and prints one row per\n"
             "check: name, PASS/FAIL/SKIP/NOT-SUPPORTED, one line of detail. The last line is\n"
-            "\"N passed, N failed, N skipped\"; the exit status is 1 when a check failed.\n"
-            "\n"
-            "  --list          print the check names and exit\n"
-            "  --only PATTERN  run only checks whose name matches PATTERN (a shell glob;\n"
-            "                  without * ? [ it matches names containing it); repeatable\n"
-            "  --matrix        print \"case status\" for every bad-input case\n"
-            "  --compare A B   run the bad-input matrix on two plugins and print every case\n"
-            "                  where their statuses differ; exit 1 if any does\n"
-            "  --timeout MS    time limit of one check (default %d)\n"
-            "  --json          print the results as JSON\n"
-            "  -v, --verbose   let the checks' own output through (stderr of plugins)\n"
+            "\"N passed, N failed, N skipped\"; the exit status is 1 when a check failed, 2\n"
+            "on bad usage.\n"
+            "\n");
+    hk__cli_print_options(f, hkv_options, NULL);
+    fprintf(f,
             "\n"
             "HK_CUDA_DRIVER names the CUDA driver library (default libcuda.so.1).\n"
             "HK_VALIDATE_NO_FORK=1 runs the first selected check inside hk-validate itself and\n"
-            "exits (for a debugger; a crash then ends the run).\n",
-            HKV_DEFAULT_TIMEOUT_MS);
+            "exits (for a debugger; a crash then ends the run).\n");
 }
 
 static int usage_error(const char *fmt, const char *arg)
@@ -173,69 +189,86 @@ static int run_compare(const char *a, const char *b, const unsigned char *sel, s
 
 typedef struct opts {
     const char *only[HKV_MAX_ONLY];
-    int nonly, list, matrix, json;
+    int nonly, list, matrix, json, compare;
+    const char *plugins[3]; /* the first ones named: one, or two with --compare */
+    int nplugins;           /* how many were named */
     const char *plugin, *cmp_a, *cmp_b;
 } opts_t;
 
-/* Fills *o from the command line; returns -1 to go on, else an exit status. */
-static int parse(int argc, char **argv, opts_t *o)
+/* One option's effect on *o. Returns -1 to go on, else the exit status. */
+static int apply(hk__cli_t *c, int id, opts_t *o)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--list")) {
-            o->list = 1;
-        } else if (!strcmp(a, "--matrix")) {
-            o->matrix = 1;
-        } else if (!strcmp(a, "--json")) {
-            o->json = 1;
-        } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
-            hkv.verbose = 1;
-        } else if (!strcmp(a, "--only")) {
-            if (++i >= argc)
-                return usage_error("--only needs a PATTERN%s", "");
-            if (o->nonly == HKV_MAX_ONLY)
-                return usage_error("too many --only patterns (at most 32)%s", "");
-            o->only[o->nonly++] = argv[i];
-        } else if (!strcmp(a, "--timeout")) {
-            if (++i >= argc)
-                return usage_error("--timeout needs a number of milliseconds%s", "");
-            char *end;
-            errno = 0;
-            long v = strtol(argv[i], &end, 10);
-            if (errno || *end || end == argv[i] || v < 1 || v > 3600000)
-                return usage_error("--timeout %s: not a number of milliseconds (1 to 3600000)",
-                                   argv[i]);
-            hkv.timeout_ms = (int)v;
-        } else if (!strcmp(a, "--compare")) {
-            if (i + 2 >= argc)
-                return usage_error("--compare needs two plugin files%s", "");
-            o->cmp_a = argv[++i];
-            o->cmp_b = argv[++i];
-        } else if (a[0] == '-') {
-            return usage_error("unknown option \"%s\"", a);
-        } else if (o->plugin) {
-            return usage_error("one plugin at a time (extra argument \"%s\")", a);
-        } else {
-            o->plugin = a;
-        }
+    long long v;
+    switch (id) {
+    case HKV_OPT_LIST: o->list = 1; break;
+    case HKV_OPT_MATRIX: o->matrix = 1; break;
+    case HKV_OPT_JSON: o->json = 1; break;
+    case HKV_OPT_VERBOSE: hkv.verbose = 1; break;
+    case HKV_OPT_COMPARE: o->compare = 1; break;
+    case HKV_OPT_ONLY:
+        if (o->nonly == HKV_MAX_ONLY)
+            return usage_error("too many --only patterns (at most 32)%s", "");
+        o->only[o->nonly++] = c->value;
+        break;
+    case HKV_OPT_TIMEOUT:
+        if (hk__cli_number(c, c->value, 1, 3600000, &v) != 0)
+            return usage_error("%s", c->error);
+        hkv.timeout_ms = (int)v;
+        break;
     }
-    if (o->cmp_a && (o->plugin || o->matrix || o->list || o->json))
-        return usage_error("--compare takes two plugins and no other plugin, --matrix, --list "
-                           "or --json%s", "");
+    return -1;
+}
+
+/* The plugins named: one, or two with --compare. Returns -1 to go on, else
+ * the exit status. */
+static int check_plugins(opts_t *o)
+{
+    if (o->compare) {
+        if (o->nplugins != 2)
+            return usage_error("--compare needs two plugin files%s", "");
+        if (o->matrix || o->list || o->json)
+            return usage_error("--compare takes two plugins and no --matrix, --list or "
+                               "--json%s", "");
+        o->cmp_a = o->plugins[0];
+        o->cmp_b = o->plugins[1];
+    } else if (o->nplugins > 1) {
+        return usage_error("one plugin at a time (extra argument \"%s\")", o->plugins[1]);
+    } else {
+        o->plugin = o->plugins[0];
+    }
     if (!o->plugin && !o->cmp_a && !o->list)
         return usage_error("no plugin file given%s", "");
     if (o->matrix && o->json)
         return usage_error("--matrix and --json do not go together%s", "");
-    const char *files[2] = {o->cmp_a ? o->cmp_a : o->plugin, o->cmp_b};
-    for (int i = 0; i < 2 && !o->list; i++) {
+    for (int i = 0; i < o->nplugins && i < 2 && !o->list; i++) {
         struct stat st;
-        if (files[i] && (stat(files[i], &st) != 0 || !S_ISREG(st.st_mode)))
-            return usage_error("%s: not a readable plugin file", files[i]);
+        if (stat(o->plugins[i], &st) != 0 || !S_ISREG(st.st_mode))
+            return usage_error("%s: not a readable plugin file", o->plugins[i]);
     }
     return -1;
+}
+
+/* Fills *o from the command line; returns -1 to go on, else an exit status. */
+static int parse(int argc, char **argv, opts_t *o)
+{
+    hk__cli_t c;
+    int id, rc;
+    hk__cli_init(&c, hkv_options, argc, argv);
+    while ((id = hk__cli_next(&c)) != HK__CLI_END) {
+        if (id == HK__CLI_HELP) {
+            usage(stdout);
+            return 0;
+        }
+        if (id == HK__CLI_ERROR)
+            return usage_error("%s", c.error);
+        if (id == HK__CLI_OPERAND && o->nplugins < 3)
+            o->plugins[o->nplugins++] = c.arg;
+        else if (id == HK__CLI_OPERAND)
+            o->nplugins++;
+        else if ((rc = apply(&c, id, o)) >= 0)
+            return rc;
+    }
+    return check_plugins(o);
 }
 
 /* Marks the checks the options select; returns how many. */

@@ -436,6 +436,22 @@ static void test_help_everywhere(void)
     /* hk-host validate --help adds hk-validate's own when it is there */
     expect(run_out, HK_TEST_HOST " validate --help", 0, "usage: hk-validate PLUGIN.so", NULL);
 #endif
+    /* hk-bench, where it is built (beside hk-host: nvcc and cuBLAS) */
+    char *copy = strdup(HK_TEST_HOST), bench[1100];
+    snprintf(bench, sizeof bench, "%s/hk-bench", dirname(copy));
+    free(copy);
+    if (access(bench, X_OK) == 0) {
+        snprintf(cmd, sizeof cmd, "%s --help", bench);
+        expect(run_out, cmd, 0, "usage: hk-bench [--quick]", NULL);
+        snprintf(cmd, sizeof cmd, "%s --quick -h", bench);
+        expect(run_out, cmd, 0, "usage: hk-bench [--quick]", NULL);
+        snprintf(cmd, sizeof cmd, "%s --device 010x", bench);
+        expect(run_err, cmd, 2, "hk-bench: --device 010x: not a decimal number from 0 to 1024",
+               NULL);
+        snprintf(cmd, sizeof cmd, HK_TEST_HOST " bench --help");
+        expect(run_out, cmd, 0, "usage: hk-host bench", "hk-bench's own help:\nusage: hk-bench",
+               NULL);
+    }
 }
 
 /* validate takes what -p takes: a name, NAME@RANGE or a path, wherever the

@@ -205,9 +205,9 @@ static void test_usage_errors(void)
         const char *args, *text;
     } cases[] = {
         {"", "no plugin file given"},
-        {HK_TEST_CPU " --frobnicate", "unknown option \"--frobnicate\""},
-        {HK_TEST_CPU " --timeout soon", "--timeout soon: not a number"},
-        {HK_TEST_CPU " --only", "--only needs a PATTERN"},
+        {HK_TEST_CPU " --frobnicate", "unknown option --frobnicate"},
+        {HK_TEST_CPU " --timeout soon", "--timeout soon: not a decimal number"},
+        {HK_TEST_CPU " --only", "--only needs a value (PATTERN)"},
         {"/nonexistent/plugin.so", "/nonexistent/plugin.so: not a readable plugin file"},
         {HK_TEST_CPU " " HK_TEST_CPU, "one plugin at a time"},
         {HK_TEST_CPU " --only no-such-check", "no check matches"},
