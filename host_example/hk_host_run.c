@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include "hk_blas1.h"
@@ -331,27 +332,59 @@ static void hkh_lane_free(hkh_run_ctx_t *c, hkh_lane_t *l)
 HKH_OPS(float, s, 1e-6, 1e-5)
 HKH_OPS(double, d, 1e-15, 1e-13)
 
-/* Refuses a size whose memory cannot be had before anything is loaded: the
- * double lane needs x, y, the read-back and the reference, n + 1 elements of
- * 8 bytes each. Returns 0 or prints the reason and returns -1. */
-static int hkh_size_fits(int64_t n)
+/* Host memory that can be had now without pushing other processes out: the
+ * kernel's own estimate (MemAvailable), or where /proc is not mounted the
+ * free and buffer memory sysinfo reports. 0 and *source NULL: unknown. */
+static unsigned long long hkh_mem_available(const char **source)
 {
-    size_t need;
-    if (__builtin_mul_overflow((uint64_t)n + 1, (uint64_t)4 * sizeof(double), &need)) {
-        hkh_fail("--size %lld: the workload needs 32 bytes per element, more than this "
-                     "machine can address", (long long)n);
+    char line[256];
+    unsigned long long kb, have = 0;
+    FILE *f = fopen("/proc/meminfo", "re");
+    *source = NULL;
+    while (f && !*source && fgets(line, sizeof line, f)) {
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1 && kb < (1ULL << 53)) {
+            *source = "MemAvailable in /proc/meminfo";
+            have = kb * 1024;
+        }
+    }
+    if (f)
+        fclose(f);
+    struct sysinfo si;
+    if (!*source && sysinfo(&si) == 0) {
+        *source = "free and buffer memory by sysinfo";
+        have = ((unsigned long long)si.freeram + si.bufferram) * si.mem_unit;
+    }
+    return have;
+}
+
+/* Refuses a size whose memory cannot be had, before it is allocated: past
+ * what can be had the kernel would not refuse the allocation but kill the
+ * process once its pages are touched. per_element: bytes the workload needs
+ * on the host for each element (n + 1 of them); why: "" or why so many.
+ * Returns 0 or prints the reason and returns -1. */
+static int hkh_size_fits(int64_t n, unsigned per_element, const char *why)
+{
+    unsigned long long need;
+    if (__builtin_mul_overflow((uint64_t)n + 1, (uint64_t)per_element, &need) ||
+        need > SIZE_MAX) {
+        hkh_fail("--size %lld: the workload needs %u bytes per element, more than this "
+                 "machine can address", (long long)n, per_element);
         return -1;
     }
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    size_t have;
-    if (pages > 0 && page > 0 && !__builtin_mul_overflow((size_t)pages, (size_t)page, &have) &&
-        need > have) {
-        hkh_fail("--size %lld: the workload needs %zu bytes of host memory, this machine "
-                     "has %zu", (long long)n, need, have);
+    const char *source;
+    unsigned long long have = hkh_mem_available(&source);
+    if (source && need > have) {
+        hkh_fail("--size %lld: the workload needs %llu bytes of host memory%s; %llu bytes are "
+                 "available (%s)", (long long)n, need, why, have, source);
         return -1;
     }
     return 0;
 }
+
+/* The host's bytes for each element: the double lane's x, y, read-back and
+ * reference, and its device vectors too when they are host memory. */
+#define HKH_HOST_BYTES (4 * sizeof(double))
+#define HKH_HOST_DEVICE_BYTES (6 * sizeof(double))
 
 /* The tables as the host's own copies; the memory slots the workload cannot
  * do without. Returns 0 or prints why and returns -1. */
@@ -432,7 +465,7 @@ static int hkh_workload(hkh_run_ctx_t *c, const hkh_opts_t *opts)
 int hkh_cmd_run(const hkh_opts_t *opts)
 {
     hkh_doc_begin(opts, "run");
-    if (hkh_size_fits(opts->n) != 0)
+    if (hkh_size_fits(opts->n, HKH_HOST_BYTES, "") != 0)
         return hkh_doc_end(HKH_EXIT_MEMORY);
     hk_loader_t *loader = hkh_loader(opts->verbose, 1);
     if (!loader)
@@ -441,6 +474,16 @@ int hkh_cmd_run(const hkh_opts_t *opts)
     int rc = hkh_choose(loader, opts, &t);
     if (rc != 0)
         goto out;
+    if ((hk_plugin_flags(t.plugin) & HK_PLUGIN_MEMORY_MASK) == HK_PLUGIN_MEMORY_HOST) {
+        char why[160];
+        snprintf(why, sizeof why, " (%s keeps its device vectors in host memory too)",
+                 hk_plugin_name(t.plugin));
+        if (hkh_size_fits(opts->n, HKH_HOST_DEVICE_BYTES, why) != 0) {
+            rc = HKH_EXIT_MEMORY;
+            hkh_release(&t);
+            goto out;
+        }
+    }
     hkh_print_choice(&t);
     if (!t.handle) {
         hkh_fail("%s: cannot create a handle: %s", hk_plugin_name(t.plugin), t.handle_error);

@@ -364,10 +364,64 @@ static void test_run_refuses_impossible_sizes(void)
     free(out);
     expect(run, NO_DRIVER HK_TEST_HOST " run -n 1099511627776", 3,
            "hk-host: --size 1099511627776: the workload needs 35184372088864 bytes of host "
-           "memory, this machine has ",
-           NULL);
+           "memory; ",
+           " bytes are available (MemAvailable in /proc/meminfo)\n", NULL);
     expect(run, NO_DRIVER HK_TEST_HOST " run -n 9223372036854775808", 2,
            "-n 9223372036854775808: not a decimal number from 1 to 9223372036854775807", NULL);
+}
+
+/* A field of /proc/meminfo ("MemTotal") in bytes, or 0. */
+static unsigned long long meminfo(const char *field)
+{
+    unsigned long long kb = 0;
+    char line[256], want[64];
+    snprintf(want, sizeof want, "%s: %%llu kB", field);
+    FILE *f = fopen("/proc/meminfo", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, want, &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb * 1024;
+}
+
+/* Outside the sanitizer builds, whose shadow memory needs the address space,
+ * a run that must be refused is capped by `ulimit -v`, so that a host that
+ * allocated all the same could not bring the machine down. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define MEMORY_CAP ""
+#else
+#define MEMORY_CAP "ulimit -v 4194304; "
+#endif
+
+/* Sizes whose memory the machine has, but not free. The workload needs all
+ * of MemTotal, always more than MemAvailable: refused with exit status 3
+ * before anything is loaded, naming both figures (the kernel would otherwise
+ * kill the process once the pages are touched). With hk-cpu, whose device
+ * vectors are host memory too, a size whose host vectors alone would fit. */
+static void test_run_refuses_size_beyond_available(void)
+{
+    unsigned long long total = meminfo("MemTotal"), avail = meminfo("MemAvailable");
+    CU_ASSERT_FATAL(total > 1024 * 1024 && avail > 1024 * 1024);
+    long long n = (long long)(total / 32) - 1; /* 32 (n + 1) bytes: at most MemTotal */
+    char cmd[512], want[200];
+    snprintf(cmd, sizeof cmd, MEMORY_CAP NO_DRIVER HK_TEST_HOST " run -n %lld", n);
+    snprintf(want, sizeof want, "hk-host: --size %lld: the workload needs %llu bytes of host "
+             "memory; ", n, 32ULL * (unsigned long long)(n + 1));
+    char *out = expect_kept(run, cmd, 3, want, " bytes are available (MemAvailable", NULL);
+    CU_ASSERT_PTR_NULL(strstr(out, "plugin:"));
+    CU_ASSERT_EQUAL(lines(out), 1);
+    free(out);
+    /* 32 bytes an element are 8/9 of what is available, 48 are 4/3 of it */
+    n = (long long)(avail / 36);
+    snprintf(cmd, sizeof cmd, MEMORY_CAP NO_DRIVER HK_TEST_HOST " run -p hk-cpu -n %lld", n);
+    snprintf(want, sizeof want, "hk-host: --size %lld: the workload needs %llu bytes of host "
+             "memory (hk-cpu keeps its device vectors in host memory too); ", n,
+             48ULL * (unsigned long long)(n + 1));
+    out = expect_kept(run, cmd, 3, want, " bytes are available (MemAvailable", NULL);
+    CU_ASSERT_PTR_NULL(strstr(out, "workload:"));
+    CU_ASSERT_EQUAL(lines(out), 1);
+    free(out);
 }
 
 /* Sizes are decimal and at least 1: "010" is ten, "0x10" and 0 are usage
@@ -840,6 +894,8 @@ int hk_test_register(void)
                 test_plugin_strings_escaped);
     hk_test_add(s, "run refuses sizes it cannot allocate: exit 3 with the reason",
                 test_run_refuses_impossible_sizes);
+    hk_test_add(s, "run refuses a size beyond the available memory: exit 3, both figures",
+                test_run_refuses_size_beyond_available);
     hk_test_add(s, "sizes are decimal and at least 1", test_sizes_are_decimal_and_meaningful);
     hk_test_add(s, "-h and --help exit 0 on every command", test_help_everywhere);
     t = hk_test_add(s, "validate takes a name, NAME@RANGE or a path",
