@@ -107,7 +107,8 @@ typedef struct hkh_target {
 /* Picks the plugin (opts->plugin through hk_loader_select, else hk-cuda when a
  * handle can be made on it, else hk-cpu) and tries to create a handle; the
  * handle's failure is recorded in handle_error, not reported. Returns 0, or
- * an exit code after hkh_fail when no plugin could be chosen. */
+ * an exit code after hkh_fail when no plugin could be chosen (1) or -d names
+ * a device and the plugin computes on the host (2). */
 int hkh_choose(hk_loader_t *loader, const hkh_opts_t *opts, hkh_target_t *out);
 void hkh_release(hkh_target_t *t);
 

@@ -171,6 +171,23 @@ int hkh_select(hk_loader_t *loader, const char *request, const char *prefix, hk_
     return HKH_EXIT_FAIL;
 }
 
+/* -d names a device, and a plugin that computes on the host has none (its
+ * handles report device -1): one line saying so, the same for every
+ * command, instead of the plugin's own refusal of a device it lacks.
+ * Returns 0 or HKH_EXIT_USAGE. */
+static int hkh_device_applies(const hkh_target_t *t, const hkh_opts_t *opts)
+{
+    if (opts->device == HK_DEVICE_CURRENT ||
+        (hk_plugin_flags(t->plugin) & HK_PLUGIN_MEMORY_MASK) != HK_PLUGIN_MEMORY_HOST)
+        return 0;
+    const char *name = hk_plugin_name(t->plugin);
+    hkh_fail("-d %d: %s %s computes on the host and has no devices (its handles report device "
+             "-1); -d applies to plugins with CUDA devices (%s was chosen %s%s)",
+             opts->device, name, hk_plugin_version(t->plugin), name,
+             t->request ? "by -p " : "because ", t->request ? t->request : t->why);
+    return HKH_EXIT_USAGE;
+}
+
 /* The -p request: hkh_select, and why it chose what it chose. */
 static int hkh_choose_requested(hk_loader_t *loader, const hkh_opts_t *opts, hkh_target_t *out)
 {
@@ -192,6 +209,8 @@ static int hkh_choose_requested(hk_loader_t *loader, const hkh_opts_t *opts, hkh
         }
         free(e);
     }
+    if ((rc = hkh_device_applies(out, opts)) != 0)
+        return rc;
     hkh_make_handle(out, opts);
     return 0;
 }
@@ -221,6 +240,8 @@ int hkh_choose(hk_loader_t *loader, const hkh_opts_t *opts, hkh_target_t *out)
         return HKH_EXIT_FAIL;
     }
     snprintf(out->why, sizeof out->why, "hk-cuda is unusable: %s", why_cuda);
+    if (hkh_device_applies(out, opts) != 0)
+        return HKH_EXIT_USAGE;
     hkh_make_handle(out, opts);
     return 0;
 }

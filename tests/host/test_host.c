@@ -536,6 +536,32 @@ static void test_validate_takes_requests(void)
 #endif
 }
 
+/* -d names a device; a plugin that computes on the host has none. run and
+ * info say so alike, with the reason the plugin was chosen, and exit 2. */
+static void test_device_on_host_plugin(void)
+{
+    static const char *const cases[] = {" run -p hk-cpu -d 7", " info -p hk-cpu -d 7",
+                                        " run -p hk-cpu -d 0", " info -d 0 -p hk-cpu"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[512], *out;
+        snprintf(cmd, sizeof cmd, NO_DRIVER HK_TEST_HOST "%s", cases[i]);
+        out = expect_kept(run_err, cmd, 2, "hk-host: -d ", ": hk-cpu 1.0.0 computes on the host "
+                          "and has no devices (its handles report device -1); -d applies to "
+                          "plugins with CUDA devices (hk-cpu was chosen by -p hk-cpu)\n", NULL);
+        CU_ASSERT_EQUAL(lines(out), 1);
+        free(out);
+    }
+    /* chosen because hk-cuda is unusable: the same line, with that reason */
+    char *out = expect_kept(run_err, NO_DRIVER HK_TEST_HOST " run -d 1", 2,
+                            "hk-host: -d 1: hk-cpu 1.0.0 computes on the host and has no devices",
+                            "(hk-cpu was chosen because hk-cuda is unusable: NO_DRIVER: ", NULL);
+    CU_ASSERT_EQUAL(lines(out), 1);
+    free(out);
+    /* info shows the binding it would report, with no -d */
+    expect(run, NO_DRIVER HK_TEST_HOST " info -p hk-cpu", 0, "handle: device -1, context id 0",
+           NULL);
+}
+
 /* hk-validate's --json is written by the same writer as hk-host's: a name
  * that is not UTF-8 still gives a valid document. */
 static void test_json_validate(void)
@@ -903,6 +929,8 @@ int hk_test_register(void)
 #ifndef HK_TEST_VALIDATE
     hk_test_skip(t, "hk-validate is not built");
 #endif
+    hk_test_add(s, "-d on a plugin without devices: one line, exit 2",
+                test_device_on_host_plugin);
     t = hk_test_add(s, "hk-validate --json: a strict document, names not UTF-8 replaced",
                     test_json_validate);
 #ifndef HK_TEST_VALIDATE
