@@ -33,14 +33,34 @@ typedef struct hkh_run_ctx {
     int no_memory; /* the plugin could not allocate the workload's device memory */
 } hkh_run_ctx_t;
 
+/* The five ops of hk.blas1/1, in the order the workload runs them. */
+enum { HKH_AXPY, HKH_SCAL, HKH_COPY, HKH_DOT, HKH_NRM2, HKH_NOPS };
+
+/* One element type: its size, its tolerances, and its five slots behind one
+ * signature (op: HKH_AXPY...; arguments a slot does not take are ignored). */
+typedef struct hkh_type {
+    char prefix;       /* 's' or 'd' */
+    const char *name;  /* "float", "double" */
+    size_t size;
+    double tol, rtol;  /* relative tolerance of element-wise results and of
+                          reductions (scaled by their magnitude) */
+    int (*has)(const hk_blas1_v1_t *b, int op);
+    hk_status_t (*call)(const hkh_run_ctx_t *c, int op, const void *alpha, const void *x,
+                        void *y, void *result);
+} hkh_type_t;
+
 /* One element type in one pointer mode. */
 typedef struct hkh_lane {
+    const hkh_type_t *type;
     const char *mode;
     hk_pointer_mode_t pm;
+    char op[HKH_NOPS][8];  /* "saxpy" ... */
     size_t bytes;          /* n elements */
     void *x, *y, *out;     /* host: inputs, and results read back */
     double *ref;           /* what device y holds after each step */
     void *dx, *dy, *dscal; /* device: x, y, one scalar (alpha, then results) */
+    double alpha;
+    unsigned char alpha_t[8], result_t[8]; /* host: alpha and a result, as the type */
 } hkh_lane_t;
 
 static double hkh_rnd(unsigned *s)
@@ -60,7 +80,7 @@ static double hkh_seconds(void)
  * "failed", "not-supported"; error: the failed call's or the missing slot's
  * line, raw. */
 static void hkh_row(hkh_run_ctx_t *c, const char *op, const char *mode, const char *result,
-                hk_status_t st, const char *error, double err, double tol, double dt)
+                    hk_status_t st, const char *error, double err, double tol, double dt)
 {
     hk__json_t *j = hkh_json();
     hkh_progress_clear();
@@ -89,15 +109,14 @@ static void hkh_row(hkh_run_ctx_t *c, const char *op, const char *mode, const ch
     fflush(stdout);
 }
 
-static int hkh_report(hkh_run_ctx_t *c, const char *op, const char *mode, hk_status_t st, double err,
-                  double tol, double dt)
+static int hkh_report(hkh_run_ctx_t *c, const char *op, const char *mode, hk_status_t st,
+                      double err, double tol, double dt)
 {
     c->checks++;
     if (st != HK_STATUS_OK) {
         char msg[1024];
         c->failures++;
-        hkh_row(c, op, mode, "failed", st, hkh_error(c->t, c->t->handle, msg, sizeof msg), 0, 0,
-            0);
+        hkh_row(c, op, mode, "failed", st, hkh_error(c->t, c->t->handle, msg, sizeof msg), 0, 0, 0);
         return -1;
     }
     int ok = err <= tol; /* NaN fails too */
@@ -138,7 +157,7 @@ static void *hkh_upload(hkh_run_ctx_t *c, const void *src, size_t bytes)
     if (st != HK_STATUS_OK) {
         char msg[1024];
         hkh_fail("device memory (%zu bytes): %s: %s", bytes, hk_status_name(st),
-                     hkh_error(c->t, c->t->handle, msg, sizeof msg));
+                 hkh_error(c->t, c->t->handle, msg, sizeof msg));
         if (st == HK_STATUS_OUT_OF_MEMORY)
             c->no_memory = 1;
         if (d)
@@ -160,177 +179,242 @@ static void hkh_lane_free(hkh_run_ctx_t *c, hkh_lane_t *l)
     free(l->ref);
 }
 
-/* The ops of one element type. T: type, P: s or d, TOL: relative tolerance
- * of element-wise results, RTOL: of reductions (scaled by their magnitude).
- * Each op checks its slot first; a missing one leaves the device data as the
- * next op expects it. */
-#define HKH_OPS(T, P, TOL, RTOL)                                                    \
-    static void axpy_##P(hkh_run_ctx_t *c, hkh_lane_t *l, T alpha, const T *pa)                 \
-    {                                                                                   \
-        hkh_step(c, #P "axpy", l->mode);                                                    \
-        const T *x = l->x, *y = l->y;                                                   \
-        T *out = l->out;                                                                \
-        if (!c->b.P##axpy) {                                                            \
-            for (int64_t i = 0; i < c->n; i++)                                          \
-                l->ref[i] = y[i]; /* y stays as uploaded */                             \
-            hkh_unsupported(c, #P "axpy", l->mode, "hk.blas1/1 has no " #P "axpy");         \
-            return;                                                                     \
-        }                                                                               \
-        double dt, err = 0;                                                             \
-        hk_status_t st = hkh_finish(c, c->b.P##axpy(c->t->handle, c->n, pa, l->dx, 1, l->dy, 1), \
-                                hkh_seconds(), &dt);                                        \
-        if (st == HK_STATUS_OK)                                                         \
-            st = c->m.copy_to_host(c->t->handle, out, l->dy, l->bytes);                 \
-        for (int64_t i = 0; i < c->n; i++) {                                            \
-            l->ref[i] = (double)alpha * x[i] + y[i];                                    \
-            double scale = fabs((double)alpha * x[i]) + fabs((double)y[i]) + 1e-30;     \
-            double e = fabs(out[i] - l->ref[i]) / scale;                                \
-            if (!(e <= err))                                                            \
-                err = e;                                                                \
-        }                                                                               \
-        hkh_report(c, #P "axpy", l->mode, st, err, TOL, dt);                                \
-    }                                                                                   \
-                                                                                        \
-    /* y := alpha y; y holds ref. */                                                    \
-    static void scal_##P(hkh_run_ctx_t *c, hkh_lane_t *l, T alpha, const T *pa)                 \
-    {                                                                                   \
-        hkh_step(c, #P "scal", l->mode);                                                    \
-        T *out = l->out;                                                                \
-        if (!c->b.P##scal) {                                                            \
-            hkh_unsupported(c, #P "scal", l->mode, "hk.blas1/1 has no " #P "scal");         \
-            return;                                                                     \
-        }                                                                               \
-        double dt, err = 0;                                                             \
-        hk_status_t st =                                                                \
-            hkh_finish(c, c->b.P##scal(c->t->handle, c->n, pa, l->dy, 1), hkh_seconds(), &dt);  \
-        if (st == HK_STATUS_OK)                                                         \
-            st = c->m.copy_to_host(c->t->handle, out, l->dy, l->bytes);                 \
-        for (int64_t i = 0; i < c->n; i++) {                                            \
-            double r = (double)alpha * l->ref[i];                                       \
-            double e = fabs(out[i] - r) / (fabs(r) + fabs(l->ref[i]) + 1e-30);          \
-            if (!(e <= err))                                                            \
-                err = e;                                                                \
-        }                                                                               \
-        hkh_report(c, #P "scal", l->mode, st, err, 2 * TOL, dt);                            \
-    }                                                                                   \
-                                                                                        \
-    /* y := x, every element exact. Without copy, y gets x by an upload, so that    \
-     * dot still computes x . x. */                                                     \
-    static void copy_##P(hkh_run_ctx_t *c, hkh_lane_t *l)                                       \
-    {                                                                                   \
-        hkh_step(c, #P "copy", l->mode);                                                    \
-        if (!c->b.P##copy) {                                                            \
-            hkh_unsupported(c, #P "copy", l->mode, "hk.blas1/1 has no " #P "copy");         \
-            hk_status_t st = c->m.copy_to_device(c->t->handle, l->dy, l->x, l->bytes);  \
-            if (st != HK_STATUS_OK)                                                     \
-                hkh_report(c, "upload", l->mode, st, 0, 0, 0);                              \
-            return;                                                                     \
-        }                                                                               \
-        double dt;                                                                      \
-        hk_status_t st =                                                                \
-            hkh_finish(c, c->b.P##copy(c->t->handle, c->n, l->dx, 1, l->dy, 1), hkh_seconds(), &dt); \
-        if (st == HK_STATUS_OK)                                                         \
-            st = c->m.copy_to_host(c->t->handle, l->out, l->dy, l->bytes);              \
-        double err = (st == HK_STATUS_OK && memcmp(l->out, l->x, l->bytes) != 0) ? 1.0 : 0.0; \
-        hkh_report(c, #P "copy", l->mode, st, err, 0.0, dt);                                \
-    }                                                                                   \
-                                                                                        \
-    /* dot: x . y with y == x; nrm2: sqrt(x . x). */                                    \
-    static void reduce_##P(hkh_run_ctx_t *c, hkh_lane_t *l, T alpha, T *pres)                   \
-    {                                                                                   \
-        const T *x = l->x;                                                              \
-        double want = 0, mag = 0, dt;                                                   \
-        for (int64_t i = 0; i < c->n; i++) {                                            \
-            want += (double)x[i] * x[i];                                                \
-            mag += fabs((double)x[i] * x[i]);                                           \
-        }                                                                               \
-        T res = 0;                                                                      \
-        int dev = l->pm == HK_POINTER_MODE_DEVICE;                                      \
-        hkh_step(c, #P "dot", l->mode);                                                     \
-        if (!c->b.P##dot) {                                                             \
-            hkh_unsupported(c, #P "dot", l->mode, "hk.blas1/1 has no " #P "dot");           \
-        } else {                                                                        \
-            hk_status_t st = hkh_finish(                                                    \
-                c, c->b.P##dot(c->t->handle, c->n, l->dx, 1, l->dy, 1, dev ? (T *)l->dscal : pres), \
-                hkh_seconds(), &dt);                                                        \
-            res = *pres;                                                                \
-            if (st == HK_STATUS_OK && dev)                                              \
-                st = c->m.copy_to_host(c->t->handle, &res, l->dscal, sizeof res);       \
-            hkh_report(c, #P "dot", l->mode, st, fabs(res - want) / (mag + 1e-300), RTOL, dt); \
-        }                                                                               \
-        hkh_step(c, #P "nrm2", l->mode);                                                    \
-        if (!c->b.P##nrm2) {                                                            \
-            hkh_unsupported(c, #P "nrm2", l->mode, "hk.blas1/1 has no " #P "nrm2");         \
-            return;                                                                     \
-        }                                                                               \
-        if (dev)                                                                        \
-            c->m.copy_to_device(c->t->handle, l->dscal, &alpha, sizeof alpha);          \
-        hk_status_t st = hkh_finish(                                                        \
-            c, c->b.P##nrm2(c->t->handle, c->n, l->dx, 1, dev ? (T *)l->dscal : pres),  \
-            hkh_seconds(), &dt);                                                            \
-        res = *pres;                                                                    \
-        if (st == HK_STATUS_OK && dev)                                                  \
-            st = c->m.copy_to_host(c->t->handle, &res, l->dscal, sizeof res);           \
-        double nrm = sqrt(want);                                                        \
-        hkh_report(c, #P "nrm2", l->mode, st, fabs(res - nrm) / (nrm + 1e-300), RTOL, dt);  \
-    }                                                                                   \
-                                                                                        \
-    /* The workload of one type in one mode; -1 when it could not be set up. */     \
-    static int run_##P(hkh_run_ctx_t *c, hk_pointer_mode_t mode)                            \
-    {                                                                                   \
-        hkh_lane_t l = {mode == HK_POINTER_MODE_HOST ? "host" : "device", mode,             \
-                    (size_t)c->n * sizeof(T), NULL, NULL, NULL, NULL, NULL, NULL, NULL}; \
-        if (mode != HK_POINTER_MODE_HOST && !c->t->vt->set_pointer_mode) {              \
-            static const char *const ops[] = {#P "axpy", #P "scal", #P "copy", #P "dot", \
-                                              #P "nrm2"};                               \
-            for (int k = 0; k < 5; k++)                                                 \
-                hkh_unsupported(c, ops[k], l.mode, "the plugin has no set_pointer_mode");   \
-            return 0;                                                                   \
-        }                                                                               \
-        l.x = malloc(l.bytes + sizeof(T));                                              \
-        l.y = malloc(l.bytes + sizeof(T));                                              \
-        l.out = malloc(l.bytes + sizeof(T));                                            \
-        l.ref = malloc((size_t)c->n * sizeof(double) + sizeof(double));                 \
-        int rc = -1;                                                                    \
-        if (!l.x || !l.y || !l.out || !l.ref) {                                         \
-            hkh_fail("--size %lld: cannot allocate %zu bytes of host memory",       \
-                         (long long)c->n, 3 * l.bytes + (size_t)c->n * 8);              \
-            c->no_memory = 1;                                                           \
-            goto out;                                                                   \
-        }                                                                               \
-        hkh_progress(c->checks + c->unsupported + 1, "%s %s: preparing n=%lld",     \
-                         #T, l.mode, (long long)c->n);                                  \
-        unsigned s = c->seed;                                                           \
-        T *x = l.x, *y = l.y;                                                           \
-        for (int64_t i = 0; i < c->n; i++) {                                            \
-            x[i] = (T)hkh_rnd(&s);                                                          \
-            y[i] = (T)hkh_rnd(&s);                                                          \
-        }                                                                               \
-        T alpha = (T)0.75, res = 0;                                                     \
-        if ((!(l.dx = hkh_upload(c, x, l.bytes)) && c->n) ||                                \
-            (!(l.dy = hkh_upload(c, y, l.bytes)) && c->n) ||                                \
-            !(l.dscal = hkh_upload(c, &alpha, sizeof alpha)))                               \
-            goto out;                                                                   \
-        if (c->t->vt->set_pointer_mode) {                                               \
-            hk_status_t st = c->t->vt->set_pointer_mode(c->t->handle, mode);            \
-            if (st != HK_STATUS_OK) {                                                   \
-                hkh_report(c, "mode", l.mode, st, 0, 0, 0);                                 \
-                goto out;                                                               \
-            }                                                                           \
-        }                                                                               \
-        const T *pa = mode == HK_POINTER_MODE_HOST ? &alpha : (const T *)l.dscal;       \
-        axpy_##P(c, &l, alpha, pa);                                                     \
-        scal_##P(c, &l, alpha, pa);                                                     \
-        copy_##P(c, &l);                                                                \
-        reduce_##P(c, &l, alpha, &res);                                                 \
-        rc = 0;                                                                         \
-    out:                                                                                \
-        hkh_lane_free(c, &l);                                                               \
-        return rc;                                                                      \
-    }
+/* ---- the two element types ---- */
 
-HKH_OPS(float, s, 1e-6, 1e-5)
-HKH_OPS(double, d, 1e-15, 1e-13)
+static int hkh_s_has(const hk_blas1_v1_t *b, int op)
+{
+    switch (op) {
+    case HKH_AXPY: return b->saxpy != NULL;
+    case HKH_SCAL: return b->sscal != NULL;
+    case HKH_COPY: return b->scopy != NULL;
+    case HKH_DOT: return b->sdot != NULL;
+    default: return b->snrm2 != NULL;
+    }
+}
+
+static hk_status_t hkh_s_call(const hkh_run_ctx_t *c, int op, const void *alpha, const void *x,
+                              void *y, void *result)
+{
+    hk_handle_t *h = c->t->handle;
+    switch (op) {
+    case HKH_AXPY: return c->b.saxpy(h, c->n, alpha, x, 1, y, 1);
+    case HKH_SCAL: return c->b.sscal(h, c->n, alpha, y, 1);
+    case HKH_COPY: return c->b.scopy(h, c->n, x, 1, y, 1);
+    case HKH_DOT: return c->b.sdot(h, c->n, x, 1, y, 1, result);
+    default: return c->b.snrm2(h, c->n, x, 1, result);
+    }
+}
+
+static int hkh_d_has(const hk_blas1_v1_t *b, int op)
+{
+    switch (op) {
+    case HKH_AXPY: return b->daxpy != NULL;
+    case HKH_SCAL: return b->dscal != NULL;
+    case HKH_COPY: return b->dcopy != NULL;
+    case HKH_DOT: return b->ddot != NULL;
+    default: return b->dnrm2 != NULL;
+    }
+}
+
+static hk_status_t hkh_d_call(const hkh_run_ctx_t *c, int op, const void *alpha, const void *x,
+                              void *y, void *result)
+{
+    hk_handle_t *h = c->t->handle;
+    switch (op) {
+    case HKH_AXPY: return c->b.daxpy(h, c->n, alpha, x, 1, y, 1);
+    case HKH_SCAL: return c->b.dscal(h, c->n, alpha, y, 1);
+    case HKH_COPY: return c->b.dcopy(h, c->n, x, 1, y, 1);
+    case HKH_DOT: return c->b.ddot(h, c->n, x, 1, y, 1, result);
+    default: return c->b.dnrm2(h, c->n, x, 1, result);
+    }
+}
+
+static const hkh_type_t hkh_float = {'s', "float", sizeof(float), 1e-6, 1e-5, hkh_s_has,
+                                     hkh_s_call};
+static const hkh_type_t hkh_double = {'d', "double", sizeof(double), 1e-15, 1e-13, hkh_d_has,
+                                      hkh_d_call};
+
+/* Element i of a vector of the lane's type, as a double, and back. */
+static double hkh_get(const hkh_lane_t *l, const void *v, int64_t i)
+{
+    return l->type->size == sizeof(float) ? ((const float *)v)[i] : ((const double *)v)[i];
+}
+
+static void hkh_put(const hkh_lane_t *l, void *v, int64_t i, double value)
+{
+    if (l->type->size == sizeof(float))
+        ((float *)v)[i] = (float)value;
+    else
+        ((double *)v)[i] = value;
+}
+
+/* ---- the ops, checked ---- */
+
+/* Before op: the progress line, and whether the plugin has the slot (a "not
+ * supported" row when not). */
+static int hkh_begin(hkh_run_ctx_t *c, const hkh_lane_t *l, int op)
+{
+    hkh_step(c, l->op[op], l->mode);
+    if (l->type->has(&c->b, op))
+        return 1;
+    char why[64];
+    snprintf(why, sizeof why, "hk.blas1/1 has no %s", l->op[op]);
+    hkh_unsupported(c, l->op[op], l->mode, why);
+    return 0;
+}
+
+/* Calls op, waits for its work and reads device y back into out (element
+ * ops) or the result into result_t (reductions). */
+static hk_status_t hkh_call(hkh_run_ctx_t *c, hkh_lane_t *l, int op, double *dt)
+{
+    int dev = l->pm == HK_POINTER_MODE_DEVICE, reduce = op == HKH_DOT || op == HKH_NRM2;
+    const void *alpha = dev ? l->dscal : (const void *)l->alpha_t;
+    void *result = dev ? l->dscal : (void *)l->result_t;
+    double t0 = hkh_seconds();
+    hk_status_t st = l->type->call(c, op, alpha, l->dx, l->dy, result);
+    st = hkh_finish(c, st, t0, dt);
+    if (st == HK_STATUS_OK && !reduce)
+        st = c->m.copy_to_host(c->t->handle, l->out, l->dy, l->bytes);
+    else if (st == HK_STATUS_OK && dev)
+        st = c->m.copy_to_host(c->t->handle, l->result_t, l->dscal, l->type->size);
+    return st;
+}
+
+/* y := alpha x + y. Without the slot y stays as uploaded. */
+static void hkh_axpy(hkh_run_ctx_t *c, hkh_lane_t *l)
+{
+    double dt, err = 0;
+    if (!hkh_begin(c, l, HKH_AXPY)) {
+        for (int64_t i = 0; i < c->n; i++)
+            l->ref[i] = hkh_get(l, l->y, i);
+        return;
+    }
+    hk_status_t st = hkh_call(c, l, HKH_AXPY, &dt);
+    for (int64_t i = 0; i < c->n; i++) {
+        double x = hkh_get(l, l->x, i), y = hkh_get(l, l->y, i);
+        l->ref[i] = l->alpha * x + y;
+        double e = fabs(hkh_get(l, l->out, i) - l->ref[i]) / (fabs(l->alpha * x) + fabs(y) + 1e-30);
+        if (!(e <= err))
+            err = e;
+    }
+    hkh_report(c, l->op[HKH_AXPY], l->mode, st, err, l->type->tol, dt);
+}
+
+/* y := alpha y; y holds ref. */
+static void hkh_scal(hkh_run_ctx_t *c, hkh_lane_t *l)
+{
+    double dt, err = 0;
+    if (!hkh_begin(c, l, HKH_SCAL))
+        return;
+    hk_status_t st = hkh_call(c, l, HKH_SCAL, &dt);
+    for (int64_t i = 0; i < c->n; i++) {
+        double r = l->alpha * l->ref[i];
+        double e = fabs(hkh_get(l, l->out, i) - r) / (fabs(r) + fabs(l->ref[i]) + 1e-30);
+        if (!(e <= err))
+            err = e;
+    }
+    hkh_report(c, l->op[HKH_SCAL], l->mode, st, err, 2 * l->type->tol, dt);
+}
+
+/* y := x, every element exact. Without copy, y gets x by an upload, so that
+ * dot still computes x . x. */
+static void hkh_copy(hkh_run_ctx_t *c, hkh_lane_t *l)
+{
+    double dt;
+    if (!hkh_begin(c, l, HKH_COPY)) {
+        hk_status_t st = c->m.copy_to_device(c->t->handle, l->dy, l->x, l->bytes);
+        if (st != HK_STATUS_OK)
+            hkh_report(c, "upload", l->mode, st, 0, 0, 0);
+        return;
+    }
+    hk_status_t st = hkh_call(c, l, HKH_COPY, &dt);
+    double err = (st == HK_STATUS_OK && memcmp(l->out, l->x, l->bytes) != 0) ? 1.0 : 0.0;
+    hkh_report(c, l->op[HKH_COPY], l->mode, st, err, 0.0, dt);
+}
+
+/* dot: x . y with y == x; nrm2: sqrt(x . x), the scalar reset to alpha first
+ * in device mode so that a stale dot cannot pass for it. */
+static void hkh_reduce(hkh_run_ctx_t *c, hkh_lane_t *l, int op)
+{
+    double want = 0, mag = 0, dt;
+    for (int64_t i = 0; i < c->n; i++) {
+        double x = hkh_get(l, l->x, i);
+        want += x * x;
+        mag += fabs(x * x);
+    }
+    if (!hkh_begin(c, l, op))
+        return;
+    if (op == HKH_NRM2 && l->pm == HK_POINTER_MODE_DEVICE)
+        c->m.copy_to_device(c->t->handle, l->dscal, l->alpha_t, l->type->size);
+    hk_status_t st = hkh_call(c, l, op, &dt);
+    double res = hkh_get(l, l->result_t, 0);
+    double err = op == HKH_DOT ? fabs(res - want) / (mag + 1e-300)
+                               : fabs(res - sqrt(want)) / (sqrt(want) + 1e-300);
+    hkh_report(c, l->op[op], l->mode, st, err, l->type->rtol, dt);
+}
+
+/* ---- one lane: one type in one pointer mode ---- */
+
+/* The host vectors, random x and y, the device copies and the pointer mode.
+ * Returns 0, or -1 after reporting. */
+static int hkh_lane_setup(hkh_run_ctx_t *c, hkh_lane_t *l)
+{
+    l->x = malloc(l->bytes);
+    l->y = malloc(l->bytes);
+    l->out = malloc(l->bytes);
+    l->ref = malloc((size_t)c->n * sizeof(double));
+    if (!l->x || !l->y || !l->out || !l->ref) {
+        hkh_fail("--size %lld: cannot allocate %zu bytes of host memory", (long long)c->n,
+                 3 * l->bytes + (size_t)c->n * sizeof(double));
+        c->no_memory = 1;
+        return -1;
+    }
+    hkh_progress(c->checks + c->unsupported + 1, "%s %s: preparing n=%lld", l->type->name,
+                 l->mode, (long long)c->n);
+    unsigned s = c->seed;
+    for (int64_t i = 0; i < c->n; i++) {
+        hkh_put(l, l->x, i, hkh_rnd(&s));
+        hkh_put(l, l->y, i, hkh_rnd(&s));
+    }
+    hkh_put(l, l->alpha_t, 0, l->alpha);
+    if (!(l->dx = hkh_upload(c, l->x, l->bytes)) || !(l->dy = hkh_upload(c, l->y, l->bytes)) ||
+        !(l->dscal = hkh_upload(c, l->alpha_t, l->type->size)))
+        return -1;
+    if (c->t->vt->set_pointer_mode) {
+        hk_status_t st = c->t->vt->set_pointer_mode(c->t->handle, l->pm);
+        if (st != HK_STATUS_OK) {
+            hkh_report(c, "mode", l->mode, st, 0, 0, 0);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The workload of one type in one mode; -1 when it could not be set up. */
+static int hkh_run_lane(hkh_run_ctx_t *c, const hkh_type_t *type, hk_pointer_mode_t pm)
+{
+    static const char *const ops[HKH_NOPS] = {"axpy", "scal", "copy", "dot", "nrm2"};
+    hkh_lane_t l = {.type = type, .pm = pm, .alpha = 0.75};
+    l.mode = pm == HK_POINTER_MODE_HOST ? "host" : "device";
+    l.bytes = (size_t)c->n * type->size;
+    for (int k = 0; k < HKH_NOPS; k++)
+        snprintf(l.op[k], sizeof l.op[k], "%c%s", type->prefix, ops[k]);
+    if (pm != HK_POINTER_MODE_HOST && !c->t->vt->set_pointer_mode) {
+        for (int k = 0; k < HKH_NOPS; k++)
+            hkh_unsupported(c, l.op[k], l.mode, "the plugin has no set_pointer_mode");
+        return 0;
+    }
+    int rc = hkh_lane_setup(c, &l);
+    if (rc == 0) {
+        hkh_axpy(c, &l);
+        hkh_scal(c, &l);
+        hkh_copy(c, &l);
+        hkh_reduce(c, &l, HKH_DOT);
+        hkh_reduce(c, &l, HKH_NRM2);
+    }
+    hkh_lane_free(c, &l);
+    return rc;
+}
 
 /* Host memory that can be had now without pushing other processes out: the
  * kernel's own estimate (MemAvailable), or where /proc is not mounted the
@@ -396,8 +480,8 @@ static int hkh_take_tables(hkh_run_ctx_t *c)
         st = hk_plugin_get_table(c->t->plugin, HK_TABLE_MEMORY_V1, &c->m, sizeof c->m);
     if (st != HK_STATUS_OK) {
         hkh_fail("%s: cannot take table %s: %s: %s", name,
-                     c->b.size ? HK_TABLE_MEMORY_V1 : HK_TABLE_BLAS1_V1, hk_status_name(st),
-                     st == HK_STATUS_NOT_FOUND ? "the plugin has none" : hk_status_string(st));
+                 c->b.size ? HK_TABLE_MEMORY_V1 : HK_TABLE_BLAS1_V1, hk_status_name(st),
+                 st == HK_STATUS_NOT_FOUND ? "the plugin has none" : hk_status_string(st));
         return -1;
     }
     const char *missing = !c->m.alloc            ? "alloc"
@@ -406,8 +490,8 @@ static int hkh_take_tables(hkh_run_ctx_t *c)
                           : !c->m.copy_to_host   ? "copy_to_host"
                                                  : NULL;
     if (missing) {
-        hkh_fail("%s: %s has no %s: the workload cannot place its data", name,
-                     HK_TABLE_MEMORY_V1, missing);
+        hkh_fail("%s: %s has no %s: the workload cannot place its data", name, HK_TABLE_MEMORY_V1,
+                 missing);
         return -1;
     }
     return 0;
@@ -451,7 +535,8 @@ static int hkh_workload(hkh_run_ctx_t *c, const hkh_opts_t *opts)
     hkh_progress_start(opts, 20);
     static const hk_pointer_mode_t modes[] = {HK_POINTER_MODE_HOST, HK_POINTER_MODE_DEVICE};
     for (int k = 0; k < 2; k++) {
-        if (run_s(c, modes[k]) != 0 || run_d(c, modes[k]) != 0) {
+        if (hkh_run_lane(c, &hkh_float, modes[k]) != 0 ||
+            hkh_run_lane(c, &hkh_double, modes[k]) != 0) {
             hkh_progress_clear();
             return c->no_memory ? HKH_EXIT_MEMORY : HKH_EXIT_FAIL;
         }
