@@ -457,8 +457,9 @@ static void test_env_malformed(void)
     env_reports(loader, "HK_PLUGIN_EXCLUDE", "entry '?" "?' ignored: contains a space or control "
                                              "character");
     env_reports(loader, "HK_PLUGIN_EXCLUDE", "entry 'a@@' ignored: bad range: '@': unknown "
-                                             "range: starts with '@' (use *, 1.2.3, ^1.2, ~1.2 "
-                                             "or >=1.2)");
+                                             "range: starts with '@' (a range is *, or "
+                                             "comparators such as 1.2.3, ^1.2, ~1.2, >=1.2, <2 "
+                                             "joined by commas)");
 
     /* a huge value: one short report, no crash */
     size_t big = 200000;
