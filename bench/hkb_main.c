@@ -50,7 +50,7 @@ static void usage(FILE *f)
             "  --csv FILE     also write the rows to FILE as CSV\n"
             "  --plugin PATH  hk-cuda.so to measure (default: next to the program)\n"
             "  --plugin-b PATH  the second build of hk-cuda that P8 swaps with (default:\n"
-            "                 ../tests/swap_plugins/hk-cuda-0.1.1.so next to the program)\n"
+            "                 ../tests/swap_plugins/hk-cuda-1.0.1.so next to the program)\n"
             "  --device N     device of P1..P5, P8, P9 (default 0); P6 uses devices 0 and 1\n"
             "  --strict       exit 3 when a row misses its target\n"
             "  --timeout S    give up after S seconds (default 480; 0: never)\n");
