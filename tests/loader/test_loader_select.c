@@ -21,7 +21,8 @@
 #include "test_select.h"
 #include "tp_info.h"
 
-void ts_register_semver(void); /* test_semver.c */
+void ts_register_semver(void);     /* test_semver.c */
+void ts_register_doc_ranges(void); /* test_doc_ranges.c */
 
 void env_clear(void)
 {
@@ -773,5 +774,6 @@ int hk_test_register(void)
     if (why)
         hk_test_skip(t, why);
     ts_register_select_ranges(s);
+    ts_register_doc_ranges();
     return 0;
 }
