@@ -315,7 +315,7 @@ int hkb_fig_moved_calls(hkb_lane_t *lane, const hkb_opts_t *o);                 
 int hkb_fig_swap(const char *path_a, const char *path_b, const hkb_opts_t *o);       /* P8 */
 
 /* The second build of hk-cuda for P8 (hkb_swap.c): next to the program
- * (../tests/swap_plugins/hk-cuda-0.1.1.so) or below the working directory. */
+ * (../tests/swap_plugins/hk-cuda-1.0.1.so) or below the working directory. */
 const char *hkb_plugin_b_default_path(char *buf, size_t len);
 
 #endif /* HKB_H */

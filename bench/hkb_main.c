@@ -53,7 +53,7 @@ static const hk__cli_opt_t hkb_options[] = {
     {HKB_OPT_PLUGIN, 0, "plugin", "PATH", "hk-cuda.so to measure (default: next to the program)"},
     {HKB_OPT_PLUGIN_B, 0, "plugin-b", "PATH",
      "the second build of hk-cuda that P8 swaps with\n"
-     "(default: ../tests/swap_plugins/hk-cuda-0.1.1.so\n"
+     "(default: ../tests/swap_plugins/hk-cuda-1.0.1.so\n"
      "next to the program)"},
     {HKB_OPT_DEVICE, 0, "device", "N",
      "device of P1..P5, P8, P9, 0 to 1024 (default 0); P6\n"

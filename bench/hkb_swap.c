@@ -2,7 +2,7 @@
  *
  * P8: 8 threads call saxpy through movable handles on hk-cuda, one stream
  * each, while the main thread swaps every handle between two builds of
- * hk-cuda (the measured hk-cuda.so and its second build, hk-cuda-0.1.1.so of
+ * hk-cuda (the measured hk-cuda.so and its second build, hk-cuda-1.0.1.so of
  * tests/swap) back and forth, each swap prepared (hk_loader_swap_prepare:
  * resolving and reopening the module, verifying it, making the new handles)
  * and then committed. Reported: the time from the commit call until every
@@ -47,7 +47,7 @@
 #ifndef HKB_PLUGIN_B_REL
 #define HKB_PLUGIN_B_REL "build/release/tests/swap_plugins"
 #endif
-#define HKB_PLUGIN_B_FILE "hk-cuda-0.1.1.so"
+#define HKB_PLUGIN_B_FILE "hk-cuda-1.0.1.so"
 
 const char *hkb_plugin_b_default_path(char *buf, size_t len)
 {

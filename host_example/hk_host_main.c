@@ -23,8 +23,8 @@
 static const hk__cli_opt_t hkh_options[] = {
     {'p', 'p', "plugin", "REQUEST",
      "the plugin: NAME (its highest release), NAME@RANGE\n"
-     "(e.g. hk-cuda@^1.2, hk-cpu@~1.0, 'hk-cuda@>=1.4',\n"
-     "hk-cuda@1.4.1) or a path to a .so file; default:\n"
+     "(e.g. hk-cuda@^1, hk-cpu@~1.0, 'hk-cuda@>=1.0, <2',\n"
+     "hk-cuda@1.0.0) or a path to a .so file; default:\n"
      "hk-cuda when a handle can be made on it, else\n"
      "hk-cpu, saying why"},
     {'n', 'n', "size", "N", "vector length for run, at least 1 (default 1048576)"},

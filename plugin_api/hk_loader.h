@@ -297,9 +297,11 @@ const char *hk_load_stage_name(hk_load_stage_t stage);
  *
  * A request names what a host wants:
  *   "NAME"          the highest release of plugin NAME ("NAME@*")
- *   "NAME@RANGE"    the highest version of NAME in RANGE (grammar, precedence
- *                   and the pre-release rule in hk_semver.h; build metadata
- *                   is ignored)
+ *   "NAME@RANGE"    the highest version of NAME in RANGE, one comparator or a
+ *                   comma-separated list that must all hold ("hk-cpu@^1",
+ *                   "hk-cpu@>=1.0, <2"; grammar, precedence and the
+ *                   pre-release rule in hk_semver.h, hk_semver_set_t; build
+ *                   metadata is ignored)
  *   a path          a request that contains '/' or ends in ".so" is a file:
  *                   it is loaded with hk_loader_open, exactly that file, and
  *                   neither HK_PLUGIN_PIN nor HK_PLUGIN_EXCLUDE applies.
@@ -327,7 +329,11 @@ const char *hk_load_stage_name(hk_load_stage_t stage);
  * process with elevated privileges, AT_SECURE, where a report with path
  * "HK_PLUGIN_PIN" or "HK_PLUGIN_EXCLUDE", stage scan, status INSECURE says
  * so); each is a comma-separated list of entries, and empty entries are
- * skipped:
+ * skipped. A comma followed (after spaces) by an operator ('<', '>', '=',
+ * '^' or '~') continues the range of the NAME@RANGE entry before it rather
+ * than starting an entry: "hk-cpu@>=1.0, <2,hk-cuda@^1" is two entries. A
+ * bare version after a comma starts an entry (write "=1.0.0" to list it in
+ * a range there), and spaces are allowed only around such a comma.
  *   HK_PLUGIN_PIN="hk-cuda@1.4.1,hk-cpu@^1"
  *       each entry is NAME@RANGE and narrows what a request for NAME may
  *       select: a candidate must be in the request's range AND in every pin

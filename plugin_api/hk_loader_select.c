@@ -141,7 +141,7 @@ typedef struct hk__rule {
     const char *name;  /* NULL for a path entry */
     size_t name_len;
     int has_range;     /* 0: a whole-name exclusion */
-    hk_semver_range_t range;
+    hk_semver_set_t range;
     const char *range_text;
     int have_id;       /* a path entry's file could be stat'ed */
     dev_t dev;
@@ -201,14 +201,17 @@ static int hk__rule_parse(const char *var, char *entry, hk__rule_t *r, char *why
     memset(r, 0, sizeof(*r));
     r->var = var;
     r->entry = entry;
-    if (hk__bad_byte(entry, len)) {
-        snprintf(why, wn, "contains a space or control character");
-        return -1;
-    }
     char *at = strchr(entry, '@');
     /* The request rule: a name never holds '/' nor ends in ".so", so such
      * an entry is a file even when its path contains an '@'. */
-    if (!is_pin && hk__is_path(entry, len)) {
+    int path = !is_pin && hk__is_path(entry, len);
+    /* A range may hold spaces around its commas: the range parser judges
+     * what follows the '@'. */
+    if (hk__bad_byte(entry, at && !path ? (size_t)(at - entry) : len)) {
+        snprintf(why, wn, "contains a space or control character");
+        return -1;
+    }
+    if (path) {
         struct stat st;
         if (stat(entry, &st) == 0) {
             r->have_id = 1;
@@ -231,11 +234,33 @@ static int hk__rule_parse(const char *var, char *entry, hk__rule_t *r, char *why
         return 0;
     r->has_range = 1;
     r->range_text = at + 1;
-    if (hk_semver_range_parse(at + 1, &r->range, sv, sizeof(sv)) != HK_STATUS_OK) {
+    if (hk_semver_set_parse(at + 1, &r->range, sv, sizeof(sv)) != HK_STATUS_OK) {
         snprintf(why, wn, "bad range: %s", sv);
         return -1;
     }
     return 0;
+}
+
+/* The comma that ends the entry at e, or NULL when it runs to the end. A
+ * comma followed (after spaces) by an operator continues the range of a
+ * NAME@RANGE entry, as ranges list comparators with commas too; a path
+ * entry never continues. */
+static char *hk__entry_end(char *e)
+{
+    int ranged = 0, path = 0;
+    for (char *c = e; *c; c++) {
+        ranged |= *c == '@';
+        path |= *c == '/';
+        if (*c != ',')
+            continue;
+        const char *n = c + 1;
+        while (*n == ' ')
+            n++;
+        int so = c - e >= 3 && memcmp(c - 3, ".so", 3) == 0;
+        if (!ranged || path || so || !*n || !strchr("<>=^~", *n))
+            return c;
+    }
+    return NULL;
 }
 
 /* Reads one variable into rules, reporting malformed entries. */
@@ -261,8 +286,13 @@ static int hk__rules_read(hk_loader_t *loader, const char *var, int slot, hk__ru
     if (!grown)
         return -1;
     rules->list = grown;
-    char *save = NULL, why[320];
-    for (char *e = strtok_r(copy, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+    char why[320];
+    for (char *e = copy, *next; e; e = next) {
+        next = hk__entry_end(e);
+        if (next)
+            *next++ = '\0';
+        if (!*e)
+            continue; /* empty entries are skipped */
         if (hk__rule_parse(var, e, &rules->list[rules->n], why, sizeof(why)) == 0)
             rules->n++;
         else
@@ -297,7 +327,7 @@ static const hk__rule_t *hk__excluded_by(const hk__rules_t *rules, const hk_plug
                 || (r->have_id && r->dev == p->dev && r->ino == p->ino))
                 return r;
         } else if (hk__rule_names(r, p->name)) {
-            if (!r->has_range || (v && hk_semver_range_match(&r->range, v)))
+            if (!r->has_range || (v && hk_semver_set_match(&r->range, v)))
                 return r;
         }
     }
@@ -308,7 +338,7 @@ typedef struct hk__request {
     const char *text;
     char *name;             /* owned copy of the name */
     const char *range_text; /* after '@', "*" when none */
-    hk_semver_range_t range;
+    hk_semver_set_t range;
 } hk__request_t;
 
 /* Checks v against every range that applies to a request for p's name:
@@ -321,17 +351,17 @@ static hk_select_verdict_t hk__in_ranges(const hk__request_t *req, const hk__rul
                                          const hk__rule_t **rule)
 {
     int named = v->pre_len == 0;
-    if (hk_semver_range_match(&req->range, v))
+    if (hk_semver_set_match(&req->range, v))
         named = 1;
-    else if (!hk_semver_range_skips_pre(&req->range, v))
+    else if (!hk_semver_set_skips_pre(&req->range, v))
         return HK_SELECT_OUT_OF_RANGE;
     for (size_t i = 0; i < rules->n; i++) {
         const hk__rule_t *r = &rules->list[i];
         if (strcmp(r->var, HK__PIN_ENV) != 0 || !hk__rule_names(r, p->name))
             continue;
-        if (hk_semver_range_match(&r->range, v))
+        if (hk_semver_set_match(&r->range, v))
             named = 1;
-        else if (!hk_semver_range_skips_pre(&r->range, v)) {
+        else if (!hk_semver_set_skips_pre(&r->range, v)) {
             *rule = r;
             return HK_SELECT_PINNED;
         }
@@ -379,7 +409,7 @@ static hk_status_t hk__request_parse(const char *text, hk__request_t *req, hk__t
         return HK_STATUS_OUT_OF_MEMORY;
     }
     req->range_text = at && at[1] ? at + 1 : "*";
-    if (hk_semver_range_parse(at ? at + 1 : "", &req->range, sv, sizeof(sv)) != HK_STATUS_OK) {
+    if (hk_semver_set_parse(at ? at + 1 : "", &req->range, sv, sizeof(sv)) != HK_STATUS_OK) {
         hk__text_add(err, "%s: bad range: %s", clean, sv);
         return HK_STATUS_INVALID_VALUE;
     }
@@ -448,7 +478,7 @@ static long hk__decide(hk__sel_cand_t *c, size_t n, const hk__request_t *req,
 /* What the chosen plugin had to satisfy: "^1 and HK_PLUGIN_PIN x@~1.2". */
 static void hk__constraints(hk__text_t *t, const hk__request_t *req, const hk__rules_t *rules)
 {
-    int any = req->range.op == HK_SEMVER_ANY;
+    int any = req->range.count == 0;
     hk__text_add(t, "%s", any ? "any release" : req->range_text);
     for (size_t i = 0; i < rules->n; i++) {
         const hk__rule_t *r = &rules->list[i];
@@ -477,7 +507,7 @@ static void hk__reason(char *dst, size_t n, const hk__sel_cand_t *c, const hk__s
                      chosen->p->version, chosen->p->path);
         break;
     case HK_SELECT_OUT_OF_RANGE:
-        if (hk_semver_range_skips_pre(&req->range, &c->v))
+        if (hk_semver_set_skips_pre(&req->range, &c->v))
             hk__text_add(&t, "pre-release outside %s (name a pre-release of %llu.%llu.%llu "
                          "in the request or " HK__PIN_ENV " to select it)", req->range_text,
                          (unsigned long long)c->v.major, (unsigned long long)c->v.minor,

@@ -16,7 +16,7 @@
  * string can neither break the one-line reason nor flood it. */
 static void hk__fail(char *reason, size_t rn, const char *text, size_t len, const char *fmt, ...)
 {
-    char quoted[72], detail[192];
+    char quoted[72], detail[256];
     size_t shown = len > 60 ? 60 : len, q = 0;
     va_list ap;
 
@@ -341,58 +341,95 @@ static void hk__range_any(hk_semver_range_t *out)
     out->op = HK_SEMVER_ANY;
 }
 
-hk_status_t hk_semver_range_parse_n(const char *text, size_t len, hk_semver_range_t *out,
-                                    char *reason, size_t reason_size)
+/* Operators, two-character ones first so that ">=" is not read as '>'.
+ * min_parts: how many numbers the version after it needs (hk_semver.h says
+ * why '>', "<=" and '=' take no shortened version). */
+static const struct {
+    const char *text;
+    size_t len;
+    hk_semver_op_t op;
+    unsigned min_parts;
+} hk__ops[] = {
+    {">=", 2, HK_SEMVER_GE, 1}, {"<=", 2, HK_SEMVER_LE, 3}, {">", 1, HK_SEMVER_GT, 3},
+    {"<", 1, HK_SEMVER_LT, 1},  {"=", 1, HK_SEMVER_EXACT, 3}, {"^", 1, HK_SEMVER_CARET, 1},
+    {"~", 1, HK_SEMVER_TILDE, 1},
+};
+
+/* The reason for a shortened version v[0..vn) (parts numbers) after an
+ * operator that needs all three. */
+static void hk__short_fail(char *reason, size_t rn, const char *s, size_t n, size_t skip,
+                           hk_semver_op_t op, unsigned parts)
+{
+    const char *v = s + skip, *zeros = parts == 1 ? ".0.0" : ".0";
+    int vn = (int)(n - skip), on = (int)skip;
+
+    if (op == HK_SEMVER_EXACT)
+        hk__fail(reason, rn, s, n, "an exact version needs major.minor.patch (write ^%.*s or "
+                 "~%.*s for a range)", vn, v, vn, v);
+    else
+        hk__fail(reason, rn, s, n, "'%.*s' needs major.minor.patch ('%.*s' could mean %.*s%s "
+                 "or %s every %.*s.x)", on, s, (int)n, s, (int)n, s, zeros,
+                 op == HK_SEMVER_GT ? "above" : "up to", vn, v);
+}
+
+/* Parses s[0..n) as one comparator, "" or "*", all of it. */
+static hk_status_t hk__comparator(const char *s, size_t n, hk_semver_range_t *out, char *reason,
+                                  size_t rn)
 {
     hk_semver_range_t r;
     size_t skip = 0;
+    unsigned min_parts = 3;
     char cb[8];
 
+    hk__range_any(out);
+    hk__range_any(&r);
+    if (n == 0 || (n == 1 && s[0] == '*')) {
+        hk__ok(reason, rn);
+        return HK_STATUS_OK;
+    }
+    r.op = HK_SEMVER_EXACT;
+    for (size_t i = 0; i < sizeof(hk__ops) / sizeof(hk__ops[0]); i++)
+        if (n >= hk__ops[i].len && memcmp(s, hk__ops[i].text, hk__ops[i].len) == 0) {
+            r.op = hk__ops[i].op;
+            skip = hk__ops[i].len;
+            min_parts = hk__ops[i].min_parts;
+            break;
+        }
+    if (skip == 0 && !hk__is_digit(s[0])) {
+        hk__fail(reason, rn, s, n, "unknown range: starts with %s (a range is *, or "
+                 "comparators such as 1.2.3, ^1.2, ~1.2, >=1.2, <2 joined by commas)",
+                 hk__char_text(s[0], cb));
+        return HK_STATUS_INVALID_VALUE;
+    }
+    if (skip == n) {
+        hk__fail(reason, rn, s, n, "no version after '%.*s'", (int)skip, s);
+        return HK_STATUS_INVALID_VALUE;
+    }
+    if (s[skip] == ' ') {
+        hk__fail(reason, rn, s, n, "space between '%.*s' and its version", (int)skip, s);
+        return HK_STATUS_INVALID_VALUE;
+    }
+    hk_status_t st = hk__version(s + skip, n - skip, 1, &r.base, &r.parts, s, n, reason, rn);
+    if (st != HK_STATUS_OK)
+        return st;
+    if (r.parts < min_parts) {
+        hk__short_fail(reason, rn, s, n, skip, r.op, r.parts);
+        return HK_STATUS_INVALID_VALUE;
+    }
+    *out = r;
+    return HK_STATUS_OK;
+}
+
+hk_status_t hk_semver_range_parse_n(const char *text, size_t len, hk_semver_range_t *out,
+                                    char *reason, size_t reason_size)
+{
     if (!out || (!text && len > 0)) {
         if (out)
             hk__range_any(out);
         hk__fail(reason, reason_size, "", 0, "NULL argument");
         return HK_STATUS_NULL_POINTER;
     }
-    hk__range_any(out);
-    hk__range_any(&r);
-    if (len == 0 || (len == 1 && text[0] == '*')) {
-        hk__ok(reason, reason_size);
-        return HK_STATUS_OK;
-    }
-    if (text[0] == '^') {
-        r.op = HK_SEMVER_CARET;
-        skip = 1;
-    } else if (text[0] == '~') {
-        r.op = HK_SEMVER_TILDE;
-        skip = 1;
-    } else if (len >= 2 && text[0] == '>' && text[1] == '=') {
-        r.op = HK_SEMVER_GE;
-        skip = 2;
-    } else if (hk__is_digit(text[0])) {
-        r.op = HK_SEMVER_EXACT;
-    } else {
-        hk__fail(reason, reason_size, text, len, "unknown range: starts with %s (use *, 1.2.3, "
-                 "^1.2, ~1.2 or >=1.2)", hk__char_text(text[0], cb));
-        return HK_STATUS_INVALID_VALUE;
-    }
-    if (skip == len) {
-        hk__fail(reason, reason_size, text, len, "no version after '%.*s'", (int)skip, text);
-        return HK_STATUS_INVALID_VALUE;
-    }
-    unsigned min_parts = r.op == HK_SEMVER_EXACT ? 3 : 1;
-    hk_status_t st = hk__version(text + skip, len - skip, min_parts, &r.base, &r.parts, text,
-                                 len, reason, reason_size);
-    if (st != HK_STATUS_OK) {
-        if (r.op == HK_SEMVER_EXACT && reason && reason_size > 0
-            && strstr(reason, "needs major.minor.patch"))
-            hk__fail(reason, reason_size, text, len, "an exact version needs "
-                     "major.minor.patch (write ^%.*s or ~%.*s for a range)", (int)len, text,
-                     (int)len, text);
-        return st;
-    }
-    *out = r;
-    return HK_STATUS_OK;
+    return hk__comparator(text, len, out, reason, reason_size);
 }
 
 hk_status_t hk_semver_range_parse(const char *text, hk_semver_range_t *out, char *reason,
@@ -406,6 +443,105 @@ hk_status_t hk_semver_range_parse(const char *text, hk_semver_range_t *out, char
     }
     return hk_semver_range_parse_n(text, strlen(text), out, reason, reason_size);
 }
+
+/* ---- lists of comparators ---- */
+
+static int hk__has_bars(const char *s, size_t n)
+{
+    for (size_t i = 0; i + 1 < n; i++)
+        if (s[i] == '|' && s[i + 1] == '|')
+            return 1;
+    return 0;
+}
+
+/* Parses the comma-separated list text[0..len) into *out (zeroed by the
+ * caller); a failure names the comparator by position and text. */
+static hk_status_t hk__list(const char *text, size_t len, hk_semver_set_t *out, char *reason,
+                            size_t rn)
+{
+    char sub[256];
+    size_t start = 0, pieces = 1;
+
+    for (size_t i = 0; i < len; i++)
+        pieces += text[i] == ',';
+    if (pieces > HK_SEMVER_SET_MAX) {
+        hk__fail(reason, rn, text, len, "more than %d comparators", HK_SEMVER_SET_MAX);
+        return HK_STATUS_INVALID_VALUE;
+    }
+    for (unsigned k = 0;; k++) {
+        size_t end = start;
+        while (end < len && text[end] != ',')
+            end++;
+        size_t a = start, b = end;
+        while (k > 0 && a < b && text[a] == ' ') /* spaces after a comma */
+            a++;
+        while (end < len && b > a && text[b - 1] == ' ') /* spaces before one */
+            b--;
+        if (a == b) {
+            hk__fail(reason, rn, text, len, "comparator %u is empty", k + 1);
+            return HK_STATUS_INVALID_VALUE;
+        }
+        if (hk__comparator(text + a, b - a, &out->cmp[k], sub, sizeof(sub)) != HK_STATUS_OK) {
+            hk__fail(reason, rn, text, len, "comparator %u %s", k + 1, sub);
+            return HK_STATUS_INVALID_VALUE;
+        }
+        if (out->cmp[k].op == HK_SEMVER_ANY) {
+            hk__fail(reason, rn, text, len, "'*' stands alone: it cannot be listed with other "
+                     "comparators");
+            return HK_STATUS_INVALID_VALUE;
+        }
+        out->count = k + 1;
+        if (end == len)
+            return HK_STATUS_OK;
+        start = end + 1;
+    }
+}
+
+hk_status_t hk_semver_set_parse_n(const char *text, size_t len, hk_semver_set_t *out,
+                                  char *reason, size_t reason_size)
+{
+    hk_status_t st;
+
+    if (!out || (!text && len > 0)) {
+        if (out)
+            memset(out, 0, sizeof(*out));
+        hk__fail(reason, reason_size, "", 0, "NULL argument");
+        return HK_STATUS_NULL_POINTER;
+    }
+    memset(out, 0, sizeof(*out));
+    if (hk__has_bars(text, len)) {
+        hk__fail(reason, reason_size, text, len, "'||' (either of two ranges) is not "
+                 "supported: a comma joins comparators that must all hold");
+        return HK_STATUS_INVALID_VALUE;
+    }
+    if (len == 0 || !memchr(text, ',', len)) {
+        /* One comparator: its reason is the comparator's own. */
+        st = hk__comparator(text, len, &out->cmp[0], reason, reason_size);
+        out->count = st == HK_STATUS_OK && out->cmp[0].op != HK_SEMVER_ANY;
+    } else {
+        st = hk__list(text, len, out, reason, reason_size);
+    }
+    if (st != HK_STATUS_OK) {
+        memset(out, 0, sizeof(*out));
+        return st;
+    }
+    hk__ok(reason, reason_size);
+    return HK_STATUS_OK;
+}
+
+hk_status_t hk_semver_set_parse(const char *text, hk_semver_set_t *out, char *reason,
+                                size_t reason_size)
+{
+    if (!text) {
+        if (out)
+            memset(out, 0, sizeof(*out));
+        hk__fail(reason, reason_size, "", 0, "NULL argument");
+        return HK_STATUS_NULL_POINTER;
+    }
+    return hk_semver_set_parse_n(text, strlen(text), out, reason, reason_size);
+}
+
+/* ---- matching ---- */
 
 static int hk__has_pre(const hk_semver_t *v)
 {
@@ -426,6 +562,12 @@ static int hk__op_holds(const hk_semver_range_t *r, const hk_semver_t *v)
         return c == 0;
     case HK_SEMVER_GE:
         return c >= 0;
+    case HK_SEMVER_GT:
+        return c > 0;
+    case HK_SEMVER_LT:
+        return c < 0;
+    case HK_SEMVER_LE:
+        return c <= 0;
     case HK_SEMVER_TILDE:
         return c >= 0 && v->major == b->major && (r->parts < 2 || v->minor == b->minor);
     case HK_SEMVER_CARET:
@@ -440,7 +582,7 @@ static int hk__op_holds(const hk_semver_range_t *r, const hk_semver_t *v)
     return 0;
 }
 
-/* The range names a pre-release of v's MAJOR.MINOR.PATCH. */
+/* The comparator names a pre-release of v's MAJOR.MINOR.PATCH. */
 static int hk__names_pre_of(const hk_semver_range_t *r, const hk_semver_t *v)
 {
     const hk_semver_t *b = &r->base;
@@ -460,4 +602,31 @@ int hk_semver_range_skips_pre(const hk_semver_range_t *r, const hk_semver_t *v)
     if (!r || !v || !hk__has_pre(v))
         return 0;
     return hk__op_holds(r, v) && !hk__names_pre_of(r, v);
+}
+
+/* 1 when every comparator of s holds for v; *named says whether v is a
+ * release or a pre-release that one of them names. A hand-made count past
+ * the array is read as the array. */
+static int hk__set_holds(const hk_semver_set_t *s, const hk_semver_t *v, int *named)
+{
+    unsigned n = s->count < HK_SEMVER_SET_MAX ? s->count : HK_SEMVER_SET_MAX;
+    *named = !hk__has_pre(v);
+    for (unsigned i = 0; i < n; i++) {
+        if (!hk__op_holds(&s->cmp[i], v))
+            return 0;
+        *named |= hk__names_pre_of(&s->cmp[i], v);
+    }
+    return 1;
+}
+
+int hk_semver_set_match(const hk_semver_set_t *s, const hk_semver_t *v)
+{
+    int named;
+    return s && v && hk__set_holds(s, v, &named) && named;
+}
+
+int hk_semver_set_skips_pre(const hk_semver_set_t *s, const hk_semver_t *v)
+{
+    int named;
+    return s && v && hk__has_pre(v) && hk__set_holds(s, v, &named) && !named;
 }

@@ -17,10 +17,11 @@
  *   1.0.0-alpha < 1.0.0-alpha.1 < 1.0.0-alpha.beta < 1.0.0-beta < 1.0.0-beta.2
  *   < 1.0.0-beta.11 < 1.0.0-rc.1 < 1.0.0 < 1.2.0 < 1.10.0
  *
- * Ranges (the text after '@' in a plugin request):
- *   "" or "*"   any release
+ * Ranges (the text after '@' in a plugin request) are comparators separated
+ * by commas, all of which must hold ("AND"):
+ *   "" or "*"   any release ('*' stands alone: never in a list)
  *   "1.2.3"     exactly this version (a pre-release may be given; build
- *               metadata is allowed and ignored)
+ *   "=1.2.3"    metadata is allowed and ignored)
  *   "^1.2.3"    >= 1.2.3 with the same major; for major 0 the same minor
  *               ("^0.2.3": >= 0.2.3, < 0.3.0), and for 0.0.P the same patch
  *               ("^0.0.3": only 0.0.3). "^1.2" is "^1.2.0"; "^1" is >= 1.0.0,
@@ -28,16 +29,35 @@
  *   "~1.2.3"    >= 1.2.3 with the same major and minor; "~1.2" is "~1.2.0";
  *               "~1" is >= 1.0.0 with the same major.
  *   ">=1.2.3"   this version or any higher one; ">=1.2" is ">=1.2.0".
- * After an operator, MINOR and PATCH may be left out (they count as 0); a
- * pre-release or build part needs all three numbers. Nothing else is
- * accepted: no spaces, no "v", no "x" wildcards, no lists of ranges.
+ *   ">1.2.3"    any version higher than this one.
+ *   "<1.2.3"    any version lower than this one; "<2" is "<2.0.0".
+ *   "<=1.2.3"   this version or any lower one.
+ *   ">=1.2, <2" both: 1.2.0 up to, not including, 2.0.0.
+ * After '^', '~', ">=" and '<', MINOR and PATCH may be left out (they count
+ * as 0). '=', '>', "<=" and a bare version need all three numbers: ">1.2"
+ * could mean above 1.2.0 or above every 1.2.x, and is refused rather than
+ * guessed. A pre-release or build part needs all three numbers.
+ * Spaces (0x20) directly before and after a comma are ignored; no other
+ * space is accepted (not at either end, not between an operator and its
+ * version), nor any other white space. A list holds at most
+ * HK_SEMVER_SET_MAX comparators; an empty one (",," or a comma at either
+ * end) is refused. Nothing else is accepted: no "v", no "x" wildcards, no
+ * "||" alternatives, no hyphen ranges.
  *
- * Pre-releases: a version with a pre-release matches a range only when the
- * range's own version is a pre-release of the same MAJOR.MINOR.PATCH (and the
- * operator's condition holds). So "^2.0.0-rc.1" matches 2.0.0-rc.1,
- * 2.0.0-rc.2, 2.0.0 and 2.5.0 but not 2.1.0-beta, and "*", "^2" and ">=1"
- * match no pre-release at all: a pre-release is only ever chosen when asked
- * for by name.
+ * Pre-releases: a version with a pre-release matches a range only when one of
+ * the range's comparators names a pre-release of the same MAJOR.MINOR.PATCH
+ * (and every comparator holds). So "^2.0.0-rc.1" matches 2.0.0-rc.1,
+ * 2.0.0-rc.2, 2.0.0 and 2.5.0 but not 2.1.0-beta; ">=2.0.0-rc.1, <3"
+ * matches 2.0.0-rc.2 but not 2.1.0-beta; and "*", "^2", ">=1" and "<2.0.0"
+ * match no pre-release at all (not even 2.0.0-rc.1, which is below 2.0.0): a
+ * pre-release is only ever chosen when asked for by name.
+ *
+ * Two types carry a parsed range: hk_semver_range_t holds one comparator
+ * (its functions take a single comparator and refuse a list), and
+ * hk_semver_set_t holds a whole range, list or not. A plugin request is
+ * parsed as an hk_semver_set_t. hk_semver_range_t keeps the size it had
+ * before lists existed, so that a program built against it keeps working
+ * with a newer loader library.
  *
  * Parsed structs borrow the text they were parsed from (pre and build point
  * into it): keep the text alive and unchanged while the struct is used.
@@ -72,11 +92,15 @@ typedef enum hk_semver_op {
     HK_SEMVER_EXACT = 1, /* "1.2.3" */
     HK_SEMVER_CARET = 2, /* "^1.2.3" */
     HK_SEMVER_TILDE = 3, /* "~1.2.3" */
-    HK_SEMVER_GE = 4     /* ">=1.2.3" */
+    HK_SEMVER_GE = 4,    /* ">=1.2.3" */
+    HK_SEMVER_GT = 5,    /* ">1.2.3" */
+    HK_SEMVER_LT = 6,    /* "<1.2.3" */
+    HK_SEMVER_LE = 7     /* "<=1.2.3" */
 } hk_semver_op_t;
 
-/* A parsed range: the operator, the version written after it (numbers left
- * out are 0) and how many numbers were written (1 to 3; 0 for ANY). */
+/* One parsed comparator: the operator ("=1.2.3" is EXACT), the version
+ * written after it (numbers left out are 0) and how many numbers were written
+ * (1 to 3; 0 for ANY). */
 typedef struct hk_semver_range {
     hk_semver_op_t op;
     unsigned parts;
@@ -103,8 +127,9 @@ hk_status_t hk_semver_parse(const char *text, hk_semver_t *out, char *reason,
  * to NULL. */
 int hk_semver_compare(const hk_semver_t *a, const hk_semver_t *b);
 
-/* Parses text[0..len) as one range (grammar above). Statuses, reason and
- * borrowing as hk_semver_parse_n; on failure *out is an ANY range. */
+/* Parses text[0..len) as one comparator, or "" or "*" (grammar above; a
+ * comma is refused: a list needs hk_semver_set_parse_n). Statuses, reason
+ * and borrowing as hk_semver_parse_n; on failure *out is an ANY range. */
 hk_status_t hk_semver_range_parse_n(const char *text, size_t len, hk_semver_range_t *out,
                                     char *reason, size_t reason_size);
 
@@ -112,8 +137,8 @@ hk_status_t hk_semver_range_parse_n(const char *text, size_t len, hk_semver_rang
 hk_status_t hk_semver_range_parse(const char *text, hk_semver_range_t *out, char *reason,
                                   size_t reason_size);
 
-/* 1 when version v is in range r (pre-release rule above), else 0; 0 when
- * either is NULL. */
+/* 1 when version v satisfies comparator r (pre-release rule above, with r
+ * as the whole range), else 0; 0 when either is NULL. */
 int hk_semver_range_match(const hk_semver_range_t *r, const hk_semver_t *v);
 
 /* 1 when v is not in r only because of the pre-release rule: v is a
@@ -122,6 +147,40 @@ int hk_semver_range_match(const hk_semver_range_t *r, const hk_semver_t *v);
  * 1.5.0-beta). Lets a caller explain why a pre-release was passed over.
  * Otherwise 0, and 0 when either is NULL. */
 int hk_semver_range_skips_pre(const hk_semver_range_t *r, const hk_semver_t *v);
+
+/* The most comparators one range may list. */
+#define HK_SEMVER_SET_MAX 8
+
+/* A parsed range: count comparators, all of which must hold; count 0 is
+ * any release ("" or "*"). */
+typedef struct hk_semver_set {
+    unsigned count;
+    hk_semver_range_t cmp[HK_SEMVER_SET_MAX];
+} hk_semver_set_t;
+
+/* Parses text[0..len) as a whole range (grammar above). Returns
+ * HK_STATUS_OK and fills *out; HK_STATUS_INVALID_VALUE for a malformed range
+ * (*out then any release, count 0), with a one-line reason that quotes the
+ * range and, for a list, names the comparator at fault by position and text
+ * ("'>=1.2, <2.x': comparator 2 '<2.x': minor is not a number: found 'x'");
+ * HK_STATUS_NULL_POINTER as hk_semver_parse_n. Reason and borrowing as
+ * hk_semver_parse_n. */
+hk_status_t hk_semver_set_parse_n(const char *text, size_t len, hk_semver_set_t *out,
+                                  char *reason, size_t reason_size);
+
+/* hk_semver_set_parse_n over the NUL-terminated text (NULL: NULL_POINTER). */
+hk_status_t hk_semver_set_parse(const char *text, hk_semver_set_t *out, char *reason,
+                                size_t reason_size);
+
+/* 1 when version v is in range s: every comparator holds, and a pre-release
+ * is named by one of them (rule above); else 0; 0 when either is NULL. */
+int hk_semver_set_match(const hk_semver_set_t *s, const hk_semver_t *v);
+
+/* 1 when v is not in s only because of the pre-release rule: v is a
+ * pre-release, every comparator holds, but none names a pre-release of v's
+ * MAJOR.MINOR.PATCH ("*" or "<2" and 2.0.0-rc.1). Otherwise 0, and 0 when
+ * either is NULL. */
+int hk_semver_set_skips_pre(const hk_semver_set_t *s, const hk_semver_t *v);
 
 #ifdef __cplusplus
 }

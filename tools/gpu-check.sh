@@ -60,9 +60,9 @@ step cuda-kernels       $dbg/tests/test_cuda_kernels
 step cuda-kernels-rel   $rel/tests/test_cuda_kernels
 step swap-cuda          $dbg/tests/test_swap_cuda
 step hk-host-swap-cuda  $rel/bin/hk-host swap -p $rel/plugins/hk-cuda.so \
-    -q $rel/tests/swap_plugins/hk-cuda-0.1.1.so -t 8 -k 100
+    -q $rel/tests/swap_plugins/hk-cuda-1.0.1.so -t 8 -k 100
 step hk-host-swap-cuda-prepared $rel/bin/hk-host swap -p $rel/plugins/hk-cuda.so \
-    -q $rel/tests/swap_plugins/hk-cuda-0.1.1.so -t 8 -k 100 -P
+    -q $rel/tests/swap_plugins/hk-cuda-1.0.1.so -t 8 -k 100 -P
 step hk-validate-example $rel/bin/hk-validate $dbg/tests/kit/example/hk-example.so
 step hk-validate-cuda   $rel/bin/hk-validate $rel/plugins/hk-cuda.so
 step hk-validate-cmp    $rel/bin/hk-validate --compare $rel/plugins/hk-cpu.so $rel/plugins/hk-cuda.so

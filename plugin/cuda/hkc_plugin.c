@@ -11,7 +11,7 @@
 #include "hk_memory.h"
 #include "hkc_internal.h"
 
-#define HK__CUDA_VERSION "0.1.0"
+#define HK__CUDA_VERSION "1.0.0"
 
 static const struct {
     const char *name;

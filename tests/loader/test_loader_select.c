@@ -18,15 +18,13 @@
 
 #include "hk_test.h"
 #include "test_loader_util.h"
+#include "test_select.h"
 #include "tp_info.h"
 
-void ts_register_semver(void); /* test_semver.c */
+void ts_register_semver(void);     /* test_semver.c */
+void ts_register_doc_ranges(void); /* test_doc_ranges.c */
 
-#define SEL_A HK_TEST_PLUGIN_DIR "/sel-a"
-#define SEL_B HK_TEST_PLUGIN_DIR "/sel-b"
-#define SEL_COUNT 8
-
-static void env_clear(void)
+void env_clear(void)
 {
     unsetenv("HK_PLUGIN_PIN");
     unsetenv("HK_PLUGIN_EXCLUDE");
@@ -39,8 +37,7 @@ static int suite_env_clear(void)
 }
 
 /* A loader that scanned HK_PLUGIN_PATH="first:second" (second may be NULL). */
-static hk_loader_t *sel_loader(const char *first, const char *second, hk_log_fn log,
-                               void *user)
+hk_loader_t *sel_loader(const char *first, const char *second, hk_log_fn log, void *user)
 {
     char path[8192];
     hk_loader_options_t o;
@@ -60,8 +57,8 @@ static hk_loader_t *sel_loader(const char *first, const char *second, hk_log_fn 
 
 /* Selects request and checks that it resolved to file (below the test
  * plugin directory) with version, and that the module's code agrees. */
-static void expect_sel(hk_loader_t *loader, const char *request, const char *file,
-                       const char *version)
+void expect_sel(hk_loader_t *loader, const char *request, const char *file,
+                const char *version)
 {
     hk_plugin_t *p = NULL;
     hk_status_t st = hk_loader_select(loader, request, &p);
@@ -82,7 +79,7 @@ static void expect_sel(hk_loader_t *loader, const char *request, const char *fil
 }
 
 /* Selects request and checks NOT_FOUND with a last error containing want. */
-static void expect_none(hk_loader_t *loader, const char *request, const char *want)
+void expect_none(hk_loader_t *loader, const char *request, const char *want)
 {
     hk_plugin_t *p = (hk_plugin_t *)loader;
     hk_status_t st = hk_loader_select(loader, request, &p);
@@ -219,7 +216,7 @@ static void test_malformed_requests(void)
         {"tp sel", "tp sel: the plugin name contains a space or control character"},
         {"tp-sel\n@1.0.0", "tp-sel?@1.0.0: the plugin name contains a space or control"},
         {"tp-sel@99999999999999999999.0.0", "major does not fit in 64 bits"},
-        {"tp-sel@^1,^2", "unexpected ',' after major"},
+        {"tp-sel@^1,,^2", "'^1,,^2': comparator 2 is empty"},
         {"tp-sel@@1", "unknown range: starts with '@'"},
     };
     hk_loader_t *loader = sel_loader(SEL_A, SEL_B, NULL, NULL);
@@ -457,8 +454,9 @@ static void test_env_malformed(void)
     env_reports(loader, "HK_PLUGIN_EXCLUDE", "entry '?" "?' ignored: contains a space or control "
                                              "character");
     env_reports(loader, "HK_PLUGIN_EXCLUDE", "entry 'a@@' ignored: bad range: '@': unknown "
-                                             "range: starts with '@' (use *, 1.2.3, ^1.2, ~1.2 "
-                                             "or >=1.2)");
+                                             "range: starts with '@' (a range is *, or "
+                                             "comparators such as 1.2.3, ^1.2, ~1.2, >=1.2, <2 "
+                                             "joined by commas)");
 
     /* a huge value: one short report, no crash */
     size_t big = 200000;
@@ -775,5 +773,7 @@ int hk_test_register(void)
     const char *why = setuid_unavailable();
     if (why)
         hk_test_skip(t, why);
+    ts_register_select_ranges(s);
+    ts_register_doc_ranges();
     return 0;
 }

@@ -9,6 +9,7 @@
 #include "hk_test.h"
 
 void ts_register_semver(void); /* called by test_loader_select.c */
+void ts_register_semver_set(CU_pSuite s); /* test_semver_set.c */
 
 #define U64MAX "18446744073709551615"
 #define U64OVER "18446744073709551616"
@@ -175,6 +176,10 @@ static void test_range_parse(void)
         {"^1.2.3", HK_SEMVER_CARET, 3}, {"~1", HK_SEMVER_TILDE, 1},
         {"~1.2", HK_SEMVER_TILDE, 2}, {">=1.2", HK_SEMVER_GE, 2},
         {">=2.0.0-rc.1", HK_SEMVER_GE, 3}, {"^" U64MAX, HK_SEMVER_CARET, 1},
+        {"=1.2.3", HK_SEMVER_EXACT, 3}, {"=1.2.3-rc.1+b", HK_SEMVER_EXACT, 3},
+        {">1.2.3", HK_SEMVER_GT, 3},  {">1.2.3-rc.1", HK_SEMVER_GT, 3},
+        {"<2", HK_SEMVER_LT, 1},      {"<1.2", HK_SEMVER_LT, 2},
+        {"<1.2.3-rc.1", HK_SEMVER_LT, 3}, {"<=1.2.3", HK_SEMVER_LE, 3},
     };
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         hk_semver_range_t r;
@@ -192,10 +197,24 @@ static void test_range_parse(void)
         {"^", "no version after '^'"},
         {"~", "no version after '~'"},
         {">=", "no version after '>='"},
-        {"<1.2", "unknown range: starts with '<'"},
-        {">1.2", "unknown range: starts with '>'"},
-        {"=1.2.3", "unknown range: starts with '='"},
+        {"<", "no version after '<'"},
+        {">", "no version after '>'"},
+        {"<=", "no version after '<='"},
+        {"=", "no version after '='"},
+        {">1.2", "'>' needs major.minor.patch ('>1.2' could mean >1.2.0 or above every 1.2.x)"},
+        {">1", "'>' needs major.minor.patch"},
+        {"<=1.2", "'<=' needs major.minor.patch ('<=1.2' could mean <=1.2.0 or up to every "
+                  "1.2.x)"},
+        {"=1.2", "an exact version needs major.minor.patch (write ^1.2 or ~1.2 for a range)"},
+        {">= 1.2", "space between '>=' and its version"},
+        {"< 2", "space between '<' and its version"},
+        {"=>1.2.3", "major is not a number: found '>'"},
+        {"<>1.2.3", "major is not a number: found '>'"},
+        {">>1.2.3", "major is not a number: found '>'"},
+        {"==1.2.3", "major is not a number: found '='"},
         {"v1.2.3", "unknown range: starts with 'v'"},
+        {"x", "(a range is *, or comparators such as 1.2.3, ^1.2, ~1.2, >=1.2, <2 joined by "
+              "commas)"},
         {" ^1", "unknown range: starts with 0x20"},
         {"**", "unknown range"},
         {"^1.x", "minor is not a number: found 'x'"},
@@ -204,6 +223,7 @@ static void test_range_parse(void)
         {"^" U64OVER, "major does not fit in 64 bits"},
         {"~1.2.3 || 2.0.0", "unexpected 0x20 after patch"},
         {"^1.2.3.4", "unexpected '.' after patch"},
+        {">=1.2, <2", "unexpected ',' after minor"}, /* one comparator only */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         hk_semver_range_t r;
@@ -251,11 +271,28 @@ static const struct {
     {"^2.0.0-rc.1", "2.0.0-beta", 0, 0}, {"^2.0.0-rc.1", "2.0.0", 1, 0},
     {"^2.0.0-rc.1", "2.5.0", 1, 0}, {"^2.0.0-rc.1", "2.1.0-beta", 0, 1},
     {">=2.0.0-rc.1", "3.0.0", 1, 0}, {"~2.0.0-rc.1", "2.0.0-rc.3", 1, 0},
+    {"=1.2.3", "1.2.3", 1, 0}, {"=1.2.3", "1.2.3+b.1", 1, 0}, {"=1.2.3", "1.2.4", 0, 0},
+    {"=1.2.3", "1.2.3-rc.1", 0, 0}, {"=1.2.3-rc.1", "1.2.3-rc.1", 1, 0},
+    {">1.2.3", "1.2.3", 0, 0}, {">1.2.3", "1.2.3+b", 0, 0}, {">1.2.3", "1.2.4", 1, 0},
+    {">1.2.3", "9.0.0", 1, 0}, {">1.2.3", "1.2.2", 0, 0}, {">1.2.3", "1.2.4-rc.1", 0, 1},
+    {">1.2.3-rc.1", "1.2.3-rc.2", 1, 0}, {">1.2.3-rc.1", "1.2.3", 1, 0},
+    {">1.2.3-rc.1", "1.2.3-rc.1", 0, 0}, {">1.2.3-rc.1", "1.3.0-rc.1", 0, 1},
+    {"<2", "1.99.99", 1, 0}, {"<2", "0.0.0", 1, 0}, {"<2", "2.0.0", 0, 0},
+    {"<2", "2.0.0-rc.1", 0, 1}, /* below 2.0.0, but a pre-release not named */
+    {"<2.0.0-rc.2", "2.0.0-rc.1", 1, 0}, {"<2.0.0-rc.2", "2.0.0-rc.2", 0, 0},
+    {"<2.0.0-rc.2", "1.9.0-rc.1", 0, 1}, {"<1.2", "1.1.9", 1, 0}, {"<1.2", "1.2.0", 0, 0},
+    {"<0.0.1", "0.0.0", 1, 0}, {"<0.0.0", "0.0.0", 0, 0},
+    {"<=1.2.3", "1.2.3", 1, 0}, {"<=1.2.3", "1.2.3+b", 1, 0}, {"<=1.2.3", "1.2.4", 0, 0},
+    {"<=1.2.3", "0.1.0", 1, 0}, {"<=1.2.3", "1.2.3-rc.1", 0, 1},
+    {"<=1.2.3-rc.1", "1.2.3-beta", 1, 0}, {"<=1.2.3-rc.1", "1.2.3-rc.1", 1, 0},
     /* no overflow at the top of the range */
     {"^" U64MAX, U64MAX "." U64MAX ".0", 1, 0}, {"^" U64MAX, "1.0.0", 0, 0},
     {"~" U64MAX "." U64MAX, U64MAX "." U64MAX "." U64MAX, 1, 0},
     {">=" U64MAX "." U64MAX "." U64MAX, U64MAX "." U64MAX "." U64MAX, 1, 0},
     {">=" U64MAX "." U64MAX "." U64MAX, U64MAX "." U64MAX ".9", 0, 0},
+    {">" U64MAX "." U64MAX "." U64MAX, U64MAX "." U64MAX "." U64MAX, 0, 0},
+    {"<" U64MAX, U64MAX "." U64MAX "." U64MAX, 0, 0}, {"<" U64MAX, "1.0.0", 1, 0},
+    {"<=" U64MAX "." U64MAX "." U64MAX, U64MAX "." U64MAX "." U64MAX, 1, 0},
 };
 
 static void test_range_match(void)
@@ -273,6 +310,13 @@ static void test_range_match(void)
                     match_table[i].range, m, s);
         CU_ASSERT_EQUAL(m, match_table[i].match);
         CU_ASSERT_EQUAL(s, match_table[i].skips_pre);
+        /* the same text as a whole range (a list of one) decides the same */
+        hk_semver_set_t set;
+        CU_ASSERT_EQUAL_FATAL(hk_semver_set_parse(match_table[i].range, &set, NULL, 0),
+                              HK_STATUS_OK);
+        CU_ASSERT_EQUAL(set.count, r.op == HK_SEMVER_ANY ? 0u : 1u);
+        CU_ASSERT_EQUAL(hk_semver_set_match(&set, &v), match_table[i].match);
+        CU_ASSERT_EQUAL(hk_semver_set_skips_pre(&set, &v), match_table[i].skips_pre);
     }
     hk_semver_range_t r;
     hk_semver_t v;
@@ -292,4 +336,5 @@ void ts_register_semver(void)
     hk_test_add(s, "range grammar: valid and malformed", test_range_parse);
     hk_test_add(s, "range matching, 0.x carets, pre-releases, 64-bit edges",
                 test_range_match);
+    ts_register_semver_set(s);
 }

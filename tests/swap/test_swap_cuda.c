@@ -1,5 +1,5 @@
-/* Swap between two builds of hk-cuda (0.1.0 and a second build answering
- * 0.1.1) over the CUDA driver the process uses (the simulated one in CI):
+/* Swap between two builds of hk-cuda (1.0.0 and a second build answering
+ * 1.0.1) over the CUDA driver the process uses (the simulated one in CI):
  * handles keep their device and context, device memory survives the swap,
  * the old module is closed and leaves the process, a handle bound to a user
  * context needs that context current on the swapping thread, a swap to
