@@ -13,6 +13,8 @@ libhkloader.so (ctypes; nothing to compile).
 Errors are HandlekitError with .status (a Status) and .reason (the plugin's
 one-line reason).
 """
+import os
+
 from ._abi import ABI_MAJOR, ABI_MINOR, Status
 from ._arrays import CUDA, HOST
 from ._core import HandlekitError, Handle, Loader, LoadReport, Plugin, stream_address
@@ -48,6 +50,11 @@ def load(name_or_path):
     """A plugin by name ("hk-cpu") from the default loader, or by path to a .so
     file; HandlekitError (NOT_FOUND, or the loader's refusal) otherwise."""
     loader = default_loader()
+    if isinstance(name_or_path, os.PathLike):
+        name_or_path = os.fspath(name_or_path)
+    if not isinstance(name_or_path, str):
+        raise TypeError('load takes a plugin name or a path (str), not %s'
+                        % type(name_or_path).__name__)
     if '/' in name_or_path or name_or_path.endswith('.so'):
         return loader.open(name_or_path)
     p = loader.find(name_or_path)

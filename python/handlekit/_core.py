@@ -1,14 +1,16 @@
 """Loader, plugins and handles over libhkloader.so."""
 import ctypes
+import math
 import os
 import threading
 import weakref
 from ctypes import byref, c_char_p, c_int, c_void_p
 
-from . import _abi, _arrays
+from . import _abi, _arrays, _limits
 from ._lib import lib
 
 HOST, CUDA = _arrays.HOST, _arrays.CUDA
+_POINTER_MODES = {'host': _abi.POINTER_MODE_HOST, 'device': _abi.POINTER_MODE_DEVICE}
 
 
 class HandlekitError(Exception):
@@ -44,7 +46,7 @@ def stream_address(stream):
     if stream is None:
         return 0
     if hasattr(stream, '__cuda_stream__'):
-        return int(stream.__cuda_stream__()[1])
+        return _limits.address(stream.__cuda_stream__()[1], 'the stream')
     for attr in ('cuda_stream', 'ptr', 'handle'):
         if hasattr(stream, attr):
             stream = getattr(stream, attr)
@@ -52,8 +54,8 @@ def stream_address(stream):
     if isinstance(stream, c_void_p):
         return stream.value or 0
     try:
-        return int(stream)
-    except (TypeError, ValueError):
+        return _limits.address(stream, 'the stream')
+    except TypeError:
         raise TypeError('a stream is None, an int (CUstream) or an object with __cuda_stream__, '
                         '.cuda_stream or .ptr; not %s' % type(stream).__name__) from None
 
@@ -86,7 +88,8 @@ class Loader:
         self._lib = lib()
         opts = _abi.LoaderOptions(size=ctypes.sizeof(_abi.LoaderOptions))
         if default_dir is not None:
-            opts.default_dir = os.fsencode(default_dir)
+            self._default_dir = _limits.cstring(default_dir, 'default_dir', path=True)
+            opts.default_dir = self._default_dir
         opts.ignore_env = 1 if ignore_env else 0
         self._log = None
         if log is not None:
@@ -114,7 +117,8 @@ class Loader:
     def open(self, path):
         """Loads one plugin file; HandlekitError with the loader's reason on refusal."""
         out = c_void_p()
-        st = self._lib.hk_loader_open(self._ptr, os.fsencode(path), byref(out))
+        st = self._lib.hk_loader_open(self._ptr, _limits.cstring(path, 'path', path=True),
+                                      byref(out))
         if st != _abi.Status.OK:
             raise HandlekitError(st, self.last_error)
         return self._wrap(out.value)
@@ -139,7 +143,7 @@ class Loader:
 
     def find(self, name):
         """The first loaded plugin of this name, or None."""
-        ptr = self._lib.hk_loader_find(self._ptr, name.encode())
+        ptr = self._lib.hk_loader_find(self._ptr, _limits.cstring(name, 'name'))
         return self._wrap(ptr) if ptr else None
 
     @property
@@ -196,7 +200,7 @@ class Plugin:
         if key in self._tables:
             return self._tables[key]
         L = self.loader._lib
-        bname = name.encode() if isinstance(name, str) else name
+        bname = _limits.cstring(name, 'table name')
         if hasattr(L, 'hk_plugin_get_table'):
             out = cls()
             st = L.hk_plugin_get_table(self._ptr, bname, byref(out), ctypes.sizeof(cls))
@@ -235,7 +239,8 @@ class Handle:
         self.plugin = plugin
         vt = self._vt = plugin.vtable
         info = _abi.CreateInfo(ctypes.sizeof(_abi.CreateInfo),
-                               _abi.DEVICE_CURRENT if device is None else int(device),
+                               _abi.DEVICE_CURRENT if device is None
+                               else _limits.int32(device, 'device'),
                                _abi.CREATE_CHECKED if checked else 0)
         ptr = c_void_p()
         st = vt.handle_create(byref(info), byref(ptr))
@@ -327,8 +332,10 @@ class Handle:
 
     @pointer_mode.setter
     def pointer_mode(self, mode):
-        value = {'host': _abi.POINTER_MODE_HOST, 'device': _abi.POINTER_MODE_DEVICE}.get(mode, mode)
-        self._check(self._slot(self._vt, 'set_pointer_mode', 'vtable')(self._h(), int(value)),
+        value = _POINTER_MODES.get(mode) if isinstance(mode, str) else None
+        if value is None:
+            raise ValueError("pointer_mode is 'host' or 'device', not %r" % (mode,))
+        self._check(self._slot(self._vt, 'set_pointer_mode', 'vtable')(self._h(), value),
                     'set_pointer_mode')
 
     def synchronize(self):
@@ -364,6 +371,8 @@ class Handle:
             self._order_after_producer(v, 'alpha')
             return v.first, v
         c = (ctypes.c_float if dtype == 'float32' else ctypes.c_double)(float(alpha))
+        if math.isfinite(float(alpha)) and not math.isfinite(c.value):
+            raise ValueError('alpha %r does not fit in %s' % (alpha, dtype))
         return ctypes.addressof(c), c
 
     def _pair(self, x, y, ywritable):
@@ -383,23 +392,26 @@ class Handle:
         """y := alpha * x + y, in place; returns y."""
         vx, vy = self._pair(x, y, True)
         fn, name = self._op('axpy', vx.dtype)
+        (px, ix), (py, iy) = vx.blas(), vy.blas(written=True)
         a, keep = self._alpha(alpha, vx.dtype)
-        self._check(fn(self._h(), vx.n, a, vx.ptr, vx.inc, vy.ptr, vy.inc), name)
+        self._check(fn(self._h(), vx.n, a, px, ix, py, iy), name)
         return y
 
     def scal(self, alpha, x):
         """x := alpha * x, in place; returns x."""
         vx = self._vec(x, 'x', True)
         fn, name = self._op('scal', vx.dtype)
+        px, ix = vx.blas(ordered=False, written=True)
         a, keep = self._alpha(alpha, vx.dtype)
-        self._check(fn(self._h(), vx.n, a, vx.ptr, vx.inc), name)
+        self._check(fn(self._h(), vx.n, a, px, ix), name)
         return x
 
     def copy(self, x, y):
         """y := x; returns y."""
         vx, vy = self._pair(x, y, True)
         fn, name = self._op('copy', vx.dtype)
-        self._check(fn(self._h(), vx.n, vx.ptr, vx.inc, vy.ptr, vy.inc), name)
+        (px, ix), (py, iy) = vx.blas(), vy.blas(written=True)
+        self._check(fn(self._h(), vx.n, px, ix, py, iy), name)
         return y
 
     def _result(self, out, dtype):
@@ -429,14 +441,16 @@ class Handle:
         returned."""
         vx, vy = self._pair(x, y, False)
         fn, name = self._op('dot', vx.dtype)
+        (px, ix), (py, iy) = vx.blas(), vy.blas()
         r, keep = self._result(out, vx.dtype)
-        self._check(fn(self._h(), vx.n, vx.ptr, vx.inc, vy.ptr, vy.inc, r), name)
+        self._check(fn(self._h(), vx.n, px, ix, py, iy, r), name)
         return self._answer(out, keep)
 
     def nrm2(self, x, out=None):
         """sqrt(sum x[i]^2), returned as dot's result is."""
         vx = self._vec(x, 'x')
         fn, name = self._op('nrm2', vx.dtype)
+        px, ix = vx.blas(ordered=False)
         r, keep = self._result(out, vx.dtype)
-        self._check(fn(self._h(), vx.n, vx.ptr, vx.inc, r), name)
+        self._check(fn(self._h(), vx.n, px, ix, r), name)
         return self._answer(out, keep)

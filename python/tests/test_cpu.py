@@ -288,10 +288,9 @@ class Blas1(unittest.TestCase):
         self.assertEqual(out[0], 5.0)
 
     def test_bad_pointer_mode_reason(self):
-        with self.assertRaises(hk.HandlekitError) as cm:
+        # Only the two names reach C (test_limits has every other value).
+        with self.assertRaisesRegex(ValueError, "'host' or 'device', not 7"):
             self.h.pointer_mode = 7
-        self.assertIs(cm.exception.status, hk.Status.INVALID_VALUE)
-        self.assertIn('7', cm.exception.reason)
 
     def test_one_handle_from_several_threads(self):
         x = np.arange(1000, dtype=np.float64)
