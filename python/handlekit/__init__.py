@@ -10,19 +10,24 @@ libhkloader.so (ctypes; nothing to compile).
         h.axpy(2.0, x, y)          # y = 2x + y
         print(h.dot(x, y), h.nrm2(x))
 
-Errors are HandlekitError with .status (a Status) and .reason (the plugin's
-one-line reason).
+Movable handles (mhandle) are moved by a swap to another implementation
+while threads call through them (plugin_api/hk_swap.h). Errors are
+HandlekitError with .status (a Status) and .reason (the plugin's or the
+loader's one-line reason); values C cannot take are ValueError or TypeError.
 """
 import os
 
 from ._abi import ABI_MAJOR, ABI_MINOR, Status
 from ._arrays import CUDA, HOST
-from ._core import HandlekitError, Handle, Loader, LoadReport, Plugin, stream_address
+from ._core import HandlekitError, Loader, LoadReport, Plugin, stream_address
+from ._handle import Handle
+from ._swap import MovableHandle, PreparedSwap
 
 __version__ = '%d.%d.0' % (ABI_MAJOR, ABI_MINOR)
 __all__ = ['ABI_MAJOR', 'ABI_MINOR', 'CUDA', 'HOST', 'HandlekitError', 'Handle', 'Loader',
-           'LoadReport', 'Plugin', 'Status', 'default_loader', 'load', 'plugins', 'reports',
-           'stream_address']
+           'LoadReport', 'MovableHandle', 'Plugin', 'PreparedSwap', 'Status', 'default_loader',
+           'load', 'mhandle', 'plugins', 'reports', 'stream_address', 'swap', 'swap_prepare',
+           'swap_state']
 
 _default = None
 
@@ -64,3 +69,25 @@ def load(name_or_path):
         raise HandlekitError(Status.NOT_FOUND, '%s: %s' % (name_or_path, why[0].reason if why
                                                            else 'no such plugin was found'))
     return p
+
+
+def mhandle(request, device=None, checked=False):
+    """A MovableHandle of the default loader on the plugin request resolves
+    to ("hk-cpu", "hk-cuda@^0.1", a path): Loader.mhandle."""
+    return default_loader().mhandle(request, device=device, checked=checked)
+
+
+def swap(request, from_name=None, hold_after_us=0):
+    """Moves the default loader's movable handles to request: Loader.swap."""
+    return default_loader().swap(request, from_name=from_name, hold_after_us=hold_after_us)
+
+
+def swap_prepare(request, from_name=None, hold_after_us=0):
+    """Loader.swap_prepare on the default loader."""
+    return default_loader().swap_prepare(request, from_name=from_name,
+                                         hold_after_us=hold_after_us)
+
+
+def swap_state():
+    """Loader.swap_state of the default loader."""
+    return default_loader().swap_state()

@@ -23,7 +23,7 @@ class DeviceArray:
         """A copy of host (a NumPy vector) on handle's device; step > 1 makes a
         strided view of every step-th element of a larger block."""
         self.h, self.dtype, self.step = handle, host.dtype, step
-        self.mem = handle.plugin.table(_abi.TABLE_MEMORY_V1, _abi.MemoryV1)
+        self.mem = handle.table(_abi.TABLE_MEMORY_V1, _abi.MemoryV1)
         self.n = len(host)
         block = np.zeros(max(self.n * step, 1), dtype=host.dtype)
         block[::step] = host
