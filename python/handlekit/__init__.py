@@ -10,6 +10,7 @@ libhkloader.so (ctypes; nothing to compile).
         h.axpy(2.0, x, y)          # y = 2x + y
         print(h.dot(x, y), h.nrm2(x))
 
+Handle.load_library loads the caller's own CUDA kernels (hk.kernels/1).
 Movable handles (mhandle) are moved by a swap to another implementation
 while threads call through them (plugin_api/hk_swap.h). Errors are
 HandlekitError with .status (a Status) and .reason (the plugin's or the
@@ -21,11 +22,12 @@ from ._abi import ABI_MAJOR, ABI_MINOR, Status
 from ._arrays import CUDA, HOST
 from ._core import HandlekitError, Loader, LoadReport, Plugin, stream_address
 from ._handle import Handle
+from ._kernels import Kernel, KernelLibrary
 from ._swap import MovableHandle, PreparedSwap
 
 __version__ = '%d.%d.0' % (ABI_MAJOR, ABI_MINOR)
-__all__ = ['ABI_MAJOR', 'ABI_MINOR', 'CUDA', 'HOST', 'HandlekitError', 'Handle', 'Loader',
-           'LoadReport', 'MovableHandle', 'Plugin', 'PreparedSwap', 'Status', 'default_loader',
+__all__ = ['ABI_MAJOR', 'ABI_MINOR', 'CUDA', 'HOST', 'HandlekitError', 'Handle', 'Kernel',
+           'KernelLibrary', 'Loader', 'LoadReport', 'MovableHandle', 'Plugin', 'PreparedSwap', 'Status', 'default_loader',
            'load', 'mhandle', 'plugins', 'reports', 'stream_address', 'swap', 'swap_prepare',
            'swap_state']
 

@@ -122,20 +122,20 @@ class View:
 
 
 def _dtype_of_typestr(typestr, what):
-    if not isinstance(typestr, str) or len(typestr) != 3 or typestr[0] not in '<=|' or typestr[1:] not in _DTYPES:
+    if not isinstance(typestr, str) or len(typestr) != 3 or typestr[0] not in '<=|' \
+            or typestr[1:] not in _DTYPES:
         raise TypeError('%s: the element type must be float32 or float64 (typestr "<f4" or '
                         '"<f8"), not %r' % (what, typestr))
     return _DTYPES[typestr[1:]]
 
 
 def _from_interface(iface, domain, what, keep):
+    """(shape, strides in elements, data address, read-only, dtype, stream)."""
     dtype = _dtype_of_typestr(iface['typestr'], what)
     if iface.get('mask') is not None:
         raise TypeError('%s: masked arrays are not supported' % what)
-    data = iface['data']
-    if not isinstance(data, tuple):
-        raise TypeError('%s: the array interface gives no data pointer' % what)
-    ptr, readonly = data
+    ptr = _data_address(iface, what)
+    readonly = bool(iface['data'][1])
     shape = tuple(iface['shape'])
     strides = iface.get('strides')
     if strides is not None:
@@ -147,22 +147,57 @@ def _from_interface(iface, domain, what, keep):
         strides = tuple(s // dtype[1] for s in strides)
     elif len(shape) == 1:
         strides = (1,)
+    return shape, strides, ptr, readonly, dtype, _producer_stream(iface, what)
+
+
+def _data_address(iface, what):
+    data = iface.get('data')
+    if not isinstance(data, tuple) or len(data) != 2:
+        raise TypeError('%s: the array interface gives no data pointer' % what)
+    return _limits.address(data[0] or 0, '%s: the data address' % what)
+
+
+def _producer_stream(iface, what):
     stream = iface.get('stream')
-    if stream is not None:
-        # __cuda_array_interface__ v3: 0 is not a stream (ambiguous), 1 and 2
-        # are the legacy and per-thread default streams.
-        stream = _limits.integer(stream, '%s: the producer\'s stream' % what, 1,
-                                 _limits.ADDRESS_END - 1)
-    return shape, strides, ptr, readonly, dtype, stream
+    if stream is None:
+        return None
+    # __cuda_array_interface__ v3: 0 is not a stream (ambiguous), 1 and 2 are
+    # the legacy and per-thread default streams.
+    return _limits.integer(stream, '%s: the producer\'s stream' % what, 1,
+                           _limits.ADDRESS_END - 1)
 
 
-def _from_dlpack(obj, what, stream):
+def _dlpack_tensor(obj, domain, what, dlpack_stream):
+    """(capsule, DLTensor) of obj's DLPack export; TypeError unless it is
+    memory of domain. Only a CUDA producer is given a stream."""
+    stream = None
+    if hasattr(obj, '__dlpack_device__'):
+        # Ask where the data is first: only a CUDA producer takes a stream.
+        kind = int(obj.__dlpack_device__()[0])
+        there = CUDA if kind in (_DL_CUDA, _DL_CUDA_MANAGED) else HOST
+        if there != domain:
+            raise TypeError('%s: a %s array, but this plugin works on %s memory'
+                            % (what, there, domain))
+        stream = dlpack_stream if there == CUDA else None
+    elif domain == CUDA:
+        stream = dlpack_stream
     try:
         capsule = obj.__dlpack__(stream=stream) if stream is not None else obj.__dlpack__()
     except TypeError:
         capsule = obj.__dlpack__()
     addr = _capsule_pointer(capsule, b'dltensor')  # a DLManagedTensor starts with its DLTensor
     t = _DLTensor.from_address(addr)
+    kind = t.device.device_type
+    if kind not in (_DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED):
+        raise TypeError('%s: DLPack device type %d is neither CPU nor CUDA' % (what, kind))
+    there = CUDA if kind in (_DL_CUDA, _DL_CUDA_MANAGED) else HOST
+    if there != domain:
+        raise TypeError('%s: a %s array, but this plugin works on %s memory'
+                        % (what, there, domain))
+    return capsule, t
+
+
+def _from_dlpack(capsule, t, what):
     if t.dtype.code != _DL_FLOAT or t.dtype.bits not in (32, 64) or t.dtype.lanes != 1:
         raise TypeError('%s: the element type must be float32 or float64 (DLPack code %d, '
                         '%d bits, %d lanes)' % (what, t.dtype.code, t.dtype.bits, t.dtype.lanes))
@@ -171,14 +206,19 @@ def _from_dlpack(obj, what, stream):
     strides = tuple(t.strides[i] for i in range(t.ndim)) if t.strides else None
     if strides is None and len(shape) == 1:
         strides = (1,)
-    kind = t.device.device_type
-    domain = CUDA if kind in (_DL_CUDA, _DL_CUDA_MANAGED) else HOST
-    if kind not in (_DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED):
-        raise TypeError('%s: DLPack device type %d is neither CPU nor CUDA' % (what, kind))
+    domain = CUDA if t.device.device_type in (_DL_CUDA, _DL_CUDA_MANAGED) else HOST
     data = (t.data or 0) + t.byte_offset
     # The capsule owns a reference to the tensor until it is collected.
     return View(data, shape, strides, dtype, domain, what, device=t.device.device_id,
                 keep=capsule)
+
+
+def _not_an_array(obj, domain, what):
+    if hasattr(obj, '__cuda_array_interface__') or hasattr(obj, '__array_interface__'):
+        raise TypeError('%s: a %s array, but this plugin works on %s memory'
+                        % (what, CUDA if domain == HOST else HOST, domain))
+    raise TypeError('%s: %s is not an array (no __array_interface__, '
+                    '__cuda_array_interface__ or __dlpack__)' % (what, type(obj).__name__))
 
 
 def view(obj, domain, what, dlpack_stream=None):
@@ -192,28 +232,24 @@ def view(obj, domain, what, dlpack_stream=None):
         shape, strides, ptr, ro, dtype, _ = _from_interface(iface, HOST, what, obj)
         return View(ptr, shape, strides, dtype, HOST, what, readonly=ro, keep=obj)
     if hasattr(obj, '__dlpack__'):
-        stream = None
-        if hasattr(obj, '__dlpack_device__'):
-            # Ask where the data is first: only a CUDA producer takes a stream.
-            kind = int(obj.__dlpack_device__()[0])
-            there = CUDA if kind in (_DL_CUDA, _DL_CUDA_MANAGED) else HOST
-            if there != domain:
-                raise TypeError('%s: a %s array, but this plugin works on %s memory'
-                                % (what, there, domain))
-            stream = dlpack_stream if there == CUDA else None
-        elif domain == CUDA:
-            stream = dlpack_stream
-        v = _from_dlpack(obj, what, stream)
-        if v.domain != domain:
-            raise TypeError('%s: a %s array, but this plugin works on %s memory'
-                            % (what, v.domain, domain))
-        return v
-    other = hasattr(obj, '__cuda_array_interface__') or hasattr(obj, '__array_interface__')
-    if other:
-        raise TypeError('%s: a %s array, but this plugin works on %s memory'
-                        % (what, CUDA if domain == HOST else HOST, domain))
-    raise TypeError('%s: %s is not an array (no __array_interface__, '
-                    '__cuda_array_interface__ or __dlpack__)' % (what, type(obj).__name__))
+        return _from_dlpack(*_dlpack_tensor(obj, domain, what, dlpack_stream), what)
+    _not_an_array(obj, domain, what)
+
+
+def pointer(obj, domain, what, dlpack_stream=None):
+    """(address of element 0, the producer's stream or None, what keeps the
+    memory alive) of an array of any element type in domain: a kernel
+    argument, which C gets as a pointer."""
+    if domain == CUDA and hasattr(obj, '__cuda_array_interface__'):
+        iface = obj.__cuda_array_interface__
+        return _data_address(iface, what), _producer_stream(iface, what), obj
+    if domain == HOST and hasattr(obj, '__array_interface__'):
+        return _data_address(obj.__array_interface__, what), None, obj
+    if hasattr(obj, '__dlpack__'):
+        capsule, t = _dlpack_tensor(obj, domain, what, dlpack_stream)
+        return (_limits.address((t.data or 0) + t.byte_offset, '%s: the data address' % what),
+                None, capsule)
+    _not_an_array(obj, domain, what)
 
 
 def vector(obj, domain, what, writable=False, dlpack_stream=None):

@@ -180,6 +180,17 @@ class Handle:
         """Waits until the work issued on the handle's stream is done."""
         self._check(self._slot(self._vt, 'synchronize', 'vtable')(self._h()), 'synchronize')
 
+    # ---- hk.kernels/1 ----
+    def load_library(self, image):
+        """Loads a CUDA image through hk.kernels/1 and returns its
+        KernelLibrary, whose kernels launch on this handle. image: PTX text (a
+        str, or bytes; the NUL C needs is added), a cubin or a fatbin (bytes
+        or any buffer), or a path (os.PathLike) of a file holding one. The
+        library is unloaded by its unload(), a with block, or this handle's
+        close()."""
+        from ._kernels import KernelLibrary
+        return KernelLibrary(self, image)
+
     # ---- hk.blas1/1 ----
     def _vec(self, obj, what, writable=False):
         v = _arrays.vector(obj, self.memory, what, writable, self._dlpack_stream())
@@ -193,15 +204,19 @@ class Handle:
         return s if s else 1  # DLPack: 1 is the legacy default stream, 0 is not allowed
 
     def _order_after_producer(self, v, what):
-        # __cuda_array_interface__ v3: work on v.stream must be done before we use
-        # the data, unless our work goes to that same stream.
-        if v.domain != CUDA or v.stream is None:
+        if v.domain == CUDA:
+            self._order_after(v.stream, what)
+
+    def _order_after(self, stream, what):
+        # __cuda_array_interface__ v3: work on the producer's stream must be
+        # done before we use the data, unless our work goes to that same stream.
+        if stream is None:
             return
         ours = self.stream
-        if v.stream == ours or (v.stream == 1 and ours == 0):
+        if stream == ours or (stream == 1 and ours == 0):
             return
         from . import _cuda
-        _cuda.stream_synchronize(v.stream, what)
+        _cuda.stream_synchronize(stream, what)
 
     def _alpha(self, alpha, dtype):
         if self.pointer_mode == 'device':
