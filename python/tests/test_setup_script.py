@@ -47,6 +47,9 @@ class SetupWaitsForTheLock(unittest.TestCase):
         full = dict(os.environ, PATH=bindir + ':' + os.environ.get('PATH', '/usr/bin:/bin'),
                     STUB_LOG=d, STUB_LOCKED=LOCKED, CUDA_HOME=d)
         full.pop('HK_SETUP_LOCK_WAIT', None)
+        # A sanitizer build's runtime, preloaded for the package's libraries,
+        # is nothing the shell and its tools can run under (TSan's crashes them).
+        full.pop('LD_PRELOAD', None)
         full.update(env)
         p = subprocess.run(['bash', SETUP], env=full, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True, timeout=60)
