@@ -170,6 +170,9 @@ class Kernel:
         handle's later work is ordered after the kernel. Asynchronous: a fault
         in the kernel shows at a later synchronising call."""
         h = self.library.handle
+        if not isinstance(args, (tuple, list)):
+            raise TypeError('args: a tuple or list of the kernel\'s arguments, not %s'
+                            % type(args).__name__)
         g, b = _dims(grid, 'grid'), _dims(block, 'block')
         shared = _limits.uint32(shared_mem, 'shared_mem')
         if stream is not None:

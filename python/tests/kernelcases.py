@@ -90,6 +90,8 @@ class KernelCases:
                         k(1, 4, (bad, np.float32(1), y, y))
             with self.assertRaisesRegex(TypeError, 'args'):
                 k(1, 4, (np.int64(4), np.float32(1), y, object()))
+            with self.assertRaisesRegex(TypeError, 'args: a tuple'):
+                k(1, 4, y)
             np.testing.assert_array_equal(self.host(y), np.ones(4, dtype=np.float32))
 
     def test_shared_memory_and_dimensions(self):
