@@ -12,7 +12,9 @@
 set -euo pipefail
 
 lock_wait=${HK_SETUP_LOCK_WAIT:-300}
-case $lock_wait in ''|*[!0-9]*) echo "setup: HK_SETUP_LOCK_WAIT must be a number of seconds" >&2; exit 2;; esac
+case $lock_wait in
+    ''|*[!0-9]*) echo "setup: HK_SETUP_LOCK_WAIT must be a number of seconds" >&2; exit 2;;
+esac
 
 # apt-get with its arguments; while it fails only because another process
 # holds the apt or dpkg lock, waits and tries again, up to lock_wait seconds.

@@ -27,9 +27,9 @@ from ._swap import MovableHandle, PreparedSwap
 
 __version__ = '%d.%d.0' % (ABI_MAJOR, ABI_MINOR)
 __all__ = ['ABI_MAJOR', 'ABI_MINOR', 'CUDA', 'HOST', 'HandlekitError', 'Handle', 'Kernel',
-           'KernelLibrary', 'Loader', 'LoadReport', 'MovableHandle', 'Plugin', 'PreparedSwap', 'Status', 'default_loader',
-           'load', 'mhandle', 'plugins', 'reports', 'stream_address', 'swap', 'swap_prepare',
-           'swap_state']
+           'KernelLibrary', 'Loader', 'LoadReport', 'MovableHandle', 'Plugin', 'PreparedSwap',
+           'Status', 'default_loader', 'load', 'mhandle', 'plugins', 'reports',
+           'stream_address', 'swap', 'swap_prepare', 'swap_state']
 
 _default = None
 

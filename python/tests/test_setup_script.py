@@ -25,7 +25,9 @@ STUBS = {
     # then with $STUB_FAIL when set, else succeeds; logs every call.
     'apt-get': '''echo "$*" >>"$STUB_LOG/apt-get"
 n=$(cat "$STUB_LOG/locked-calls")
-if [ "$n" -gt 0 ]; then echo $((n - 1)) >"$STUB_LOG/locked-calls"; echo "$STUB_LOCKED" >&2; exit 100; fi
+if [ "$n" -gt 0 ]; then
+    echo $((n - 1)) >"$STUB_LOG/locked-calls"; echo "$STUB_LOCKED" >&2; exit 100
+fi
 if [ -n "${STUB_FAIL:-}" ]; then echo "$STUB_FAIL" >&2; exit 100; fi
 exit 0''',
 }
