@@ -5,7 +5,41 @@
 # NumPy. Idempotent and quiet when nothing is missing. The CUDA toolkit is not installed here (it is large
 # and comes from NVIDIA's repository); without it hk-cuda is not built and the
 # CPU parts still build and test.
+#
+# When another process holds the apt or dpkg lock (unattended-upgrades on a
+# fresh machine, another apt-get), it says so and waits for it, up to
+# HK_SETUP_LOCK_WAIT seconds (default 300), before it gives up.
 set -euo pipefail
+
+lock_wait=${HK_SETUP_LOCK_WAIT:-300}
+case $lock_wait in
+    ''|*[!0-9]*) echo "setup: HK_SETUP_LOCK_WAIT must be a number of seconds" >&2; exit 2;;
+esac
+
+# apt-get with its arguments; while it fails only because another process
+# holds the apt or dpkg lock, waits and tries again, up to lock_wait seconds.
+apt_run() {
+    local waited=0 out rc
+    while :; do
+        rc=0
+        out=$($SUDO apt-get "$@" 2>&1) || rc=$?
+        [ $rc -ne 0 ] || return 0
+        if ! grep -qiE 'could not get lock|unable to (acquire|lock)|another process' <<<"$out"; then
+            printf '%s\n' "$out" >&2
+            return $rc
+        fi
+        if [ "$waited" -ge "$lock_wait" ]; then
+            printf '%s\n' "$out" >&2
+            echo "setup: gave up after ${waited}s: another process still holds the apt/dpkg lock;" \
+                 "run this again when it is done (or set HK_SETUP_LOCK_WAIT)" >&2
+            return $rc
+        fi
+        [ "$waited" -gt 0 ] || echo "setup: another process holds the apt/dpkg lock;" \
+            "waiting for it (up to ${lock_wait}s)" >&2
+        sleep 5
+        waited=$((waited + 5))
+    done
+}
 
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
@@ -25,8 +59,8 @@ if [ ${#need[@]} -gt 0 ]; then
         fi
     fi
     export DEBIAN_FRONTEND=noninteractive
-    $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+    apt_run update -qq
+    apt_run install -y -qq --no-install-recommends "${need[@]}"
 fi
 
 cuda_home="${CUDA_HOME:-/usr/local/cuda}"

@@ -10,17 +10,26 @@ libhkloader.so (ctypes; nothing to compile).
         h.axpy(2.0, x, y)          # y = 2x + y
         print(h.dot(x, y), h.nrm2(x))
 
-Errors are HandlekitError with .status (a Status) and .reason (the plugin's
-one-line reason).
+Handle.load_library loads the caller's own CUDA kernels (hk.kernels/1).
+Movable handles (mhandle) are moved by a swap to another implementation
+while threads call through them (plugin_api/hk_swap.h). Errors are
+HandlekitError with .status (a Status) and .reason (the plugin's or the
+loader's one-line reason); values C cannot take are ValueError or TypeError.
 """
+import os
+
 from ._abi import ABI_MAJOR, ABI_MINOR, Status
 from ._arrays import CUDA, HOST
-from ._core import HandlekitError, Handle, Loader, LoadReport, Plugin, stream_address
+from ._core import HandlekitError, Loader, LoadReport, Plugin, stream_address
+from ._handle import Handle
+from ._kernels import Kernel, KernelLibrary
+from ._swap import MovableHandle, PreparedSwap
 
 __version__ = '%d.%d.0' % (ABI_MAJOR, ABI_MINOR)
-__all__ = ['ABI_MAJOR', 'ABI_MINOR', 'CUDA', 'HOST', 'HandlekitError', 'Handle', 'Loader',
-           'LoadReport', 'Plugin', 'Status', 'default_loader', 'load', 'plugins', 'reports',
-           'stream_address']
+__all__ = ['ABI_MAJOR', 'ABI_MINOR', 'CUDA', 'HOST', 'HandlekitError', 'Handle', 'Kernel',
+           'KernelLibrary', 'Loader', 'LoadReport', 'MovableHandle', 'Plugin', 'PreparedSwap',
+           'Status', 'default_loader', 'load', 'mhandle', 'plugins', 'reports',
+           'stream_address', 'swap', 'swap_prepare', 'swap_state']
 
 _default = None
 
@@ -45,15 +54,49 @@ def reports():
 
 
 def load(name_or_path):
-    """A plugin by name ("hk-cpu") from the default loader, or by path to a .so
-    file; HandlekitError (NOT_FOUND, or the loader's refusal) otherwise."""
+    """A plugin of the default loader by request: a name ("hk-cpu": its highest
+    version), NAME@RANGE ("hk-cuda@^0.1", as hk_loader_select, with
+    HK_PLUGIN_PIN and HK_PLUGIN_EXCLUDE), or a path to a .so file;
+    HandlekitError (NOT_FOUND naming the candidates and the refused files of
+    that name, INVALID_VALUE for a malformed range, or the loader's refusal)
+    otherwise."""
     loader = default_loader()
+    if isinstance(name_or_path, os.PathLike):
+        name_or_path = os.fspath(name_or_path)
+    if not isinstance(name_or_path, str):
+        raise TypeError('load takes a plugin name or a path (str), not %s'
+                        % type(name_or_path).__name__)
     if '/' in name_or_path or name_or_path.endswith('.so'):
         return loader.open(name_or_path)
-    p = loader.find(name_or_path)
-    if p is None:
-        why = [r for r in loader.reports if not r.loaded
-               and r.path.endswith('/' + name_or_path + '.so')]
-        raise HandlekitError(Status.NOT_FOUND, '%s: %s' % (name_or_path, why[0].reason if why
-                                                           else 'no such plugin was found'))
-    return p
+    try:
+        return loader.select(name_or_path)
+    except HandlekitError as e:
+        if e.status != Status.NOT_FOUND:
+            raise
+        # A file of that name the loader refused says more than "not found".
+        name = name_or_path.split('@', 1)[0]
+        why = ['%s: %s' % (r.path, r.reason) for r in loader.reports
+               if not r.loaded and r.path.endswith('/' + name + '.so')]
+        raise HandlekitError(Status.NOT_FOUND, '; '.join([e.reason] + why)) from None
+
+
+def mhandle(request, device=None, checked=False):
+    """A MovableHandle of the default loader on the plugin request resolves
+    to ("hk-cpu", "hk-cuda@^0.1", a path): Loader.mhandle."""
+    return default_loader().mhandle(request, device=device, checked=checked)
+
+
+def swap(request, from_name=None, hold_after_us=0):
+    """Moves the default loader's movable handles to request: Loader.swap."""
+    return default_loader().swap(request, from_name=from_name, hold_after_us=hold_after_us)
+
+
+def swap_prepare(request, from_name=None, hold_after_us=0):
+    """Loader.swap_prepare on the default loader."""
+    return default_loader().swap_prepare(request, from_name=from_name,
+                                         hold_after_us=hold_after_us)
+
+
+def swap_state():
+    """Loader.swap_state of the default loader."""
+    return default_loader().swap_state()

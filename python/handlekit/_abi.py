@@ -148,6 +148,33 @@ class MemoryV1(Structure):
     _since_ = {}
 
 
+TABLE_KERNELS_V1 = b'hk.kernels/1'
+
+
+class KernelAttributes(Structure):
+    _fields_ = [('size', c_uint32), ('registers', c_int32), ('max_threads_per_block', c_int32),
+                ('static_shared_bytes', c_int32), ('max_dynamic_shared_bytes', c_int32),
+                ('const_bytes', c_int32), ('local_bytes', c_int32), ('ptx_version', c_int32),
+                ('binary_version', c_int32)]
+
+
+_u32 = c_uint32
+
+
+class KernelsV1(Structure):
+    _fields_ = [('size', c_size_t),
+                ('load', CFUNCTYPE(status_t, handle_p, c_void_p, c_size_t, POINTER(c_void_p))),
+                ('unload', CFUNCTYPE(status_t, handle_p, c_void_p)),
+                ('get_kernel', CFUNCTYPE(status_t, handle_p, c_void_p, c_char_p,
+                                         POINTER(c_void_p))),
+                ('get_attributes', CFUNCTYPE(status_t, handle_p, c_void_p,
+                                             POINTER(KernelAttributes))),
+                ('launch', CFUNCTYPE(status_t, handle_p, c_void_p, _u32, _u32, _u32, _u32, _u32,
+                                     _u32, _u32, POINTER(c_void_p))),
+                ('get_function', CFUNCTYPE(status_t, handle_p, c_void_p, POINTER(c_void_p)))]
+    _since_ = {}
+
+
 class LoadReport(Structure):
     _fields_ = [('path', c_char_p), ('stage', c_int), ('status', status_t),
                 ('reason', c_char_p), ('plugin', c_void_p)]
@@ -179,3 +206,31 @@ def clear_newer(struct, minor):
             field = getattr(type(struct), name)
             ctypes.memset(ctypes.addressof(struct) + field.offset, 0, field.size)
     return struct
+
+
+# hk_swap.h: movable handles and live swap.
+SWAP_PHASES = ('idle', 'pending', 'draining', 'closing')      # hk_swap_phase_t
+MODULE_STATES = ('open', 'closed', 'still-mapped')            # hk_module_state_t
+
+
+class MhandleState(Structure):
+    _fields_ = [('size', c_uint32), ('plugin', c_void_p), ('generation', c_uint64),
+                ('inflight', c_uint64)]
+
+
+class SwapOptions(Structure):
+    _fields_ = [('size', c_uint32), ('from', c_char_p), ('hold_after_us', c_int64)]
+
+
+class SwapState(Structure):
+    _fields_ = [('size', c_uint32), ('phase', c_int)] + [
+        (name, c_uint64) for name in (
+            'generation', 'failed', 'modules_closed', 'handles', 'inflight', 'draining',
+            'last_switch_ns', 'last_drain_ns', 'max_switch_ns', 'max_drain_ns', 'last_open_ns',
+            'last_verify_ns', 'last_create_ns', 'last_commit_ns', 'last_close_ns', 'holds',
+            'last_hold_ns', 'max_hold_ns')]
+
+
+class SwapPluginState(Structure):
+    _fields_ = [('size', c_uint32), ('module', c_int)] + [
+        (name, c_uint64) for name in ('handles', 'inflight', 'draining', 'closes', 'reopens')]

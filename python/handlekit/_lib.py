@@ -41,6 +41,7 @@ def _declare(lib):
         'hk_loader_plugin_count': (c_size_t, [loader]),
         'hk_loader_plugin': (plugin, [loader, c_size_t]),
         'hk_loader_find': (plugin, [loader, c_char_p]),
+        'hk_loader_select': (_abi.status_t, [loader, c_char_p, POINTER(c_void_p)]),
         'hk_loader_last_error': (c_char_p, [loader]),
         'hk_plugin_name': (c_char_p, [plugin]),
         'hk_plugin_version': (c_char_p, [plugin]),
@@ -54,10 +55,33 @@ def _declare(lib):
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = res, args
-    # ABI 1.2 loaders copy tables for the host; older ones do not have it.
-    if hasattr(lib, 'hk_plugin_get_table'):
-        fn = lib.hk_plugin_get_table
-        fn.restype, fn.argtypes = _abi.status_t, [plugin, c_char_p, c_void_p, c_size_t]
+    # Declared when the loader has them (older loaders lack some): the
+    # package asks hasattr(lib, name) before it uses one.
+    st, mh, vp = _abi.status_t, c_void_p, POINTER(c_void_p)
+    optional = {
+        'hk_plugin_get_table': (st, [plugin, c_char_p, c_void_p, c_size_t]),
+        'hk_plugin_acquire': (None, [plugin]),
+        'hk_plugin_release': (None, [plugin]),
+        'hk_mhandle_create': (st, [loader, c_char_p, POINTER(_abi.CreateInfo), vp]),
+        'hk_mhandle_create_on': (st, [plugin, POINTER(_abi.CreateInfo), vp]),
+        'hk_mhandle_destroy': (st, [mh]),
+        'hk_mhandle_handle': (c_void_p, [mh]),
+        'hk_mhandle_vtable': (c_void_p, []),
+        'hk_mhandle_get_table': (st, [c_char_p, c_void_p, c_size_t]),
+        'hk_mhandle_state': (st, [mh, POINTER(_abi.MhandleState)]),
+        'hk_loader_swap': (st, [loader, c_char_p, POINTER(_abi.SwapOptions), vp]),
+        'hk_loader_swap_prepare': (st, [loader, c_char_p, POINTER(_abi.SwapOptions), vp]),
+        'hk_loader_swap_commit': (st, [c_void_p, vp]),
+        'hk_loader_swap_cancel': (st, [c_void_p]),
+        'hk_loader_swap_state': (st, [loader, POINTER(_abi.SwapState)]),
+        'hk_plugin_swap_state': (st, [plugin, POINTER(_abi.SwapPluginState)]),
+        'hk_swap_phase_name': (c_char_p, [ctypes.c_int]),
+        'hk_module_state_name': (c_char_p, [ctypes.c_int]),
+    }
+    for name, (res, args) in optional.items():
+        if hasattr(lib, name):
+            fn = getattr(lib, name)
+            fn.restype, fn.argtypes = res, args
     return lib
 
 

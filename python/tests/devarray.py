@@ -23,7 +23,7 @@ class DeviceArray:
         """A copy of host (a NumPy vector) on handle's device; step > 1 makes a
         strided view of every step-th element of a larger block."""
         self.h, self.dtype, self.step = handle, host.dtype, step
-        self.mem = handle.plugin.table(_abi.TABLE_MEMORY_V1, _abi.MemoryV1)
+        self.mem = handle.table(_abi.TABLE_MEMORY_V1, _abi.MemoryV1)
         self.n = len(host)
         block = np.zeros(max(self.n * step, 1), dtype=host.dtype)
         block[::step] = host
@@ -67,7 +67,28 @@ class DeviceArray:
         assert self.mem.copy_to_host(self.h._h(), block.ctypes.data, self.ptr, self.nbytes) == 0
         return block[::self.step][:self.n].copy()
 
+    def like(self, base, view):
+        """The view of this array that view is of base (a NumPy view of the
+        host vector this array was made from, step 1): same start, stride
+        and length, over this array's device memory."""
+        isz = base.dtype.itemsize
+        start = (view.__array_interface__['data'][0] - base.__array_interface__['data'][0]) // isz
+        return DeviceView(self, start, view.strides[0] // isz if len(view) > 1 else 1, len(view))
+
     def free(self):
         if self.ptr:
             self.mem.free_(self.h._h(), self.ptr)
             self.ptr = None
+
+
+class DeviceView:
+    """n elements of a DeviceArray (made with step 1) from element start,
+    stride elements apart (negative, 0 or positive), through
+    __cuda_array_interface__ v3."""
+
+    def __init__(self, array, start, stride, n, offset_bytes=0):
+        self.array, self.n = array, n
+        isz = array.dtype.itemsize
+        self.__cuda_array_interface__ = {
+            'shape': (n,), 'typestr': array.dtype.str, 'version': 3,
+            'strides': (stride * isz,), 'data': (array.ptr + start * isz + offset_bytes, False)}

@@ -10,9 +10,11 @@
 
 #include "hk_abi.h"
 #include "hk_blas1.h"
+#include "hk_kernels.h"
 #include "hk_loader.h"
 #include "hk_memory.h"
 #include "hk_status_text.h"
+#include "hk_swap.h"
 
 #define SIZE(t) printf("size %s %zu\n", #t, sizeof(t))
 #define OFF(t, f) printf("offset %s %s %zu\n", #t, #f, offsetof(t, f))
@@ -93,6 +95,54 @@ static void structs_tables(void)
     OFF(hk_memory_v1_t, memset_);
 }
 
+static void structs_kernels(void)
+{
+    SIZE(hk_kernel_attributes_t);
+    OFF(hk_kernel_attributes_t, size);
+    OFF(hk_kernel_attributes_t, registers);
+    OFF(hk_kernel_attributes_t, max_threads_per_block);
+    OFF(hk_kernel_attributes_t, static_shared_bytes);
+    OFF(hk_kernel_attributes_t, max_dynamic_shared_bytes);
+    OFF(hk_kernel_attributes_t, const_bytes);
+    OFF(hk_kernel_attributes_t, local_bytes);
+    OFF(hk_kernel_attributes_t, ptx_version);
+    OFF(hk_kernel_attributes_t, binary_version);
+    SIZE(hk_kernels_v1_t);
+    OFF(hk_kernels_v1_t, size);
+    OFF(hk_kernels_v1_t, load);
+    OFF(hk_kernels_v1_t, unload);
+    OFF(hk_kernels_v1_t, get_kernel);
+    OFF(hk_kernels_v1_t, get_attributes);
+    OFF(hk_kernels_v1_t, launch);
+    OFF(hk_kernels_v1_t, get_function);
+}
+
+#define SWAPSTATE(f) OFF(hk_swap_state_t, f)
+#define PLUGINSTATE(f) OFF(hk_swap_plugin_state_t, f)
+
+static void structs_swap(void)
+{
+    SIZE(hk_mhandle_state_t);
+    OFF(hk_mhandle_state_t, size);
+    OFF(hk_mhandle_state_t, plugin);
+    OFF(hk_mhandle_state_t, generation);
+    OFF(hk_mhandle_state_t, inflight);
+    SIZE(hk_swap_options_t);
+    OFF(hk_swap_options_t, size);
+    OFF(hk_swap_options_t, from);
+    OFF(hk_swap_options_t, hold_after_us);
+    SIZE(hk_swap_state_t);
+    SWAPSTATE(size), SWAPSTATE(phase), SWAPSTATE(generation), SWAPSTATE(failed);
+    SWAPSTATE(modules_closed), SWAPSTATE(handles), SWAPSTATE(inflight), SWAPSTATE(draining);
+    SWAPSTATE(last_switch_ns), SWAPSTATE(last_drain_ns), SWAPSTATE(max_switch_ns);
+    SWAPSTATE(max_drain_ns), SWAPSTATE(last_open_ns), SWAPSTATE(last_verify_ns);
+    SWAPSTATE(last_create_ns), SWAPSTATE(last_commit_ns), SWAPSTATE(last_close_ns);
+    SWAPSTATE(holds), SWAPSTATE(last_hold_ns), SWAPSTATE(max_hold_ns);
+    SIZE(hk_swap_plugin_state_t);
+    PLUGINSTATE(size), PLUGINSTATE(module), PLUGINSTATE(handles), PLUGINSTATE(inflight);
+    PLUGINSTATE(draining), PLUGINSTATE(closes), PLUGINSTATE(reopens);
+}
+
 static void structs_loader(void)
 {
     SIZE(hk_load_report_t);
@@ -139,6 +189,13 @@ static void constants(void)
     CONST(HK_STAGE_NEGOTIATE);
     CONST(HK_STAGE_VALIDATE);
     CONST(HK_STAGE_LOADED);
+    CONST(HK_SWAP_IDLE);
+    CONST(HK_SWAP_PENDING);
+    CONST(HK_SWAP_DRAINING);
+    CONST(HK_SWAP_CLOSING);
+    CONST(HK_MODULE_OPEN);
+    CONST(HK_MODULE_CLOSED);
+    CONST(HK_MODULE_STILL_MAPPED);
     for (int s = 0; s < HK_STATUS__COUNT; s++)
         printf("status %s %d %s\n", hk_status_name(s), s, hk_status_string(s));
 }
@@ -148,6 +205,8 @@ int main(void)
     structs_abi();
     struct_vtable();
     structs_tables();
+    structs_kernels();
+    structs_swap();
     structs_loader();
     constants();
     return 0;

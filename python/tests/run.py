@@ -12,6 +12,11 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def _test_id(test):
+    # A failing subtest is reported as a _SubTest whose test_case is the test.
+    return getattr(test, 'test_case', test).id()
+
+
 def main(argv):
     sys.path.insert(0, os.path.dirname(HERE))
     sys.path.insert(0, HERE)
@@ -21,7 +26,9 @@ def main(argv):
     else:
         suite = loader.discover(HERE, pattern='test_*.py', top_level_dir=HERE)
     result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2).run(suite)
-    failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
+    # A test with several failing subtests is one failed test.
+    failed = len({_test_id(t) for t, _ in result.failures + result.errors}
+                 | {_test_id(t) for t in result.unexpectedSuccesses})
     skipped = len(result.skipped)
     passed = result.testsRun - failed - skipped
     print('%d passed, %d failed, %d skipped' % (passed, failed, skipped))

@@ -19,6 +19,12 @@ STRUCTS = {
     'hk_memory_v1_t': _abi.MemoryV1,
     'hk_load_report_t': _abi.LoadReport,
     'hk_loader_options_t': _abi.LoaderOptions,
+    'hk_kernel_attributes_t': _abi.KernelAttributes,
+    'hk_kernels_v1_t': _abi.KernelsV1,
+    'hk_mhandle_state_t': _abi.MhandleState,
+    'hk_swap_options_t': _abi.SwapOptions,
+    'hk_swap_state_t': _abi.SwapState,
+    'hk_swap_plugin_state_t': _abi.SwapPluginState,
 }
 
 
@@ -113,6 +119,10 @@ class Layout(unittest.TestCase):
             'HK_STAGE_SYMBOL': _abi.STAGE_SYMBOL, 'HK_STAGE_NEGOTIATE': _abi.STAGE_NEGOTIATE,
             'HK_STAGE_VALIDATE': _abi.STAGE_VALIDATE, 'HK_STAGE_LOADED': _abi.STAGE_LOADED,
         }
+        for i, name in enumerate(_abi.SWAP_PHASES):
+            mine['HK_SWAP_' + name.upper()] = i
+        for i, name in enumerate(_abi.MODULE_STATES):
+            mine['HK_MODULE_' + name.upper().replace('-', '_')] = i
         for name, value in self.consts.items():
             if name in ('HK_ABI_MAJOR', 'HK_ABI_MINOR'):
                 continue
