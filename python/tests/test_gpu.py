@@ -9,7 +9,7 @@ the simulated-driver run.
 
 Files it needs from the build: the kernels of pykernels.cu (HK_TEST_KERNELS,
 else build/release then build/debug python/tests/ of this checkout) and
-hk-cuda-0.1.1.so of tests/swap (HK_TEST_SWAP_PLUGINS, else the builds'
+hk-cuda-1.0.1.so of tests/swap (HK_TEST_SWAP_PLUGINS, else the builds'
 tests/swap_plugins/)."""
 import os
 import shutil
@@ -253,19 +253,19 @@ def _swap_plugin():
     for d in (os.environ.get('HK_TEST_SWAP_PLUGINS'),
               os.path.join(ROOT, 'build', 'release', 'tests', 'swap_plugins'),
               os.path.join(ROOT, 'build', 'debug', 'tests', 'swap_plugins')):
-        if d and os.path.exists(os.path.join(d, 'hk-cuda-0.1.1.so')):
-            return os.path.join(d, 'hk-cuda-0.1.1.so')
+        if d and os.path.exists(os.path.join(d, 'hk-cuda-1.0.1.so')):
+            return os.path.join(d, 'hk-cuda-1.0.1.so')
     return None
 
 
 class SwapCases:
     """A movable handle on hk-cuda, moved between it and another build of it
-    (0.1.1) with the arrays of a client library, while threads call."""
+    (1.0.1) with the arrays of a client library, while threads call."""
 
     def loader_with_both(self):
         other = _swap_plugin()
         if other is None:
-            self.skipTest('hk-cuda-0.1.1.so of tests/swap is not built')
+            self.skipTest('hk-cuda-1.0.1.so of tests/swap is not built')
         # Copies in a directory of their own (the loader's trust rule wants one
         # nobody else can write), so that no module is shared with the
         # package's default loader.
@@ -276,7 +276,7 @@ class SwapCases:
         shutil.copy(other, self.tmp)
         loader = hk.Loader(default_dir=self.tmp, ignore_env=True).scan()
         self.addCleanup(loader.close)
-        return loader, loader.select('hk-cuda@0.1.1')
+        return loader, loader.select('hk-cuda@1.0.1')
 
     def test_swap_under_calls(self):
         loader, new = self.loader_with_both()

@@ -38,9 +38,9 @@ class CudaSwap(unittest.TestCase):
             os.makedirs(root, mode=0o755, exist_ok=True)
         self.tmp = tempfile.mkdtemp(dir=root)
         shutil.copy(os.path.join(PLUGINS, 'hk-cuda.so'), self.tmp)
-        shutil.copy(os.path.join(SWAP, 'hk-cuda-0.1.1.so'), self.tmp)
+        shutil.copy(os.path.join(SWAP, 'hk-cuda-1.0.1.so'), self.tmp)
         self.loader = hk.Loader(default_dir=self.tmp, ignore_env=True).scan()
-        self.new = self.loader.select('hk-cuda@0.1.1')
+        self.new = self.loader.select('hk-cuda@1.0.1')
         self.old = [p for p in self.loader.plugins if p is not self.new][0]
 
     def tearDown(self):
