@@ -238,12 +238,20 @@ SIM_API CUresult cuCtxGetId(CUcontext ctx, unsigned long long *id)
     SIM_END;
 }
 
+/* Waits for the context's launches held running (simcuda_hold_launches),
+ * with the simulation's lock released meanwhile, as a synchronisation waits
+ * for kernels still running on a GPU; the context may end meanwhile. */
 static CUresult sim_ctx_sync(CUcontext ctx)
 {
     SIM_BEGIN(cuCtxSynchronize);
     struct CUctx_st *c;
     SIM_CHECK(sim_ctx_pick(ctx, &c));
-    SIM_CHECK(sim_capture_forbid());
+    SIM_CHECK(sim_capture_ctx_sync(c));
+    while (c->held && c->alive) {
+        sim.sync_waiting++;
+        pthread_cond_wait(&sim.held_done, &sim.lock);
+        sim.sync_waiting--;
+    }
     SIM_END;
 }
 
