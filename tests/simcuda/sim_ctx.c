@@ -275,6 +275,20 @@ SIM_API CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
     SIM_END;
 }
 
+/* The H200's range: priorities are not modelled (a stream made with any
+ * priority behaves the same). */
+SIM_API CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest)
+{
+    SIM_BEGIN(cuCtxGetStreamPriorityRange);
+    struct CUctx_st *c;
+    SIM_CHECK(sim_current(&c));
+    if (least)
+        *least = 0;
+    if (greatest)
+        *greatest = -5;
+    SIM_END;
+}
+
 SIM_API CUresult cuCtxGetFlags(unsigned int *flags)
 {
     SIM_BEGIN(cuCtxGetFlags);

@@ -62,7 +62,7 @@
     X(cuGraphDestroy) X(cuDeviceGetDevResource) X(cuDevSmResourceSplitByCount)           \
     X(cuDevResourceGenerateDesc)                                                         \
     X(cuGreenCtxCreate) X(cuGreenCtxDestroy) X(cuCtxFromGreenCtx) X(cuStreamGetId)        \
-    X(cuThreadExchangeStreamCaptureMode)
+    X(cuThreadExchangeStreamCaptureMode) X(cuCtxGetStreamPriorityRange)
 
 enum sim_entry {
 #define SIM__ENUM(n) SIM_E_##n,

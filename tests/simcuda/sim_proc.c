@@ -53,6 +53,7 @@ static const sim_proc_t procs[] = {
     P(cuCtxSynchronize, 13000, cuCtxSynchronize_v2),
     P(cuCtxGetApiVersion, 3020, cuCtxGetApiVersion),
     P(cuCtxGetFlags, 7000, cuCtxGetFlags),
+    P(cuCtxGetStreamPriorityRange, 5050, cuCtxGetStreamPriorityRange),
     P(cuStreamCreate, 2000, cuStreamCreate),
     P(cuStreamCreateWithPriority, 5050, cuStreamCreateWithPriority),
     P(cuStreamDestroy, 2000, cuStreamDestroy),
