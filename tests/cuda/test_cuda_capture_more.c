@@ -151,7 +151,10 @@ static void case_movable(void)
     tcap_fix_t f;
     if (tcap_fix_up(&f) != 0)
         return;
-    hk_loader_options_t o = {.size = sizeof o, .ignore_env = 1};
+    /* No isolation: hk-cuda's negotiation is not what this case is about, and
+     * the probe program need not be carried to a GPU machine with the test. */
+    hk_loader_options_t o = {.size = sizeof o, .ignore_env = 1,
+                             .isolation = HK_ISOLATION_OFF};
     hk_loader_t *loader = NULL;
     hk_plugin_t *p = NULL;
     hk_mhandle_t *mh = NULL;
