@@ -216,10 +216,16 @@ static inline CUresult hk__relax(int *saved)
 {
     return (CUresult)hk_kit_capture_relax(saved);
 }
-static inline void hk__relaxed_end(int saved)
+static inline CUresult hk__relaxed_end(int saved)
 {
-    hk_kit_capture_restore(saved);
+    return (CUresult)hk_kit_capture_restore(saved); /* tried twice */
 }
+
+/* cuMemAlloc and cuMemFree in relaxed capture mode (hkc_kernels.c). An
+ * allocation whose mode the driver would not give back is freed again and
+ * the failure returned: the caller's capture mode comes first. */
+CUresult hk__relaxed_alloc(CUdeviceptr *p, size_t bytes);
+CUresult hk__relaxed_free(CUdeviceptr p);
 
 /* Per-call state: the kit's guard, and the call's arm and stream setting. */
 typedef struct hk__call {

@@ -263,18 +263,22 @@ static hk_status_t ws_clear(hk__call_t *c, hk__ws_t *e)
  * global mode (of any thread) or thread-local mode (of this thread) forbids
  * and that would invalidate it (fact 26): they run in relaxed mode, which
  * the driver allows (hk__relax). */
-static CUresult relaxed_alloc(CUdeviceptr *p, size_t bytes)
+CUresult hk__relaxed_alloc(CUdeviceptr *p, size_t bytes)
 {
     int mode;
     CUresult r = hk__relax(&mode);
     if (r != CUDA_SUCCESS)
         return r;
     r = hk__cu.cuMemAlloc(p, bytes);
-    hk__relaxed_end(mode);
+    CUresult back = hk__relaxed_end(mode);
+    if (r == CUDA_SUCCESS && back != CUDA_SUCCESS) { /* the caller's mode comes first */
+        hk__cu.cuMemFree(*p);
+        r = back;
+    }
     return r;
 }
 
-static CUresult relaxed_free(CUdeviceptr p)
+CUresult hk__relaxed_free(CUdeviceptr p)
 {
     int mode;
     CUresult r = hk__relax(&mode);
@@ -292,7 +296,7 @@ static CUresult slab_add(hk__arm_t *a)
     hk__slab_t *s = calloc(1, sizeof *s);
     if (!s)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = relaxed_alloc(&s->base, (size_t)HK__WS_PER_SLAB * HK__WS_BYTES);
+    CUresult r = hk__relaxed_alloc(&s->base, (size_t)HK__WS_PER_SLAB * HK__WS_BYTES);
     if (r != CUDA_SUCCESS) {
         free(s);
         return r;
@@ -379,9 +383,9 @@ CUresult hk__ws_free(hk__arm_t *a)
     for (hk__slab_t *s = a ? a->slabs : NULL; s; s = s->next) {
         if (!s->base)
             continue;
-        CUresult r = relaxed_free(s->base);
+        CUresult r = hk__relaxed_free(s->base);
         if (r != CUDA_SUCCESS) /* a give-back is tried twice (plugin/cuda/README.md) */
-            r = relaxed_free(s->base);
+            r = hk__relaxed_free(s->base);
         if (r == CUDA_SUCCESS)
             s->base = 0;
         else if (first == CUDA_SUCCESS)

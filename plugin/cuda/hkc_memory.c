@@ -27,12 +27,7 @@ static hk_status_t mem_alloc(hk_handle_t *h, size_t bytes, void **out)
     if (st != HK_STATUS_OK)
         return st;
     CUdeviceptr p = 0;
-    int mode;
-    CUresult r = hk__relax(&mode); /* never refused, nor breaking, during a capture */
-    if (r == CUDA_SUCCESS) {
-        r = hk__cu.cuMemAlloc(&p, bytes);
-        hk__relaxed_end(mode);
-    }
+    CUresult r = hk__relaxed_alloc(&p, bytes); /* never refused, nor breaking, in a capture */
     if (r != CUDA_SUCCESS) {
         char what[80]; /* the reason names the size, as hk.memory/1 says */
         snprintf(what, sizeof what, "alloc: cuMemAlloc of %zu bytes", bytes);
@@ -54,12 +49,7 @@ static hk_status_t mem_free(hk_handle_t *h, void *ptr)
     hk_status_t st = hk__call_begin(h, &c);
     if (st != HK_STATUS_OK)
         return st;
-    int mode;
-    CUresult r = hk__relax(&mode); /* never refused, nor breaking, during a capture */
-    if (r == CUDA_SUCCESS) {
-        r = hk__cu.cuMemFree((CUdeviceptr)(uintptr_t)ptr);
-        hk__relaxed_end(mode);
-    }
+    CUresult r = hk__relaxed_free((CUdeviceptr)(uintptr_t)ptr); /* as alloc */
     if (r == CUDA_ERROR_INVALID_VALUE) /* the driver knows no such allocation */
         st = hk__fail(h, HK_STATUS_INVALID_VALUE,
                       "free_: %p is not the start of a live hk-cuda allocation (foreign, "
