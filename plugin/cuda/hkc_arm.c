@@ -7,7 +7,7 @@
 
 #include "hkc_internal.h"
 
-/* In relaxed capture mode, as every free (hkc_kernels.c, relaxed_free). */
+/* In relaxed capture mode, as every free (hk__relaxed_free). */
 CUresult hk__give_back_host(void *p)
 {
     int mode;

@@ -49,8 +49,8 @@ class PackageOps:
 class RawOps:
     """The same through the plugin's vtable and hk.blas1/1, slot by slot."""
 
-    def __init__(self, device=-1):
-        self.raw = Raw()
+    def __init__(self, device=-1, raw=None):
+        self.raw, self.own = (raw, False) if raw else (Raw(), True)
         self.h = self.raw.create(device)
         self.raw.call(self.h, self.raw.vt.set_pointer_mode(self.h, POINTER_MODE_DEVICE),
                       'set_pointer_mode')
@@ -74,13 +74,14 @@ class RawOps:
     def close(self):
         self.set_stream(None)
         self.raw.call(None, self.raw.vt.handle_destroy(self.h), 'handle_destroy')
-        self.raw.close()
+        if self.own:
+            self.raw.close()
 
 
-def _ops(api, device=None):
+def _ops(api, device=None, raw=None):
     if api == 'package':
         return PackageOps(device)
-    return RawOps(-1 if device is None else device)
+    return RawOps(-1 if device is None else device, raw)
 
 
 def _close(torch, got, want, what):
@@ -141,13 +142,16 @@ def threads8(api):
     torch = _torch()
     drv = Driver()
     torch.cuda.set_device(0)
+    torch.zeros(1, device='cuda')  # device 0's primary current: the handles bind to it
     errors = []
+    raw = Raw() if api == 'raw' else None
+    handles = [_ops(api, raw=raw) for _ in range(8)]  # made here, used by one thread each
 
     def work(i):
         try:
             torch.cuda.set_device(0)
             s = torch.cuda.Stream()
-            ops = _ops(api)
+            ops = handles[i]
             try:
                 with torch.cuda.stream(s):
                     x = torch.full((N,), float(i + 1), device='cuda')
@@ -174,6 +178,8 @@ def threads8(api):
         t.start()
     for t in ts:
         t.join()
+    if raw:
+        raw.close()
     if errors:
         raise AssertionError('; '.join(errors))
 
