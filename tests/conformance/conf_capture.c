@@ -19,8 +19,10 @@ typedef struct cenv {
     CUstream cap, other;
     CUdeviceptr buf, pre;  /* pre: made before the capture, for the free */
     CUevent ev_other;      /* recorded on other before the capture */
-    CUlibrary lib;         /* loaded before the capture */
+    CUlibrary lib;         /* loaded before the capture: its probe kernel is launched */
     CUkernel probe;
+    CUlibrary lib2;        /* another copy, never launched: unloaded, or its kernel's */
+    CUkernel probe2;       /* function first taken, during the capture */
 } cenv_t;
 
 typedef CUresult (*cop_fn)(cenv_t *);
@@ -135,15 +137,15 @@ OP(libload)
 }
 OP(libunload)
 {
-    CUresult r = cuLibraryUnload(e->lib);
+    CUresult r = cuLibraryUnload(e->lib2);
     if (r == CUDA_SUCCESS)
-        e->lib = NULL;
+        e->lib2 = NULL;
     return r;
 }
 OP(kernelfunc)
 {
     CUfunction f;
-    return cuKernelGetFunction(&f, e->probe);
+    return cuKernelGetFunction(&f, e->probe2);
 }
 OP(ctxid) { unsigned long long id; (void)e; return cuCtxGetId(NULL, &id); }
 OP(pushpop)
@@ -304,7 +306,8 @@ static int env_up(cenv_t *e, CUcontext ctx, int blocking)
              cuMemAlloc(&e->pre, 4096) == CUDA_SUCCESS &&
              cuEventCreate(&e->ev_other, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS &&
              cuEventRecord(e->ev_other, e->other) == CUDA_SUCCESS &&
-             conf_load_probe(&e->lib, &e->probe) == CUDA_SUCCESS;
+             conf_load_probe(&e->lib, &e->probe) == CUDA_SUCCESS &&
+             conf_load_probe(&e->lib2, &e->probe2) == CUDA_SUCCESS;
     return ok && cuStreamSynchronize(e->other) == CUDA_SUCCESS;
 }
 
@@ -317,8 +320,9 @@ static void env_down(cenv_t *e)
     if (e->pre)
         EXPECT(cuMemFree(e->pre), CUDA_SUCCESS);
     EXPECT(cuEventDestroy(e->ev_other), CUDA_SUCCESS);
-    if (e->lib)
-        EXPECT(cuLibraryUnload(e->lib), CUDA_SUCCESS);
+    EXPECT(cuLibraryUnload(e->lib), CUDA_SUCCESS);
+    if (e->lib2)
+        EXPECT(cuLibraryUnload(e->lib2), CUDA_SUCCESS);
 }
 
 /* One cell; prints it when it disagrees with the rule. Returns 1 when right. */
