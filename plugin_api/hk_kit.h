@@ -239,6 +239,42 @@ hk_status_t hk_kit_set_stream(hk_kit_bind_t *b, struct CUstream_st *stream, cons
 /* [handle-safe] The stream setting (no driver call). */
 struct CUstream_st *hk_kit_get_stream(const hk_kit_bind_t *b);
 
+/* ---- stream capture (docs/contexts.md, "Stream capture") ---- */
+
+/* [handle-safe] Within a call (hk_kit_begin): the identity of the call's
+ * stream, a stream set with hk_kit_set_stream (not NULL, CU_STREAM_LEGACY or
+ * CU_STREAM_PER_THREAD), for keying per-stream state. OK with *id the
+ * stream's driver ID (unique for the life of the process; asked once, then
+ * kept with the setting) and *capture 0; or, while the stream is being
+ * captured, where asking its ID would fail and invalidate the capture,
+ * *id 0 and *capture the ID of the capture sequence (unique for the life of
+ * the process). A capture that something else already invalidated gives
+ * HK_STATUS_NOT_SUPPORTED; driver failures their status. Never refused by
+ * the driver during a capture. */
+hk_status_t hk_kit_stream_ident(hk_kit_call_t *c, unsigned long long *id,
+                                unsigned long long *capture);
+
+/* [handle-safe] Within a call: HK_STATUS_OK when the call may wait here for
+ * work on its stream (a synchronise, a synchronous copy, a result read on
+ * the host). Otherwise HK_STATUS_NOT_SUPPORTED with "<what>: ..." saying
+ * why: the stream is being captured (a synchronise there would fail and
+ * invalidate the capture), or it is the legacy stream while a blocking
+ * stream of the context is being captured. Asks only cuStreamIsCapturing,
+ * which changes no capture. */
+hk_status_t hk_kit_check_wait(hk_kit_call_t *c, const char *what);
+
+/* [thread-safe] Switches the calling thread to the relaxed stream capture
+ * mode (cuThreadExchangeStreamCaptureMode) until hk_kit_capture_restore(*saved):
+ * meanwhile an allocation, a free, a synchronise of a stream that is not
+ * capturing, or a library load or unload is neither refused nor invalidates
+ * a capture that another thread, or this one on another stream, has open.
+ * Returns the driver's result (a CUresult; *saved is set only on success). */
+int hk_kit_capture_relax(int *saved);
+
+/* [thread-safe] Gives the calling thread back the mode hk_kit_capture_relax
+ * saved. Returns the driver's result. */
+int hk_kit_capture_restore(int saved);
+
 /* [handle-safe] Accessors (no driver call). The context and device never
  * change for a binding; context_id is the live incarnation's ID as armed,
  * owns_primary the primary retains the binding holds. */

@@ -3,8 +3,10 @@
 #   scons -j2 && scons -j2 mode=release
 # : the driver conformance suite, the hk-cuda suites (real driver, no
 # simulation; a skipped test fails the step unless it needs the simulated
-# driver), hk-host's verified workload on the default
-# plugin, optionally compute-sanitizer over the GPU suites, and the benchmark.
+# driver), hk-host's verified workload on the default plugin, the client
+# suite (PyTorch, CuPy, cuda.core, a CUDA runtime program; a skipped case
+# fails the step unless its library is not installed), optionally
+# compute-sanitizer over the GPU suites, and the benchmark.
 #
 # usage: tools/gpu-check.sh [-q] [-s] [-B] OUT_DIR
 #   -q  quick benchmark (hk-bench --quick)
@@ -37,6 +39,7 @@ step() { # name, command...
     # on a one-GPU machine, a second device may be skipped; any other skip is
     # a failure here.
     if grep '^skipped: ' "$out/$name.txt" | grep -v 'simulated driver' \
+        | grep -v ': not installed: ' \
         | grep -qvE "needs (2|two) devices[,;] (the driver lists 1|this machine has one)"; then
         echo "gpu-check: $name skipped a test that should run on a GPU" >>"$out/$name.txt"
         [ $rc -ne 0 ] || rc=98
@@ -58,6 +61,8 @@ step cuda-blas1-release $rel/tests/test_cuda_blas1
 step hk-host-run        $rel/bin/hk-host run
 step cuda-kernels       $dbg/tests/test_cuda_kernels
 step cuda-kernels-rel   $rel/tests/test_cuda_kernels
+step cuda-capture       $dbg/tests/test_cuda_capture
+step cuda-capture-rel   $rel/tests/test_cuda_capture
 step swap-cuda          $dbg/tests/test_swap_cuda
 step hk-host-swap-cuda  $rel/bin/hk-host swap -p $rel/plugins/hk-cuda.so \
     -q $rel/tests/swap_plugins/hk-cuda-1.0.1.so -t 8 -k 100
@@ -69,6 +74,11 @@ step hk-validate-cmp    $rel/bin/hk-validate --compare $rel/plugins/hk-cpu.so $r
 # The Python package against PyTorch and CuPy, where the machine has them.
 step python-gpu env HK_LOADER_LIBRARY=$rel/stage/usr/local/lib/libhkloader.so.1 PYTHONPATH=python \
     python3 python/tests/run.py test_gpu
+# Real clients of hk-cuda; --strict: only a missing library or a second
+# device may be skipped (tests/clients/README.md), as the step's rule above.
+step clients env HK_LOADER_LIBRARY=$rel/stage/usr/local/lib/libhkloader.so.1 PYTHONPATH=python \
+    python3 tests/clients/run.py --strict --ptx $rel/tests/clients/client_kernels.ptx \
+    --cudart $rel/tests/clients/cudart_client --plugin $rel/plugins/hk-cuda.so
 if [ $sanitize -eq 1 ]; then
     # The tests make failing API calls on purpose: only the kernels' errors count.
     # application-only: the loader's probe child is not a CUDA program.

@@ -449,6 +449,73 @@ static void check_capture(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r
     hkv_note(r, "host-mode result refused during capture, capture intact, device mode captured");
 }
 
+/* One slot's answer during the capture: OK, or NOT_SUPPORTED with a
+ * one-line reason; the capture of s must still be active. */
+static void capture_answer(const hkv_plugin_t *p, hk_handle_t *h, hkv_custream_t s,
+                           hk_status_t st, const char *slot, hkv_result_t *r)
+{
+    char e[1100], why[128];
+    int cs = -1;
+    if (st != HK_STATUS_OK && st != HK_STATUS_NOT_SUPPORTED)
+        hkv_fail(r, "%s during capture gave %s; want OK or NOT_SUPPORTED", slot, hkv_st(st));
+    else if (st != HK_STATUS_OK && !hkv_text_ok(hkv_last_error(p, h, e, sizeof e), why, sizeof why))
+        hkv_fail(r, "%s: NOT_SUPPORTED: last_error: %s", slot, why);
+    if (hkv_cu.cuStreamIsCapturing(s, &cs) || cs != 1)
+        hkv_fail(r, "after %s the capture is not active (status %d)", slot, cs);
+}
+
+/* The handle's stream first given to it inside a capture (mode k->a: 0
+ * global, 1 thread-local, 2 relaxed), as PyTorch users do, then every slot of
+ * hk.memory/1 and synchronize: each gives OK or NOT_SUPPORTED with a reason,
+ * the capture stays active after each and ends valid (docs/contexts.md,
+ * "Stream capture"). */
+static void check_capture_inside(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r)
+{
+    if (hkv_cuda_begin(r))
+        return;
+    if (!p->vt.set_stream || !p->mem.memset_ || !p->mem.copy_to_host || !p->mem.alloc) {
+        hkv_notsup(r, "set_stream or hk.memory/1");
+        return;
+    }
+    hk_handle_t *h = hkv_handle(p, NULL, r);
+    hkv_custream_t s = NULL;
+    unsigned char host[64] = {0};
+    void *d = h ? hkv_dalloc(p, h, sizeof host, r) : NULL, *more = NULL;
+    if (!d || hkv_cu.cuStreamCreate(&s, 1 /* non-blocking */)) {
+        hkv_fail(r, "cannot set up a stream and memory");
+        goto out;
+    }
+    hkv_cugraph_t g = NULL;
+    if (hkv_cu.cuStreamBeginCapture(s, k->a)) {
+        hkv_fail(r, "cuStreamBeginCapture failed");
+        goto out;
+    }
+    capture_answer(p, h, s, p->vt.set_stream(h, s), "set_stream", r);
+    capture_answer(p, h, s, p->mem.memset_(h, d, 7, sizeof host), "memset_", r);
+    capture_answer(p, h, s, p->mem.copy_to_host(h, host, d, sizeof host), "copy_to_host", r);
+    capture_answer(p, h, s, p->mem.copy_to_device(h, d, host, sizeof host), "copy_to_device", r);
+    capture_answer(p, h, s, p->mem.alloc(h, 256, &more), "alloc", r);
+    if (more)
+        capture_answer(p, h, s, p->mem.free_(h, more), "free_", r);
+    if (p->vt.synchronize)
+        capture_answer(p, h, s, p->vt.synchronize(h), "synchronize", r);
+    int end = hkv_cu.cuStreamEndCapture(s, &g);
+    if (end || !g)
+        hkv_fail(r, "the capture ended invalid (%d)", end);
+    if (g)
+        hkv_cu.cuGraphDestroy(g);
+    hkv_note(r, "stream set inside the capture; every memory slot and synchronize answered, "
+                "the capture intact");
+out:
+    if (h && p->vt.set_stream)
+        p->vt.set_stream(h, NULL);
+    if (s)
+        hkv_cu.cuStreamDestroy(s);
+    if (d)
+        hkv_dfree(p, h, d);
+    hkv_destroy(p, h, r);
+}
+
 void hkv_register_cuda(void)
 {
     const unsigned c = HKV_NEED_HANDLE | HKV_NEED_CUDA;
@@ -465,5 +532,8 @@ void hkv_register_cuda(void)
     hkv_add("cuda.stream-mismatch", check_stream_mismatch, c, 0, 0, 0);
     hkv_add("cuda.checked-pointer-mismatch", check_checked_mode, c | HKV_NEED_2DEV, 0, 0, 0);
     hkv_add("cuda.capture-host-result", check_capture, c, 0, 0, 0);
+    hkv_add("cuda.capture-stream-set-inside-global", check_capture_inside, c, 0, 0, 0);
+    hkv_add("cuda.capture-stream-set-inside-thread-local", check_capture_inside, c, 1, 0, 0);
+    hkv_add("cuda.capture-stream-set-inside-relaxed", check_capture_inside, c, 2, 0, 0);
     hkv_register_cuda_current();
 }

@@ -214,7 +214,14 @@ static hk_status_t synchronize(hk_handle_t *h)
     hk_status_t st = hk_kit_begin(h->kb, &c);
     if (st != HK_STATUS_OK)
         return st;
-    CUresult r = ex_cu.cuStreamSynchronize(c.stream);
+    /* as a copy waits (example_ops.c, "hk.memory/1") */
+    st = hk_kit_check_wait(&c, "synchronize");
+    int mode;
+    CUresult r = st == HK_STATUS_OK ? hk_kit_capture_relax(&mode) : CUDA_SUCCESS;
+    if (st == HK_STATUS_OK && r == CUDA_SUCCESS) {
+        r = ex_cu.cuStreamSynchronize(c.stream);
+        hk_kit_capture_restore(mode);
+    }
     if (r != CUDA_SUCCESS)
         st = hk_kit_fail_cu(h->kb, r, "synchronize: cuStreamSynchronize");
     return hk_kit_end(&c, st);

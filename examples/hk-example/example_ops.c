@@ -85,7 +85,15 @@ const example_ops_v1_t ex_ops_table = {
     .scale = scale,
 };
 
-/* ---- hk.memory/1 (plugin_api/hk_memory.h) ---- */
+/* ---- hk.memory/1 (plugin_api/hk_memory.h) ----
+ *
+ * Stream capture (docs/contexts.md, "Stream capture"): an allocation, a free
+ * or a wait for a stream is an "unsafe" call that a capture in progress
+ * elsewhere (another thread's in global mode, this thread's on another
+ * stream) would refuse and be invalidated by; run in the relaxed capture mode
+ * (hk_kit_capture_relax) it is neither. A copy waits for the handle's
+ * stream, which no capture allows: it is refused first (hk_kit_check_wait),
+ * before anything is enqueued. memset_ waits for nothing and is captured. */
 
 static hk_status_t mem_alloc(hk_handle_t *h, size_t bytes, void **out)
 {
@@ -101,7 +109,12 @@ static hk_status_t mem_alloc(hk_handle_t *h, size_t bytes, void **out)
     if (st != HK_STATUS_OK)
         return st;
     CUdeviceptr p = 0;
-    CUresult r = ex_cu.cuMemAlloc(&p, bytes);
+    int mode;
+    CUresult r = hk_kit_capture_relax(&mode);
+    if (r == CUDA_SUCCESS) {
+        r = ex_cu.cuMemAlloc(&p, bytes);
+        hk_kit_capture_restore(mode);
+    }
     if (r != CUDA_SUCCESS) {
         char what[80];
         snprintf(what, sizeof what, "alloc: cuMemAlloc of %zu bytes", bytes);
@@ -123,7 +136,12 @@ static hk_status_t mem_free(hk_handle_t *h, void *ptr)
     hk_status_t st = hk_kit_begin(h->kb, &c);
     if (st != HK_STATUS_OK)
         return st;
-    CUresult r = ex_cu.cuMemFree((CUdeviceptr)(uintptr_t)ptr);
+    int mode;
+    CUresult r = hk_kit_capture_relax(&mode);
+    if (r == CUDA_SUCCESS) {
+        r = ex_cu.cuMemFree((CUdeviceptr)(uintptr_t)ptr);
+        hk_kit_capture_restore(mode);
+    }
     if (r == CUDA_ERROR_INVALID_VALUE)
         st = hk_kit_fail(h->kb, HK_STATUS_INVALID_VALUE,
                          "free_: %p is not the start of a live allocation", ptr);
@@ -147,16 +165,25 @@ static hk_status_t transfer(hk_handle_t *h, void *dst, const void *src, int valu
     hk_status_t st = hk_kit_begin(h->kb, &c);
     if (st != HK_STATUS_OK)
         return st;
-    CUresult r;
-    if (kind == 0)
-        r = ex_cu.cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)dst, src, bytes, c.stream);
-    else if (kind == 1)
-        r = ex_cu.cuMemcpyDtoHAsync(dst, (CUdeviceptr)(uintptr_t)src, bytes, c.stream);
-    else
-        r = ex_cu.cuMemsetD8Async((CUdeviceptr)(uintptr_t)dst, (unsigned char)value, bytes,
-                                  c.stream);
-    if (r == CUDA_SUCCESS && kind != 2)
-        r = ex_cu.cuStreamSynchronize(c.stream);
+    if (kind == 2) {
+        CUresult r = ex_cu.cuMemsetD8Async((CUdeviceptr)(uintptr_t)dst, (unsigned char)value,
+                                           bytes, c.stream);
+        if (r != CUDA_SUCCESS)
+            st = hk_kit_fail_cu(h->kb, r, op);
+        return hk_kit_end(&c, st);
+    }
+    st = hk_kit_check_wait(&c, op);
+    int mode;
+    CUresult r = st == HK_STATUS_OK ? hk_kit_capture_relax(&mode) : CUDA_SUCCESS;
+    if (st == HK_STATUS_OK && r == CUDA_SUCCESS) {
+        if (kind == 0)
+            r = ex_cu.cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)dst, src, bytes, c.stream);
+        else
+            r = ex_cu.cuMemcpyDtoHAsync(dst, (CUdeviceptr)(uintptr_t)src, bytes, c.stream);
+        if (r == CUDA_SUCCESS)
+            r = ex_cu.cuStreamSynchronize(c.stream);
+        hk_kit_capture_restore(mode);
+    }
     if (r != CUDA_SUCCESS)
         st = hk_kit_fail_cu(h->kb, r, op);
     return hk_kit_end(&c, st);

@@ -7,10 +7,17 @@
 
 #include "hkc_internal.h"
 
+/* In relaxed capture mode, as every free (hk__relaxed_free). */
 CUresult hk__give_back_host(void *p)
 {
+    int mode;
+    CUresult relaxed = hk__relax(&mode);
     CUresult r = hk__cu.cuMemFreeHost(p);
-    return r == CUDA_SUCCESS ? r : hk__cu.cuMemFreeHost(p);
+    if (r != CUDA_SUCCESS)
+        r = hk__cu.cuMemFreeHost(p);
+    if (relaxed == CUDA_SUCCESS)
+        hk__relaxed_end(mode);
+    return r;
 }
 
 /* Takes the functions for the handle's context, which the kit has made

@@ -14,6 +14,7 @@
  * handle; nothing to do (n <= 0, and incx <= 0 for scal and nrm2: OK, dot and
  * nrm2 write 0 to a non-NULL result); NULL pointers; increments (INT64_MIN,
  * a destination increment of 0); spans; checked mode's pointer checks. */
+#include <stdio.h>
 #include <string.h>
 
 #include "hk_blas1.h"
@@ -295,18 +296,17 @@ static hk_status_t reduce_empty(hk_handle_t *h, void *result, size_t esz, int de
 }
 
 /* Host pointer mode waits for its result, which a stream being captured
- * never gives: refused before anything is enqueued, the capture untouched. */
+ * never gives: refused before anything is enqueued, the capture untouched
+ * (the kit asks cuStreamIsCapturing only). */
 static hk_status_t refuse_capture(hk__call_t *c, const char *op)
 {
-    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    CUresult r = hk__cu.cuStreamIsCapturing(c->stream, &cs);
-    if (r != CUDA_SUCCESS)
-        return hk__fail_cu(c->h, r, op);
-    if (cs != CU_STREAM_CAPTURE_STATUS_NONE)
-        return hk__fail(c->h, HK_STATUS_NOT_SUPPORTED,
-                        "%s: host pointer mode results cannot be captured (the handle's stream "
-                        "is being captured); use device pointer mode", op);
-    return HK_STATUS_OK;
+    hk_status_t st = hk_kit_check_wait(&c->k, op);
+    if (st != HK_STATUS_NOT_SUPPORTED)
+        return st;
+    char why[400];
+    snprintf(why, sizeof why, "%s", hk__last_error(c->h));
+    return hk__fail(c->h, st, "%s; host pointer mode results cannot be captured: use device "
+                              "pointer mode", why);
 }
 
 /* Launches a reduction on the stream's workspace. In host pointer mode the
@@ -328,6 +328,12 @@ static hk_status_t reduce_launch(hk__call_t *c, hk__kernel_id_t k, unsigned grid
         return launch(c, k, grid, params, op);
     void *mapped = NULL;
     CUdeviceptr mapped_dev = 0;
+    /* The stream is not being captured (refuse_capture), but another may be:
+     * making the mapped word and waiting run in relaxed mode (hk__relax). */
+    int mode;
+    CUresult rr = hk__relax(&mode);
+    if (rr != CUDA_SUCCESS)
+        return hk__fail_cu(h, rr, op);
     pthread_mutex_lock(&h->lock);
     mapped = hk__result_slot(h, c->arm, &mapped_dev);
     *slot = mapped ? mapped_dev : ws->base + HK__WS_RESULT;
@@ -343,6 +349,7 @@ static hk_status_t reduce_launch(hk__call_t *c, hk__kernel_id_t k, unsigned grid
             st = hk__fail_cu(h, r, op);
     }
     pthread_mutex_unlock(&h->lock);
+    hk__relaxed_end(mode);
     return st;
 }
 

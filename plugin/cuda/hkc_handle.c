@@ -175,9 +175,17 @@ static hk_status_t synchronize(hk_handle_t *h)
     hk_status_t st = hk__call_begin(h, &c);
     if (st != HK_STATUS_OK)
         return st;
-    CUresult r = hk__cu.cuStreamSynchronize(c.stream);
-    if (r != CUDA_SUCCESS)
-        st = hk__fail_cu(h, r, "synchronize: cuStreamSynchronize");
+    st = hk_kit_check_wait(&c.k, "synchronize");
+    if (st == HK_STATUS_OK) { /* as copy_to_host waits (hkc_memory.c) */
+        int mode;
+        CUresult r = hk__relax(&mode);
+        if (r == CUDA_SUCCESS) {
+            r = hk__cu.cuStreamSynchronize(c.stream);
+            hk__relaxed_end(mode);
+        }
+        if (r != CUDA_SUCCESS)
+            st = hk__fail_cu(h, r, "synchronize: cuStreamSynchronize");
+    }
     st = hk__call_end(&c, st);
     if (st != HK_STATUS_OK)
         return st;

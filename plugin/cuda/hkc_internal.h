@@ -28,9 +28,7 @@
  * driver's own version is. The kit's own calls use its own table. */
 #define HK__CU_ENTRY_POINTS(X)                \
     X(cuDeviceGetAttribute, 2000)             \
-    X(cuStreamGetId, 12000)                   \
     X(cuStreamIsCapturing, 10000)             \
-    X(cuThreadExchangeStreamCaptureMode, 10010) \
     X(cuStreamSynchronize, 2000)              \
     X(cuMemAlloc, 3020)                       \
     X(cuMemFree, 3020)                        \
@@ -125,6 +123,7 @@ hk_status_t hk__kernels_functions(hk_handle_t *h, unsigned long long ctx_id,
  * context incarnation) goes. */
 typedef struct hk__ws {
     unsigned long long key;
+    uintptr_t capture; /* the stream, when key is a capture sequence's ID; else 0 */
     CUdeviceptr base; /* inside one of the arm's slabs */
     /* The counter was cleared by a memset that ran outside stream capture. A
      * memset enqueued during capture only runs when the graph does, so until
@@ -134,7 +133,10 @@ typedef struct hk__ws {
 
 /* Keys: a created stream's driver ID (small counters, top bit clear); a
  * thread's per-thread stream: that thread's own token with the top bit set;
- * the legacy stream: all bits set. */
+ * the legacy stream: all bits set. A created stream whose ID is not known
+ * while it is being captured (the driver refuses it there, and set_stream
+ * inside the capture could not ask): the capture sequence's ID, with the
+ * stream in hk__ws_t.capture, which no other key has. */
 #define HK__WS_LEGACY (~0ull)
 #define HK__WS_THREAD_BIT (1ull << 63)
 
@@ -203,6 +205,27 @@ extern const hk_kit_ops_t hk__arm_ops;
 /* The handle's mapped result word for its current incarnation (see slot),
  * or NULL. Caller holds h->lock and has made the handle's context current. */
 void *hk__result_slot(hk_handle_t *h, const hk__arm_t *a, CUdeviceptr *dev);
+
+/* Runs the driver calls between hk__relax and hk__relaxed_end in the relaxed
+ * stream capture mode (the kit's hk_kit_capture_relax): an allocation, a
+ * free or a synchronise of a stream that is not capturing then neither fails
+ * nor invalidates a capture that another thread, or this one on another
+ * stream, has open (docs/contexts.md, "Stream capture"). hk__relax returns
+ * the driver's result; on failure nothing was switched. */
+static inline CUresult hk__relax(int *saved)
+{
+    return (CUresult)hk_kit_capture_relax(saved);
+}
+static inline CUresult hk__relaxed_end(int saved)
+{
+    return (CUresult)hk_kit_capture_restore(saved); /* tried twice */
+}
+
+/* cuMemAlloc and cuMemFree in relaxed capture mode (hkc_kernels.c). An
+ * allocation whose mode the driver would not give back is freed again and
+ * the failure returned: the caller's capture mode comes first. */
+CUresult hk__relaxed_alloc(CUdeviceptr *p, size_t bytes);
+CUresult hk__relaxed_free(CUdeviceptr p);
 
 /* Per-call state: the kit's guard, and the call's arm and stream setting. */
 typedef struct hk__call {

@@ -11,7 +11,8 @@
  * module load).
  *
  * dot and nrm2 need scratch memory (per-block partials and a last-block
- * counter). A workspace per stream, keyed by the stream's unique ID, lets any
+ * counter). A workspace per stream, keyed by the stream's unique ID (or, for
+ * a stream first seen while it is being captured, by the capture), lets any
  * number of threads call them on one handle on any streams: launches on one
  * stream run one after the other and reuse their workspace; launches on
  * different streams never share one. See plugin/cuda/README.md. */
@@ -157,12 +158,16 @@ static unsigned long long per_thread_key(void)
     return thread_key;
 }
 
-/* The key of the call's stream: its ID (known from set_stream for a created
- * stream, else asked here), the thread's token for the per-thread stream, or
- * HK__WS_LEGACY (the NULL stream is the legacy stream with the entry points
- * taken here). */
-static hk_status_t stream_key(hk__call_t *c, unsigned long long *key)
+/* The key of the call's stream: its ID (learnt by set_stream for a created
+ * stream, else through the kit here, once), the thread's token for the
+ * per-thread stream, or HK__WS_LEGACY (the NULL stream is the legacy stream
+ * with the entry points taken here). A created stream being captured whose
+ * ID is not known yet is keyed by the capture (*capture set, see
+ * the keys in hkc_internal.h): the ID cannot be asked there (fact 26), and a
+ * graph with a workspace of its own shares it with no direct call. */
+static hk_status_t stream_key(hk__call_t *c, unsigned long long *key, uintptr_t *capture)
 {
+    *capture = 0;
     if (c->stream_id) {
         *key = c->stream_id;
         return HK_STATUS_OK;
@@ -175,32 +180,39 @@ static hk_status_t stream_key(hk__call_t *c, unsigned long long *key)
         *key = per_thread_key();
         return HK_STATUS_OK;
     }
-    CUresult r = hk__cu.cuStreamGetId(c->stream, key);
-    if (r == CUDA_SUCCESS && (*key & HK__WS_THREAD_BIT))
+    unsigned long long seq = 0;
+    hk_status_t st = hk_kit_stream_ident(&c->k, key, &seq);
+    if (st != HK_STATUS_OK)
+        return st;
+    if (seq) {
+        *key = seq;
+        *capture = (uintptr_t)c->stream;
+    } else if (*key & HK__WS_THREAD_BIT) {
         return hk__fail(c->h, HK_STATUS_INTERNAL,
                         "cuStreamGetId gave %#llx, an ID with the top bit set", *key);
-    return r == CUDA_SUCCESS ? HK_STATUS_OK : hk__fail_cu(c->h, r, "cuStreamGetId");
+    }
+    return HK_STATUS_OK;
 }
 
-static unsigned ws_hash(unsigned long long key, unsigned mask)
+static unsigned ws_hash(unsigned long long key, uintptr_t capture, unsigned mask)
 {
-    return (unsigned)((key * 0x9e3779b97f4a7c15ull) >> 32) & mask;
+    return (unsigned)(((key ^ capture) * 0x9e3779b97f4a7c15ull) >> 32) & mask;
 }
 
-static hk__ws_t *ws_find(const hk__ws_map_t *m, unsigned long long key)
+static hk__ws_t *ws_find(const hk__ws_map_t *m, unsigned long long key, uintptr_t capture)
 {
     if (!m)
         return NULL;
-    for (unsigned i = ws_hash(key, m->mask);; i = (i + 1) & m->mask) {
+    for (unsigned i = ws_hash(key, capture, m->mask);; i = (i + 1) & m->mask) {
         hk__ws_t *e = atomic_load_explicit(&m->slot[i], memory_order_acquire);
-        if (!e || e->key == key)
+        if (!e || (e->key == key && e->capture == capture))
             return e; /* a table is never more than half full: an empty slot comes */
     }
 }
 
 static void ws_place(hk__ws_map_t *m, hk__ws_t *e)
 {
-    unsigned i = ws_hash(e->key, m->mask);
+    unsigned i = ws_hash(e->key, e->capture, m->mask);
     while (atomic_load_explicit(&m->slot[i], memory_order_relaxed))
         i = (i + 1) & m->mask;
     atomic_store_explicit(&m->slot[i], e, memory_order_release);
@@ -247,33 +259,34 @@ static hk_status_t ws_clear(hk__call_t *c, hk__ws_t *e)
     return HK_STATUS_OK;
 }
 
-/* cuMemAlloc and cuMemFree are among the calls that another thread's stream
- * capture (in the default, global mode) forbids and that would invalidate it:
- * these one-off calls run in relaxed mode, which the driver allows. */
-static CUresult relaxed_alloc(CUdeviceptr *p, size_t bytes)
+/* cuMemAlloc and cuMemFree are among the calls that a stream capture in
+ * global mode (of any thread) or thread-local mode (of this thread) forbids
+ * and that would invalidate it (fact 26): they run in relaxed mode, which
+ * the driver allows (hk__relax). */
+CUresult hk__relaxed_alloc(CUdeviceptr *p, size_t bytes)
 {
-    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    CUresult r = hk__cu.cuThreadExchangeStreamCaptureMode(&mode);
+    int mode;
+    CUresult r = hk__relax(&mode);
     if (r != CUDA_SUCCESS)
         return r;
     r = hk__cu.cuMemAlloc(p, bytes);
-    CUresult back = hk__cu.cuThreadExchangeStreamCaptureMode(&mode);
-    if (r == CUDA_SUCCESS && back != CUDA_SUCCESS) {
+    CUresult back = hk__relaxed_end(mode);
+    if (r == CUDA_SUCCESS && back != CUDA_SUCCESS) { /* the caller's mode comes first */
         hk__cu.cuMemFree(*p);
         r = back;
     }
     return r;
 }
 
-static CUresult relaxed_free(CUdeviceptr p)
+CUresult hk__relaxed_free(CUdeviceptr p)
 {
-    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    CUresult r = hk__cu.cuThreadExchangeStreamCaptureMode(&mode);
+    int mode;
+    CUresult r = hk__relax(&mode);
     if (r != CUDA_SUCCESS)
         return r;
     r = hk__cu.cuMemFree(p);
-    CUresult back = hk__cu.cuThreadExchangeStreamCaptureMode(&mode);
-    return r != CUDA_SUCCESS ? r : back;
+    hk__relaxed_end(mode);
+    return r;
 }
 
 /* A new slab of workspaces, first in the arm's list. Caller holds hk__lock or
@@ -283,7 +296,7 @@ static CUresult slab_add(hk__arm_t *a)
     hk__slab_t *s = calloc(1, sizeof *s);
     if (!s)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = relaxed_alloc(&s->base, (size_t)HK__WS_PER_SLAB * HK__WS_BYTES);
+    CUresult r = hk__relaxed_alloc(&s->base, (size_t)HK__WS_PER_SLAB * HK__WS_BYTES);
     if (r != CUDA_SUCCESS) {
         free(s);
         return r;
@@ -306,12 +319,13 @@ hk_status_t hk__ws_reserve(hk__arm_t *a, hk_handle_t *err_to)
  * finds it comes after the clear on that stream. The memory comes from the
  * arm's slab (made with the arm: no allocation for its first streams, so no
  * allocation during a capture either); a full slab gets a new one. */
-static hk_status_t ws_make(hk__call_t *c, unsigned long long key, hk__ws_t **out)
+static hk_status_t ws_make(hk__call_t *c, unsigned long long key, uintptr_t capture,
+                           hk__ws_t **out)
 {
     hk_status_t st = HK_STATUS_OK;
     hk__arm_t *a = c->arm;
     pthread_mutex_lock(&hk__lock);
-    hk__ws_t *e = ws_find(atomic_load_explicit(&a->ws, memory_order_acquire), key);
+    hk__ws_t *e = ws_find(atomic_load_explicit(&a->ws, memory_order_acquire), key, capture);
     if (e)
         goto out;
     e = calloc(1, sizeof *e);
@@ -320,6 +334,7 @@ static hk_status_t ws_make(hk__call_t *c, unsigned long long key, hk__ws_t **out
         goto out;
     }
     e->key = key;
+    e->capture = capture;
     if (!a->slabs || a->slabs->used == HK__WS_PER_SLAB) {
         CUresult r = slab_add(a);
         if (r != CUDA_SUCCESS) {
@@ -349,12 +364,13 @@ out:
 hk_status_t hk__ws_get(hk__call_t *c, hk__ws_t **out)
 {
     unsigned long long key;
-    hk_status_t st = stream_key(c, &key);
+    uintptr_t capture;
+    hk_status_t st = stream_key(c, &key, &capture);
     if (st != HK_STATUS_OK)
         return st;
-    hk__ws_t *e = ws_find(atomic_load_explicit(&c->arm->ws, memory_order_acquire), key);
+    hk__ws_t *e = ws_find(atomic_load_explicit(&c->arm->ws, memory_order_acquire), key, capture);
     if (!e)
-        return ws_make(c, key, out);
+        return ws_make(c, key, capture, out);
     *out = e;
     if (!atomic_load_explicit(&e->cleared, memory_order_acquire))
         return ws_clear(c, e);
@@ -367,9 +383,9 @@ CUresult hk__ws_free(hk__arm_t *a)
     for (hk__slab_t *s = a ? a->slabs : NULL; s; s = s->next) {
         if (!s->base)
             continue;
-        CUresult r = relaxed_free(s->base);
+        CUresult r = hk__relaxed_free(s->base);
         if (r != CUDA_SUCCESS) /* a give-back is tried twice (plugin/cuda/README.md) */
-            r = relaxed_free(s->base);
+            r = hk__relaxed_free(s->base);
         if (r == CUDA_SUCCESS)
             s->base = 0;
         else if (first == CUDA_SUCCESS)

@@ -27,7 +27,7 @@ static hk_status_t mem_alloc(hk_handle_t *h, size_t bytes, void **out)
     if (st != HK_STATUS_OK)
         return st;
     CUdeviceptr p = 0;
-    CUresult r = hk__cu.cuMemAlloc(&p, bytes);
+    CUresult r = hk__relaxed_alloc(&p, bytes); /* never refused, nor breaking, in a capture */
     if (r != CUDA_SUCCESS) {
         char what[80]; /* the reason names the size, as hk.memory/1 says */
         snprintf(what, sizeof what, "alloc: cuMemAlloc of %zu bytes", bytes);
@@ -49,7 +49,7 @@ static hk_status_t mem_free(hk_handle_t *h, void *ptr)
     hk_status_t st = hk__call_begin(h, &c);
     if (st != HK_STATUS_OK)
         return st;
-    CUresult r = hk__cu.cuMemFree((CUdeviceptr)(uintptr_t)ptr);
+    CUresult r = hk__relaxed_free((CUdeviceptr)(uintptr_t)ptr); /* as alloc */
     if (r == CUDA_ERROR_INVALID_VALUE) /* the driver knows no such allocation */
         st = hk__fail(h, HK_STATUS_INVALID_VALUE,
                       "free_: %p is not the start of a live hk-cuda allocation (foreign, "
@@ -73,11 +73,19 @@ static hk_status_t copy_to_device(hk_handle_t *h, void *dst, const void *src, si
     hk_status_t st = hk__call_begin(h, &c);
     if (st != HK_STATUS_OK)
         return st;
-    CUresult r = hk__cu.cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)dst, src, bytes, c.stream);
-    if (r == CUDA_SUCCESS)
-        r = hk__cu.cuStreamSynchronize(c.stream);
-    if (r != CUDA_SUCCESS)
-        st = hk__fail_cu(h, r, "copy_to_device");
+    st = hk_kit_check_wait(&c.k, "copy_to_device");
+    if (st == HK_STATUS_OK) {
+        int mode;
+        CUresult r = hk__relax(&mode);
+        if (r == CUDA_SUCCESS) {
+            r = hk__cu.cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)dst, src, bytes, c.stream);
+            if (r == CUDA_SUCCESS)
+                r = hk__cu.cuStreamSynchronize(c.stream);
+            hk__relaxed_end(mode);
+        }
+        if (r != CUDA_SUCCESS)
+            st = hk__fail_cu(h, r, "copy_to_device");
+    }
     return hk__call_end(&c, st);
 }
 
@@ -94,11 +102,19 @@ static hk_status_t copy_to_host(hk_handle_t *h, void *dst, const void *src, size
     hk_status_t st = hk__call_begin(h, &c);
     if (st != HK_STATUS_OK)
         return st;
-    CUresult r = hk__cu.cuMemcpyDtoHAsync(dst, (CUdeviceptr)(uintptr_t)src, bytes, c.stream);
-    if (r == CUDA_SUCCESS)
-        r = hk__cu.cuStreamSynchronize(c.stream);
-    if (r != CUDA_SUCCESS)
-        st = hk__fail_cu(h, r, "copy_to_host");
+    st = hk_kit_check_wait(&c.k, "copy_to_host");
+    if (st == HK_STATUS_OK) {
+        int mode;
+        CUresult r = hk__relax(&mode);
+        if (r == CUDA_SUCCESS) {
+            r = hk__cu.cuMemcpyDtoHAsync(dst, (CUdeviceptr)(uintptr_t)src, bytes, c.stream);
+            if (r == CUDA_SUCCESS)
+                r = hk__cu.cuStreamSynchronize(c.stream);
+            hk__relaxed_end(mode);
+        }
+        if (r != CUDA_SUCCESS)
+            st = hk__fail_cu(h, r, "copy_to_host");
+    }
     return hk__call_end(&c, st);
 }
 

@@ -39,6 +39,9 @@
     X(cuCtxGetId, 12000)                      \
     X(cuStreamGetCtx, 9020)                   \
     X(cuStreamGetId, 12000)                   \
+    X(cuStreamIsCapturing, 10000)             \
+    X(cuStreamGetCaptureInfo, 12030)          \
+    X(cuThreadExchangeStreamCaptureMode, 10010) \
     X(cuPointerGetAttributes, 7000)           \
     X(cuLibraryLoadData, 12000)               \
     X(cuLibraryUnload, 12000)                 \

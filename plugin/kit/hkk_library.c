@@ -186,10 +186,20 @@ static hk_status_t load_failed(hk_kit_bind_t *err_to, CUresult r, const char *ca
                        n ? log : "");
 }
 
+/* While a stream capture forbids "unsafe" calls, the driver refuses an
+ * unload and lets a load through but invalidates the capture
+ * (docs/contexts.md fact 26): both run in the relaxed capture mode, which
+ * such captures allow, so that neither ever breaks a capture. */
 static CUresult unload_twice(CUlibrary lib)
 {
+    int mode = 0;
+    CUresult relaxed = hk_kit_capture_relax(&mode);
     CUresult r = KCU.cuLibraryUnload(lib);
-    return r == CUDA_SUCCESS ? r : KCU.cuLibraryUnload(lib);
+    if (r != CUDA_SUCCESS)
+        r = KCU.cuLibraryUnload(lib);
+    if (relaxed == CUDA_SUCCESS)
+        hk_kit_capture_restore(mode);
+    return r;
 }
 
 hk_status_t hk_kit_library_load(hk_kit_bind_t *err_to, const void *image, size_t size,
@@ -218,7 +228,14 @@ hk_status_t hk_kit_library_load(hk_kit_bind_t *err_to, const void *image, size_t
                             CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES};
     void *vals[4] = {L->jit_log, (void *)(uintptr_t)(HK__KIT_JIT_LOG - 1),
                      L->jit_log + HK__KIT_JIT_LOG, (void *)(uintptr_t)(HK__KIT_JIT_LOG - 1)};
-    CUresult r = KCU.cuLibraryLoadData(&L->lib, image, opts, vals, 4, NULL, NULL, 0);
+    int mode = 0;
+    CUresult r = hk_kit_capture_relax(&mode); /* see unload_twice */
+    if (r != CUDA_SUCCESS) {
+        st = hk_kit_fail_cu(err_to, r, "load: cuThreadExchangeStreamCaptureMode");
+        goto fail;
+    }
+    r = KCU.cuLibraryLoadData(&L->lib, image, opts, vals, 4, NULL, NULL, 0);
+    hk_kit_capture_restore(mode);
     if (r != CUDA_SUCCESS) {
         st = load_failed(err_to, r, "cuLibraryLoadData", kind, size, L->jit_log);
         goto fail;

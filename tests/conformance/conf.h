@@ -51,6 +51,7 @@ void conf_register_contexts(CU_pSuite s);
 void conf_register_execution(CU_pSuite s);
 void conf_register_runtime(CU_pSuite s);
 void conf_register_streams(CU_pSuite s);
+void conf_register_capture(CU_pSuite s);
 void conf_register_last(CU_pSuite s);
 
 #endif /* CONF_H */

@@ -116,6 +116,7 @@ int hk_test_register(void)
     conf_register_contexts(s);
     conf_register_execution(s);
     conf_register_streams(s);
+    conf_register_capture(s);
     conf_register_runtime(s);
     conf_register_last(s);
     if (r != CUDA_SUCCESS || conf_ndev < 1)

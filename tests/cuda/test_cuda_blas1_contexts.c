@@ -492,13 +492,20 @@ static void t_workspace_faults(void)
             if (t.calls < k)
                 break; /* the first call makes fewer: this entry is walked */
             walked++;
-            if (t.first == HK_STATUS_OK || t.leaked || t.again != HK_STATUS_OK ||
-                t.result != 300.0f)
+            /* giving the thread its capture mode back is tried twice: one
+             * refusal there costs nothing */
+            int absorbed = k == 2 && strcmp(t.entry, "cuThreadExchangeStreamCaptureMode") == 0;
+            if ((t.first == HK_STATUS_OK) != absorbed || t.leaked ||
+                t.again != HK_STATUS_OK || t.result != 300.0f)
                 printf("\n  %s #%u: first %d (%s), leaked %zu, again %d, result %g\n",
                        t.entry, k, (int)t.first, t.why, t.leaked, (int)t.again,
                        (double)t.result);
-            CU_ASSERT_NOT_EQUAL(t.first, HK_STATUS_OK);
-            CU_ASSERT_PTR_NOT_NULL(strstr(t.why, "CUDA_ERROR_UNKNOWN"));
+            CU_ASSERT_EQUAL(t.first == HK_STATUS_OK, absorbed);
+            if (!absorbed)
+                CU_ASSERT_PTR_NOT_NULL(strstr(t.why, "CUDA_ERROR_UNKNOWN"));
+            CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+            OK(cuThreadExchangeStreamCaptureMode(&mode));
+            CU_ASSERT_EQUAL(mode, CU_STREAM_CAPTURE_MODE_GLOBAL); /* given back */
             CU_ASSERT_EQUAL(t.leaked, 0);
             CU_ASSERT_EQUAL(t.again, HK_STATUS_OK);
             CU_ASSERT_EQUAL(t.result, 300.0f);
@@ -506,7 +513,8 @@ static void t_workspace_faults(void)
     }
     CU_ASSERT_EQUAL(walked, 5); /* 1 + 2 + 1 + 1 calls on the way to a new slab */
 
-    /* set_stream cannot learn the stream's ID: the call asks for it itself */
+    /* set_stream cannot learn the stream's ID: the first reduction asks for
+     * it (a refusal there is its failure), and keeps it for the next */
     hk_handle_t *h = create_on(0);
     CUstream s;
     float one = 1.0f, r = 0.0f;
@@ -516,13 +524,15 @@ static void t_workspace_faults(void)
     CU_ASSERT_EQUAL(plug->mem->copy_to_device(h, dx, &one, sizeof one), HK_STATUS_OK);
     sim.fail("cuStreamGetId", 1, CUDA_ERROR_UNKNOWN);
     CU_ASSERT_EQUAL(plug->vt->set_stream(h, s), HK_STATUS_OK);
+    sim.fail("cuStreamGetId", 1, CUDA_ERROR_UNKNOWN);
+    CU_ASSERT_EQUAL(plug->blas->sdot(h, 1, dx, 1, dx, 1, &r), HK_STATUS_CUDA_ERROR);
+    CU_ASSERT_PTR_NOT_NULL(strstr(plug->vt->last_error(h), "cuStreamGetId"));
     unsigned long before = sim.calls("cuStreamGetId");
     CU_ASSERT_EQUAL(plug->blas->sdot(h, 1, dx, 1, dx, 1, &r), HK_STATUS_OK);
     CU_ASSERT_EQUAL(sim.calls("cuStreamGetId"), before + 1);
     CU_ASSERT_EQUAL(r, 1.0f);
-    sim.fail("cuStreamGetId", 1, CUDA_ERROR_UNKNOWN);
-    CU_ASSERT_EQUAL(plug->blas->sdot(h, 1, dx, 1, dx, 1, &r), HK_STATUS_CUDA_ERROR);
-    CU_ASSERT_PTR_NOT_NULL(strstr(plug->vt->last_error(h), "cuStreamGetId"));
+    CU_ASSERT_EQUAL(plug->blas->sdot(h, 1, dx, 1, dx, 1, &r), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(sim.calls("cuStreamGetId"), before + 1); /* learnt */
     sim.fail_clear();
     CU_ASSERT_EQUAL(plug->vt->set_stream(h, NULL), HK_STATUS_OK);
     plug->mem->free_(h, dx);

@@ -207,6 +207,14 @@ SIM_API CUresult cuDriverGetVersion(int *version)
       "operation not permitted when stream is capturing")                               \
     X(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,                                            \
       "operation failed due to a previous error during capture")                        \
+    X(CUDA_ERROR_STREAM_CAPTURE_ISOLATION,                                              \
+      "operation would have merged two independent capture sequences")                 \
+    X(CUDA_ERROR_CAPTURED_EVENT,                                                        \
+      "operation not permitted on an event last recorded in a capturing stream")        \
+    X(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,                                               \
+      "operation would make the legacy stream depend on a capturing blocking stream")   \
+    X(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD,                                           \
+      "attempt to terminate a thread-local capture sequence from another thread")       \
     X(CUDA_ERROR_UNKNOWN, "unknown error")
 
 SIM_API CUresult cuGetErrorName(CUresult error, const char **str)

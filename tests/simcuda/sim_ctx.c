@@ -238,12 +238,20 @@ SIM_API CUresult cuCtxGetId(CUcontext ctx, unsigned long long *id)
     SIM_END;
 }
 
+/* Waits for the context's launches held running (simcuda_hold_launches),
+ * with the simulation's lock released meanwhile, as a synchronisation waits
+ * for kernels still running on a GPU; the context may end meanwhile. */
 static CUresult sim_ctx_sync(CUcontext ctx)
 {
     SIM_BEGIN(cuCtxSynchronize);
     struct CUctx_st *c;
     SIM_CHECK(sim_ctx_pick(ctx, &c));
-    SIM_CHECK(sim_capture_forbid());
+    SIM_CHECK(sim_capture_ctx_sync(c));
+    while (c->held && c->alive) {
+        sim.sync_waiting++;
+        pthread_cond_wait(&sim.held_done, &sim.lock);
+        sim.sync_waiting--;
+    }
     SIM_END;
 }
 
@@ -264,6 +272,20 @@ SIM_API CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
     struct CUctx_st *c;
     SIM_CHECK(sim_ctx_pick(ctx, &c));
     *version = 3020; /* the context API generation every current driver reports */
+    SIM_END;
+}
+
+/* The H200's range: priorities are not modelled (a stream made with any
+ * priority behaves the same). */
+SIM_API CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest)
+{
+    SIM_BEGIN(cuCtxGetStreamPriorityRange);
+    struct CUctx_st *c;
+    SIM_CHECK(sim_current(&c));
+    if (least)
+        *least = 0;
+    if (greatest)
+        *greatest = -5;
     SIM_END;
 }
 

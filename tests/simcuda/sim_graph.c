@@ -1,10 +1,7 @@
-/* simcuda stream capture and graphs (docs/contexts.md fact 13): a capturing stream
- * records its kernel launches, with copies of their argument values, into a
- * graph; an instantiated graph replays the emulations in order. Only kernel
- * launches are captured; copies and memsets on a capturing stream run at once.
- * While a global-mode capture is open anywhere, the calls the real driver
- * forbids (allocation, freeing, context synchronisation) fail with 900 and
- * invalidate it. */
+/* simcuda graphs (docs/contexts.md fact 13): a capturing stream records its
+ * kernel launches (with copies of their argument values), memsets and copies
+ * into a graph, in order; an instantiated graph replays them. What a capture
+ * refuses, and its life, are sim_capture.c's. */
 #include "sim_internal.h"
 
 #include <stdio.h>
@@ -29,66 +26,27 @@ void sim_nodes_unref(sim_nodes_t *n)
         sim_nodes_free(n);
 }
 
-/* Which open captures forbid this thread's unsafe calls, as the driver's
- * documentation of cuThreadExchangeStreamCaptureMode puts it: in the thread's
- * GLOBAL mode, its own captures not begun RELAXED and every GLOBAL capture of
- * any thread; in THREAD_LOCAL mode, its own captures not begun RELAXED; in
- * RELAXED mode, none (fact 23). */
-static int sim_capture_forbids(const struct CUstream_st *s)
+struct CUgraph_st *sim_graph_new(const sim_owner_t *own)
 {
-    CUstreamCaptureMode mine = sim_tls.capture_mode;
-    if (!s->capturing || mine == CU_STREAM_CAPTURE_MODE_RELAXED)
-        return 0;
-    int own = pthread_equal(s->capture_thread, pthread_self()) &&
-              s->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED;
-    return own || (mine == CU_STREAM_CAPTURE_MODE_GLOBAL &&
-                   s->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL);
+    struct CUgraph_st *g = sim_obj_new(SIM_MAGIC_GRAPH, sizeof *g);
+    if (!g)
+        return NULL;
+    g->nodes = calloc(1, sizeof *g->nodes);
+    if (!g->nodes)
+        return NULL; /* g stays in the object list, freed at exit */
+    g->nodes->refs = 1;
+    g->own = *own;
+    return g;
 }
 
-CUresult sim_capture_forbid(void)
+static void sim_node_append(struct CUstream_st *s, sim_node_t *n)
 {
-    int forbidden = 0;
-    if (sim.open_captures == 0)
-        return CUDA_SUCCESS;
-    for (sim_obj_t *o = sim.objects; o; o = o->next_obj) {
-        struct CUstream_st *s = (struct CUstream_st *)o;
-        if (o->magic == SIM_MAGIC_STREAM && sim_capture_forbids(s)) {
-            s->capture_invalid = 1;
-            forbidden = 1;
-        }
-    }
-    return forbidden ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
-}
-
-SIM_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
-{
-    SIM_BEGIN(cuThreadExchangeStreamCaptureMode);
-    SIM_FAIL_IF(!mode || (*mode != CU_STREAM_CAPTURE_MODE_GLOBAL &&
-                          *mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
-                          *mode != CU_STREAM_CAPTURE_MODE_RELAXED),
-                CUDA_ERROR_INVALID_VALUE);
-    CUstreamCaptureMode old = sim_tls.capture_mode;
-    sim_tls.capture_mode = *mode;
-    *mode = old;
-    SIM_END;
-}
-
-static void sim_capture_close(struct CUstream_st *s)
-{
-    sim.open_captures--;
-    s->capturing = 0;
-    s->capture_invalid = 0;
-}
-
-void sim_capture_drop_ctx(struct CUctx_st *c)
-{
-    for (sim_obj_t *o = sim.objects; o; o = o->next_obj) {
-        struct CUstream_st *s = (struct CUstream_st *)o;
-        if (o->magic == SIM_MAGIC_STREAM && s->capturing && s->own.ctx == c) {
-            sim_capture_close(s);
-            s->capture_graph = NULL; /* stays in the object list, freed at exit */
-        }
-    }
+    sim_nodes_t *list = s->capture_graph->nodes;
+    if (list->last)
+        list->last->next = n;
+    else
+        list->first = n;
+    list->last = n;
 }
 
 CUresult sim_capture_launch(struct CUstream_st *s, const simcuda_emu_entry_t *emu,
@@ -121,92 +79,67 @@ CUresult sim_capture_launch(struct CUstream_st *s, const simcuda_emu_entry_t *em
         n->argv[i] = args + off;
         off += (emu->param_size[i] + 15u) & ~15u;
     }
+    n->kind = SIM_NODE_KERNEL;
     n->args = args;
     n->emu = emu;
     memcpy(n->grid, grid, sizeof n->grid);
     memcpy(n->block, block, sizeof n->block);
     n->shared_bytes = shared_bytes;
-    sim_nodes_t *list = s->capture_graph->nodes;
-    if (list->last)
-        list->last->next = n;
-    else
-        list->first = n;
-    list->last = n;
+    sim_node_append(s, n);
     return CUDA_SUCCESS;
 }
 
-static CUresult sim_begin_capture(CUstream hs, CUstreamCaptureMode mode)
+CUresult sim_capture_memset(struct CUstream_st *s, void *dst, unsigned value, size_t unit,
+                            size_t n)
 {
-    SIM_BEGIN(cuStreamBeginCapture);
-    SIM_FAIL_IF(mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
-                    mode != CU_STREAM_CAPTURE_MODE_RELAXED,
-                CUDA_ERROR_INVALID_VALUE);
-    struct CUctx_st *c;
-    struct CUstream_st *s;
-    SIM_CHECK(sim_stream_target(hs, &c, &s));
-    /* The legacy default stream cannot be captured; a per-thread stream can. */
-    SIM_FAIL_IF(s->kind == SIM_STREAM_LEGACY, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
-    SIM_FAIL_IF(s->capturing, CUDA_ERROR_ILLEGAL_STATE);
-    struct CUgraph_st *g = sim_obj_new(SIM_MAGIC_GRAPH, sizeof *g);
-    SIM_FAIL_IF(!g, CUDA_ERROR_OUT_OF_MEMORY);
-    g->nodes = calloc(1, sizeof *g->nodes);
-    SIM_FAIL_IF(!g->nodes, CUDA_ERROR_OUT_OF_MEMORY);
-    g->nodes->refs = 1;
-    g->own = s->own;
-    s->capture_graph = g;
-    s->capturing = 1;
-    s->capture_invalid = 0;
-    s->capture_mode = mode;
-    s->capture_thread = pthread_self();
-    sim.open_captures++;
-    SIM_END;
+    sim_node_t *node = calloc(1, sizeof *node);
+    if (!node)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    node->kind = SIM_NODE_MEMSET;
+    node->dst = dst;
+    node->value = value;
+    node->unit = unit;
+    node->n = n;
+    sim_node_append(s, node);
+    return CUDA_SUCCESS;
 }
 
-SIM_API CUresult cuStreamBeginCapture(CUstream s)
+CUresult sim_capture_copy(struct CUstream_st *s, void *dst, const void *src, size_t n)
 {
-    return sim_begin_capture(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    sim_node_t *node = calloc(1, sizeof *node);
+    if (!node)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    node->kind = SIM_NODE_COPY;
+    node->dst = dst;
+    node->src = src;
+    node->n = n;
+    sim_node_append(s, node);
+    return CUDA_SUCCESS;
 }
 
-SIM_API CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode)
+/* One node of a replay in context ctx on stream hs. A memset or copy checks
+ * its device side again: the memory may have been freed since the capture. */
+static CUresult sim_node_run(sim_node_t *n, struct CUctx_st *ctx, CUstream hs)
 {
-    return sim_begin_capture(s, mode);
-}
-
-SIM_API CUresult cuStreamEndCapture(CUstream hs, CUgraph *out)
-{
-    SIM_BEGIN(cuStreamEndCapture);
-    SIM_FAIL_IF(!out, CUDA_ERROR_INVALID_VALUE);
-    struct CUctx_st *c;
-    SIM_FAIL_IF(!hs || hs == CU_STREAM_LEGACY, CUDA_ERROR_INVALID_HANDLE);
-    SIM_CHECK(sim_stream_special(hs) ? sim_stream_target(hs, &c, &hs)
-                                     : sim_stream_actual(hs, NULL, &hs));
-    SIM_FAIL_IF(!hs->capturing, CUDA_ERROR_ILLEGAL_STATE);
-    int invalid = hs->capture_invalid;
-    struct CUgraph_st *g = hs->capture_graph;
-    sim_capture_close(hs);
-    hs->capture_graph = NULL;
-    if (invalid) {
-        *out = NULL;
-        r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-        goto out;
+    if (n->kind == SIM_NODE_KERNEL)
+        return sim_run(n->emu, n->emu->name, ctx, hs, n->grid, n->block, n->shared_bytes,
+                       n->argv);
+    const sim_alloc_t *a = sim_mem_find((uintptr_t)n->dst);
+    const sim_alloc_t *b = n->src ? sim_mem_find((uintptr_t)n->src) : NULL;
+    size_t bytes = n->kind == SIM_NODE_MEMSET ? n->n * n->unit : n->n;
+    if ((a && bytes > a->size - ((uintptr_t)n->dst - a->base)) ||
+        (b && bytes > b->size - ((uintptr_t)n->src - b->base)))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
+    if (n->kind == SIM_NODE_COPY) {
+        memmove(n->dst, n->src, n->n);
+    } else if (n->unit == 1) {
+        memset(n->dst, (int)(n->value & 0xff), n->n);
+    } else {
+        uint32_t *p = n->dst;
+        for (size_t i = 0; i < n->n; i++)
+            p[i] = n->value;
     }
-    g->alive = 1;
-    *out = g;
-    SIM_END;
-}
-
-SIM_API CUresult cuStreamIsCapturing(CUstream hs, CUstreamCaptureStatus *status)
-{
-    SIM_BEGIN(cuStreamIsCapturing);
-    SIM_FAIL_IF(!status, CUDA_ERROR_INVALID_VALUE);
-    *status = CU_STREAM_CAPTURE_STATUS_NONE;
-    struct CUctx_st *c;
-    SIM_CHECK(sim_stream_special(hs) ? sim_stream_target(hs, &c, &hs)
-                                     : sim_stream_actual(hs, NULL, &hs));
-    if (hs->capturing)
-        *status = hs->capture_invalid ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
-                                      : CU_STREAM_CAPTURE_STATUS_ACTIVE;
-    SIM_END;
+    return CUDA_SUCCESS;
 }
 
 static int sim_graph_live(const struct CUgraph_st *g)
@@ -266,10 +199,10 @@ SIM_API CUresult cuGraphLaunch(CUgraphExec x, CUstream hs)
     }
     SIM_CHECK(sim_stream_resolve(hs, x->own.ctx, &s));
     SIM_FAIL_IF(s->capturing, CUDA_ERROR_NOT_SUPPORTED); /* nested capture: not modelled */
+    SIM_CHECK(sim_capture_legacy(x->own.ctx, s));
     /* The entry protocol ran every pending block first: replays run whole. */
     for (sim_node_t *n = x->nodes->first; n; n = n->next)
-        SIM_CHECK(sim_run(n->emu, n->emu->name, x->own.ctx, hs, n->grid, n->block,
-                          n->shared_bytes, n->argv));
+        SIM_CHECK(sim_node_run(n, x->own.ctx, hs));
     SIM_END;
 }
 

@@ -56,12 +56,13 @@
     X(cuKernelGetName) X(cuKernelGetAttribute) X(cuFuncGetName) X(cuLaunchKernel)        \
     X(cuLaunchKernelEx)                                                                  \
     X(cuStreamBeginCapture)                                                              \
-    X(cuStreamEndCapture) X(cuStreamIsCapturing) X(cuGraphInstantiate)                   \
+    X(cuStreamEndCapture) X(cuStreamIsCapturing) X(cuStreamGetCaptureInfo)               \
+    X(cuGraphInstantiate)                                                                \
     X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy)                \
     X(cuGraphDestroy) X(cuDeviceGetDevResource) X(cuDevSmResourceSplitByCount)           \
     X(cuDevResourceGenerateDesc)                                                         \
     X(cuGreenCtxCreate) X(cuGreenCtxDestroy) X(cuCtxFromGreenCtx) X(cuStreamGetId)        \
-    X(cuThreadExchangeStreamCaptureMode)
+    X(cuThreadExchangeStreamCaptureMode) X(cuCtxGetStreamPriorityRange)
 
 enum sim_entry {
 #define SIM__ENUM(n) SIM_E_##n,
@@ -103,6 +104,7 @@ struct CUctx_st {
     unsigned flags;
     struct CUgreenCtx_st *green;
     struct CUstream_st *legacy; /* its legacy default stream, made on first use */
+    unsigned held;          /* launches into it held running (simcuda_hold_launches) */
     unsigned long long last_launch_us; /* monotonic time of its latest launch (sim_quiet.c) */
 };
 
@@ -140,6 +142,7 @@ struct CUstream_st {
     struct CUstream_st *next_ptds; /* the thread's other per-thread streams */
     int capturing;          /* a capture sequence is open */
     int capture_invalid;    /* an illegal call invalidated it */
+    unsigned long long capture_id; /* of the open sequence, unique in the process */
     CUstreamCaptureMode capture_mode;
     pthread_t capture_thread; /* the thread that began it */
     struct CUgraph_st *capture_graph;
@@ -152,6 +155,7 @@ struct CUevent_st {
     unsigned flags;
     int recorded;
     double when_ms;
+    unsigned long long capture_id; /* recorded into this capture sequence (0: outside one) */
 };
 
 struct CUmod_st {
@@ -192,13 +196,22 @@ struct CUkern_st {
     struct CUkern_st *next;
 };
 
-/* A captured launch, replayed by cuGraphLaunch. */
+/* A captured operation, replayed by cuGraphLaunch: a kernel launch, or a
+ * memset (dst, value, unit, n) or copy (dst, src, n) made on a capturing
+ * stream. */
+enum sim_node_kind { SIM_NODE_KERNEL, SIM_NODE_MEMSET, SIM_NODE_COPY };
+
 typedef struct sim_node {
     struct sim_node *next;
+    enum sim_node_kind kind;
     const simcuda_emu_entry_t *emu;
     unsigned grid[3], block[3], shared_bytes;
     void *argv[SIMCUDA_EMU_MAX_PARAMS];
     unsigned char *args;        /* copies of the argument values */
+    void *dst;
+    const void *src;
+    unsigned value;
+    size_t unit, n;
 } sim_node_t;
 
 /* Nodes are shared, read-only, by a graph and the executables made from it. */
@@ -254,11 +267,13 @@ typedef struct sim_state {
     simcuda_launch_record_t *log;
     size_t nlog, cap_log;
     int open_captures;         /* open capture sequences, any mode */
+    unsigned long long next_capture_id;
     struct CUlib_st *libs;
     unsigned long long next_stream_id;
     struct sim_grid *pending;  /* launches not run to the end yet (sim_exec.c) */
     unsigned hold_next;        /* launches still to hold running (simcuda_hold_launches) */
     unsigned unload_waiting;   /* threads in cuLibraryUnload waiting for a held launch */
+    unsigned sync_waiting;     /* threads in cuCtxSynchronize waiting for a held launch */
     pthread_cond_t held_done;  /* signalled by simcuda_finish_launches */
     unsigned quiet_us;         /* simcuda_quiet_loads; 0: loads never wait */
     unsigned loads_waiting;    /* calls waiting for a pause in launches (sim_quiet.c) */
@@ -343,10 +358,26 @@ int sim_stream_special(CUstream s);
 CUresult sim_stream_actual(CUstream s, struct CUctx_st *ctx, struct CUstream_st **out);
 CUresult sim_stream_resolve(CUstream s, struct CUctx_st *cur, struct CUstream_st **out);
 CUresult sim_stream_target(CUstream s, struct CUctx_st **ctx, struct CUstream_st **out);
-/* A call the real driver forbids during stream capture (allocation, freeing,
- * context synchronisation): 900, invalidating the captures concerned, unless
- * this thread's capture mode allows it (fact 23). */
+
+/* sim_capture.c (lock held): what the driver refuses while streams capture.
+ * forbid: a call the driver forbids during capture by the calling thread's
+ * capture mode (allocation, freeing, context synchronisation): 900,
+ * invalidating the captures concerned, unless the mode allows it (fact 23).
+ * refuse: a call that may not touch a capturing stream s (its ID, a
+ * synchronise, a query): err, and s's capture is invalidated.
+ * legacy: work on s, the legacy stream of c, while a blocking stream of c
+ * captures: 906, invalidating those captures. */
 CUresult sim_capture_forbid(void);
+CUresult sim_capture_refuse(struct CUstream_st *s, CUresult err);
+CUresult sim_capture_legacy(struct CUctx_st *c, const struct CUstream_st *s);
+/* cuCtxSynchronize of c: refused (900) while any stream of c captures, in
+ * every mode, invalidating those captures; else as sim_capture_forbid. */
+CUresult sim_capture_ctx_sync(struct CUctx_st *c);
+/* An event: recorded into a capture is 907 to a query or synchronise (that
+ * capture invalidated); one recorded outside, waited for by a capturing
+ * stream s, is 905 (s's capture invalidated). */
+CUresult sim_capture_event_query(struct CUevent_st *e);
+CUresult sim_capture_event_wait(struct CUstream_st *s, const struct CUevent_st *e);
 void sim_capture_drop_ctx(struct CUctx_st *c);        /* close captures of c's streams */
 
 /* sim_module.c (lock held) */
@@ -386,10 +417,15 @@ void sim_quiet_note_launch(struct CUctx_st *c);
 void sim_quiet_wait(struct CUctx_st *c);
 void sim_quiet_read_env(void);
 
-/* sim_graph.c (lock held) */
+/* sim_graph.c (lock held): operations on a capturing stream become nodes of
+ * its graph instead of running. */
 CUresult sim_capture_launch(struct CUstream_st *s, const simcuda_emu_entry_t *emu,
                             const char *name, const unsigned grid[3], const unsigned block[3],
                             unsigned shared_bytes, void **params);
+CUresult sim_capture_memset(struct CUstream_st *s, void *dst, unsigned value, size_t unit,
+                            size_t n);
+CUresult sim_capture_copy(struct CUstream_st *s, void *dst, const void *src, size_t n);
+struct CUgraph_st *sim_graph_new(const sim_owner_t *own); /* empty; NULL out of memory */
 void sim_nodes_unref(sim_nodes_t *n);
 
 #endif /* SIM_INTERNAL_H */

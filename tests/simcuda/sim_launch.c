@@ -170,6 +170,9 @@ static CUresult sim_launch_checked(CUfunction f, const unsigned grid[3], const u
             return CUDA_ERROR_INVALID_VALUE;
     if ((unsigned long long)block[0] * block[1] * block[2] > 1024 || block[2] > 64)
         return CUDA_ERROR_INVALID_VALUE;
+    r = sim_capture_legacy(c, s);
+    if (r != CUDA_SUCCESS)
+        return r;
     const simcuda_emu_entry_t *emu = sim_emu_find(name);
     if (s->capturing)
         return sim_capture_launch(s, emu, name, grid, block, shared_bytes, params);
@@ -183,6 +186,7 @@ static CUresult sim_launch_checked(CUfunction f, const unsigned grid[3], const u
     if (r == CUDA_SUCCESS && lib && sim.hold_next > 0) { /* simcuda_hold_launches */
         sim.hold_next--;
         lib->running++;
+        c->held++;
     }
     return r;
 }
@@ -231,9 +235,12 @@ SIM_API void simcuda_finish_launches(void)
 {
     pthread_mutex_lock(&sim.lock);
     sim.hold_next = 0;
-    for (sim_obj_t *o = sim.objects; o; o = o->next_obj)
+    for (sim_obj_t *o = sim.objects; o; o = o->next_obj) {
         if (o->magic == SIM_MAGIC_LIB)
             ((struct CUlib_st *)o)->running = 0;
+        else if (o->magic == SIM_MAGIC_CTX)
+            ((struct CUctx_st *)o)->held = 0;
+    }
     pthread_cond_broadcast(&sim.held_done);
     pthread_mutex_unlock(&sim.lock);
 }
@@ -242,6 +249,14 @@ SIM_API unsigned simcuda_unloads_waiting(void)
 {
     pthread_mutex_lock(&sim.lock);
     unsigned n = sim.unload_waiting;
+    pthread_mutex_unlock(&sim.lock);
+    return n;
+}
+
+SIM_API unsigned simcuda_syncs_waiting(void)
+{
+    pthread_mutex_lock(&sim.lock);
+    unsigned n = sim.sync_waiting;
     pthread_mutex_unlock(&sim.lock);
     return n;
 }

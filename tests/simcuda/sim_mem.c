@@ -124,6 +124,7 @@ SIM_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *p, unsign
 SIM_API CUresult cuMemFreeHost(void *p)
 {
     SIM_BEGIN(cuMemFreeHost);
+    SIM_CHECK(sim_capture_forbid());
     sim_alloc_t *a = sim_mem_find_mut((uintptr_t)p);
     SIM_FAIL_IF(!a || !a->host || a->base != (uintptr_t)p, CUDA_ERROR_INVALID_VALUE);
     sim_mem_remove(a);
@@ -157,21 +158,33 @@ SIM_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
     SIM_END;
 }
 
+/* The stream a copy or memset goes to: the given one for the async forms,
+ * else the current context's legacy stream; the legacy stream is refused
+ * while a blocking stream of its context captures (sim_capture.c). */
+static CUresult sim_mem_stream(int async, CUstream stream, struct CUstream_st **s)
+{
+    struct CUctx_st *c;
+    CUresult r = sim_stream_target(async ? stream : CU_STREAM_LEGACY, &c, s);
+    return r == CUDA_SUCCESS ? sim_capture_legacy(c, *s) : r;
+}
+
 /* The common part of every copy: a usable current context and, for the async
  * forms, a stream of that context. Device sides must be live ranges; a host
- * side is taken on trust, as the real driver does. */
+ * side is taken on trust, as the real driver does. On a capturing stream the
+ * copy becomes a node of its graph. */
 static CUresult sim_copy(void *dst, const void *src, size_t n, int dst_dev, int src_dev,
                          int async, CUstream stream)
 {
-    struct CUctx_st *c;
     struct CUstream_st *s;
-    CUresult r = async ? sim_stream_target(stream, &c, &s) : sim_current(&c);
+    CUresult r = sim_mem_stream(async, stream, &s);
     if (r == CUDA_SUCCESS && n && dst_dev)
         r = sim_range((CUdeviceptr)(uintptr_t)dst, n);
     if (r == CUDA_SUCCESS && n && src_dev)
         r = sim_range((CUdeviceptr)(uintptr_t)src, n);
     if (r == CUDA_SUCCESS && n && (!dst || !src))
         r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS && n && s->capturing)
+        return sim_capture_copy(s, dst, src, n);
     if (r == CUDA_SUCCESS && n)
         memmove(dst, src, n);
     return r;
@@ -241,15 +254,16 @@ SIM_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstr
 static CUresult sim_memset(CUdeviceptr dst, unsigned value, size_t n, size_t unit, int async,
                            CUstream stream)
 {
-    struct CUctx_st *c;
     struct CUstream_st *s;
-    CUresult r = async ? sim_stream_target(stream, &c, &s) : sim_current(&c);
+    CUresult r = sim_mem_stream(async, stream, &s);
     if (r == CUDA_SUCCESS && unit == 4 && (dst & 3))
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS && n)
         r = sim_range(dst, n * unit);
     if (r != CUDA_SUCCESS || n == 0)
         return r;
+    if (s->capturing)
+        return sim_capture_memset(s, SIM_PTR(dst), value, unit, n);
     if (unit == 1) {
         memset(SIM_PTR(dst), (int)(value & 0xff), n);
     } else {

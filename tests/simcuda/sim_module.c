@@ -187,6 +187,7 @@ SIM_API CUresult cuModuleLoadData(CUmodule *out, const void *image)
     SIM_FAIL_IF(!image, CUDA_ERROR_INVALID_VALUE);
     SIM_CHECK(sim_jit(image, 0, NULL, NULL));
     SIM_CHECK(sim_module_load(out, image));
+    (void)sim_capture_forbid(); /* loaded, but a capture that forbids it is invalidated */
     SIM_END;
 }
 
@@ -197,6 +198,7 @@ SIM_API CUresult cuModuleLoadDataEx(CUmodule *out, const void *image, unsigned i
     SIM_FAIL_IF(!image, CUDA_ERROR_INVALID_VALUE);
     SIM_CHECK(sim_jit(image, nopt, opts, vals));
     SIM_CHECK(sim_module_load(out, image));
+    (void)sim_capture_forbid(); /* loaded, but a capture that forbids it is invalidated */
     SIM_END;
 }
 
@@ -265,6 +267,7 @@ SIM_API CUresult cuLibraryLoadData(CUlibrary *out, const void *code, CUjit_optio
     l->image = copy;
     l->alive = 1;
     *out = l;
+    (void)sim_capture_forbid(); /* loaded, but a capture that forbids it is invalidated */
     SIM_END;
 }
 
@@ -277,6 +280,7 @@ SIM_API CUresult cuLibraryUnload(CUlibrary l)
 {
     SIM_BEGIN(cuLibraryUnload);
     SIM_FAIL_IF(!sim_lib_live(l), CUDA_ERROR_INVALID_HANDLE);
+    SIM_CHECK(sim_capture_forbid()); /* fact 26: an unsafe call during capture */
     /* Fact 19: the unload waits for its running kernels (launches held by
      * simcuda_hold_launches), with sim.lock released, so that every other
      * driver call goes on meanwhile. */

@@ -146,17 +146,22 @@ SIM_API CUresult cuStreamDestroy_v2(CUstream s)
 }
 
 /* A stream handle to check for synchronise/query: special ones need a usable
- * current context; a capturing stream cannot be synchronised. (The entry
- * protocol has already run every pending block.) */
+ * current context; a capturing stream cannot be synchronised or queried (its
+ * capture is invalidated), nor the legacy stream while a blocking stream of
+ * its context captures; and any other is an unsafe call while a capture
+ * forbids those (fact 26). (The entry protocol has already run every pending
+ * block.) */
 static CUresult sim_stream_check(CUstream s)
 {
-    struct CUctx_st *c;
+    struct CUctx_st *c = NULL;
     struct CUstream_st *st;
     CUresult r = sim_stream_special(s) ? sim_stream_target(s, &c, &st)
                                        : sim_stream_actual(s, NULL, &st);
-    if (r != CUDA_SUCCESS)
-        return r;
-    return st->capturing ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS)
+        r = sim_capture_refuse(st, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    if (r == CUDA_SUCCESS && c)
+        r = sim_capture_legacy(c, st);
+    return r == CUDA_SUCCESS ? sim_capture_forbid() : r;
 }
 
 SIM_API CUresult cuStreamSynchronize(CUstream s)
@@ -180,10 +185,16 @@ static CUresult sim_stream_get_ctx(CUstream s, CUcontext *pctx, CUgreenCtx *pgre
     struct CUctx_st *c;
     if (sim_stream_special(s)) {
         /* fact 9: the special streams name the current context; a green
-         * context has no per-thread stream (fact 22, as measured) */
+         * context has no per-thread stream (fact 22, as measured); asking
+         * about the legacy stream is using it (fact 26) */
+        struct CUstream_st *st;
         SIM_CHECK(sim_current(&c));
         SIM_FAIL_IF(s == CU_STREAM_PER_THREAD && c->kind == SIM_CTX_GREEN,
                     CUDA_ERROR_INVALID_HANDLE);
+        if (s != CU_STREAM_PER_THREAD) {
+            SIM_CHECK(sim_stream_actual(s, c, &st));
+            SIM_CHECK(sim_capture_legacy(c, st));
+        }
     } else {
         SIM_FAIL_IF(!sim_stream_live(s), CUDA_ERROR_INVALID_HANDLE);
         c = s->own.ctx;
@@ -218,6 +229,7 @@ SIM_API CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
     SIM_CHECK(sim_current(&c));
     SIM_CHECK(sim_stream_resolve(s, c, &st));
     SIM_FAIL_IF(!sim_event_live(e), CUDA_ERROR_INVALID_HANDLE);
+    SIM_CHECK(sim_capture_event_wait(st, e));
     SIM_END;
 }
 
@@ -250,6 +262,7 @@ SIM_API CUresult cuEventRecord(CUevent e, CUstream s)
     SIM_CHECK(sim_stream_resolve(s, e->own.ctx, &st));
     e->recorded = 1;
     e->when_ms = sim_now_ms();
+    e->capture_id = st->capturing ? st->capture_id : 0;
     SIM_END;
 }
 
@@ -257,6 +270,7 @@ SIM_API CUresult cuEventSynchronize(CUevent e)
 {
     SIM_BEGIN(cuEventSynchronize);
     SIM_FAIL_IF(!sim_event_live(e), CUDA_ERROR_INVALID_HANDLE);
+    SIM_CHECK(sim_capture_event_query(e));
     SIM_END;
 }
 
@@ -264,6 +278,7 @@ SIM_API CUresult cuEventQuery(CUevent e)
 {
     SIM_BEGIN(cuEventQuery);
     SIM_FAIL_IF(!sim_event_live(e), CUDA_ERROR_INVALID_HANDLE);
+    SIM_CHECK(sim_capture_event_query(e));
     SIM_END;
 }
 
@@ -307,7 +322,8 @@ SIM_API CUresult cuEventDestroy_v2(CUevent e)
 }
 
 /* The ID of the stream s names for the calling thread: the per-thread stream
- * has one ID per thread (fact 20). */
+ * has one ID per thread (fact 20). A capturing stream's ID is refused, and
+ * its capture invalidated, in every capture mode (fact 26). */
 SIM_API CUresult cuStreamGetId(CUstream s, unsigned long long *id)
 {
     SIM_BEGIN(cuStreamGetId);
@@ -318,6 +334,9 @@ SIM_API CUresult cuStreamGetId(CUstream s, unsigned long long *id)
         SIM_CHECK(sim_stream_target(s, &c, &st));
     else
         SIM_CHECK(sim_stream_actual(s, NULL, &st));
+    SIM_CHECK(sim_capture_refuse(st, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED));
+    if (sim_stream_special(s))
+        SIM_CHECK(sim_capture_legacy(c, st));
     *id = st->id;
     SIM_END;
 }

@@ -86,16 +86,22 @@ void simcuda_reset_counters(void);
  * the library's running kernels). The next n successful launches of kernels
  * that come from a library (cuLibraryLoadData), from any thread, count as
  * still running after they return, until simcuda_finish_launches: meanwhile a
- * cuLibraryUnload of their library waits, without holding up any other
- * driver call. Nothing else waits for them (their work is done at launch, as
- * always here). n = 0 holds no more launches; those held stay held. */
+ * cuLibraryUnload of their library, and a cuCtxSynchronize of the context
+ * they run in, wait, without holding up any other driver call. Nothing else
+ * waits for them (their work is done at launch, as always here: a stream
+ * synchronise returns at once). n = 0 holds no more launches; those held
+ * stay held. */
 void simcuda_hold_launches(unsigned n);
 
-/* Ends every held launch (and holds no more): waiting unloads go on. */
+/* Ends every held launch (and holds no more): waiting unloads and
+ * synchronisations go on. */
 void simcuda_finish_launches(void);
 
 /* Threads now waiting in cuLibraryUnload for a held launch. */
 unsigned simcuda_unloads_waiting(void);
+
+/* Threads now waiting in cuCtxSynchronize for a held launch. */
+unsigned simcuda_syncs_waiting(void);
 
 /* Quiet loads, for docs/contexts.md fact 25 (under launches that never pause,
  * making a stream or loading code into their context waits for a pause).

@@ -3,8 +3,9 @@
  * block-by-block execution that makes reductions on different streams
  * interleave as on a GPU while one stream keeps its order, and the quiet-load
  * model (stream creation and code loading wait for a pause in a flood of
- * launches). The facts shared with the real driver are in tests/conformance
- * (facts 20, 22, 23, 25). */
+ * launches), a context synchronisation waiting for launches held running, and
+ * memsets and copies captured into graphs. The facts shared with the real
+ * driver are in tests/conformance (facts 20, 22, 23, 25, 26). */
 #include "hk_test.h"
 #include "simcuda.h"
 
@@ -602,6 +603,117 @@ static void test_quiet_loads(void)
     CU_ASSERT_EQUAL(simcuda_live_contexts(), ctxs);
 }
 
+/* ---- a context synchronisation waits for launches still running ---- */
+
+typedef struct syncer {
+    CUcontext ctx;
+    CUresult r;
+    int done;
+    pthread_mutex_t lock;
+} syncer_t;
+
+static void *sync_thread(void *arg)
+{
+    syncer_t *t = arg;
+    CUresult r = cuCtxSetCurrent(t->ctx);
+    if (r == CUDA_SUCCESS)
+        r = cuCtxSynchronize();
+    cuCtxSetCurrent(NULL);
+    pthread_mutex_lock(&t->lock);
+    t->r = r;
+    t->done = 1;
+    pthread_mutex_unlock(&t->lock);
+    return NULL;
+}
+
+static int sync_done(syncer_t *t)
+{
+    pthread_mutex_lock(&t->lock);
+    int d = t->done;
+    pthread_mutex_unlock(&t->lock);
+    return d;
+}
+
+/* A launch held running (simcuda_hold_launches) keeps cuCtxSynchronize of its
+ * context waiting, not another context's, nor a stream synchronise; the
+ * lock is let go meanwhile. */
+static void test_sync_waits_for_running(void)
+{
+    CUcontext a, b, popped;
+    CUlibrary lib;
+    CUkernel k;
+    CUdeviceptr out;
+    OK(cuCtxCreate(&b, NULL, 0, 0));
+    OK(cuCtxCreate(&a, NULL, 0, 0));
+    OK(cuLibraryLoadData(&lib, probe_ptx, NULL, NULL, 0, NULL, NULL, 0));
+    OK(cuLibraryGetKernel(&k, lib, "hk_probe_kernel"));
+    OK(cuMemAlloc(&out, 4));
+    unsigned value = 5;
+    void *args[] = {&out, &value};
+    simcuda_hold_launches(1);
+    OK(cuLaunchKernel((CUfunction)k, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+    OK(cuStreamSynchronize(NULL)); /* its work was done at the launch */
+    syncer_t ta = {a, CUDA_ERROR_UNKNOWN, 0, PTHREAD_MUTEX_INITIALIZER};
+    syncer_t tb = {b, CUDA_ERROR_UNKNOWN, 0, PTHREAD_MUTEX_INITIALIZER};
+    pthread_t t1, t2;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&t1, NULL, sync_thread, &ta), 0);
+    for (int i = 0; i < 5000 && simcuda_syncs_waiting() == 0; i++)
+        usleep(1000);
+    CU_ASSERT_EQUAL(simcuda_syncs_waiting(), 1);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&t2, NULL, sync_thread, &tb), 0);
+    pthread_join(t2, NULL);
+    CU_ASSERT_EQUAL(tb.r, CUDA_SUCCESS); /* another context does not wait */
+    CU_ASSERT_FALSE(sync_done(&ta));
+    simcuda_finish_launches();
+    pthread_join(t1, NULL);
+    CU_ASSERT_EQUAL(ta.r, CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(simcuda_syncs_waiting(), 0);
+    OK(cuMemFree(out));
+    OK(cuLibraryUnload(lib));
+    OK(cuCtxPopCurrent(&popped));
+    OK(cuCtxDestroy(a));
+    OK(cuCtxDestroy(b));
+    clear_stack();
+}
+
+/* Memsets and copies on a capturing stream are nodes of its graph: they run
+ * when it is launched, in order with its kernels. */
+static void test_captured_memsets_and_copies(void)
+{
+    CUcontext c;
+    CUstream s;
+    CUdeviceptr d;
+    CUgraph g = NULL;
+    CUgraphExec x = NULL;
+    unsigned host[4] = {1, 2, 3, 4}, back[4] = {0, 0, 0, 0};
+    OK(cuCtxCreate(&c, NULL, 0, 0));
+    OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    OK(cuMemAlloc(&d, sizeof host));
+    OK(cuMemsetD8(d, 0, sizeof host));
+    OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    OK(cuMemsetD32Async(d, 9, 4, s));
+    OK(cuMemcpyHtoDAsync(d + 8, host, 8, s));
+    OK(cuMemcpyDtoHAsync(back, d, sizeof back, s));
+    OK(cuStreamEndCapture(s, &g));
+    CU_ASSERT_EQUAL(back[0], 0); /* nothing ran */
+    OK(cuMemcpyDtoH(back, d, sizeof back));
+    CU_ASSERT_EQUAL(back[0], 0);
+    host[0] = 7; /* a copy reads the host memory when the graph runs */
+    OK(cuGraphInstantiate(&x, g, 0));
+    OK(cuGraphLaunch(x, s));
+    OK(cuStreamSynchronize(s));
+    CU_ASSERT_EQUAL(back[0], 9);
+    CU_ASSERT_EQUAL(back[1], 9);
+    CU_ASSERT_EQUAL(back[2], 7);
+    CU_ASSERT_EQUAL(back[3], 2);
+    OK(cuGraphExecDestroy(x));
+    OK(cuGraphDestroy(g));
+    OK(cuMemFree(d));
+    OK(cuStreamDestroy(s));
+    OK(cuCtxDestroy(c));
+    clear_stack();
+}
+
 int hk_test_register(void)
 {
     if (!getenv("SIMCUDA_DEVICES"))
@@ -616,5 +728,9 @@ int hk_test_register(void)
     hk_test_add(s, "pending blocks finish before a result can be seen", test_pending_completes);
     hk_test_add(s, "quiet loads: streams and first kernel loads wait for a pause in launches",
                 test_quiet_loads);
+    hk_test_add(s, "a context synchronisation waits for its launches still running",
+                test_sync_waits_for_running);
+    hk_test_add(s, "memsets and copies on a capturing stream run when the graph runs",
+                test_captured_memsets_and_copies);
     return 0;
 }

@@ -7,11 +7,12 @@
  *   - the kernel library goes with the last handle, a library loaded through
  *     hk.kernels/1 and left loaded goes with the module, and so does one whose
  *     unload the driver refused; no allocation or primary retain is left;
- *   - the kernel library is unloaded with no lock held that a create or a
- *     call on another handle needs: while the driver waits in cuLibraryUnload
- *     for a running kernel of that library, another thread creates a handle,
+ *   - a destroy waits in the driver with no lock held that a create or a
+ *     call on another handle needs: while the last handle's destroy waits
+ *     for a kernel still running in its context (its context
+ *     synchronisation), another thread creates a handle in another context,
  *     computes and finishes; and a swap closes a module while a kernel of
- *     another library runs;
+ *     another library runs in another context;
  *   - in a fork() child, closing the module touches nothing of the parent's;
  *   - at process exit (module still open) the destructor touches no driver,
  *     while a close gives back the library left loaded; and the driver stays
@@ -44,7 +45,7 @@ static struct {
     void (*fail_repeat)(const char *entry, unsigned k, unsigned n, CUresult err);
     void (*hold_launches)(unsigned n);
     void (*finish_launches)(void);
-    unsigned (*unloads_waiting)(void);
+    unsigned (*syncs_waiting)(void);
 } sim;
 
 /* A valid PTX image for any driver: one empty kernel. */
@@ -61,9 +62,9 @@ static int sim_found(void)
     *(void **)&sim.fail_repeat = SIM_FN(fail_repeat);
     *(void **)&sim.hold_launches = SIM_FN(hold_launches);
     *(void **)&sim.finish_launches = SIM_FN(finish_launches);
-    *(void **)&sim.unloads_waiting = SIM_FN(unloads_waiting);
+    *(void **)&sim.syncs_waiting = SIM_FN(syncs_waiting);
     return sim.live_libraries && sim.live_allocations && sim.primary_refcount &&
-           sim.fail_repeat && sim.hold_launches && sim.finish_launches && sim.unloads_waiting;
+           sim.fail_repeat && sim.hold_launches && sim.finish_launches && sim.syncs_waiting;
 }
 
 /* A loader of its own with hk-cuda (path) opened and acquired, for raw
@@ -239,13 +240,14 @@ static void test_refused_unload_given_back(void)
     CU_ASSERT_EQUAL(sim.live_libraries(), libs);
 }
 
-/* ---- an unload the driver keeps waiting stalls nobody else ---- */
+/* ---- a destroy the driver keeps waiting stalls nobody else ---- */
 
 typedef struct side {
     const rig_t *r;
     hk_handle_t *h;
     hk_loader_t *loader;
     const char *request;
+    CUcontext ctx; /* made current by create_thread */
     hk_status_t st;
     atomic_int done;
 } side_t;
@@ -258,16 +260,19 @@ static void *destroy_thread(void *arg)
     return NULL;
 }
 
-/* Creates a handle, computes and destroys it. */
+/* Creates a handle in s->ctx, computes and destroys it. */
 static void *create_thread(void *arg)
 {
     side_t *s = arg;
     hk_handle_t *h = NULL;
-    s->st = s->r->vt->handle_create(NULL, &h);
+    s->st = cuCtxSetCurrent(s->ctx) == CUDA_SUCCESS ? HK_STATUS_OK : HK_STATUS_CUDA_ERROR;
+    if (s->st == HK_STATUS_OK)
+        s->st = s->r->vt->handle_create(NULL, &h);
     if (s->st == HK_STATUS_OK && !computes(s->r, h))
         s->st = HK_STATUS_INTERNAL;
     if (h && s->r->vt->handle_destroy(h) != HK_STATUS_OK && s->st == HK_STATUS_OK)
         s->st = HK_STATUS_INTERNAL;
+    cuCtxSetCurrent(NULL);
     atomic_store(&s->done, 1);
     return NULL;
 }
@@ -291,18 +296,33 @@ static void *swap_thread(void *arg)
         (cond) ? 1 : 0;                                                                        \
     })
 
-static void test_unload_stalls_nobody(void)
+/* A user context of device 0, current on the calling thread until popped. */
+static CUcontext user_context(void)
+{
+    CUdevice d;
+    CUcontext c = NULL;
+    CU_ASSERT_EQUAL_FATAL(cuDeviceGet(&d, 0), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL_FATAL(cuCtxCreate(&c, NULL, 0, d), CUDA_SUCCESS);
+    return c;
+}
+
+/* The last handle's destroy waits for its context's running kernel (the
+ * context synchronisation before its frees); meanwhile a handle in another
+ * context is made, computes and is destroyed. (In the same context its own
+ * synchronisations would wait too, on a GPU as here.) */
+static void test_destroy_stalls_nobody(void)
 {
     rig_t r;
     CU_ASSERT_FATAL(rig_up(&r, HK_SWAP_CUDA_A));
-    side_t d = {.r = &r}, c = {.r = &r};
+    CUcontext uc = user_context(), popped;
+    CU_ASSERT_EQUAL(cuCtxPopCurrent(&popped), CUDA_SUCCESS);
+    side_t d = {.r = &r}, c = {.r = &r, .ctx = uc};
     CU_ASSERT_EQUAL_FATAL(r.vt->handle_create(NULL, &d.h), HK_STATUS_OK);
     sim.hold_launches(1);
     CU_ASSERT(computes(&r, d.h)); /* its saxpy keeps "running" */
     pthread_t td, tc;
     CU_ASSERT_EQUAL_FATAL(pthread_create(&td, NULL, destroy_thread, &d), 0);
-    /* The last handle's destroy now waits in the driver's unload. */
-    CU_ASSERT(WAIT_FOR(sim.unloads_waiting() == 1));
+    CU_ASSERT(WAIT_FOR(sim.syncs_waiting() == 1));
     CU_ASSERT_EQUAL(atomic_load(&d.done), 0);
     CU_ASSERT_EQUAL_FATAL(pthread_create(&tc, NULL, create_thread, &c), 0);
     CU_ASSERT(WAIT_FOR(atomic_load(&c.done)));
@@ -312,11 +332,13 @@ static void test_unload_stalls_nobody(void)
     pthread_join(td, NULL);
     CU_ASSERT_EQUAL(c.st, HK_STATUS_OK);
     CU_ASSERT_EQUAL(d.st, HK_STATUS_OK);
+    CU_ASSERT_EQUAL(cuCtxDestroy(uc), CUDA_SUCCESS);
     rig_down(&r, HK_SWAP_CUDA_A);
 }
 
 /* A swap closes A (unloading A's kernel library) while a kernel of B's
- * library is running on a raw handle of B: nothing waits for it. */
+ * library is running on a raw handle of B in a user context: nothing waits
+ * for it. */
 static void test_swap_beside_running_kernel(void)
 {
     rig_t rb;
@@ -326,9 +348,11 @@ static void test_swap_beside_running_kernel(void)
     hk_mhandle_t *mh = NULL;
     hk_handle_t *hb = NULL;
     CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(a, NULL, &mh), HK_STATUS_OK);
+    CUcontext uc = user_context(), popped;
     CU_ASSERT_EQUAL_FATAL(rb.vt->handle_create(NULL, &hb), HK_STATUS_OK);
     sim.hold_launches(1);
-    CU_ASSERT(computes(&rb, hb)); /* a kernel of B's library keeps running */
+    CU_ASSERT(computes(&rb, hb)); /* a kernel of B's library keeps running in uc */
+    CU_ASSERT_EQUAL(cuCtxPopCurrent(&popped), CUDA_SUCCESS);
     side_t s = {.loader = rb.loader, .request = HK_SWAP_CUDA_B};
     pthread_t ts;
     CU_ASSERT_EQUAL_FATAL(pthread_create(&ts, NULL, swap_thread, &s), 0);
@@ -342,6 +366,7 @@ static void test_swap_beside_running_kernel(void)
     CU_ASSERT(!swp_mapped(HK_SWAP_CUDA_A));
     CU_ASSERT_EQUAL(hk_mhandle_destroy(mh), HK_STATUS_OK);
     CU_ASSERT_EQUAL(rb.vt->handle_destroy(hb), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(cuCtxDestroy(uc), CUDA_SUCCESS);
     rig_down(&rb, HK_SWAP_CUDA_B);
 }
 
@@ -408,8 +433,8 @@ void swp_register_unload(void)
         hk_test_add(s, "closed: no library, allocation or primary retain left", test_nothing_left),
         hk_test_add(s, "a library the driver would not unload goes with the module",
                     test_refused_unload_given_back),
-        hk_test_add(s, "an unload waiting for its kernel stalls no create or call",
-                    test_unload_stalls_nobody),
+        hk_test_add(s, "a destroy waiting for its context's kernel stalls no create or call "
+                       "in another context", test_destroy_stalls_nobody),
         hk_test_add(s, "a swap closes a module beside a running kernel of another",
                     test_swap_beside_running_kernel),
         hk_test_add(s, "an exit with the module open touches no driver; a close does",
