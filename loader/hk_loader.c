@@ -548,21 +548,32 @@ hk_status_t hk__answer_flags(uint32_t abi, uint32_t flags, uint32_t *out, char *
     return HK_STATUS_OK;
 }
 
-/* Tables whose layout the loader knows: the bytes each ABI minor defines.
- * A slot added to a table within its major is tied to the minor that
- * introduced it; every slot of these two is a 1.0 slot. */
+/* Tables whose layout the loader knows, from their headers' slot lists: the
+ * end of each slot and the ABI minor that added it. A plugin that negotiated
+ * minor m is read up to the end of the last slot of minor m or older. */
+typedef struct hk__slot_end {
+    size_t end;
+    uint32_t minor;
+} hk__slot_end_t;
+
+#define HK__BLAS1_END(name, minor, params, args) \
+    {offsetof(hk_blas1_v1_t, name) + sizeof(((hk_blas1_v1_t *)0)->name), minor},
+#define HK__MEMORY_END(name, minor, params, args) \
+    {offsetof(hk_memory_v1_t, name) + sizeof(((hk_memory_v1_t *)0)->name), minor},
+static const hk__slot_end_t hk__blas1_ends[] = {HK_BLAS1_V1_SLOTS(HK__BLAS1_END)};
+static const hk__slot_end_t hk__memory_ends[] = {HK_MEMORY_V1_SLOTS(HK__MEMORY_END)};
+
 static const struct {
     const char *name;
-    size_t sizeof_now;                 /* sizeof the struct in these headers */
-    size_t end_at_minor[HK_ABI_MINOR + 1];
+    size_t sizeof_now; /* sizeof the struct in these headers */
+    const hk__slot_end_t *slots;
+    size_t nslots;
 } hk__known_tables[] = {
-    {HK_TABLE_BLAS1_V1, sizeof(hk_blas1_v1_t),
-     {sizeof(hk_blas1_v1_t), sizeof(hk_blas1_v1_t), sizeof(hk_blas1_v1_t)}},
-    {HK_TABLE_MEMORY_V1, sizeof(hk_memory_v1_t),
-     {sizeof(hk_memory_v1_t), sizeof(hk_memory_v1_t), sizeof(hk_memory_v1_t)}},
+    {HK_TABLE_BLAS1_V1, sizeof(hk_blas1_v1_t), hk__blas1_ends,
+     sizeof hk__blas1_ends / sizeof hk__blas1_ends[0]},
+    {HK_TABLE_MEMORY_V1, sizeof(hk_memory_v1_t), hk__memory_ends,
+     sizeof hk__memory_ends / sizeof hk__memory_ends[0]},
 };
-
-_Static_assert(HK_ABI_MINOR == 2, "add the new minor's column to hk__known_tables");
 
 /* Index into hk__known_tables, or -1 for a name the loader does not know. */
 static int hk__known_table(const char *name)
@@ -571,6 +582,18 @@ static int hk__known_table(const char *name)
         if (strcmp(hk__known_tables[i].name, name) == 0)
             return (int)i;
     return -1;
+}
+
+/* The bytes of known table k that ABI minor `minor` defines. */
+static size_t hk__known_end(int k, uint32_t minor)
+{
+    size_t end = sizeof(size_t);
+    for (size_t i = 0; i < hk__known_tables[k].nslots; i++) {
+        const hk__slot_end_t *s = &hk__known_tables[k].slots[i];
+        if (s->minor <= minor && s->end > end)
+            end = s->end;
+    }
+    return end;
 }
 
 /* Asks the plugin for a table and checks its size field. On success *raw is
@@ -608,8 +631,7 @@ static hk_status_t hk__table_lookup(const hk_plugin_t *plugin, const char *name,
     }
     int k = hk__known_table(name);
     if (k >= 0) {
-        uint32_t minor = HK_ABI_VERSION_MINOR(plugin->abi);
-        size_t end = hk__known_tables[k].end_at_minor[minor < HK_ABI_MINOR ? minor : HK_ABI_MINOR];
+        size_t end = hk__known_end(k, HK_ABI_VERSION_MINOR(plugin->abi));
         if (have > end)
             have = end;
     }

@@ -383,42 +383,14 @@ hk_handle_t *hk_mhandle_handle(hk_mhandle_t *mh)
         return st;                                                                             \
     }
 
-HK__FWD(blas1, saxpy, (hk_handle_t *h, int64_t n, const float *alpha, const float *x,
-                       int64_t incx, float *y, int64_t incy),
-        (b->raw, n, alpha, x, incx, y, incy))
-HK__FWD(blas1, daxpy, (hk_handle_t *h, int64_t n, const double *alpha, const double *x,
-                       int64_t incx, double *y, int64_t incy),
-        (b->raw, n, alpha, x, incx, y, incy))
-HK__FWD(blas1, sscal, (hk_handle_t *h, int64_t n, const float *alpha, float *x, int64_t incx),
-        (b->raw, n, alpha, x, incx))
-HK__FWD(blas1, dscal, (hk_handle_t *h, int64_t n, const double *alpha, double *x, int64_t incx),
-        (b->raw, n, alpha, x, incx))
-HK__FWD(blas1, scopy, (hk_handle_t *h, int64_t n, const float *x, int64_t incx, float *y,
-                       int64_t incy),
-        (b->raw, n, x, incx, y, incy))
-HK__FWD(blas1, dcopy, (hk_handle_t *h, int64_t n, const double *x, int64_t incx, double *y,
-                       int64_t incy),
-        (b->raw, n, x, incx, y, incy))
-HK__FWD(blas1, sdot, (hk_handle_t *h, int64_t n, const float *x, int64_t incx, const float *y,
-                      int64_t incy, float *result),
-        (b->raw, n, x, incx, y, incy, result))
-HK__FWD(blas1, ddot, (hk_handle_t *h, int64_t n, const double *x, int64_t incx,
-                      const double *y, int64_t incy, double *result),
-        (b->raw, n, x, incx, y, incy, result))
-HK__FWD(blas1, snrm2, (hk_handle_t *h, int64_t n, const float *x, int64_t incx, float *result),
-        (b->raw, n, x, incx, result))
-HK__FWD(blas1, dnrm2, (hk_handle_t *h, int64_t n, const double *x, int64_t incx,
-                       double *result),
-        (b->raw, n, x, incx, result))
-
-HK__FWD(memory, alloc, (hk_handle_t *h, size_t bytes, void **out), (b->raw, bytes, out))
-HK__FWD(memory, free_, (hk_handle_t *h, void *ptr), (b->raw, ptr))
-HK__FWD(memory, copy_to_device, (hk_handle_t *h, void *dst, const void *src, size_t bytes),
-        (b->raw, dst, src, bytes))
-HK__FWD(memory, copy_to_host, (hk_handle_t *h, void *dst, const void *src, size_t bytes),
-        (b->raw, dst, src, bytes))
-HK__FWD(memory, memset_, (hk_handle_t *h, void *dst, int value, size_t bytes),
-        (b->raw, dst, value, bytes))
+/* Tables' slots take the handle first and the rest as they came. */
+#define HK__ARGS(...) __VA_ARGS__
+#define HK__FWD_BLAS1(name, minor, params, args) \
+    HK__FWD(blas1, name, params, (b->raw, HK__ARGS args))
+#define HK__FWD_MEMORY(name, minor, params, args) \
+    HK__FWD(memory, name, params, (b->raw, HK__ARGS args))
+HK_BLAS1_V1_SLOTS(HK__FWD_BLAS1)
+HK_MEMORY_V1_SLOTS(HK__FWD_MEMORY)
 
 HK__FWD(core, get_stream, (hk_handle_t *h, void **stream), (b->raw, stream))
 HK__FWD(core, get_pointer_mode, (hk_handle_t *h, hk_pointer_mode_t *mode), (b->raw, mode))
@@ -537,15 +509,15 @@ static hk_status_t hk__fw_destroy(hk_handle_t *h)
     return hk_mhandle_destroy((hk_mhandle_t *)(void *)h);
 }
 
+#define HK__FW_SLOT(name, minor, params, args) .name = hk__fw_##name,
 static const hk_blas1_v1_t hk__fw_blas1 = {
-    sizeof(hk_blas1_v1_t), hk__fw_saxpy, hk__fw_daxpy, hk__fw_sscal, hk__fw_dscal,
-    hk__fw_scopy,          hk__fw_dcopy, hk__fw_sdot,  hk__fw_ddot,  hk__fw_snrm2,
-    hk__fw_dnrm2,
+    .size = sizeof(hk_blas1_v1_t),
+    HK_BLAS1_V1_SLOTS(HK__FW_SLOT)
 };
 
 static const hk_memory_v1_t hk__fw_memory = {
-    sizeof(hk_memory_v1_t), hk__fw_alloc, hk__fw_free_, hk__fw_copy_to_device,
-    hk__fw_copy_to_host,    hk__fw_memset_,
+    .size = sizeof(hk_memory_v1_t),
+    HK_MEMORY_V1_SLOTS(HK__FW_SLOT)
 };
 
 static const struct {

@@ -105,19 +105,22 @@ out:
     return st;
 }
 
-/* A slot the old implementation offers and the new one lacks, or NULL. */
+/* A slot the old implementation offers and the new one lacks, or NULL: the
+ * core slots a movable handle forwards, then every slot of the tables it
+ * forwards, as their headers list them. */
 static const char *hk__lacking(const hk__binding_t *old, const hk__binding_t *neu)
 {
 #define HK__SLOT(TBL, NAME)                  \
     if (old->TBL.NAME && !neu->TBL.NAME)     \
         return #NAME;
+#define HK__BLAS1(name, minor, params, args) HK__SLOT(blas1, name)
+#define HK__MEMORY(name, minor, params, args) HK__SLOT(memory, name)
     HK__SLOT(core, set_stream) HK__SLOT(core, get_stream) HK__SLOT(core, set_pointer_mode)
     HK__SLOT(core, get_pointer_mode) HK__SLOT(core, handle_info) HK__SLOT(core, synchronize)
-    HK__SLOT(blas1, saxpy) HK__SLOT(blas1, daxpy) HK__SLOT(blas1, sscal) HK__SLOT(blas1, dscal)
-    HK__SLOT(blas1, scopy) HK__SLOT(blas1, dcopy) HK__SLOT(blas1, sdot) HK__SLOT(blas1, ddot)
-    HK__SLOT(blas1, snrm2) HK__SLOT(blas1, dnrm2)
-    HK__SLOT(memory, alloc) HK__SLOT(memory, free_) HK__SLOT(memory, copy_to_device)
-    HK__SLOT(memory, copy_to_host) HK__SLOT(memory, memset_)
+    HK_BLAS1_V1_SLOTS(HK__BLAS1)
+    HK_MEMORY_V1_SLOTS(HK__MEMORY)
+#undef HK__MEMORY
+#undef HK__BLAS1
 #undef HK__SLOT
     return NULL;
 }

@@ -424,11 +424,15 @@ hk_status_t hk__swap_verify(const hk_vtable_t *core, const hk_blas1_v1_t *b,
 {
     hk__vctx_t c = {core, b, m, h, why, n};
     const char *missing = NULL;
-    if (!m->alloc || !m->free_ || !m->copy_to_device || !m->copy_to_host || !m->memset_)
+    /* Every slot of both tables, as their headers list them. */
+#define HK__HAS_MEMORY(name, minor, params, args) && m->name
+#define HK__HAS_BLAS1(name, minor, params, args) && b->name
+    if (!(1 HK_MEMORY_V1_SLOTS(HK__HAS_MEMORY)))
         missing = HK_TABLE_MEMORY_V1;
-    else if (!b->saxpy || !b->daxpy || !b->sscal || !b->dscal || !b->scopy || !b->dcopy
-             || !b->sdot || !b->ddot || !b->snrm2 || !b->dnrm2)
+    else if (!(1 HK_BLAS1_V1_SLOTS(HK__HAS_BLAS1)))
         missing = HK_TABLE_BLAS1_V1;
+#undef HK__HAS_BLAS1
+#undef HK__HAS_MEMORY
     if (missing) {
         snprintf(why, n, "its %s table is incomplete", missing);
         return HK_STATUS_NOT_SUPPORTED;
