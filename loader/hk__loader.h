@@ -148,11 +148,6 @@ hk_status_t hk__loader_plugin_add(hk_loader_t *loader, hk_plugin_t *plugin);
 
 void hk__loader_set_error(hk_loader_t *loader, const char *line);
 
-/* Checks an answer's flags for its ABI version and writes the flags the host
- * sees to *out (memory-domain flags cleared below 1.2). On refusal writes the
- * reason and returns HK_STATUS_INVALID_VALUE. */
-hk_status_t hk__answer_flags(uint32_t abi, uint32_t flags, uint32_t *out, char *reason, size_t n);
-
 /* Fills *id from st (NULL st: an invalid id). */
 void hk__file_id_set(hk__file_id_t *id, const struct stat *st);
 
@@ -174,6 +169,8 @@ void hk__cand_check(hk_loader_t *loader, hk__cand_t *c, const char *path, int in
  * status; *out (may be NULL) gets the plugin. Caller holds the gate. */
 hk_status_t hk__cand_finish(hk_loader_t *loader, hk__cand_t *c, hk_plugin_t **out);
 
+/* ---- hk_loader_negotiate.c ---- */
+
 /* Room for an answer from a plugin built against a longer answer struct: it
  * writes its own struct_size, and the loader reads only what it knows. */
 typedef union hk__answer_buf {
@@ -192,6 +189,14 @@ void hk__negotiate_prepare(const hk_loader_t *loader, hk_negotiate_request_t *re
  * and reason. Used by the host and by the probe program. */
 hk_status_t hk__negotiate(hk_loader_t *loader, hk_negotiate_fn entry, hk_plugin_t *p,
                           hk_load_stage_t *stage, char *reason, size_t n);
+
+/* Checks an answer's flags for its ABI version and writes the flags the host
+ * sees to *out (memory-domain flags cleared below 1.2). On refusal writes the
+ * reason and returns HK_STATUS_INVALID_VALUE. */
+hk_status_t hk__answer_flags(uint32_t abi, uint32_t flags, uint32_t *out, char *reason, size_t n);
+
+/* The loader's ABI range as text ("1.0-1.2"), for messages. */
+void hk__range_text(char *buf, size_t n, const hk_loader_t *loader);
 
 /* ---- hk_loader_trust.c ---- */
 

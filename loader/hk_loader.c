@@ -1,5 +1,5 @@
 /* handlekit loader: lifetime (create, destroy, fork handlers, the gate), and
- * the host's copies of what a plugin hands out (answer flags, tables).
+ * the host's copies of a plugin's tables.
  * Reports and the plugin list are in hk_loader_report.c, scanning in
  * hk_loader_scan.c, one candidate's path in hk_loader_open.c, libltdl in
  * hk_loader_ltdl.c. */
@@ -279,24 +279,7 @@ hk_status_t hk_loader_destroy(hk_loader_t *loader)
 }
 
 
-/* ---- answers and tables ---- */
-
-hk_status_t hk__answer_flags(uint32_t abi, uint32_t flags, uint32_t *out, char *reason, size_t n)
-{
-    if (HK_ABI_VERSION_MINOR(abi) < 2) {
-        /* Those bits meant nothing before 1.2: whatever such a plugin set
-         * there is not a memory domain. */
-        *out = flags & ~HK_PLUGIN_MEMORY_MASK;
-        return HK_STATUS_OK;
-    }
-    if ((flags & HK_PLUGIN_MEMORY_MASK) == HK_PLUGIN_MEMORY_MASK) {
-        snprintf(reason, n, "answer flags 0x%x name more than one memory domain "
-                 "(HK_PLUGIN_MEMORY_HOST and HK_PLUGIN_MEMORY_CUDA)", (unsigned)flags);
-        return HK_STATUS_INVALID_VALUE;
-    }
-    *out = flags;
-    return HK_STATUS_OK;
-}
+/* ---- tables ---- */
 
 /* Tables whose layout the loader knows, from their headers' slot lists: the
  * end of each slot and the ABI minor that added it. A plugin that negotiated
