@@ -116,6 +116,8 @@ typedef struct hk__probe_result {
 /* One candidate on its way from its path to a report (hk_loader_open.c). */
 typedef struct hk__cand {
     const char *path;      /* as named by the caller or the scan; not owned */
+    int in_default_dir;    /* the scan found it in the default directory */
+    hk_plugin_t *again;    /* a reopen: the plugin whose closed module this file was */
     int fd;                /* the checked file, O_RDONLY; -1 when none */
     struct stat st;        /* fstat of fd */
     hk__file_id_t id;      /* from stat(path): the key of its report */
@@ -125,6 +127,8 @@ typedef struct hk__cand {
     hk_status_t status;
     char reason[HK__REASON_MAX];
     hk__probe_result_t probe;
+    hk_status_t result;    /* the outcome, once admitted or refused */
+    hk_plugin_t *plugin;   /* the plugin admitted (for a reopen, again), or NULL */
 } hk__cand_t;
 
 /* ---- hk_loader.c ---- */
@@ -155,19 +159,22 @@ void hk__file_id_set(hk__file_id_t *id, const struct stat *st);
 void hk__gate_enter(hk_loader_t *loader);
 void hk__gate_leave(hk_loader_t *loader);
 
-/* ---- hk_loader_open.c ---- */
+/* ---- hk_loader_open.c: admission ---- */
 
-/* First half of a candidate: name rule, privileges, trust walk, open, ELF.
- * Leaves c->seen, c->refused, or an open c->fd ready for the probe.
- * in_default_dir: the scan found it in the default directory. Caller holds
- * the gate. */
-void hk__cand_check(hk_loader_t *loader, hk__cand_t *c, const char *path, int in_default_dir);
+/* A candidate for hk__admit: path (not copied), in_default_dir (the scan
+ * found it in the default directory), again (NULL, or for a swap the plugin
+ * whose closed module path is to be opened again). */
+void hk__cand_init(hk__cand_t *c, const char *path, int in_default_dir, hk_plugin_t *again);
 
-/* Second half: reports a refusal, or opens, negotiates and validates in the
- * host, recording exactly one report unless the same candidate was seen
- * before. Closes c->fd unless the module keeps it. Returns the candidate's
- * status; *out (may be NULL) gets the plugin. Caller holds the gate. */
-hk_status_t hk__cand_finish(hk_loader_t *loader, hk__cand_t *c, hk_plugin_t **out);
+/* The one admission path, for a batch of n candidates: checks each one
+ * (name, privileges, trust walk and open, ELF), probes the new ones
+ * together, then finishes each one in order (the host's open, symbol,
+ * negotiation and its checks). Each candidate ends with c->result and
+ * c->plugin, and exactly one report unless it was seen before. A reopen
+ * (c->again) must be the file that was loaded and answer as it did; it is
+ * not probed (its verdict is known), makes no report, and on success its
+ * plugin has a module and vtable again. Caller holds the gate. */
+void hk__admit(hk_loader_t *loader, hk__cand_t **cands, size_t n);
 
 /* ---- hk_loader_negotiate.c ---- */
 

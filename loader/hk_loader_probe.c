@@ -436,7 +436,8 @@ void hk__probe_batch(hk_loader_t *loader, hk__cand_t **cands, size_t n)
     for (size_t i = 0; i <= n; i++) {
         if (i < n) {
             hk__cand_t *c = cands[i];
-            if (c->seen || c->refused || c->fd < 0)
+            /* A reopen is the file that passed here when it was loaded. */
+            if (c->seen || c->refused || c->fd < 0 || c->again)
                 continue;
             if (hk__probe_ready(loader) != HK_STATUS_OK) {
                 snprintf(c->reason, sizeof(c->reason), "%s",
