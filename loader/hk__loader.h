@@ -29,6 +29,9 @@
 /* Room for a reason that names a PATH_MAX path and a little text. */
 #define HK__REASON_MAX 4608
 
+/* Hooks of upper layers a loader can hold (hk__loader_hook_add). */
+#define HK__LOADER_HOOKS 4
+
 /* What identifies a candidate file between attempts: a file that changed
  * (mode, contents) since it was refused is a new candidate. */
 typedef struct hk__file_id {
@@ -95,11 +98,28 @@ struct hk_loader {
     hk_plugin_t **plugins;
     size_t nplugins;
     size_t capplugins;
-    const char *last_error; /* a report's line or a static string; never NULL */
+    const char *last_error; /* a report's line, a kept line or a static string; never NULL */
+    struct hk__kept *kept;  /* lines made last errors by hk__loader_keep_error */
     int env_notice_done;    /* the "HK_PLUGIN_PATH ignored" report was made */
-    struct hk__select_texts *select_texts; /* hk_loader_select.c; freed by hk__select_free */
-    struct hk__swap *_Atomic swap; /* movable handles (hk_loader_mhandle.c); made on first use */
+    /* Upper layers' state, reached at destroy through hooks (see
+     * hk__loader_hook_t); under lock. */
+    const struct hk__loader_hook *hooks[HK__LOADER_HOOKS];
+    size_t nhooks;
+    /* The movable handles' record (hk_loader_swapstate.c): made on first use,
+     * which registers its hook; the core only keeps the pointer. */
+    struct hk__swap *_Atomic swap;
 };
+
+/* State that a layer above the core keeps with a loader (the movable
+ * handles' record): the core reaches it only through these, registered when
+ * the state is made, so that calls go down. At destroy every busy (may be
+ * NULL) is asked first: nonzero refuses the destroy with HK_STATUS_BUSY, busy
+ * having set the last error; once the loader goes, every fini frees its
+ * state. Neither is called with a lock of the loader held. */
+typedef struct hk__loader_hook {
+    int (*busy)(hk_loader_t *loader);
+    void (*fini)(hk_loader_t *loader);
+} hk__loader_hook_t;
 
 /* What the probe learnt about one candidate (hk_loader_probe.c). */
 typedef struct hk__probe_result {
@@ -131,7 +151,7 @@ typedef struct hk__cand {
     hk_plugin_t *plugin;   /* the plugin admitted (for a reopen, again), or NULL */
 } hk__cand_t;
 
-/* ---- hk_loader.c ---- */
+/* ---- hk_loader_report.c ---- */
 
 /* Appends a report (copies path and reason) and, for a refusal, makes it the
  * last error and logs it at HK_LOG_WARN. Caller holds the gate only.
@@ -150,14 +170,31 @@ hk__report_t *hk__loader_report_find(hk_loader_t *loader, const char *path,
 /* Appends a loaded plugin. Returns HK_STATUS_OUT_OF_MEMORY on failure. */
 hk_status_t hk__loader_plugin_add(hk_loader_t *loader, hk_plugin_t *plugin);
 
+/* Makes line, which must outlive the loader (a report's line, a static
+ * string), the last error. */
 void hk__loader_set_error(hk_loader_t *loader, const char *line);
+
+/* Makes a copy of line the last error, kept until the loader is destroyed
+ * (each text once): the loader hands out its last error without copying, so
+ * a line made on the fly must outlive any reader. Returns the kept line, or
+ * when none can be kept sets and returns fallback (a static string). */
+const char *hk__loader_keep_error(hk_loader_t *loader, const char *line, const char *fallback);
+
+/* Frees the kept lines; at destroy. */
+void hk__loader_kept_free(hk_loader_t *loader);
 
 /* Fills *id from st (NULL st: an invalid id). */
 void hk__file_id_set(hk__file_id_t *id, const struct stat *st);
 
+/* ---- hk_loader.c ---- */
+
 /* Enter and leave the loader's gate (scan and open). */
 void hk__gate_enter(hk_loader_t *loader);
 void hk__gate_leave(hk_loader_t *loader);
+
+/* Registers hook (static storage) for loader, once: a hook already there is
+ * not added again. HK_STATUS_OUT_OF_MEMORY when HK__LOADER_HOOKS are taken. */
+hk_status_t hk__loader_hook_add(hk_loader_t *loader, const hk__loader_hook_t *hook);
 
 /* ---- hk_loader_open.c: admission ---- */
 
@@ -287,20 +324,10 @@ typedef struct hk__probe_record {
  * gate. */
 void hk__probe_batch(hk_loader_t *loader, hk__cand_t **cands, size_t n);
 
-/* Replaces every occurrence of from in text (capacity n) by to. */
-void hk__reason_rename(char *text, size_t n, const char *from, const char *to);
-
 /* ---- hk_loader_probe_run.c: the probe program's side ---- */
 
 /* main() of the probe program (hk_probe_main.c). */
 int hk__probe_main(int argc, char **argv);
-
-void hk__select_free(hk_loader_t *loader); /* hk_loader_select.c, at destroy */
-
-/* hk_loader_swap.c: nonzero (with the last error set) while a movable handle
- * lives; hk__swap_free frees the swap record at destroy. */
-int hk__swap_busy(hk_loader_t *loader);
-void hk__swap_free(hk_loader_t *loader);
 
 /* ---- hk_loader_ltdl.c: every libltdl call goes through these ---- */
 
@@ -328,5 +355,8 @@ void hk__ltdl_keep(lt_dlhandle module);
 /* The libltdl lock, for the fork handlers. */
 void hk__ltdl_lock(void);
 void hk__ltdl_unlock(void);
+/* Replaces every occurrence of from in text (capacity n) by to: the
+ * descriptor's name in a dynamic loader's message by the path it stands for. */
+void hk__reason_rename(char *text, size_t n, const char *from, const char *to);
 
 #endif /* HK__LOADER_H */

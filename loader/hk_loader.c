@@ -91,6 +91,32 @@ void hk__gate_leave(hk_loader_t *loader)
     pthread_mutex_unlock(&loader->gate.mutex);
 }
 
+hk_status_t hk__loader_hook_add(hk_loader_t *loader, const hk__loader_hook_t *hook)
+{
+    hk_status_t st = HK_STATUS_OK;
+    pthread_mutex_lock(&loader->lock);
+    size_t i = 0;
+    while (i < loader->nhooks && loader->hooks[i] != hook)
+        i++;
+    if (i == loader->nhooks && i < HK__LOADER_HOOKS)
+        loader->hooks[loader->nhooks++] = hook;
+    else if (i == loader->nhooks)
+        st = HK_STATUS_OUT_OF_MEMORY;
+    pthread_mutex_unlock(&loader->lock);
+    return st;
+}
+
+/* The hooks registered so far, copied out of the lock: a hook may take
+ * locks of its own and set the last error. Returns their number. */
+static size_t hk__hooks(hk_loader_t *loader, const hk__loader_hook_t **out)
+{
+    pthread_mutex_lock(&loader->lock);
+    size_t n = loader->nhooks;
+    memcpy(out, loader->hooks, n * sizeof(*out));
+    pthread_mutex_unlock(&loader->lock);
+    return n;
+}
+
 /* The accessors take const loaders but must lock: the mutex is the one
  * member a reader changes. */
 static void hk__lock(const hk_loader_t *loader)
@@ -221,10 +247,14 @@ hk_status_t hk_loader_destroy(hk_loader_t *loader)
 {
     if (!loader)
         return HK_STATUS_OK;
-    if (hk__swap_busy(loader)) { /* a movable handle still calls into a module */
-        HK__TRACE(HK__TRACE_DECISIONS, "destroy", "refused: BUSY: %s",
-                  hk_loader_last_error(loader));
-        return HK_STATUS_BUSY;
+    const hk__loader_hook_t *hooks[HK__LOADER_HOOKS];
+    size_t nhooks = hk__hooks(loader, hooks);
+    for (size_t i = 0; i < nhooks; i++) {
+        if (hooks[i]->busy && hooks[i]->busy(loader)) { /* a movable handle still lives */
+            HK__TRACE(HK__TRACE_DECISIONS, "destroy", "refused: BUSY: %s",
+                      hk_loader_last_error(loader));
+            return HK_STATUS_BUSY;
+        }
     }
     hk__lock(loader);
     for (size_t i = 0; i < loader->nplugins; i++) {
@@ -261,8 +291,10 @@ hk_status_t hk_loader_destroy(hk_loader_t *loader)
         free(r->line);
         free(r);
     }
-    hk__select_free(loader);
-    hk__swap_free(loader);
+    for (size_t i = 0; i < nhooks; i++)
+        if (hooks[i]->fini)
+            hooks[i]->fini(loader);
+    hk__loader_kept_free(loader);
     free(loader->plugins);
     free(loader->reports);
     hk__ltdl_exit(&loader->advise);

@@ -73,6 +73,42 @@ void hk__loader_set_error(hk_loader_t *loader, const char *line)
     hk__unlock(loader);
 }
 
+/* A line kept for the loader's lifetime (hk__loader_keep_error). */
+struct hk__kept {
+    struct hk__kept *next;
+    char line[];
+};
+
+const char *hk__loader_keep_error(hk_loader_t *loader, const char *line, const char *fallback)
+{
+    hk__lock(loader);
+    struct hk__kept *k = loader->kept;
+    while (k && strcmp(k->line, line) != 0)
+        k = k->next;
+    if (!k) {
+        size_t n = strlen(line) + 1;
+        k = malloc(sizeof(*k) + n);
+        if (k) {
+            memcpy(k->line, line, n);
+            k->next = loader->kept;
+            loader->kept = k;
+        }
+    }
+    const char *kept = k ? k->line : fallback;
+    loader->last_error = kept;
+    hk__unlock(loader);
+    return kept;
+}
+
+void hk__loader_kept_free(hk_loader_t *loader)
+{
+    while (loader->kept) {
+        struct hk__kept *k = loader->kept;
+        loader->kept = k->next;
+        free(k);
+    }
+}
+
 /* One trace line per report: every candidate's verdict passes here. */
 __attribute__((cold, noinline)) static void hk__trace_report(const hk__report_t *r)
 {
