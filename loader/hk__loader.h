@@ -170,6 +170,11 @@ hk__report_t *hk__loader_report_find(hk_loader_t *loader, const char *path,
 /* Appends a loaded plugin. Returns HK_STATUS_OUT_OF_MEMORY on failure. */
 hk_status_t hk__loader_plugin_add(hk_loader_t *loader, hk_plugin_t *plugin);
 
+/* Take and give back loader->lock, from accessors of a const loader too:
+ * the mutex is the one member a reader changes. */
+void hk__loader_lock(const hk_loader_t *loader);
+void hk__loader_unlock(const hk_loader_t *loader);
+
 /* Makes line, which must outlive the loader (a report's line, a static
  * string), the last error. */
 void hk__loader_set_error(hk_loader_t *loader, const char *line);

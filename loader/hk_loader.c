@@ -117,18 +117,6 @@ static size_t hk__hooks(hk_loader_t *loader, const hk__loader_hook_t **out)
     return n;
 }
 
-/* The accessors take const loaders but must lock: the mutex is the one
- * member a reader changes. */
-static void hk__lock(const hk_loader_t *loader)
-{
-    pthread_mutex_lock((pthread_mutex_t *)&loader->lock);
-}
-
-static void hk__unlock(const hk_loader_t *loader)
-{
-    pthread_mutex_unlock((pthread_mutex_t *)&loader->lock);
-}
-
 hk_status_t hk_loader_create(const hk_loader_options_t *opts, hk_loader_t **out)
 {
     hk_loader_options_t o;
@@ -256,7 +244,7 @@ hk_status_t hk_loader_destroy(hk_loader_t *loader)
             return HK_STATUS_BUSY;
         }
     }
-    hk__lock(loader);
+    hk__loader_lock(loader);
     for (size_t i = 0; i < loader->nplugins; i++) {
         if (atomic_load(&loader->plugins[i]->refs) != 0) {
             loader->last_error = "loader destroy refused: a plugin is still acquired";
@@ -265,11 +253,11 @@ hk_status_t hk_loader_destroy(hk_loader_t *loader)
                       loader->plugins[i]->version, loader->plugins[i]->path,
                       atomic_load(&loader->plugins[i]->refs),
                       atomic_load(&loader->plugins[i]->refs) == 1 ? "" : "s");
-            hk__unlock(loader);
+            hk__loader_unlock(loader);
             return HK_STATUS_BUSY;
         }
     }
-    hk__unlock(loader);
+    hk__loader_unlock(loader);
 
     pthread_mutex_lock(&hk__registry_mutex);
     for (hk_loader_t **pp = &hk__registry; *pp; pp = &(*pp)->next_live) {
@@ -436,11 +424,11 @@ const void *hk_plugin_table(const hk_plugin_t *plugin, const char *name)
         return NULL;
     hk_plugin_t *p = (hk_plugin_t *)plugin; /* the cache is not part of its value */
     const void *found = NULL;
-    hk__lock(p->loader);
+    hk__loader_lock(p->loader);
     for (struct hk__table_copy *c = p->tables; c && !found; c = c->next)
         if (strcmp(c->name, name) == 0)
             found = c->data;
-    hk__unlock(p->loader);
+    hk__loader_unlock(p->loader);
     if (found)
         return found;
 
@@ -463,7 +451,7 @@ const void *hk_plugin_table(const hk_plugin_t *plugin, const char *name)
     memcpy(c->data, raw, take);
     memcpy(c->data, &take, sizeof take);
 
-    hk__lock(p->loader);
+    hk__loader_lock(p->loader);
     for (struct hk__table_copy *o = p->tables; o && !found; o = o->next)
         if (strcmp(o->name, name) == 0)
             found = o->data; /* another thread made it meanwhile: keep one */
@@ -473,7 +461,7 @@ const void *hk_plugin_table(const hk_plugin_t *plugin, const char *name)
         found = c->data;
         c = NULL;
     }
-    hk__unlock(p->loader);
+    hk__loader_unlock(p->loader);
     if (c) {
         free(c->name);
         free(c);

@@ -14,12 +14,12 @@ static const char hk__oom[] = "out of memory";
 
 /* The accessors take const loaders but must lock: the mutex is the one
  * member a reader changes. */
-static void hk__lock(const hk_loader_t *loader)
+void hk__loader_lock(const hk_loader_t *loader)
 {
     pthread_mutex_lock((pthread_mutex_t *)&loader->lock);
 }
 
-static void hk__unlock(const hk_loader_t *loader)
+void hk__loader_unlock(const hk_loader_t *loader)
 {
     pthread_mutex_unlock((pthread_mutex_t *)&loader->lock);
 }
@@ -54,7 +54,7 @@ hk__report_t *hk__loader_report_find(hk_loader_t *loader, const char *path,
                                      const hk__file_id_t *id)
 {
     hk__report_t *found = NULL;
-    hk__lock(loader);
+    hk__loader_lock(loader);
     /* Newest first: a refused file that was fixed has a newer report. */
     for (size_t i = loader->nreports; i-- > 0;) {
         if (hk__same_candidate(loader->reports[i], path, id)) {
@@ -62,15 +62,15 @@ hk__report_t *hk__loader_report_find(hk_loader_t *loader, const char *path,
             break;
         }
     }
-    hk__unlock(loader);
+    hk__loader_unlock(loader);
     return found;
 }
 
 void hk__loader_set_error(hk_loader_t *loader, const char *line)
 {
-    hk__lock(loader);
+    hk__loader_lock(loader);
     loader->last_error = line;
-    hk__unlock(loader);
+    hk__loader_unlock(loader);
 }
 
 /* A line kept for the loader's lifetime (hk__loader_keep_error). */
@@ -81,7 +81,7 @@ struct hk__kept {
 
 const char *hk__loader_keep_error(hk_loader_t *loader, const char *line, const char *fallback)
 {
-    hk__lock(loader);
+    hk__loader_lock(loader);
     struct hk__kept *k = loader->kept;
     while (k && strcmp(k->line, line) != 0)
         k = k->next;
@@ -96,7 +96,7 @@ const char *hk__loader_keep_error(hk_loader_t *loader, const char *line, const c
     }
     const char *kept = k ? k->line : fallback;
     loader->last_error = kept;
-    hk__unlock(loader);
+    hk__loader_unlock(loader);
     return kept;
 }
 
@@ -148,12 +148,12 @@ hk__report_t *hk__loader_report_add(hk_loader_t *loader, const char *path,
     else
         snprintf(r->line, n, "%s: %s: %s", path, stage_name, reason);
 
-    hk__lock(loader);
+    hk__loader_lock(loader);
     if (loader->nreports == loader->capreports) {
         size_t cap = loader->capreports ? 2 * loader->capreports : 16;
         hk__report_t **grown = realloc(loader->reports, cap * sizeof(*grown));
         if (!grown) {
-            hk__unlock(loader);
+            hk__loader_unlock(loader);
             goto oom;
         }
         loader->reports = grown;
@@ -162,7 +162,7 @@ hk__report_t *hk__loader_report_add(hk_loader_t *loader, const char *path,
     loader->reports[loader->nreports++] = r;
     if (stage != HK_STAGE_LOADED)
         loader->last_error = r->line;
-    hk__unlock(loader);
+    hk__loader_unlock(loader);
 
     if (hk__tracing(HK__TRACE_DECISIONS))
         hk__trace_report(r);
@@ -185,7 +185,7 @@ oom:
 hk_status_t hk__loader_plugin_add(hk_loader_t *loader, hk_plugin_t *plugin)
 {
     hk_status_t st = HK_STATUS_OK;
-    hk__lock(loader);
+    hk__loader_lock(loader);
     if (loader->nplugins == loader->capplugins) {
         size_t cap = loader->capplugins ? 2 * loader->capplugins : 8;
         hk_plugin_t **grown = realloc(loader->plugins, cap * sizeof(*grown));
@@ -198,7 +198,7 @@ hk_status_t hk__loader_plugin_add(hk_loader_t *loader, hk_plugin_t *plugin)
     }
     loader->plugins[loader->nplugins++] = plugin;
 out:
-    hk__unlock(loader);
+    hk__loader_unlock(loader);
     return st;
 }
 
@@ -206,9 +206,9 @@ size_t hk_loader_report_count(const hk_loader_t *loader)
 {
     if (!loader)
         return 0;
-    hk__lock(loader);
+    hk__loader_lock(loader);
     size_t n = loader->nreports;
-    hk__unlock(loader);
+    hk__loader_unlock(loader);
     return n;
 }
 
@@ -217,10 +217,10 @@ const hk_load_report_t *hk_loader_report(const hk_loader_t *loader, size_t index
     const hk_load_report_t *r = NULL;
     if (!loader)
         return NULL;
-    hk__lock(loader);
+    hk__loader_lock(loader);
     if (index < loader->nreports)
         r = &loader->reports[index]->pub;
-    hk__unlock(loader);
+    hk__loader_unlock(loader);
     return r;
 }
 
@@ -228,9 +228,9 @@ size_t hk_loader_plugin_count(const hk_loader_t *loader)
 {
     if (!loader)
         return 0;
-    hk__lock(loader);
+    hk__loader_lock(loader);
     size_t n = loader->nplugins;
-    hk__unlock(loader);
+    hk__loader_unlock(loader);
     return n;
 }
 
@@ -239,10 +239,10 @@ hk_plugin_t *hk_loader_plugin(const hk_loader_t *loader, size_t index)
     hk_plugin_t *p = NULL;
     if (!loader)
         return NULL;
-    hk__lock(loader);
+    hk__loader_lock(loader);
     if (index < loader->nplugins)
         p = loader->plugins[index];
-    hk__unlock(loader);
+    hk__loader_unlock(loader);
     return p;
 }
 
@@ -252,7 +252,7 @@ hk_plugin_t *hk_loader_find(const hk_loader_t *loader, const char *name)
     size_t same = 0;
     if (!loader || !name)
         return NULL;
-    hk__lock(loader);
+    hk__loader_lock(loader);
     for (size_t i = 0; i < loader->nplugins; i++) {
         if (strcmp(loader->plugins[i]->name, name) == 0) {
             same++;
@@ -260,7 +260,7 @@ hk_plugin_t *hk_loader_find(const hk_loader_t *loader, const char *name)
                 p = loader->plugins[i];
         }
     }
-    hk__unlock(loader);
+    hk__loader_unlock(loader);
     if (p)
         HK__TRACE(HK__TRACE_DECISIONS, "find", "\"%s\": %s %s (%s), the first loaded of %zu "
                   "plugin%s of that name (hk_loader_find takes no version into account)", name,
@@ -274,9 +274,9 @@ const char *hk_loader_last_error(const hk_loader_t *loader)
 {
     if (!loader)
         return "no loader";
-    hk__lock(loader);
+    hk__loader_lock(loader);
     const char *e = loader->last_error;
-    hk__unlock(loader);
+    hk__loader_unlock(loader);
     return e;
 }
 
