@@ -21,8 +21,8 @@
 
 #include "hkc_internal.h"
 
-hk__cu_t hk__cu;
-pthread_mutex_t hk__lock = PTHREAD_MUTEX_INITIALIZER;
+hkc_cu_t hkc_cu;
+pthread_mutex_t hkc_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The fatbin, embedded by site_scons/hk_embed.S (hidden symbols). */
 extern const unsigned char hk__cuda_fatbin[];
@@ -40,7 +40,7 @@ static const char *const kernel_names[HK__K_COUNT] = {
     [HK__K_DNRM2_ALIGNED] = "hk_dnrm2_aligned_kernel",
 };
 
-/* All under hk__lock. kernels[] is set before any handle that uses it is
+/* All under hkc_lock. kernels[] is set before any handle that uses it is
  * published, and stays while a handle holds a reference. The last release
  * takes the library out (library NULL) before it unloads it, so a create
  * meanwhile loads a library of its own. */
@@ -49,10 +49,10 @@ static hk_kit_kernel_t *kernels[HK__K_COUNT];
 static unsigned long refs;
 static int entries_taken;
 
-hk_status_t hk__driver_take(void)
+hk_status_t hkc_driver_take(void)
 {
     static const hk_kit_entry_t entries[] = {
-#define HK__CU_ENTRY(name, ver) {#name, ver, (void **)&hk__cu.name},
+#define HK__CU_ENTRY(name, ver) {#name, ver, (void **)&hkc_cu.name},
         HK__CU_ENTRY_POINTS(HK__CU_ENTRY)
 #undef HK__CU_ENTRY
     };
@@ -73,7 +73,7 @@ static void give_back_library(hk_kit_library_t *lib)
         hk_kit_fail(NULL, HK_STATUS_OK, "%s", first);
 }
 
-hk_status_t hk__kernels_acquire(void)
+hk_status_t hkc_kernels_acquire(void)
 {
     if (refs > 0 || library) { /* a library the driver would not unload is used again */
         refs++;
@@ -97,18 +97,18 @@ hk_status_t hk__kernels_acquire(void)
     return HK_STATUS_OK;
 }
 
-hk_status_t hk__kernels_release(void)
+hk_status_t hkc_kernels_release(void)
 {
     hk_kit_library_t *lib = NULL;
     hk_kit_kernel_t *ks[HK__K_COUNT];
-    pthread_mutex_lock(&hk__lock);
+    pthread_mutex_lock(&hkc_lock);
     if (refs > 0 && --refs == 0) {
         lib = hk_kit_forked() ? NULL : library; /* a fork child has no driver to unload from */
         memcpy(ks, kernels, sizeof ks);
         memset(kernels, 0, sizeof kernels);
         library = NULL;
     }
-    pthread_mutex_unlock(&hk__lock);
+    pthread_mutex_unlock(&hkc_lock);
     if (!lib)
         return HK_STATUS_OK;
     /* No lock held: the driver waits here for the library's running kernels. */
@@ -118,16 +118,16 @@ hk_status_t hk__kernels_release(void)
     /* Refused (twice): kept for the next handle rather than lost, unless a
      * create loaded another one meanwhile; then the kit gives this one back
      * when the module is closed (hkk_driver.c). */
-    pthread_mutex_lock(&hk__lock);
+    pthread_mutex_lock(&hkc_lock);
     if (!library) {
         library = lib;
         memcpy(kernels, ks, sizeof kernels);
     }
-    pthread_mutex_unlock(&hk__lock);
+    pthread_mutex_unlock(&hkc_lock);
     return st;
 }
 
-hk_status_t hk__kernels_functions(hk_handle_t *h, unsigned long long ctx_id,
+hk_status_t hkc_kernels_functions(hk_handle_t *h, unsigned long long ctx_id,
                                   CUfunction out[HK__K_COUNT])
 {
     for (int k = 0; k < HK__K_COUNT; k++) {
@@ -161,7 +161,7 @@ static unsigned long long per_thread_key(void)
  * stream, else asked here), the thread's token for the per-thread stream, or
  * HK__WS_LEGACY (the NULL stream is the legacy stream with the entry points
  * taken here). */
-static hk_status_t stream_key(hk__call_t *c, unsigned long long *key)
+static hk_status_t stream_key(hkc_call_t *c, unsigned long long *key)
 {
     if (c->stream_id) {
         *key = c->stream_id;
@@ -175,11 +175,11 @@ static hk_status_t stream_key(hk__call_t *c, unsigned long long *key)
         *key = per_thread_key();
         return HK_STATUS_OK;
     }
-    CUresult r = hk__cu.cuStreamGetId(c->stream, key);
+    CUresult r = hkc_cu.cuStreamGetId(c->stream, key);
     if (r == CUDA_SUCCESS && (*key & HK__WS_THREAD_BIT))
-        return hk__fail(c->h, HK_STATUS_INTERNAL,
+        return hkc_fail(c->h, HK_STATUS_INTERNAL,
                         "cuStreamGetId gave %#llx, an ID with the top bit set", *key);
-    return r == CUDA_SUCCESS ? HK_STATUS_OK : hk__fail_cu(c->h, r, "cuStreamGetId");
+    return r == CUDA_SUCCESS ? HK_STATUS_OK : hkc_fail_cu(c->h, r, "cuStreamGetId");
 }
 
 static unsigned ws_hash(unsigned long long key, unsigned mask)
@@ -187,18 +187,18 @@ static unsigned ws_hash(unsigned long long key, unsigned mask)
     return (unsigned)((key * 0x9e3779b97f4a7c15ull) >> 32) & mask;
 }
 
-static hk__ws_t *ws_find(const hk__ws_map_t *m, unsigned long long key)
+static hkc_ws_t *ws_find(const hkc_ws_map_t *m, unsigned long long key)
 {
     if (!m)
         return NULL;
     for (unsigned i = ws_hash(key, m->mask);; i = (i + 1) & m->mask) {
-        hk__ws_t *e = atomic_load_explicit(&m->slot[i], memory_order_acquire);
+        hkc_ws_t *e = atomic_load_explicit(&m->slot[i], memory_order_acquire);
         if (!e || e->key == key)
             return e; /* a table is never more than half full: an empty slot comes */
     }
 }
 
-static void ws_place(hk__ws_map_t *m, hk__ws_t *e)
+static void ws_place(hkc_ws_map_t *m, hkc_ws_t *e)
 {
     unsigned i = ws_hash(e->key, m->mask);
     while (atomic_load_explicit(&m->slot[i], memory_order_relaxed))
@@ -208,19 +208,19 @@ static void ws_place(hk__ws_map_t *m, hk__ws_t *e)
 }
 
 /* Adds e to the arm's table, replacing the table by one twice as large when
- * it would be more than half full. Caller holds hk__lock. */
-static int ws_insert(hk__arm_t *a, hk__ws_t *e)
+ * it would be more than half full. Caller holds hkc_lock. */
+static int ws_insert(hkc_arm_t *a, hkc_ws_t *e)
 {
-    hk__ws_map_t *m = atomic_load_explicit(&a->ws, memory_order_relaxed);
+    hkc_ws_map_t *m = atomic_load_explicit(&a->ws, memory_order_relaxed);
     if (!m || 2 * (m->count + 1) > m->mask + 1) {
         unsigned cap = m ? 2 * (m->mask + 1) : 16;
-        hk__ws_map_t *n = calloc(1, sizeof *n + cap * sizeof n->slot[0]);
+        hkc_ws_map_t *n = calloc(1, sizeof *n + cap * sizeof n->slot[0]);
         if (!n)
             return -1;
         n->mask = cap - 1;
         n->older = m;
         for (unsigned i = 0; m && i <= m->mask; i++) {
-            hk__ws_t *old = atomic_load_explicit(&m->slot[i], memory_order_relaxed);
+            hkc_ws_t *old = atomic_load_explicit(&m->slot[i], memory_order_relaxed);
             if (old)
                 ws_place(n, old);
         }
@@ -233,15 +233,15 @@ static int ws_insert(hk__arm_t *a, hk__ws_t *e)
 
 /* Clears the counter in stream order. During capture the memset becomes part
  * of the graph and has not run, so the workspace is not marked cleared. */
-static hk_status_t ws_clear(hk__call_t *c, hk__ws_t *e)
+static hk_status_t ws_clear(hkc_call_t *c, hkc_ws_t *e)
 {
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    CUresult r = hk__cu.cuStreamIsCapturing(c->stream, &cs);
+    CUresult r = hkc_cu.cuStreamIsCapturing(c->stream, &cs);
     if (r == CUDA_SUCCESS)
-        r = hk__cu.cuMemsetD8Async(e->base + HK__WS_COUNTER, 0, HK__WS_RESULT - HK__WS_COUNTER,
+        r = hkc_cu.cuMemsetD8Async(e->base + HK__WS_COUNTER, 0, HK__WS_RESULT - HK__WS_COUNTER,
                                    c->stream);
     if (r != CUDA_SUCCESS)
-        return hk__fail_cu(c->h, r, "clearing a reduction workspace");
+        return hkc_fail_cu(c->h, r, "clearing a reduction workspace");
     if (cs == CU_STREAM_CAPTURE_STATUS_NONE)
         atomic_store_explicit(&e->cleared, 1, memory_order_release);
     return HK_STATUS_OK;
@@ -253,13 +253,13 @@ static hk_status_t ws_clear(hk__call_t *c, hk__ws_t *e)
 static CUresult relaxed_alloc(CUdeviceptr *p, size_t bytes)
 {
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    CUresult r = hk__cu.cuThreadExchangeStreamCaptureMode(&mode);
+    CUresult r = hkc_cu.cuThreadExchangeStreamCaptureMode(&mode);
     if (r != CUDA_SUCCESS)
         return r;
-    r = hk__cu.cuMemAlloc(p, bytes);
-    CUresult back = hk__cu.cuThreadExchangeStreamCaptureMode(&mode);
+    r = hkc_cu.cuMemAlloc(p, bytes);
+    CUresult back = hkc_cu.cuThreadExchangeStreamCaptureMode(&mode);
     if (r == CUDA_SUCCESS && back != CUDA_SUCCESS) {
-        hk__cu.cuMemFree(*p);
+        hkc_cu.cuMemFree(*p);
         r = back;
     }
     return r;
@@ -268,19 +268,19 @@ static CUresult relaxed_alloc(CUdeviceptr *p, size_t bytes)
 static CUresult relaxed_free(CUdeviceptr p)
 {
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    CUresult r = hk__cu.cuThreadExchangeStreamCaptureMode(&mode);
+    CUresult r = hkc_cu.cuThreadExchangeStreamCaptureMode(&mode);
     if (r != CUDA_SUCCESS)
         return r;
-    r = hk__cu.cuMemFree(p);
-    CUresult back = hk__cu.cuThreadExchangeStreamCaptureMode(&mode);
+    r = hkc_cu.cuMemFree(p);
+    CUresult back = hkc_cu.cuThreadExchangeStreamCaptureMode(&mode);
     return r != CUDA_SUCCESS ? r : back;
 }
 
-/* A new slab of workspaces, first in the arm's list. Caller holds hk__lock or
+/* A new slab of workspaces, first in the arm's list. Caller holds hkc_lock or
  * owns the arm alone; the arm's context is current. */
-static CUresult slab_add(hk__arm_t *a)
+static CUresult slab_add(hkc_arm_t *a)
 {
-    hk__slab_t *s = calloc(1, sizeof *s);
+    hkc_slab_t *s = calloc(1, sizeof *s);
     if (!s)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = relaxed_alloc(&s->base, (size_t)HK__WS_PER_SLAB * HK__WS_BYTES);
@@ -293,44 +293,44 @@ static CUresult slab_add(hk__arm_t *a)
     return CUDA_SUCCESS;
 }
 
-hk_status_t hk__ws_reserve(hk__arm_t *a, hk_handle_t *err_to)
+hk_status_t hkc_ws_reserve(hkc_arm_t *a, hk_handle_t *err_to)
 {
     CUresult r = slab_add(a);
     return r == CUDA_SUCCESS ? HK_STATUS_OK
-                             : hk__fail_cu(err_to, r, "cuMemAlloc of the reduction workspaces");
+                             : hkc_fail_cu(err_to, r, "cuMemAlloc of the reduction workspaces");
 }
 
-/* Slow path: the first reduction on this stream in this arm. Under hk__lock,
+/* Slow path: the first reduction on this stream in this arm. Under hkc_lock,
  * so two threads on one stream make one workspace; the entry is published
  * only after its clear is enqueued, so any kernel enqueued by a thread that
  * finds it comes after the clear on that stream. The memory comes from the
  * arm's slab (made with the arm: no allocation for its first streams, so no
  * allocation during a capture either); a full slab gets a new one. */
-static hk_status_t ws_make(hk__call_t *c, unsigned long long key, hk__ws_t **out)
+static hk_status_t ws_make(hkc_call_t *c, unsigned long long key, hkc_ws_t **out)
 {
     hk_status_t st = HK_STATUS_OK;
-    hk__arm_t *a = c->arm;
-    pthread_mutex_lock(&hk__lock);
-    hk__ws_t *e = ws_find(atomic_load_explicit(&a->ws, memory_order_acquire), key);
+    hkc_arm_t *a = c->arm;
+    pthread_mutex_lock(&hkc_lock);
+    hkc_ws_t *e = ws_find(atomic_load_explicit(&a->ws, memory_order_acquire), key);
     if (e)
         goto out;
     e = calloc(1, sizeof *e);
     if (!e) {
-        st = hk__fail(c->h, HK_STATUS_OUT_OF_MEMORY, "no memory for a reduction workspace");
+        st = hkc_fail(c->h, HK_STATUS_OUT_OF_MEMORY, "no memory for a reduction workspace");
         goto out;
     }
     e->key = key;
     if (!a->slabs || a->slabs->used == HK__WS_PER_SLAB) {
         CUresult r = slab_add(a);
         if (r != CUDA_SUCCESS) {
-            st = hk__fail_cu(c->h, r, "cuMemAlloc of more reduction workspaces");
+            st = hkc_fail_cu(c->h, r, "cuMemAlloc of more reduction workspaces");
             goto fail;
         }
     }
     e->base = a->slabs->base + (CUdeviceptr)a->slabs->used * HK__WS_BYTES;
     st = ws_clear(c, e);
     if (st == HK_STATUS_OK && ws_insert(a, e) != 0)
-        st = hk__fail(c->h, HK_STATUS_OUT_OF_MEMORY, "no memory for the workspace table");
+        st = hkc_fail(c->h, HK_STATUS_OUT_OF_MEMORY, "no memory for the workspace table");
     if (st == HK_STATUS_OK) {
         a->slabs->used++;
         goto out;
@@ -341,18 +341,18 @@ fail:
     free(e);
     e = NULL;
 out:
-    pthread_mutex_unlock(&hk__lock);
+    pthread_mutex_unlock(&hkc_lock);
     *out = e;
     return st;
 }
 
-hk_status_t hk__ws_get(hk__call_t *c, hk__ws_t **out)
+hk_status_t hkc_ws_get(hkc_call_t *c, hkc_ws_t **out)
 {
     unsigned long long key;
     hk_status_t st = stream_key(c, &key);
     if (st != HK_STATUS_OK)
         return st;
-    hk__ws_t *e = ws_find(atomic_load_explicit(&c->arm->ws, memory_order_acquire), key);
+    hkc_ws_t *e = ws_find(atomic_load_explicit(&c->arm->ws, memory_order_acquire), key);
     if (!e)
         return ws_make(c, key, out);
     *out = e;
@@ -361,10 +361,10 @@ hk_status_t hk__ws_get(hk__call_t *c, hk__ws_t **out)
     return HK_STATUS_OK;
 }
 
-CUresult hk__ws_free(hk__arm_t *a)
+CUresult hkc_ws_free(hkc_arm_t *a)
 {
     CUresult first = CUDA_SUCCESS;
-    for (hk__slab_t *s = a ? a->slabs : NULL; s; s = s->next) {
+    for (hkc_slab_t *s = a ? a->slabs : NULL; s; s = s->next) {
         if (!s->base)
             continue;
         CUresult r = relaxed_free(s->base);
@@ -378,20 +378,20 @@ CUresult hk__ws_free(hk__arm_t *a)
     return first;
 }
 
-void hk__arm_free(hk__arm_t *a)
+void hkc_arm_free(hkc_arm_t *a)
 {
     if (!a)
         return;
-    hk__ws_map_t *m = atomic_load(&a->ws);
+    hkc_ws_map_t *m = atomic_load(&a->ws);
     for (unsigned i = 0; m && i <= m->mask; i++)
         free(atomic_load_explicit(&m->slot[i], memory_order_relaxed));
     while (m) {
-        hk__ws_map_t *older = m->older;
+        hkc_ws_map_t *older = m->older;
         free(m);
         m = older;
     }
     while (a->slabs) {
-        hk__slab_t *next = a->slabs->next;
+        hkc_slab_t *next = a->slabs->next;
         free(a->slabs);
         a->slabs = next;
     }
