@@ -300,7 +300,7 @@ void hkv_register_ops(void)
     hkv_ops_init();
     for (int op = 0; op < HKV_NOPS; op++) {
         if (hkv_ops[op].kind == HKV_OTHER) {
-            snprintf(name, sizeof name, "ops.%s", hkv_ops[op].name);
+            snprintf(name, sizeof name, "blas1.%s", hkv_ops[op].name);
             hkv_add(name, check_unruled, HKV_NEED_PLUGIN, op, 0, 0);
             continue;
         }
