@@ -288,6 +288,16 @@ typedef struct hk_vtable {
                                    size_t *needed);
 } hk_vtable_t;
 
+/* Named tables (hk_blas1.h, hk_memory.h, hk_kernels.h, hk_cuda.h): each
+ * table header lists its slots once, in table order, as
+ *   X(name, minor, (parameters), (arguments after the handle))
+ * where minor is the ABI minor that added the slot. The table's struct is
+ * made from that list (HK_TABLE_SLOT below), and so can be whatever else
+ * must follow the table: a host's forwarders, its sizes per ABI minor, its
+ * completeness checks. A slot is added at the end of its list, tagged with
+ * the minor that adds it. Every table slot returns hk_status_t. */
+#define HK_TABLE_SLOT(name, minor, params, args) hk_status_t(*name) params;
+
 /* Size of an ABI 1.0 vtable: everything before the 1.1 slots. */
 #define HK_VTABLE_SIZE_1_0 offsetof(hk_vtable_t, handle_info)
 /* Size of an ABI 1.1 vtable: everything before the 1.2 slots. */

@@ -2,7 +2,7 @@
  *
  * Every slot follows the rules below, in every plugin and every ABI minor
  * (docs/abi.md, "hk.blas1/1: argument rules"). All slots of this table are
- * ABI 1.0 slots.
+ * ABI 1.0 slots; HK_BLAS1_V1_SLOTS below lists them.
  *
  * Memory: x, y, alpha and result are memory of the handle's device as the
  * pointer mode says (host memory for a CPU plugin, HK_PLUGIN_MEMORY_HOST);
@@ -72,31 +72,39 @@ extern "C" {
 
 #define HK_TABLE_BLAS1_V1 "hk.blas1/1"
 
+/* The slots of hk.blas1/1, one X(...) each (see HK_TABLE_SLOT in hk_abi.h);
+ * all are ABI 1.0 slots. */
+#define HK_BLAS1_V1_SLOTS(X)                                                                       \
+    /* y := alpha * x + y. Destination y: incy 0 → HK_STATUS_INVALID_VALUE. */                     \
+    X(saxpy, 0, (hk_handle_t *h, int64_t n, const float *alpha, const float *x, int64_t incx,      \
+                 float *y, int64_t incy), (n, alpha, x, incx, y, incy))                            \
+    X(daxpy, 0, (hk_handle_t *h, int64_t n, const double *alpha, const double *x,                  \
+                 int64_t incx, double *y, int64_t incy), (n, alpha, x, incx, y, incy))             \
+    /* x := alpha * x. n <= 0 or incx <= 0: nothing to do (HK_STATUS_OK). */                       \
+    X(sscal, 0, (hk_handle_t *h, int64_t n, const float *alpha, float *x, int64_t incx),           \
+      (n, alpha, x, incx))                                                                         \
+    X(dscal, 0, (hk_handle_t *h, int64_t n, const double *alpha, double *x, int64_t incx),         \
+      (n, alpha, x, incx))                                                                         \
+    /* y := x. Destination y: incy 0 → HK_STATUS_INVALID_VALUE. */                                 \
+    X(scopy, 0, (hk_handle_t *h, int64_t n, const float *x, int64_t incx, float *y,                \
+                 int64_t incy), (n, x, incx, y, incy))                                             \
+    X(dcopy, 0, (hk_handle_t *h, int64_t n, const double *x, int64_t incx, double *y,              \
+                 int64_t incy), (n, x, incx, y, incy))                                             \
+    /* *result := sum x[i] * y[i]. n <= 0: *result := 0 when result is not NULL. */                \
+    X(sdot, 0, (hk_handle_t *h, int64_t n, const float *x, int64_t incx, const float *y,           \
+                int64_t incy, float *result), (n, x, incx, y, incy, result))                       \
+    X(ddot, 0, (hk_handle_t *h, int64_t n, const double *x, int64_t incx, const double *y,         \
+                int64_t incy, double *result), (n, x, incx, y, incy, result))                      \
+    /* *result := sqrt(sum x[i]^2), without undue overflow or underflow.                           \
+     * n <= 0 or incx <= 0: *result := 0 when result is not NULL. */                               \
+    X(snrm2, 0, (hk_handle_t *h, int64_t n, const float *x, int64_t incx, float *result),          \
+      (n, x, incx, result))                                                                        \
+    X(dnrm2, 0, (hk_handle_t *h, int64_t n, const double *x, int64_t incx, double *result),        \
+      (n, x, incx, result))
+
 typedef struct hk_blas1_v1 {
     size_t size; /* sizeof(hk_blas1_v1_t) as the plugin was built */
-
-    /* y := alpha * x + y. Destination y: incy 0 → HK_STATUS_INVALID_VALUE. */
-    hk_status_t (*saxpy)(hk_handle_t *h, int64_t n, const float *alpha,
-                         const float *x, int64_t incx, float *y, int64_t incy);
-    hk_status_t (*daxpy)(hk_handle_t *h, int64_t n, const double *alpha,
-                         const double *x, int64_t incx, double *y, int64_t incy);
-    /* x := alpha * x. n <= 0 or incx <= 0: nothing to do (HK_STATUS_OK). */
-    hk_status_t (*sscal)(hk_handle_t *h, int64_t n, const float *alpha, float *x, int64_t incx);
-    hk_status_t (*dscal)(hk_handle_t *h, int64_t n, const double *alpha, double *x, int64_t incx);
-    /* y := x. Destination y: incy 0 → HK_STATUS_INVALID_VALUE. */
-    hk_status_t (*scopy)(hk_handle_t *h, int64_t n, const float *x, int64_t incx,
-                         float *y, int64_t incy);
-    hk_status_t (*dcopy)(hk_handle_t *h, int64_t n, const double *x, int64_t incx,
-                         double *y, int64_t incy);
-    /* *result := sum x[i] * y[i]. n <= 0: *result := 0 when result is not NULL. */
-    hk_status_t (*sdot)(hk_handle_t *h, int64_t n, const float *x, int64_t incx,
-                        const float *y, int64_t incy, float *result);
-    hk_status_t (*ddot)(hk_handle_t *h, int64_t n, const double *x, int64_t incx,
-                        const double *y, int64_t incy, double *result);
-    /* *result := sqrt(sum x[i]^2), without undue overflow or underflow.
-     * n <= 0 or incx <= 0: *result := 0 when result is not NULL. */
-    hk_status_t (*snrm2)(hk_handle_t *h, int64_t n, const float *x, int64_t incx, float *result);
-    hk_status_t (*dnrm2)(hk_handle_t *h, int64_t n, const double *x, int64_t incx, double *result);
+    HK_BLAS1_V1_SLOTS(HK_TABLE_SLOT)
 } hk_blas1_v1_t;
 
 #ifdef __cplusplus

@@ -35,17 +35,19 @@ extern "C" {
 
 #define HK_TABLE_CUDA_V1 "hk.cuda/1"
 
+/* The slots of hk.cuda/1, one X(...) each (see HK_TABLE_SLOT in hk_abi.h);
+ * all are ABI 1.2 slots, the table's own minor. */
+#define HK_CUDA_V1_SLOTS(X)                                                                        \
+    /* Writes the handle's CUcontext to *context. */                                               \
+    X(get_context, 2, (hk_handle_t *h, void **context), (context))                                 \
+    /* Writes the handle's CUdevice to *device and its ordinal to *ordinal. */                     \
+    X(get_device, 2, (hk_handle_t *h, int *device, int *ordinal), (device, ordinal))               \
+    /* Writes the handle's CUstream to *stream (NULL: the default stream). */                      \
+    X(get_stream, 2, (hk_handle_t *h, void **stream), (stream))
+
 typedef struct hk_cuda_v1 {
     size_t size; /* sizeof(hk_cuda_v1_t) as the plugin was built */
-
-    /* Writes the handle's CUcontext to *context. */
-    hk_status_t (*get_context)(hk_handle_t *h, void **context);
-
-    /* Writes the handle's CUdevice to *device and its ordinal to *ordinal. */
-    hk_status_t (*get_device)(hk_handle_t *h, int *device, int *ordinal);
-
-    /* Writes the handle's CUstream to *stream (NULL: the default stream). */
-    hk_status_t (*get_stream)(hk_handle_t *h, void **stream);
+    HK_CUDA_V1_SLOTS(HK_TABLE_SLOT)
 } hk_cuda_v1_t;
 
 #ifdef __cplusplus

@@ -54,90 +54,92 @@ typedef struct hk_kernel_attributes {
     int32_t binary_version;           /* binary's architecture, major * 10 + minor */
 } hk_kernel_attributes_t;
 
+/* The slots of hk.kernels/1, one X(...) each (see HK_TABLE_SLOT in hk_abi.h);
+ * all are ABI 1.2 slots, the table's own minor. */
+#define HK_KERNELS_V1_SLOTS(X)                                                                     \
+    /* [thread-safe] Loads image once for the process (cuLibraryLoadData:                          \
+     * context-independent) and gives the caller *out, which it owns and                           \
+     * gives back with unload. image is a fatbin, a cubin (64-bit ELF) or PTX                      \
+     * text; size is its length in bytes, and PTX text must contain its                            \
+     * terminating NUL within size. The image is copied: the caller may free                       \
+     * it once load returns. The library is loaded into the handle's context                       \
+     * at once, so that a PTX image is compiled (JIT) here and not at a later                      \
+     * launch.                                                                                     \
+     * Statuses: image or out NULL → HK_STATUS_NULL_POINTER; size 0, an image                      \
+     * that is none of the three kinds, a fatbin or cubin whose headers claim                      \
+     * more than size bytes, PTX without its NUL within size →                                     \
+     * HK_STATUS_INVALID_VALUE naming what is wrong; an image the driver                           \
+     * cannot build (a PTX syntax error, an invalid image) →                                       \
+     * HK_STATUS_INVALID_VALUE, and the reason names the driver's error and                        \
+     * the first line of the JIT compiler's error log; an image without code                       \
+     * for the handle's device → HK_STATUS_NOT_SUPPORTED; other driver                             \
+     * failures → their status (OUT_OF_MEMORY, CUDA_ERROR...). *out is NULL                        \
+     * on every failure. */                                                                        \
+    X(load, 2, (hk_handle_t *h, const void *image, size_t size, hk_library_t **out),               \
+      (image, size, out))                                                                          \
+    /* [thread-safe] Unloads lib; its kernels go with it. Refused with                             \
+     * HK_STATUS_BUSY, the library left loaded, while another thread is                            \
+     * inside launch with one of its kernels, or while a handle other than h                       \
+     * that launched one of its kernels is not destroyed yet (that handle's                        \
+     * work may still be queued). h's own launches do not hold it back; the                        \
+     * driver waits for them to finish, and unload never waits while holding                       \
+     * a lock that another call of the plugin needs. lib NULL →                                    \
+     * HK_STATUS_NULL_POINTER; not a live library (unloaded already, foreign)                      \
+     * → HK_STATUS_INVALID_VALUE. A driver failure → its status, and the                           \
+     * library stays loaded and usable. Graphs that captured its kernels                           \
+     * cannot run after it is unloaded. */                                                         \
+    X(unload, 2, (hk_handle_t *h, hk_library_t *lib), (lib))                                       \
+    /* [thread-safe] Finds the kernel called name (its mangled name for C++                        \
+     * kernels not declared extern "C") in lib. *out is owned by lib (valid                        \
+     * until lib is unloaded); asking twice for one name gives the same                            \
+     * kernel. No such kernel → HK_STATUS_NOT_FOUND naming it, *out NULL.                          \
+     * lib, name or out NULL → HK_STATUS_NULL_POINTER; lib not live →                              \
+     * HK_STATUS_INVALID_VALUE. Makes no context current. */                                       \
+    X(get_kernel, 2, (hk_handle_t *h, hk_library_t *lib, const char *name, hk_kernel_t **out),     \
+      (lib, name, out))                                                                            \
+    /* [handle-safe] Writes kernel's attributes on the handle's device to                          \
+     * *attrs (see hk_kernel_attributes_t for the size rule). kernel or attrs                      \
+     * NULL → HK_STATUS_NULL_POINTER; kernel not live →                                            \
+     * HK_STATUS_INVALID_VALUE. Runs in the handle's context. */                                   \
+    X(get_attributes, 2, (hk_handle_t *h, hk_kernel_t *kernel, hk_kernel_attributes_t *attrs),     \
+      (kernel, attrs))                                                                             \
+    /* [handle-safe] Launches kernel on the handle's stream in the handle's                        \
+     * context, with a grid of grid_x * grid_y * grid_z blocks of                                  \
+     * block_x * block_y * block_z threads, shared_bytes of dynamic shared                         \
+     * memory, and args as cuLaunchKernel takes them: args[i] points to the                        \
+     * value of the kernel's i-th parameter (args may be NULL only for a                           \
+     * kernel without parameters). The values are read before launch                               \
+     * returns. Right on every device and context the library is used in                           \
+     * (the kernel's function is taken per context incarnation). It neither                        \
+     * synchronises nor allocates, so it can be captured into a CUDA graph;                        \
+     * the kernel runs asynchronously, a fault in it shows at a later                              \
+     * synchronising call.                                                                         \
+     * Statuses: kernel NULL → HK_STATUS_NULL_POINTER; not live, or its                            \
+     * library being unloaded → HK_STATUS_INVALID_VALUE; a dimension of 0, a                       \
+     * block of more than 1024 threads, block_x or block_y above 1024,                             \
+     * block_z above 64, grid_y or grid_z above 65535, grid_x above                                \
+     * 2^31 - 1 → HK_STATUS_INVALID_VALUE naming it, checked before any                            \
+     * driver call; a configuration the driver refuses (more threads than                          \
+     * this kernel's max_threads_per_block, too much shared memory) →                              \
+     * HK_STATUS_INVALID_VALUE with the driver's error; other launch failures                      \
+     * → HK_STATUS_LAUNCH_FAILED (or CONTEXT_DESTROYED, CONTEXT_RESET,                             \
+     * FORKED from the context guard). */                                                          \
+    X(launch, 2, (hk_handle_t *h, hk_kernel_t *kernel, uint32_t grid_x, uint32_t grid_y,           \
+                  uint32_t grid_z, uint32_t block_x, uint32_t block_y, uint32_t block_z,           \
+                  uint32_t shared_bytes, void **args),                                             \
+      (kernel, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes, args))             \
+    /* [handle-safe] Writes to *function the kernel's CUfunction in the                            \
+     * handle's context, for code that launches it itself                                          \
+     * (cuLaunchKernel, cuLaunchKernelEx, occupancy queries). Not owned by the                     \
+     * caller; valid in that context until the library is unloaded or the                          \
+     * context is reset or destroyed. kernel or function NULL →                                    \
+     * HK_STATUS_NULL_POINTER; kernel not live → HK_STATUS_INVALID_VALUE. */                       \
+    X(get_function, 2, (hk_handle_t *h, hk_kernel_t *kernel, void **function),                     \
+      (kernel, function))
+
 typedef struct hk_kernels_v1 {
     size_t size; /* sizeof(hk_kernels_v1_t) as the plugin was built */
-
-    /* [thread-safe] Loads image once for the process (cuLibraryLoadData:
-     * context-independent) and gives the caller *out, which it owns and
-     * gives back with unload. image is a fatbin, a cubin (64-bit ELF) or PTX
-     * text; size is its length in bytes, and PTX text must contain its
-     * terminating NUL within size. The image is copied: the caller may free
-     * it once load returns. The library is loaded into the handle's context
-     * at once, so that a PTX image is compiled (JIT) here and not at a later
-     * launch.
-     * Statuses: image or out NULL → HK_STATUS_NULL_POINTER; size 0, an image
-     * that is none of the three kinds, a fatbin or cubin whose headers claim
-     * more than size bytes, PTX without its NUL within size →
-     * HK_STATUS_INVALID_VALUE naming what is wrong; an image the driver
-     * cannot build (a PTX syntax error, an invalid image) →
-     * HK_STATUS_INVALID_VALUE, and the reason names the driver's error and
-     * the first line of the JIT compiler's error log; an image without code
-     * for the handle's device → HK_STATUS_NOT_SUPPORTED; other driver
-     * failures → their status (OUT_OF_MEMORY, CUDA_ERROR...). *out is NULL
-     * on every failure. */
-    hk_status_t (*load)(hk_handle_t *h, const void *image, size_t size, hk_library_t **out);
-
-    /* [thread-safe] Unloads lib; its kernels go with it. Refused with
-     * HK_STATUS_BUSY, the library left loaded, while another thread is
-     * inside launch with one of its kernels, or while a handle other than h
-     * that launched one of its kernels is not destroyed yet (that handle's
-     * work may still be queued). h's own launches do not hold it back; the
-     * driver waits for them to finish, and unload never waits while holding
-     * a lock that another call of the plugin needs. lib NULL →
-     * HK_STATUS_NULL_POINTER; not a live library (unloaded already, foreign)
-     * → HK_STATUS_INVALID_VALUE. A driver failure → its status, and the
-     * library stays loaded and usable. Graphs that captured its kernels
-     * cannot run after it is unloaded. */
-    hk_status_t (*unload)(hk_handle_t *h, hk_library_t *lib);
-
-    /* [thread-safe] Finds the kernel called name (its mangled name for C++
-     * kernels not declared extern "C") in lib. *out is owned by lib (valid
-     * until lib is unloaded); asking twice for one name gives the same
-     * kernel. No such kernel → HK_STATUS_NOT_FOUND naming it, *out NULL.
-     * lib, name or out NULL → HK_STATUS_NULL_POINTER; lib not live →
-     * HK_STATUS_INVALID_VALUE. Makes no context current. */
-    hk_status_t (*get_kernel)(hk_handle_t *h, hk_library_t *lib, const char *name,
-                              hk_kernel_t **out);
-
-    /* [handle-safe] Writes kernel's attributes on the handle's device to
-     * *attrs (see hk_kernel_attributes_t for the size rule). kernel or attrs
-     * NULL → HK_STATUS_NULL_POINTER; kernel not live →
-     * HK_STATUS_INVALID_VALUE. Runs in the handle's context. */
-    hk_status_t (*get_attributes)(hk_handle_t *h, hk_kernel_t *kernel,
-                                  hk_kernel_attributes_t *attrs);
-
-    /* [handle-safe] Launches kernel on the handle's stream in the handle's
-     * context, with a grid of grid_x * grid_y * grid_z blocks of
-     * block_x * block_y * block_z threads, shared_bytes of dynamic shared
-     * memory, and args as cuLaunchKernel takes them: args[i] points to the
-     * value of the kernel's i-th parameter (args may be NULL only for a
-     * kernel without parameters). The values are read before launch
-     * returns. Right on every device and context the library is used in
-     * (the kernel's function is taken per context incarnation). It neither
-     * synchronises nor allocates, so it can be captured into a CUDA graph;
-     * the kernel runs asynchronously, a fault in it shows at a later
-     * synchronising call.
-     * Statuses: kernel NULL → HK_STATUS_NULL_POINTER; not live, or its
-     * library being unloaded → HK_STATUS_INVALID_VALUE; a dimension of 0, a
-     * block of more than 1024 threads, block_x or block_y above 1024,
-     * block_z above 64, grid_y or grid_z above 65535, grid_x above
-     * 2^31 - 1 → HK_STATUS_INVALID_VALUE naming it, checked before any
-     * driver call; a configuration the driver refuses (more threads than
-     * this kernel's max_threads_per_block, too much shared memory) →
-     * HK_STATUS_INVALID_VALUE with the driver's error; other launch failures
-     * → HK_STATUS_LAUNCH_FAILED (or CONTEXT_DESTROYED, CONTEXT_RESET,
-     * FORKED from the context guard). */
-    hk_status_t (*launch)(hk_handle_t *h, hk_kernel_t *kernel, uint32_t grid_x, uint32_t grid_y,
-                          uint32_t grid_z, uint32_t block_x, uint32_t block_y, uint32_t block_z,
-                          uint32_t shared_bytes, void **args);
-
-    /* [handle-safe] Writes to *function the kernel's CUfunction in the
-     * handle's context, for code that launches it itself
-     * (cuLaunchKernel, cuLaunchKernelEx, occupancy queries). Not owned by the
-     * caller; valid in that context until the library is unloaded or the
-     * context is reset or destroyed. kernel or function NULL →
-     * HK_STATUS_NULL_POINTER; kernel not live → HK_STATUS_INVALID_VALUE. */
-    hk_status_t (*get_function)(hk_handle_t *h, hk_kernel_t *kernel, void **function);
+    HK_KERNELS_V1_SLOTS(HK_TABLE_SLOT)
 } hk_kernels_v1_t;
 
 #ifdef __cplusplus

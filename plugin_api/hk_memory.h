@@ -27,40 +27,41 @@ extern "C" {
 
 #define HK_TABLE_MEMORY_V1 "hk.memory/1"
 
+/* The slots of hk.memory/1, one X(...) each (see HK_TABLE_SLOT in hk_abi.h). */
+#define HK_MEMORY_V1_SLOTS(X)                                                                      \
+    /* Allocates bytes on the handle's device, aligned to at least 64 bytes.                       \
+     * The caller owns *out and frees it with free_ on a handle of the same                        \
+     * plugin (any loaded build of it: memory follows a swap) and device.                          \
+     * bytes == 0 → *out = NULL, HK_STATUS_OK. A size that cannot be                               \
+     * allocated (past what the device or machine has, or so large that                            \
+     * rounding it up overflows) → HK_STATUS_OUT_OF_MEMORY with a reason                           \
+     * naming the size, *out = NULL. out NULL → HK_STATUS_NULL_POINTER. */                         \
+    X(alloc, 0, (hk_handle_t *h, size_t bytes, void **out), (bytes, out))                          \
+    /* Frees what alloc returned. NULL → HK_STATUS_OK, nothing done. A pointer                     \
+     * that is not the start of a live allocation of this plugin (foreign,                         \
+     * already freed, or inside a block) → HK_STATUS_INVALID_VALUE naming it,                      \
+     * and nothing is freed. Two threads freeing one pointer at once is                            \
+     * undefined. */                                                                               \
+    X(free_, 0, (hk_handle_t *h, void *ptr), (ptr))                                                \
+    /* Copies bytes host → device; returns when src may be reused and dst                          \
+     * holds the data (ordered after earlier work on the handle's stream).                         \
+     * bytes == 0 → HK_STATUS_OK, nothing touched (dst, src may be NULL).                          \
+     * dst or src NULL with bytes > 0 → HK_STATUS_NULL_POINTER naming it. */                       \
+    X(copy_to_device, 0, (hk_handle_t *h, void *dst, const void *src, size_t bytes),               \
+      (dst, src, bytes))                                                                           \
+    /* Copies bytes device → host; returns when dst holds the data. The same                       \
+     * rules as copy_to_device. */                                                                 \
+    X(copy_to_host, 0, (hk_handle_t *h, void *dst, const void *src, size_t bytes),                 \
+      (dst, src, bytes))                                                                           \
+    /* Sets bytes of device memory to (unsigned char)value, ordered on the                         \
+     * handle's stream (a CPU plugin: done on return). bytes == 0 →                                \
+     * HK_STATUS_OK, nothing touched (dst may be NULL). dst NULL with                              \
+     * bytes > 0 → HK_STATUS_NULL_POINTER. */                                                      \
+    X(memset_, 0, (hk_handle_t *h, void *dst, int value, size_t bytes), (dst, value, bytes))
+
 typedef struct hk_memory_v1 {
     size_t size; /* sizeof(hk_memory_v1_t) as the plugin was built */
-
-    /* Allocates bytes on the handle's device, aligned to at least 64 bytes.
-     * The caller owns *out and frees it with free_ on a handle of the same
-     * plugin (any loaded build of it: memory follows a swap) and device. bytes == 0 → *out = NULL, HK_STATUS_OK.
-     * A size that cannot be allocated (past what the device or machine has,
-     * or so large that rounding it up overflows) → HK_STATUS_OUT_OF_MEMORY
-     * with a reason naming the size, *out = NULL. out NULL →
-     * HK_STATUS_NULL_POINTER. */
-    hk_status_t (*alloc)(hk_handle_t *h, size_t bytes, void **out);
-
-    /* Frees what alloc returned. NULL → HK_STATUS_OK, nothing done. A pointer
-     * that is not the start of a live allocation of this plugin (foreign,
-     * already freed, or inside a block) → HK_STATUS_INVALID_VALUE naming it,
-     * and nothing is freed. Two threads freeing one pointer at once is
-     * undefined. */
-    hk_status_t (*free_)(hk_handle_t *h, void *ptr);
-
-    /* Copies bytes host → device; returns when src may be reused and dst holds
-     * the data (ordered after earlier work on the handle's stream).
-     * bytes == 0 → HK_STATUS_OK, nothing touched (dst, src may be NULL).
-     * dst or src NULL with bytes > 0 → HK_STATUS_NULL_POINTER naming it. */
-    hk_status_t (*copy_to_device)(hk_handle_t *h, void *dst, const void *src, size_t bytes);
-
-    /* Copies bytes device → host; returns when dst holds the data. The same
-     * rules as copy_to_device. */
-    hk_status_t (*copy_to_host)(hk_handle_t *h, void *dst, const void *src, size_t bytes);
-
-    /* Sets bytes of device memory to (unsigned char)value, ordered on the
-     * handle's stream (a CPU plugin: done on return). bytes == 0 →
-     * HK_STATUS_OK, nothing touched (dst may be NULL). dst NULL with
-     * bytes > 0 → HK_STATUS_NULL_POINTER. */
-    hk_status_t (*memset_)(hk_handle_t *h, void *dst, int value, size_t bytes);
+    HK_MEMORY_V1_SLOTS(HK_TABLE_SLOT)
 } hk_memory_v1_t;
 
 #ifdef __cplusplus

@@ -105,7 +105,7 @@ static const char *mem_call(const cur_env_t *e, int i)
 /* Op op, variant i: host mode, device mode, NULL x, INT64_MIN incx, NULL handle. */
 static const char *blas_call(const cur_env_t *e, int op, int i, char *name, size_t len)
 {
-    if (!hkv_op_present(e->p, op))
+    if (!hkv_op_present(e->p, op) || hkv_ops[op].kind == HKV_OTHER)
         return NULL;
     static const char *const what[] = {"host mode", "device mode", "x NULL", "incx INT64_MIN",
                                        "NULL handle"};
@@ -194,6 +194,7 @@ static void check_current(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r
 void hkv_register_cuda_current(void)
 {
     const unsigned c = HKV_NEED_HANDLE | HKV_NEED_CUDA;
+    hkv_ops_init();
     hkv_add("cuda.current-unchanged.core", check_current, c, 0, 0, 0);
     hkv_add("cuda.current-unchanged.blas1", check_current, c, 1, 0, 0);
     hkv_add("cuda.current-unchanged.memory", check_current, c, 2, 0, 0);

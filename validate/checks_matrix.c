@@ -328,6 +328,7 @@ static void run_mem_case(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r)
 void hkv_register_matrix(void)
 {
     char name[96];
+    hkv_ops_init();
     for (int op = 0; op < HKV_NOPS; op++)
         for (int dev = 0; dev < 2; dev++)
             for (int c = 0; c < M_COUNT; c++) {

@@ -429,7 +429,10 @@ void hkv_register_threads(void)
         hkv_add(name, check_core_threads, HKV_NEED_HANDLE, i, 0, 0);
     }
     hkv_add("threads.pointer-mode-switch", check_mode_switch, HKV_NEED_HANDLE, 0, 0, 0);
+    hkv_ops_init();
     for (int op = 0; op < HKV_NOPS; op++) {
+        if (hkv_ops[op].kind == HKV_OTHER)
+            continue; /* no rule for it: listed once, by hkv_register_ops */
         snprintf(name, sizeof name, "threads.%s", hkv_ops[op].name);
         hkv_add(name, check_op_threads, HKV_NEED_HANDLE, op, 0, 0);
     }

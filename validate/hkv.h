@@ -229,21 +229,28 @@ size_t hkv_guard_broken(const void *b, size_t from, size_t to, unsigned char pat
 
 /* ---- hk.blas1/1 by op index (util.c) ---- */
 
-typedef enum hkv_kind { HKV_AXPY, HKV_SCAL, HKV_COPY, HKV_DOT, HKV_NRM2 } hkv_kind_t;
+/* The op families this program has rules for; HKV_OTHER: a slot of the
+ * header's list that it has none for (checked for nothing but listed). */
+typedef enum hkv_kind { HKV_AXPY, HKV_SCAL, HKV_COPY, HKV_DOT, HKV_NRM2, HKV_OTHER } hkv_kind_t;
 
 typedef struct hkv_op {
     const char *name; /* "saxpy" */
-    hkv_kind_t kind;
-    size_t esz;       /* 4 or 8 */
+    hkv_kind_t kind;  /* from the name: s or d, then the family */
+    size_t esz;       /* 4 (s) or 8 (d) */
     size_t offset;    /* of its slot in hk_blas1_v1_t */
 } hkv_op_t;
 
-#define HKV_NOPS 10
-extern const hkv_op_t hkv_ops[HKV_NOPS];
+/* One op per slot of hk.blas1/1, in the order of HK_BLAS1_V1_SLOTS; kind and
+ * esz are set by hkv_ops_init, which every register function calls. */
+#define HKV_OP_ONE(name, minor, params, args) +1
+enum { HKV_NOPS = 0 HK_BLAS1_V1_SLOTS(HKV_OP_ONE) };
+extern hkv_op_t hkv_ops[HKV_NOPS];
+void hkv_ops_init(void);
 
 /* 1 when the op's slot is there. */
 int hkv_op_present(const hkv_plugin_t *p, int op);
-/* Calls op with the arguments it takes (the others ignored). */
+/* Calls op with the arguments it takes (the others ignored); an op of kind
+ * HKV_OTHER is not called (HK_STATUS_NOT_SUPPORTED). */
 hk_status_t hkv_call(const hkv_plugin_t *p, int op, hk_handle_t *h, int64_t n, const void *alpha,
                      const void *x, int64_t incx, void *y, int64_t incy, void *result);
 

@@ -240,14 +240,27 @@ size_t hkv_guard_broken(const void *b, size_t from, size_t to, unsigned char pat
 
 /* ---- hk.blas1/1 ---- */
 
-#define OP(n, k, e) {#n, k, e, offsetof(hk_blas1_v1_t, n)}
-const hkv_op_t hkv_ops[HKV_NOPS] = {
-    OP(saxpy, HKV_AXPY, 4), OP(daxpy, HKV_AXPY, 8), OP(sscal, HKV_SCAL, 4),
-    OP(dscal, HKV_SCAL, 8), OP(scopy, HKV_COPY, 4), OP(dcopy, HKV_COPY, 8),
-    OP(sdot, HKV_DOT, 4),   OP(ddot, HKV_DOT, 8),   OP(snrm2, HKV_NRM2, 4),
-    OP(dnrm2, HKV_NRM2, 8),
-};
+#define OP(name, minor, params, args) {#name, HKV_OTHER, 0, offsetof(hk_blas1_v1_t, name)},
+hkv_op_t hkv_ops[HKV_NOPS] = {HK_BLAS1_V1_SLOTS(OP)};
 #undef OP
+
+void hkv_ops_init(void)
+{
+    static const struct {
+        const char *family;
+        hkv_kind_t kind;
+    } rules[] = {{"axpy", HKV_AXPY}, {"scal", HKV_SCAL}, {"copy", HKV_COPY}, {"dot", HKV_DOT},
+                 {"nrm2", HKV_NRM2}};
+    for (int op = 0; op < HKV_NOPS; op++) {
+        hkv_op_t *o = &hkv_ops[op];
+        char t = o->name[0];
+        o->kind = HKV_OTHER;
+        o->esz = t == 's' ? 4 : t == 'd' ? 8 : 0;
+        for (size_t i = 0; o->esz && i < sizeof rules / sizeof rules[0]; i++)
+            if (strcmp(o->name + 1, rules[i].family) == 0)
+                o->kind = rules[i].kind;
+    }
+}
 
 int hkv_op_present(const hkv_plugin_t *p, int op)
 {
@@ -260,17 +273,22 @@ hk_status_t hkv_call(const hkv_plugin_t *p, int op, hk_handle_t *h, int64_t n, c
                      const void *x, int64_t incx, void *y, int64_t incy, void *result)
 {
     const hk_blas1_v1_t *b = &p->blas;
-    switch (op) {
-    case 0: return b->saxpy(h, n, alpha, x, incx, y, incy);
-    case 1: return b->daxpy(h, n, alpha, x, incx, y, incy);
-    case 2: return b->sscal(h, n, alpha, (float *)x, incx);
-    case 3: return b->dscal(h, n, alpha, (double *)x, incx);
-    case 4: return b->scopy(h, n, x, incx, y, incy);
-    case 5: return b->dcopy(h, n, x, incx, y, incy);
-    case 6: return b->sdot(h, n, x, incx, y, incy, result);
-    case 7: return b->ddot(h, n, x, incx, y, incy, result);
-    case 8: return b->snrm2(h, n, x, incx, result);
-    default: return b->dnrm2(h, n, x, incx, result);
+    int d = hkv_ops[op].esz == 8;
+    switch (hkv_ops[op].kind) {
+    case HKV_AXPY:
+        return d ? b->daxpy(h, n, alpha, x, incx, y, incy)
+                 : b->saxpy(h, n, alpha, x, incx, y, incy);
+    case HKV_SCAL:
+        return d ? b->dscal(h, n, alpha, (double *)x, incx)
+                 : b->sscal(h, n, alpha, (float *)x, incx);
+    case HKV_COPY:
+        return d ? b->dcopy(h, n, x, incx, y, incy) : b->scopy(h, n, x, incx, y, incy);
+    case HKV_DOT:
+        return d ? b->ddot(h, n, x, incx, y, incy, result)
+                 : b->sdot(h, n, x, incx, y, incy, result);
+    case HKV_NRM2:
+        return d ? b->dnrm2(h, n, x, incx, result) : b->snrm2(h, n, x, incx, result);
+    default: return HK_STATUS_NOT_SUPPORTED;
     }
 }
 

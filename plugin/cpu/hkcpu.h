@@ -15,7 +15,7 @@
 #endif
 #define HKCPU_MSG 256
 
-/* Lives in a slot of hk__cpu_handles (hk__registry.h): its memory stays the
+/* Lives in a slot of hkcpu_handles (hk__registry.h): its memory stays the
  * plugin's after destroy, and validity is the slot's live bit. */
 struct hk_handle {
     atomic_int pointer_mode; /* hk_pointer_mode_t; set and read from any thread */
@@ -25,24 +25,24 @@ struct hk_handle {
 };
 
 /* Every handle this copy of hk-cpu made. */
-extern hk__registry_t hk__cpu_handles;
+extern hk__registry_t hkcpu_handles;
 
 /* Records a one-line reason and returns status, so that callers can write
- * `return hk__cpu_fail(h, s, ...)`. h must be live (a checked handle) or NULL;
+ * `return hkcpu_fail(h, s, ...)`. h must be live (a checked handle) or NULL;
  * NULL records the calling thread's handle_create message. */
-hk_status_t hk__cpu_fail(hk_handle_t *h, hk_status_t status, const char *fmt, ...)
+hk_status_t hkcpu_fail(hk_handle_t *h, hk_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Records a failure that has no live handle to carry it (a handle that is not
  * live, get_table's refusals) on the calling thread, apart from the create
  * message; last_error of a handle that is not live returns it. */
-hk_status_t hk__cpu_stray(hk_status_t status, const char *fmt, ...)
+hk_status_t hkcpu_stray(hk_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* HK_STATUS_OK for a live handle of this copy of hk-cpu; otherwise records why
- * (hk__cpu_stray) and returns HK_STATUS_INVALID_HANDLE. Reads nothing through
+ * (hkcpu_stray) and returns HK_STATUS_INVALID_HANDLE. Reads nothing through
  * h unless the registry says it is one of its slots. */
-hk_status_t hk__cpu_check(const hk_handle_t *h, const char *fn);
+hk_status_t hkcpu_check(const hk_handle_t *h, const char *fn);
 
 /* Returns from the calling function with expr's status unless it is OK. */
 #define HKCPU_TRY(expr)                                                             \
@@ -53,10 +53,10 @@ hk_status_t hk__cpu_check(const hk_handle_t *h, const char *fn);
     } while (0)
 
 /* Returns from the calling slot (named fn) unless h is a live handle. */
-#define HKCPU_CHECK(h, fn) HKCPU_TRY(hk__cpu_check((h), (fn)))
+#define HKCPU_CHECK(h, fn) HKCPU_TRY(hkcpu_check((h), (fn)))
 
 
-extern const struct hk_blas1_v1 hk__cpu_blas1;
-extern const struct hk_memory_v1 hk__cpu_memory;
+extern const struct hk_blas1_v1 hkcpu_blas1;
+extern const struct hk_memory_v1 hkcpu_memory;
 
 #endif /* HKCPU_H */

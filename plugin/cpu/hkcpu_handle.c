@@ -9,7 +9,7 @@
 #include "hk_memory.h"
 #include "hkcpu.h"
 
-hk__registry_t hk__cpu_handles = HK__REGISTRY_INIT(sizeof(struct hk_handle));
+hk__registry_t hkcpu_handles = HK__REGISTRY_INIT(sizeof(struct hk_handle));
 
 _Static_assert(HK__REG_SLOT_BYTES(sizeof(struct hk_handle)) != 0, "handle too big for a slot");
 
@@ -21,7 +21,7 @@ _Static_assert(HKCPU_MSG <= HK__MSG_MAX, "a message longer than hk__msg.h keeps"
 static _Thread_local char create_msg[HKCPU_MSG];
 static _Thread_local char stray_msg[HKCPU_MSG];
 
-hk_status_t hk__cpu_fail(hk_handle_t *h, hk_status_t status, const char *fmt, ...)
+hk_status_t hkcpu_fail(hk_handle_t *h, hk_status_t status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -33,7 +33,7 @@ hk_status_t hk__cpu_fail(hk_handle_t *h, hk_status_t status, const char *fmt, ..
     return status;
 }
 
-hk_status_t hk__cpu_stray(hk_status_t status, const char *fmt, ...)
+hk_status_t hkcpu_stray(hk_status_t status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -42,105 +42,105 @@ hk_status_t hk__cpu_stray(hk_status_t status, const char *fmt, ...)
     return status;
 }
 
-hk_status_t hk__cpu_check(const hk_handle_t *h, const char *fn)
+hk_status_t hkcpu_check(const hk_handle_t *h, const char *fn)
 {
-    if (hk__reg_live(&hk__cpu_handles, h))
+    if (hk__reg_live(&hkcpu_handles, h))
         return HK_STATUS_OK;
     if (!h)
-        return hk__cpu_stray(HK_STATUS_INVALID_HANDLE, "%s: handle is NULL", fn);
-    return hk__cpu_stray(HK_STATUS_INVALID_HANDLE,
-                         "%s: %p is not a live hk-cpu handle (destroyed, or made by another "
-                         "plugin or another loaded copy of hk-cpu)", fn, (const void *)h);
+        return hkcpu_stray(HK_STATUS_INVALID_HANDLE, "%s: handle is NULL", fn);
+    return hkcpu_stray(HK_STATUS_INVALID_HANDLE,
+                       "%s: %p is not a live hk-cpu handle (destroyed, or made by another "
+                       "plugin or another loaded copy of hk-cpu)", fn, (const void *)h);
 }
 
-static hk_status_t cpu_create(const hk_create_info_t *info, hk_handle_t **out)
+static hk_status_t hkcpu_create(const hk_create_info_t *info, hk_handle_t **out)
 {
     if (!out)
-        return hk__cpu_fail(NULL, HK_STATUS_NULL_POINTER, "handle_create: out is NULL");
+        return hkcpu_fail(NULL, HK_STATUS_NULL_POINTER, "handle_create: out is NULL");
     *out = NULL;
     hk_create_info_t ci = {sizeof ci, HK_DEVICE_CURRENT, 0};
     if (info) {
         if (info->size < sizeof ci)
-            return hk__cpu_fail(NULL, HK_STATUS_INVALID_VALUE,
-                                "handle_create: info->size %u is below %zu, the size of the "
-                                "version 1.0 struct", info->size, sizeof ci);
+            return hkcpu_fail(NULL, HK_STATUS_INVALID_VALUE,
+                              "handle_create: info->size %u is below %zu, the size of the "
+                              "version 1.0 struct", info->size, sizeof ci);
         ci.device = info->device;
         ci.flags = info->flags;
     }
     if (ci.device != HK_DEVICE_CURRENT && ci.device != 0)
-        return hk__cpu_fail(NULL, HK_STATUS_INVALID_DEVICE,
-                            "handle_create: hk-cpu has one device (0); asked for %d", ci.device);
-    hk_handle_t *h = hk__reg_take(&hk__cpu_handles);
+        return hkcpu_fail(NULL, HK_STATUS_INVALID_DEVICE,
+                          "handle_create: hk-cpu has one device (0); asked for %d", ci.device);
+    hk_handle_t *h = hk__reg_take(&hkcpu_handles);
     if (!h)
-        return hk__cpu_fail(NULL, HK_STATUS_OUT_OF_MEMORY, "handle_create: out of memory");
+        return hkcpu_fail(NULL, HK_STATUS_OUT_OF_MEMORY, "handle_create: out of memory");
     if (pthread_mutex_init(&h->lock, NULL) != 0) {
-        hk__reg_put(&hk__cpu_handles, h);
-        return hk__cpu_fail(NULL, HK_STATUS_INTERNAL, "handle_create: cannot make a mutex");
+        hk__reg_put(&hkcpu_handles, h);
+        return hkcpu_fail(NULL, HK_STATUS_INTERNAL, "handle_create: cannot make a mutex");
     }
     atomic_init(&h->pointer_mode, HK_POINTER_MODE_HOST);
     h->flags = ci.flags;
-    hk__reg_publish(&hk__cpu_handles, h);
+    hk__reg_publish(&hkcpu_handles, h);
     *out = h;
     return HK_STATUS_OK;
 }
 
-static hk_status_t cpu_destroy(hk_handle_t *h)
+static hk_status_t hkcpu_destroy(hk_handle_t *h)
 {
     HKCPU_CHECK(h, "handle_destroy");
     /* Two destroys of one handle racing: only one may free it. */
-    if (!hk__reg_retire(&hk__cpu_handles, h))
-        return hk__cpu_stray(HK_STATUS_INVALID_HANDLE,
-                             "handle_destroy: %p was destroyed meanwhile", (void *)h);
+    if (!hk__reg_retire(&hkcpu_handles, h))
+        return hkcpu_stray(HK_STATUS_INVALID_HANDLE,
+                           "handle_destroy: %p was destroyed meanwhile", (void *)h);
     pthread_mutex_destroy(&h->lock);
-    hk__reg_put(&hk__cpu_handles, h);
+    hk__reg_put(&hkcpu_handles, h);
     return HK_STATUS_OK;
 }
 
-static hk_status_t cpu_set_stream(hk_handle_t *h, void *stream)
+static hk_status_t hkcpu_set_stream(hk_handle_t *h, void *stream)
 {
     HKCPU_CHECK(h, "set_stream");
     if (stream)
-        return hk__cpu_fail(h, HK_STATUS_NOT_SUPPORTED,
-                            "set_stream: hk-cpu runs on the calling thread and takes no stream "
-                            "(only NULL)");
+        return hkcpu_fail(h, HK_STATUS_NOT_SUPPORTED,
+                          "set_stream: hk-cpu runs on the calling thread and takes no stream "
+                          "(only NULL)");
     return HK_STATUS_OK;
 }
 
-static hk_status_t cpu_get_stream(hk_handle_t *h, void **stream)
+static hk_status_t hkcpu_get_stream(hk_handle_t *h, void **stream)
 {
     HKCPU_CHECK(h, "get_stream");
     if (!stream)
-        return hk__cpu_fail(h, HK_STATUS_NULL_POINTER, "get_stream: stream is NULL");
+        return hkcpu_fail(h, HK_STATUS_NULL_POINTER, "get_stream: stream is NULL");
     *stream = NULL;
     return HK_STATUS_OK;
 }
 
-static hk_status_t cpu_set_pointer_mode(hk_handle_t *h, hk_pointer_mode_t mode)
+static hk_status_t hkcpu_set_pointer_mode(hk_handle_t *h, hk_pointer_mode_t mode)
 {
     HKCPU_CHECK(h, "set_pointer_mode");
     if (mode != HK_POINTER_MODE_HOST && mode != HK_POINTER_MODE_DEVICE)
-        return hk__cpu_fail(h, HK_STATUS_INVALID_VALUE,
-                            "set_pointer_mode: mode %d is neither HOST (0) nor DEVICE (1)",
-                            (int)mode);
+        return hkcpu_fail(h, HK_STATUS_INVALID_VALUE,
+                          "set_pointer_mode: mode %d is neither HOST (0) nor DEVICE (1)",
+                          (int)mode);
     atomic_store_explicit(&h->pointer_mode, (int)mode, memory_order_relaxed);
     return HK_STATUS_OK;
 }
 
-static hk_status_t cpu_get_pointer_mode(hk_handle_t *h, hk_pointer_mode_t *mode)
+static hk_status_t hkcpu_get_pointer_mode(hk_handle_t *h, hk_pointer_mode_t *mode)
 {
     HKCPU_CHECK(h, "get_pointer_mode");
     if (!mode)
-        return hk__cpu_fail(h, HK_STATUS_NULL_POINTER, "get_pointer_mode: mode is NULL");
+        return hkcpu_fail(h, HK_STATUS_NULL_POINTER, "get_pointer_mode: mode is NULL");
     *mode = (hk_pointer_mode_t)atomic_load_explicit(&h->pointer_mode, memory_order_relaxed);
     return HK_STATUS_OK;
 }
 
-static const char *cpu_last_error(const hk_handle_t *h)
+static const char *hkcpu_last_error(const hk_handle_t *h)
 {
     if (!h)
         return create_msg;
-    if (!hk__reg_live(&hk__cpu_handles, h)) {
-        hk__cpu_check(h, "last_error");
+    if (!hk__reg_live(&hkcpu_handles, h)) {
+        hkcpu_check(h, "last_error");
         return stray_msg;
     }
     /* The handle's own buffer, as the contract says: valid until the next
@@ -148,12 +148,12 @@ static const char *cpu_last_error(const hk_handle_t *h)
     return h->msg;
 }
 
-static hk_status_t cpu_last_error_copy(const hk_handle_t *h, char *buf, size_t len,
-                                       size_t *needed)
+static hk_status_t hkcpu_last_error_copy(const hk_handle_t *h, char *buf, size_t len,
+                                         size_t *needed)
 {
     if (needed)
         *needed = 0;
-    if (h && !hk__reg_live(&hk__cpu_handles, h)) {
+    if (h && !hk__reg_live(&hkcpu_handles, h)) {
         if (buf && len > 0)
             buf[0] = '\0';
         return HK_STATUS_INVALID_HANDLE;
@@ -168,15 +168,15 @@ static const struct {
     const char *name;
     const void *table;
 } tables[] = {
-    {HK_TABLE_BLAS1_V1, &hk__cpu_blas1},
-    {HK_TABLE_MEMORY_V1, &hk__cpu_memory},
+    {HK_TABLE_BLAS1_V1, &hkcpu_blas1},
+    {HK_TABLE_MEMORY_V1, &hkcpu_memory},
 };
 
-static hk_status_t cpu_get_table(const char *name, const void **table)
+static hk_status_t hkcpu_get_table(const char *name, const void **table)
 {
     if (!name || !table)
-        return hk__cpu_stray(HK_STATUS_NULL_POINTER, "get_table: %s is NULL",
-                             !name ? "name" : "table");
+        return hkcpu_stray(HK_STATUS_NULL_POINTER, "get_table: %s is NULL",
+                           !name ? "name" : "table");
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
         if (strcmp(tables[i].name, name) == 0) {
             *table = tables[i].table;
@@ -184,29 +184,29 @@ static hk_status_t cpu_get_table(const char *name, const void **table)
         }
     }
     *table = NULL;
-    return hk__cpu_stray(HK_STATUS_NOT_FOUND, "get_table: hk-cpu has no table \"%.64s\"", name);
+    return hkcpu_stray(HK_STATUS_NOT_FOUND, "get_table: hk-cpu has no table \"%.64s\"", name);
 }
 
-static hk_status_t cpu_enum_tables(size_t index, const char **name)
+static hk_status_t hkcpu_enum_tables(size_t index, const char **name)
 {
     if (!name)
-        return hk__cpu_stray(HK_STATUS_NULL_POINTER, "enum_tables: name is NULL");
+        return hkcpu_stray(HK_STATUS_NULL_POINTER, "enum_tables: name is NULL");
     if (index >= sizeof tables / sizeof tables[0])
-        return hk__cpu_stray(HK_STATUS_NOT_FOUND, "enum_tables: index %zu is past the %zu tables",
-                             index, sizeof tables / sizeof tables[0]);
+        return hkcpu_stray(HK_STATUS_NOT_FOUND, "enum_tables: index %zu is past the %zu tables",
+                           index, sizeof tables / sizeof tables[0]);
     *name = tables[index].name;
     return HK_STATUS_OK;
 }
 
-static hk_status_t cpu_handle_info(hk_handle_t *h, hk_handle_info_t *info)
+static hk_status_t hkcpu_handle_info(hk_handle_t *h, hk_handle_info_t *info)
 {
     HKCPU_CHECK(h, "handle_info");
     if (!info)
-        return hk__cpu_fail(h, HK_STATUS_NULL_POINTER, "handle_info: info is NULL");
+        return hkcpu_fail(h, HK_STATUS_NULL_POINTER, "handle_info: info is NULL");
     if (info->size < sizeof info->size)
-        return hk__cpu_fail(h, HK_STATUS_INVALID_VALUE,
-                            "handle_info: info->size %u is below 4 (the size field itself)",
-                            info->size);
+        return hkcpu_fail(h, HK_STATUS_INVALID_VALUE,
+                          "handle_info: info->size %u is below 4 (the size field itself)",
+                          info->size);
     hk_handle_info_t full = {
         .size = sizeof full,
         .device = -1,
@@ -221,25 +221,25 @@ static hk_status_t cpu_handle_info(hk_handle_t *h, hk_handle_info_t *info)
     return HK_STATUS_OK;
 }
 
-static hk_status_t cpu_synchronize(hk_handle_t *h)
+static hk_status_t hkcpu_synchronize(hk_handle_t *h)
 {
-    return hk__cpu_check(h, "synchronize"); /* every call already finished on return */
+    return hkcpu_check(h, "synchronize"); /* every call already finished on return */
 }
 
 static const hk_vtable_t cpu_vtable = {
     .size = sizeof(hk_vtable_t),
-    .handle_create = cpu_create,
-    .handle_destroy = cpu_destroy,
-    .set_stream = cpu_set_stream,
-    .get_stream = cpu_get_stream,
-    .set_pointer_mode = cpu_set_pointer_mode,
-    .get_pointer_mode = cpu_get_pointer_mode,
-    .last_error = cpu_last_error,
-    .get_table = cpu_get_table,
-    .enum_tables = cpu_enum_tables,
-    .handle_info = cpu_handle_info,
-    .synchronize = cpu_synchronize,
-    .last_error_copy = cpu_last_error_copy,
+    .handle_create = hkcpu_create,
+    .handle_destroy = hkcpu_destroy,
+    .set_stream = hkcpu_set_stream,
+    .get_stream = hkcpu_get_stream,
+    .set_pointer_mode = hkcpu_set_pointer_mode,
+    .get_pointer_mode = hkcpu_get_pointer_mode,
+    .last_error = hkcpu_last_error,
+    .get_table = hkcpu_get_table,
+    .enum_tables = hkcpu_enum_tables,
+    .handle_info = hkcpu_handle_info,
+    .synchronize = hkcpu_synchronize,
+    .last_error_copy = hkcpu_last_error_copy,
 };
 
 /* hk-cpu is unload-safe: when its module is closed, give back the registry's
@@ -248,7 +248,7 @@ static const hk_vtable_t cpu_vtable = {
  * build or another one of hk-cpu. Runs nothing at load. */
 __attribute__((destructor)) static void cpu_unload(void)
 {
-    hk__reg_fini(&hk__cpu_handles);
+    hk__reg_fini(&hkcpu_handles);
 }
 
 __attribute__((visibility("default"))) hk_status_t

@@ -36,16 +36,16 @@ typedef struct block {
 
 _Static_assert(sizeof(block_t) == BLOCK_HEADER, "the header is the alignment");
 
-static size_t page_size(void)
+static size_t hkcpu_page_size(void)
 {
     long page = sysconf(_SC_PAGESIZE);
     return page > 0 ? (size_t)page : 4096;
 }
 
 /* The live block whose memory starts at ptr, or NULL. */
-static block_t *block_of(const void *ptr)
+static block_t *hkcpu_block_of(const void *ptr)
 {
-    size_t page = page_size();
+    size_t page = hkcpu_page_size();
     uintptr_t p = (uintptr_t)ptr;
     if ((p & (page - 1)) != BLOCK_HEADER)
         return NULL;
@@ -64,7 +64,7 @@ static block_t *block_of(const void *ptr)
 /* Bytes of memory this machine has; SIZE_MAX when unknown. A request past it
  * cannot be met, and refusing it here keeps such sizes away from malloc
  * (sanitizer runtimes abort on them rather than return NULL). */
-static size_t machine_bytes(void)
+static size_t hkcpu_machine_bytes(void)
 {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     size_t total;
@@ -74,32 +74,32 @@ static size_t machine_bytes(void)
     return total;
 }
 
-static hk_status_t cpu_alloc(hk_handle_t *h, size_t bytes, void **out)
+static hk_status_t hkcpu_alloc(hk_handle_t *h, size_t bytes, void **out)
 {
     HKCPU_CHECK(h, "alloc");
     if (!out)
-        return hk__cpu_fail(h, HK_STATUS_NULL_POINTER, "alloc: out is NULL");
+        return hkcpu_fail(h, HK_STATUS_NULL_POINTER, "alloc: out is NULL");
     *out = NULL;
     if (bytes == 0)
         return HK_STATUS_OK;
     size_t rounded = (bytes + 63) & ~(size_t)63;
     if (rounded < bytes)
-        return hk__cpu_fail(h, HK_STATUS_OUT_OF_MEMORY,
-                            "alloc: %zu bytes cannot be allocated (rounding up to 64-byte "
-                            "blocks overflows)", bytes);
-    size_t have = machine_bytes();
+        return hkcpu_fail(h, HK_STATUS_OUT_OF_MEMORY,
+                          "alloc: %zu bytes cannot be allocated (rounding up to 64-byte "
+                          "blocks overflows)", bytes);
+    size_t have = hkcpu_machine_bytes();
     if (rounded > have)
-        return hk__cpu_fail(h, HK_STATUS_OUT_OF_MEMORY,
-                            "alloc: %zu bytes is more than this machine's memory (%zu bytes)",
-                            bytes, have);
-    size_t page = page_size(), length;
+        return hkcpu_fail(h, HK_STATUS_OUT_OF_MEMORY,
+                          "alloc: %zu bytes is more than this machine's memory (%zu bytes)",
+                          bytes, have);
+    size_t page = hkcpu_page_size(), length;
     if (__builtin_add_overflow(rounded, BLOCK_HEADER + page - 1, &length))
-        return hk__cpu_fail(h, HK_STATUS_OUT_OF_MEMORY,
-                            "alloc: %zu bytes cannot be allocated (rounding up overflows)", bytes);
+        return hkcpu_fail(h, HK_STATUS_OUT_OF_MEMORY,
+                          "alloc: %zu bytes cannot be allocated (rounding up overflows)", bytes);
     length &= ~(page - 1);
     void *m = mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
-        return hk__cpu_fail(h, HK_STATUS_OUT_OF_MEMORY, "alloc: %zu bytes: out of memory", bytes);
+        return hkcpu_fail(h, HK_STATUS_OUT_OF_MEMORY, "alloc: %zu bytes: out of memory", bytes);
     block_t *b = m;
     b->self = (uintptr_t)b;
     b->length = length;
@@ -108,79 +108,79 @@ static hk_status_t cpu_alloc(hk_handle_t *h, size_t bytes, void **out)
     return HK_STATUS_OK;
 }
 
-static hk_status_t cpu_free(hk_handle_t *h, void *ptr)
+static hk_status_t hkcpu_free(hk_handle_t *h, void *ptr)
 {
     HKCPU_CHECK(h, "free_");
     if (!ptr)
         return HK_STATUS_OK;
-    block_t *b = block_of(ptr);
+    block_t *b = hkcpu_block_of(ptr);
     uint64_t tag = BLOCK_TAG;
     if (!b || !__atomic_compare_exchange_n(&b->tag, &tag, 0, 0, __ATOMIC_ACQ_REL,
                                            __ATOMIC_ACQUIRE))
-        return hk__cpu_fail(h, HK_STATUS_INVALID_VALUE,
-                            "free_: %p is not the start of a live hk-cpu allocation (foreign, "
-                            "already freed, or inside a block)", ptr);
+        return hkcpu_fail(h, HK_STATUS_INVALID_VALUE,
+                          "free_: %p is not the start of a live hk-cpu allocation (foreign, "
+                          "already freed, or inside a block)", ptr);
     munmap(b, (size_t)b->length);
     return HK_STATUS_OK;
 }
 
 /* bytes from p must not run past the end of the address space. */
-static hk_status_t check_range(hk_handle_t *h, const char *fn, const char *name, const void *p,
-                               size_t bytes)
+static hk_status_t hkcpu_check_range(hk_handle_t *h, const char *fn, const char *name,
+                                     const void *p, size_t bytes)
 {
     if ((uintptr_t)p > UINTPTR_MAX - bytes)
-        return hk__cpu_fail(h, HK_STATUS_INVALID_VALUE,
-                            "%s: %s: %zu bytes from %p wrap around the address space", fn, name,
-                            bytes, p);
+        return hkcpu_fail(h, HK_STATUS_INVALID_VALUE,
+                          "%s: %s: %zu bytes from %p wrap around the address space", fn, name,
+                          bytes, p);
     return HK_STATUS_OK;
 }
 
-static hk_status_t copy_checked(hk_handle_t *h, const char *fn, void *dst, const void *src,
-                                size_t bytes)
+static hk_status_t hkcpu_copy_checked(hk_handle_t *h, const char *fn, void *dst, const void *src,
+                                      size_t bytes)
 {
     HKCPU_CHECK(h, fn);
     if (bytes == 0)
         return HK_STATUS_OK;
     if (!dst || !src)
-        return hk__cpu_fail(h, HK_STATUS_NULL_POINTER, "%s: %s is NULL with %zu bytes", fn,
-                            !dst ? "dst" : "src", bytes);
-    hk_status_t st = check_range(h, fn, "dst", dst, bytes);
+        return hkcpu_fail(h, HK_STATUS_NULL_POINTER, "%s: %s is NULL with %zu bytes", fn,
+                          !dst ? "dst" : "src", bytes);
+    hk_status_t st = hkcpu_check_range(h, fn, "dst", dst, bytes);
     if (st == HK_STATUS_OK)
-        st = check_range(h, fn, "src", src, bytes);
+        st = hkcpu_check_range(h, fn, "src", src, bytes);
     if (st == HK_STATUS_OK)
         memmove(dst, src, bytes);
     return st;
 }
 
-static hk_status_t cpu_copy_to_device(hk_handle_t *h, void *dst, const void *src, size_t bytes)
+static hk_status_t hkcpu_copy_to_device(hk_handle_t *h, void *dst, const void *src, size_t bytes)
 {
-    return copy_checked(h, "copy_to_device", dst, src, bytes);
+    return hkcpu_copy_checked(h, "copy_to_device", dst, src, bytes);
 }
 
-static hk_status_t cpu_copy_to_host(hk_handle_t *h, void *dst, const void *src, size_t bytes)
+static hk_status_t hkcpu_copy_to_host(hk_handle_t *h, void *dst, const void *src, size_t bytes)
 {
-    return copy_checked(h, "copy_to_host", dst, src, bytes);
+    return hkcpu_copy_checked(h, "copy_to_host", dst, src, bytes);
 }
 
-static hk_status_t cpu_memset(hk_handle_t *h, void *dst, int value, size_t bytes)
+static hk_status_t hkcpu_memset(hk_handle_t *h, void *dst, int value, size_t bytes)
 {
     HKCPU_CHECK(h, "memset_");
     if (bytes == 0)
         return HK_STATUS_OK;
     if (!dst)
-        return hk__cpu_fail(h, HK_STATUS_NULL_POINTER, "memset_: dst is NULL with %zu bytes",
-                            bytes);
-    hk_status_t st = check_range(h, "memset_", "dst", dst, bytes);
+        return hkcpu_fail(h, HK_STATUS_NULL_POINTER, "memset_: dst is NULL with %zu bytes",
+                          bytes);
+    hk_status_t st = hkcpu_check_range(h, "memset_", "dst", dst, bytes);
     if (st == HK_STATUS_OK)
         memset(dst, (unsigned char)value, bytes);
     return st;
 }
 
-const hk_memory_v1_t hk__cpu_memory = {
+const hk_memory_v1_t hkcpu_memory = {
     .size = sizeof(hk_memory_v1_t),
-    .alloc = cpu_alloc,
-    .free_ = cpu_free,
-    .copy_to_device = cpu_copy_to_device,
-    .copy_to_host = cpu_copy_to_host,
-    .memset_ = cpu_memset,
+    .alloc = hkcpu_alloc,
+    .free_ = hkcpu_free,
+    .copy_to_device = hkcpu_copy_to_device,
+    .copy_to_host = hkcpu_copy_to_host,
+    .memset_ = hkcpu_memset,
 };

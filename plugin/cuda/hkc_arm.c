@@ -7,22 +7,22 @@
 
 #include "hkc_internal.h"
 
-/* In relaxed capture mode, as every free (hk__relaxed_free). */
-CUresult hk__give_back_host(void *p)
+/* In relaxed capture mode, as every free (hkc_relaxed_free). */
+CUresult hkc_give_back_host(void *p)
 {
     int mode;
-    CUresult relaxed = hk__relax(&mode);
-    CUresult r = hk__cu.cuMemFreeHost(p);
+    CUresult relaxed = hkc_relax(&mode);
+    CUresult r = hkc_cu.cuMemFreeHost(p);
     if (r != CUDA_SUCCESS)
-        r = hk__cu.cuMemFreeHost(p);
+        r = hkc_cu.cuMemFreeHost(p);
     if (relaxed == CUDA_SUCCESS)
-        hk__relaxed_end(mode);
+        hkc_relaxed_end(mode);
     return r;
 }
 
 /* Takes the functions for the handle's context, which the kit has made
  * current, and the memory of its first reduction workspaces. The workspaces
- * are handed to streams at the first dot or nrm2 there (hk__ws_get), cleared
+ * are handed to streams at the first dot or nrm2 there (hkc_ws_get), cleared
  * on that stream: create touches no stream, which a green context's
  * per-thread stream would refuse. Messages go to the create message while
  * the handle is being made (err_to NULL), else to the handle. */
@@ -34,22 +34,22 @@ static hk_status_t arm(hk_kit_bind_t *b, void *user, unsigned long long ctx_id,
     hk_status_t st = HK_STATUS_OK;
     if (h->sm_count == 0) {
         int sms = 0;
-        CUresult r = hk__cu.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        CUresult r = hkc_cu.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
                                                  hk_kit_cudevice(b));
         if (r != CUDA_SUCCESS)
-            return hk__fail_cu(eh, r, "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
+            return hkc_fail_cu(eh, r, "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
         h->sm_count = sms < 1 ? 1 : sms;
     }
-    hk__arm_t *a = calloc(1, sizeof *a);
+    hkc_arm_t *a = calloc(1, sizeof *a);
     if (!a)
-        return hk__fail(eh, HK_STATUS_OUT_OF_MEMORY, "no memory for the handle's state");
+        return hkc_fail(eh, HK_STATUS_OUT_OF_MEMORY, "no memory for the handle's state");
     a->base.ctx_id = ctx_id;
-    st = hk__kernels_functions(eh, ctx_id, a->fn);
+    st = hkc_kernels_functions(eh, ctx_id, a->fn);
     if (st == HK_STATUS_OK)
-        st = hk__ws_reserve(a, eh);
+        st = hkc_ws_reserve(a, eh);
     if (st != HK_STATUS_OK) {
-        hk__ws_free(a);
-        hk__arm_free(a);
+        hkc_ws_free(a);
+        hkc_arm_free(a);
         return st;
     }
     *out = &a->base;
@@ -62,14 +62,14 @@ static hk_status_t arm(hk_kit_bind_t *b, void *user, unsigned long long ctx_id,
 static hk_status_t release(hk_kit_bind_t *b, void *user, hk_kit_arm_t *base)
 {
     hk_handle_t *h = user;
-    hk__arm_t *a = (hk__arm_t *)base;
+    hkc_arm_t *a = (hkc_arm_t *)base;
     hk_status_t st = HK_STATUS_OK;
-    CUresult r = hk__ws_free(a);
+    CUresult r = hkc_ws_free(a);
     if (r != CUDA_SUCCESS)
         st = hk_kit_fail_cu(b, r, "destroy: cuMemFree of the handle's workspaces");
     /* A word made in an earlier incarnation died with it. */
     if (h->slot && h->slot_ctx == a->base.ctx_id) {
-        r = hk__give_back_host(h->slot);
+        r = hkc_give_back_host(h->slot);
         if (r == CUDA_SUCCESS)
             h->slot = NULL;
         else if (st == HK_STATUS_OK)
@@ -81,25 +81,25 @@ static hk_status_t release(hk_kit_bind_t *b, void *user, hk_kit_arm_t *base)
 static void free_arm(void *user, hk_kit_arm_t *base)
 {
     (void)user;
-    hk__arm_free((hk__arm_t *)base);
+    hkc_arm_free((hkc_arm_t *)base);
 }
 
-const hk_kit_ops_t hk__arm_ops = {arm, release, free_arm};
+const hk_kit_ops_t hkc_arm_ops = {arm, release, free_arm};
 
 /* ---- host pointer mode's result word ---- */
 
-void *hk__result_slot(hk_handle_t *h, const hk__arm_t *a, CUdeviceptr *dev)
+void *hkc_result_slot(hk_handle_t *h, const hkc_arm_t *a, CUdeviceptr *dev)
 {
     if (h->slot_ctx != a->base.ctx_id) {
         /* Optional: if the driver refuses, the caller copies from ws. A word
          * of an earlier incarnation died with it. */
         h->slot_ctx = a->base.ctx_id;
         h->slot_dev = 0;
-        if (hk__cu.cuMemHostAlloc(&h->slot, 64, CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS) {
+        if (hkc_cu.cuMemHostAlloc(&h->slot, 64, CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS) {
             h->slot = NULL;
-        } else if (hk__cu.cuMemHostGetDevicePointer(&h->slot_dev, h->slot, 0) != CUDA_SUCCESS) {
+        } else if (hkc_cu.cuMemHostGetDevicePointer(&h->slot_dev, h->slot, 0) != CUDA_SUCCESS) {
             h->slot_dev = 0;
-            if (hk__give_back_host(h->slot) == CUDA_SUCCESS)
+            if (hkc_give_back_host(h->slot) == CUDA_SUCCESS)
                 h->slot = NULL; /* else kept, unused, for destroy to free */
         }
     }

@@ -5,7 +5,7 @@
  * cuLaunchKernelEx. No lock, no allocation, no synchronisation, so calls can be
  * captured into a CUDA graph.
  *
- * dot and nrm2 also look up the workspace of their stream (hk__ws_get, a
+ * dot and nrm2 also look up the workspace of their stream (hkc_ws_get, a
  * lock-free table read after the first call on a stream), so concurrent calls
  * on one handle are right from any threads on any streams. In host pointer
  * mode the handle serialises its dot/nrm2 calls (they synchronise anyway).
@@ -82,7 +82,7 @@ static const CUlaunchAttribute overlap_prior = {
     .value.programmaticStreamSerializationAllowed = 1,
 };
 
-static hk_status_t launch(hk__call_t *c, hk__kernel_id_t k, unsigned grid, void **params,
+static hk_status_t launch(hkc_call_t *c, hkc_kernel_id_t k, unsigned grid, void **params,
                           const char *op)
 {
     CUlaunchConfig cfg = {
@@ -91,13 +91,13 @@ static hk_status_t launch(hk__call_t *c, hk__kernel_id_t k, unsigned grid, void 
         .hStream = c->stream,
         .attrs = (CUlaunchAttribute *)&overlap_prior, .numAttrs = 1,
     };
-    CUresult r = hk__cu.cuLaunchKernelEx(&cfg, c->arm->fn[k], params, NULL);
+    CUresult r = hkc_cu.cuLaunchKernelEx(&cfg, c->arm->fn[k], params, NULL);
     if (r == CUDA_SUCCESS)
         return HK_STATUS_OK;
     char cu[96];
-    hk_status_t st = hk__cu_status(r);
-    return hk__fail(c->h, st == HK_STATUS_CUDA_ERROR ? HK_STATUS_LAUNCH_FAILED : st,
-                    "%s: cuLaunchKernelEx failed: %s (device %d)", op, hk__cu_name(r, cu, sizeof cu),
+    hk_status_t st = hkc_cu_status(r);
+    return hkc_fail(c->h, st == HK_STATUS_CUDA_ERROR ? HK_STATUS_LAUNCH_FAILED : st,
+                    "%s: cuLaunchKernelEx failed: %s (device %d)", op, hkc_cu_name(r, cu, sizeof cu),
                     c->h->device);
 }
 
@@ -108,11 +108,11 @@ static hk_status_t check_span(hk_handle_t *h, const void *p, int64_t n, int64_t 
 {
     size_t bytes = span_bytes(n, inc, esz);
     if (bytes == 0)
-        return hk__fail(h, HK_STATUS_INVALID_VALUE,
+        return hkc_fail(h, HK_STATUS_INVALID_VALUE,
                         "%s: %s spans more than PTRDIFF_MAX bytes (n = %lld, increment %lld)", op,
                         what, (long long)n, (long long)inc);
     if ((uintptr_t)p > UINTPTR_MAX - (bytes - 1))
-        return hk__fail(h, HK_STATUS_INVALID_VALUE,
+        return hkc_fail(h, HK_STATUS_INVALID_VALUE,
                         "%s: %s (%p) with n = %lld and increment %lld runs past the end of the "
                         "address space", op, what, p, (long long)n, (long long)inc);
     return HK_STATUS_OK;
@@ -124,9 +124,9 @@ static hk_status_t check_inc(hk_handle_t *h, int64_t inc, int dest, const char *
                              const char *what)
 {
     if (inc == INT64_MIN)
-        return hk__fail(h, HK_STATUS_INVALID_VALUE, "%s: %s is INT64_MIN", op, what);
+        return hkc_fail(h, HK_STATUS_INVALID_VALUE, "%s: %s is INT64_MIN", op, what);
     if (dest && inc == 0)
-        return hk__fail(h, HK_STATUS_INVALID_VALUE, "%s: %s is 0 (the destination)", op, what);
+        return hkc_fail(h, HK_STATUS_INVALID_VALUE, "%s: %s is 0 (the destination)", op, what);
     return HK_STATUS_OK;
 }
 
@@ -186,14 +186,14 @@ static hk_status_t check_operands(hk_handle_t *h, int64_t n, const void *x, int6
 }
 
 static hk_status_t axpy(hk_handle_t *h, int64_t n, const void *alpha, const void *x, int64_t incx,
-                        void *y, int64_t incy, size_t esz, hk__kernel_id_t k, const char *op)
+                        void *y, int64_t incy, size_t esz, hkc_kernel_id_t k, const char *op)
 {
-    if (!hk__valid(h))
+    if (!hkc_valid(h))
         return HK_STATUS_INVALID_HANDLE;
     if (n <= 0)
         return HK_STATUS_OK;
     if (!alpha || !x || !y)
-        return hk__fail(h, HK_STATUS_NULL_POINTER, "%s: %s is NULL", op,
+        return hkc_fail(h, HK_STATUS_NULL_POINTER, "%s: %s is NULL", op,
                         !alpha ? "alpha" : !x ? "x" : "y");
     hk_status_t st = check_vectors(h, n, x, incx, y, incy, 1, esz, op);
     if (st != HK_STATUS_OK)
@@ -201,8 +201,8 @@ static hk_status_t axpy(hk_handle_t *h, int64_t n, const void *alpha, const void
     scalar_t a;
     const void *alpha_ptr;
     int device_mode = take_alpha(h, alpha, esz, &a, &alpha_ptr);
-    hk__call_t c;
-    st = hk__call_begin(h, &c);
+    hkc_call_t c;
+    st = hkc_call_begin(h, &c);
     if (st != HK_STATUS_OK)
         return st;
     st = check_operands(h, n, x, incx, y, incy, alpha_ptr, esz);
@@ -214,26 +214,26 @@ static hk_status_t axpy(hk_handle_t *h, int64_t n, const void *alpha, const void
         void *params[] = {&nn, &a, &alpha_ptr, &x0, &ix, &y0, &iy};
         st = launch(&c, k, grid_for(h, n, incx == 1 && incy == 1, esz, 0), params, op);
     }
-    return hk__call_end(&c, st);
+    return hkc_call_end(&c, st);
 }
 
 static hk_status_t scal(hk_handle_t *h, int64_t n, const void *alpha, void *x, int64_t incx,
-                        size_t esz, hk__kernel_id_t k, const char *op)
+                        size_t esz, hkc_kernel_id_t k, const char *op)
 {
-    if (!hk__valid(h))
+    if (!hkc_valid(h))
         return HK_STATUS_INVALID_HANDLE;
     if (n <= 0 || incx <= 0)
         return HK_STATUS_OK; /* reference BLAS: nothing to do */
     if (!alpha || !x)
-        return hk__fail(h, HK_STATUS_NULL_POINTER, "%s: %s is NULL", op, !alpha ? "alpha" : "x");
+        return hkc_fail(h, HK_STATUS_NULL_POINTER, "%s: %s is NULL", op, !alpha ? "alpha" : "x");
     hk_status_t st = check_vectors(h, n, x, incx, NULL, 0, 0, esz, op);
     if (st != HK_STATUS_OK)
         return st;
     scalar_t a;
     const void *alpha_ptr;
     take_alpha(h, alpha, esz, &a, &alpha_ptr);
-    hk__call_t c;
-    st = hk__call_begin(h, &c);
+    hkc_call_t c;
+    st = hkc_call_begin(h, &c);
     if (st != HK_STATUS_OK)
         return st;
     st = check_operands(h, n, x, incx, NULL, 0, alpha_ptr, esz);
@@ -242,23 +242,23 @@ static hk_status_t scal(hk_handle_t *h, int64_t n, const void *alpha, void *x, i
         void *params[] = {&nn, &a, &alpha_ptr, &x, &ix};
         st = launch(&c, k, grid_for(h, n, incx == 1, esz, 0), params, op);
     }
-    return hk__call_end(&c, st);
+    return hkc_call_end(&c, st);
 }
 
 static hk_status_t copy(hk_handle_t *h, int64_t n, const void *x, int64_t incx, void *y,
-                        int64_t incy, size_t esz, hk__kernel_id_t k, const char *op)
+                        int64_t incy, size_t esz, hkc_kernel_id_t k, const char *op)
 {
-    if (!hk__valid(h))
+    if (!hkc_valid(h))
         return HK_STATUS_INVALID_HANDLE;
     if (n <= 0)
         return HK_STATUS_OK;
     if (!x || !y)
-        return hk__fail(h, HK_STATUS_NULL_POINTER, "%s: %s is NULL", op, !x ? "x" : "y");
+        return hkc_fail(h, HK_STATUS_NULL_POINTER, "%s: %s is NULL", op, !x ? "x" : "y");
     hk_status_t st = check_vectors(h, n, x, incx, y, incy, 1, esz, op);
     if (st != HK_STATUS_OK)
         return st;
-    hk__call_t c;
-    st = hk__call_begin(h, &c);
+    hkc_call_t c;
+    st = hkc_call_begin(h, &c);
     if (st != HK_STATUS_OK)
         return st;
     st = check_operands(h, n, x, incx, y, incy, NULL, esz);
@@ -269,7 +269,7 @@ static hk_status_t copy(hk_handle_t *h, int64_t n, const void *x, int64_t incx, 
         void *params[] = {&nn, &x0, &ix, &y0, &iy};
         st = launch(&c, k, grid_for(h, n, incx == 1 && incy == 1, esz, 0), params, op);
     }
-    return hk__call_end(&c, st);
+    return hkc_call_end(&c, st);
 }
 
 /* ---- dot, nrm2 ---- */
@@ -285,41 +285,41 @@ static hk_status_t reduce_empty(hk_handle_t *h, void *result, size_t esz, int de
         memset(result, 0, esz);
         return HK_STATUS_OK;
     }
-    hk__call_t c;
-    hk_status_t st = hk__call_begin(h, &c);
+    hkc_call_t c;
+    hk_status_t st = hkc_call_begin(h, &c);
     if (st != HK_STATUS_OK)
         return st;
-    CUresult r = hk__cu.cuMemsetD8Async((CUdeviceptr)(uintptr_t)result, 0, esz, c.stream);
+    CUresult r = hkc_cu.cuMemsetD8Async((CUdeviceptr)(uintptr_t)result, 0, esz, c.stream);
     if (r != CUDA_SUCCESS)
-        st = hk__fail_cu(h, r, op);
-    return hk__call_end(&c, st);
+        st = hkc_fail_cu(h, r, op);
+    return hkc_call_end(&c, st);
 }
 
 /* Host pointer mode waits for its result, which a stream being captured
  * never gives: refused before anything is enqueued, the capture untouched
  * (the kit asks cuStreamIsCapturing only). */
-static hk_status_t refuse_capture(hk__call_t *c, const char *op)
+static hk_status_t refuse_capture(hkc_call_t *c, const char *op)
 {
     hk_status_t st = hk_kit_check_wait(&c->k, op);
     if (st != HK_STATUS_NOT_SUPPORTED)
         return st;
     char why[400];
-    snprintf(why, sizeof why, "%s", hk__last_error(c->h));
-    return hk__fail(c->h, st, "%s; host pointer mode results cannot be captured: use device "
+    snprintf(why, sizeof why, "%s", hkc_last_error(c->h));
+    return hkc_fail(c->h, st, "%s; host pointer mode results cannot be captured: use device "
                               "pointer mode", why);
 }
 
 /* Launches a reduction on the stream's workspace. In host pointer mode the
  * result goes to the handle's mapped word (or the workspace's, copied) and
  * the call waits for it; the handle's lock serialises those calls. */
-static hk_status_t reduce_launch(hk__call_t *c, hk__kernel_id_t k, unsigned grid,
+static hk_status_t reduce_launch(hkc_call_t *c, hkc_kernel_id_t k, unsigned grid,
                                  void **params, CUdeviceptr *partials, CUdeviceptr *counter,
                                  CUdeviceptr *slot, void *result, size_t esz, int device_mode,
                                  const char *op)
 {
     hk_handle_t *h = c->h;
-    hk__ws_t *ws = NULL;
-    hk_status_t st = hk__ws_get(c, &ws);
+    hkc_ws_t *ws = NULL;
+    hk_status_t st = hkc_ws_get(c, &ws);
     if (st != HK_STATUS_OK)
         return st;
     *partials = ws->base + HK__WS_PARTIALS;
@@ -329,49 +329,49 @@ static hk_status_t reduce_launch(hk__call_t *c, hk__kernel_id_t k, unsigned grid
     void *mapped = NULL;
     CUdeviceptr mapped_dev = 0;
     /* The stream is not being captured (refuse_capture), but another may be:
-     * making the mapped word and waiting run in relaxed mode (hk__relax). */
+     * making the mapped word and waiting run in relaxed mode (hkc_relax). */
     int mode;
-    CUresult rr = hk__relax(&mode);
+    CUresult rr = hkc_relax(&mode);
     if (rr != CUDA_SUCCESS)
-        return hk__fail_cu(h, rr, op);
+        return hkc_fail_cu(h, rr, op);
     pthread_mutex_lock(&h->lock);
-    mapped = hk__result_slot(h, c->arm, &mapped_dev);
+    mapped = hkc_result_slot(h, c->arm, &mapped_dev);
     *slot = mapped ? mapped_dev : ws->base + HK__WS_RESULT;
     st = launch(c, k, grid, params, op);
     if (st == HK_STATUS_OK) {
         CUresult r = mapped ? CUDA_SUCCESS
-                            : hk__cu.cuMemcpyDtoHAsync(result, *slot, esz, c->stream);
+                            : hkc_cu.cuMemcpyDtoHAsync(result, *slot, esz, c->stream);
         if (r == CUDA_SUCCESS)
-            r = hk__cu.cuStreamSynchronize(c->stream);
+            r = hkc_cu.cuStreamSynchronize(c->stream);
         if (r == CUDA_SUCCESS && mapped)
             memcpy(result, mapped, esz);
         if (r != CUDA_SUCCESS)
-            st = hk__fail_cu(h, r, op);
+            st = hkc_fail_cu(h, r, op);
     }
     pthread_mutex_unlock(&h->lock);
-    hk__relaxed_end(mode);
+    hkc_relaxed_end(mode);
     return st;
 }
 
 /* dot (y not NULL) or nrm2 (y NULL). */
 static hk_status_t reduce(hk_handle_t *h, int64_t n, const void *x, int64_t incx, const void *y,
-                          int64_t incy, void *result, size_t esz, hk__kernel_id_t k,
+                          int64_t incy, void *result, size_t esz, hkc_kernel_id_t k,
                           const char *op)
 {
     const int is_dot = k == HK__K_SDOT || k == HK__K_DDOT;
-    if (!hk__valid(h))
+    if (!hkc_valid(h))
         return HK_STATUS_INVALID_HANDLE;
     int device_mode = atomic_load_explicit(&h->pointer_mode, memory_order_relaxed);
     if (n <= 0 || (!is_dot && incx <= 0))
         return reduce_empty(h, result, esz, device_mode, op);
     if (!x || (is_dot && !y) || !result)
-        return hk__fail(h, HK_STATUS_NULL_POINTER, "%s: %s is NULL", op,
+        return hkc_fail(h, HK_STATUS_NULL_POINTER, "%s: %s is NULL", op,
                         !x ? "x" : is_dot && !y ? "y" : "result");
     hk_status_t st = check_vectors(h, n, x, incx, is_dot ? y : NULL, incy, 0, esz, op);
     if (st != HK_STATUS_OK)
         return st;
-    hk__call_t c;
-    st = hk__call_begin(h, &c);
+    hkc_call_t c;
+    st = hkc_call_begin(h, &c);
     if (st != HK_STATUS_OK)
         return st;
     st = check_operands(h, n, x, incx, is_dot ? y : NULL, incy, NULL, esz);
@@ -399,7 +399,7 @@ static hk_status_t reduce(hk_handle_t *h, int64_t n, const void *x, int64_t incx
         st = reduce_launch(&c, k, grid, is_dot ? dot_params : nrm_params, &partials, &counter,
                            &slot, result, esz, device_mode, op);
     }
-    return hk__call_end(&c, st);
+    return hkc_call_end(&c, st);
 }
 
 /* ---- the table ---- */
@@ -452,7 +452,7 @@ static hk_status_t dnrm2(hk_handle_t *h, int64_t n, const double *x, int64_t inc
     return reduce(h, n, x, incx, NULL, 0, result, sizeof(double), HK__K_DNRM2, "dnrm2");
 }
 
-const hk_blas1_v1_t hk__blas1_table = {
+const hk_blas1_v1_t hkc_blas1_table = {
     .size = sizeof(hk_blas1_v1_t),
     .saxpy = saxpy, .daxpy = daxpy,
     .sscal = sscal, .dscal = dscal,

@@ -22,8 +22,8 @@
 
 #include "hkc_internal.h"
 
-hk__cu_t hk__cu;
-pthread_mutex_t hk__lock = PTHREAD_MUTEX_INITIALIZER;
+hkc_cu_t hkc_cu;
+pthread_mutex_t hkc_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The fatbin, embedded by site_scons/hk_embed.S (hidden symbols). */
 extern const unsigned char hk__cuda_fatbin[];
@@ -41,7 +41,7 @@ static const char *const kernel_names[HK__K_COUNT] = {
     [HK__K_DNRM2_ALIGNED] = "hk_dnrm2_aligned_kernel",
 };
 
-/* All under hk__lock. kernels[] is set before any handle that uses it is
+/* All under hkc_lock. kernels[] is set before any handle that uses it is
  * published, and stays while a handle holds a reference. The last release
  * takes the library out (library NULL) before it unloads it, so a create
  * meanwhile loads a library of its own. */
@@ -50,10 +50,10 @@ static hk_kit_kernel_t *kernels[HK__K_COUNT];
 static unsigned long refs;
 static int entries_taken;
 
-hk_status_t hk__driver_take(void)
+hk_status_t hkc_driver_take(void)
 {
     static const hk_kit_entry_t entries[] = {
-#define HK__CU_ENTRY(name, ver) {#name, ver, (void **)&hk__cu.name},
+#define HK__CU_ENTRY(name, ver) {#name, ver, (void **)&hkc_cu.name},
         HK__CU_ENTRY_POINTS(HK__CU_ENTRY)
 #undef HK__CU_ENTRY
     };
@@ -74,7 +74,7 @@ static void give_back_library(hk_kit_library_t *lib)
         hk_kit_fail(NULL, HK_STATUS_OK, "%s", first);
 }
 
-hk_status_t hk__kernels_acquire(void)
+hk_status_t hkc_kernels_acquire(void)
 {
     if (refs > 0 || library) { /* a library the driver would not unload is used again */
         refs++;
@@ -98,18 +98,18 @@ hk_status_t hk__kernels_acquire(void)
     return HK_STATUS_OK;
 }
 
-hk_status_t hk__kernels_release(void)
+hk_status_t hkc_kernels_release(void)
 {
     hk_kit_library_t *lib = NULL;
     hk_kit_kernel_t *ks[HK__K_COUNT];
-    pthread_mutex_lock(&hk__lock);
+    pthread_mutex_lock(&hkc_lock);
     if (refs > 0 && --refs == 0) {
         lib = hk_kit_forked() ? NULL : library; /* a fork child has no driver to unload from */
         memcpy(ks, kernels, sizeof ks);
         memset(kernels, 0, sizeof kernels);
         library = NULL;
     }
-    pthread_mutex_unlock(&hk__lock);
+    pthread_mutex_unlock(&hkc_lock);
     if (!lib)
         return HK_STATUS_OK;
     /* No lock held: the driver waits here for the library's running kernels. */
@@ -119,16 +119,16 @@ hk_status_t hk__kernels_release(void)
     /* Refused (twice): kept for the next handle rather than lost, unless a
      * create loaded another one meanwhile; then the kit gives this one back
      * when the module is closed (hkk_driver.c). */
-    pthread_mutex_lock(&hk__lock);
+    pthread_mutex_lock(&hkc_lock);
     if (!library) {
         library = lib;
         memcpy(kernels, ks, sizeof kernels);
     }
-    pthread_mutex_unlock(&hk__lock);
+    pthread_mutex_unlock(&hkc_lock);
     return st;
 }
 
-hk_status_t hk__kernels_functions(hk_handle_t *h, unsigned long long ctx_id,
+hk_status_t hkc_kernels_functions(hk_handle_t *h, unsigned long long ctx_id,
                                   CUfunction out[HK__K_COUNT])
 {
     for (int k = 0; k < HK__K_COUNT; k++) {
@@ -165,7 +165,7 @@ static unsigned long long per_thread_key(void)
  * ID is not known yet is keyed by the capture (*capture set, see
  * the keys in hkc_internal.h): the ID cannot be asked there (fact 26), and a
  * graph with a workspace of its own shares it with no direct call. */
-static hk_status_t stream_key(hk__call_t *c, unsigned long long *key, uintptr_t *capture)
+static hk_status_t stream_key(hkc_call_t *c, unsigned long long *key, uintptr_t *capture)
 {
     *capture = 0;
     if (c->stream_id) {
@@ -188,7 +188,7 @@ static hk_status_t stream_key(hk__call_t *c, unsigned long long *key, uintptr_t 
         *key = seq;
         *capture = (uintptr_t)c->stream;
     } else if (*key & HK__WS_THREAD_BIT) {
-        return hk__fail(c->h, HK_STATUS_INTERNAL,
+        return hkc_fail(c->h, HK_STATUS_INTERNAL,
                         "cuStreamGetId gave %#llx, an ID with the top bit set", *key);
     }
     return HK_STATUS_OK;
@@ -199,18 +199,18 @@ static unsigned ws_hash(unsigned long long key, uintptr_t capture, unsigned mask
     return (unsigned)(((key ^ capture) * 0x9e3779b97f4a7c15ull) >> 32) & mask;
 }
 
-static hk__ws_t *ws_find(const hk__ws_map_t *m, unsigned long long key, uintptr_t capture)
+static hkc_ws_t *ws_find(const hkc_ws_map_t *m, unsigned long long key, uintptr_t capture)
 {
     if (!m)
         return NULL;
     for (unsigned i = ws_hash(key, capture, m->mask);; i = (i + 1) & m->mask) {
-        hk__ws_t *e = atomic_load_explicit(&m->slot[i], memory_order_acquire);
+        hkc_ws_t *e = atomic_load_explicit(&m->slot[i], memory_order_acquire);
         if (!e || (e->key == key && e->capture == capture))
             return e; /* a table is never more than half full: an empty slot comes */
     }
 }
 
-static void ws_place(hk__ws_map_t *m, hk__ws_t *e)
+static void ws_place(hkc_ws_map_t *m, hkc_ws_t *e)
 {
     unsigned i = ws_hash(e->key, e->capture, m->mask);
     while (atomic_load_explicit(&m->slot[i], memory_order_relaxed))
@@ -220,19 +220,19 @@ static void ws_place(hk__ws_map_t *m, hk__ws_t *e)
 }
 
 /* Adds e to the arm's table, replacing the table by one twice as large when
- * it would be more than half full. Caller holds hk__lock. */
-static int ws_insert(hk__arm_t *a, hk__ws_t *e)
+ * it would be more than half full. Caller holds hkc_lock. */
+static int ws_insert(hkc_arm_t *a, hkc_ws_t *e)
 {
-    hk__ws_map_t *m = atomic_load_explicit(&a->ws, memory_order_relaxed);
+    hkc_ws_map_t *m = atomic_load_explicit(&a->ws, memory_order_relaxed);
     if (!m || 2 * (m->count + 1) > m->mask + 1) {
         unsigned cap = m ? 2 * (m->mask + 1) : 16;
-        hk__ws_map_t *n = calloc(1, sizeof *n + cap * sizeof n->slot[0]);
+        hkc_ws_map_t *n = calloc(1, sizeof *n + cap * sizeof n->slot[0]);
         if (!n)
             return -1;
         n->mask = cap - 1;
         n->older = m;
         for (unsigned i = 0; m && i <= m->mask; i++) {
-            hk__ws_t *old = atomic_load_explicit(&m->slot[i], memory_order_relaxed);
+            hkc_ws_t *old = atomic_load_explicit(&m->slot[i], memory_order_relaxed);
             if (old)
                 ws_place(n, old);
         }
@@ -245,15 +245,15 @@ static int ws_insert(hk__arm_t *a, hk__ws_t *e)
 
 /* Clears the counter in stream order. During capture the memset becomes part
  * of the graph and has not run, so the workspace is not marked cleared. */
-static hk_status_t ws_clear(hk__call_t *c, hk__ws_t *e)
+static hk_status_t ws_clear(hkc_call_t *c, hkc_ws_t *e)
 {
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    CUresult r = hk__cu.cuStreamIsCapturing(c->stream, &cs);
+    CUresult r = hkc_cu.cuStreamIsCapturing(c->stream, &cs);
     if (r == CUDA_SUCCESS)
-        r = hk__cu.cuMemsetD8Async(e->base + HK__WS_COUNTER, 0, HK__WS_RESULT - HK__WS_COUNTER,
+        r = hkc_cu.cuMemsetD8Async(e->base + HK__WS_COUNTER, 0, HK__WS_RESULT - HK__WS_COUNTER,
                                    c->stream);
     if (r != CUDA_SUCCESS)
-        return hk__fail_cu(c->h, r, "clearing a reduction workspace");
+        return hkc_fail_cu(c->h, r, "clearing a reduction workspace");
     if (cs == CU_STREAM_CAPTURE_STATUS_NONE)
         atomic_store_explicit(&e->cleared, 1, memory_order_release);
     return HK_STATUS_OK;
@@ -262,41 +262,41 @@ static hk_status_t ws_clear(hk__call_t *c, hk__ws_t *e)
 /* cuMemAlloc and cuMemFree are among the calls that a stream capture in
  * global mode (of any thread) or thread-local mode (of this thread) forbids
  * and that would invalidate it (fact 26): they run in relaxed mode, which
- * the driver allows (hk__relax). */
-CUresult hk__relaxed_alloc(CUdeviceptr *p, size_t bytes)
+ * the driver allows (hkc_relax). */
+CUresult hkc_relaxed_alloc(CUdeviceptr *p, size_t bytes)
 {
     int mode;
-    CUresult r = hk__relax(&mode);
+    CUresult r = hkc_relax(&mode);
     if (r != CUDA_SUCCESS)
         return r;
-    r = hk__cu.cuMemAlloc(p, bytes);
-    CUresult back = hk__relaxed_end(mode);
+    r = hkc_cu.cuMemAlloc(p, bytes);
+    CUresult back = hkc_relaxed_end(mode);
     if (r == CUDA_SUCCESS && back != CUDA_SUCCESS) { /* the caller's mode comes first */
-        hk__cu.cuMemFree(*p);
+        hkc_cu.cuMemFree(*p);
         r = back;
     }
     return r;
 }
 
-CUresult hk__relaxed_free(CUdeviceptr p)
+CUresult hkc_relaxed_free(CUdeviceptr p)
 {
     int mode;
-    CUresult r = hk__relax(&mode);
+    CUresult r = hkc_relax(&mode);
     if (r != CUDA_SUCCESS)
         return r;
-    r = hk__cu.cuMemFree(p);
-    hk__relaxed_end(mode);
+    r = hkc_cu.cuMemFree(p);
+    hkc_relaxed_end(mode);
     return r;
 }
 
-/* A new slab of workspaces, first in the arm's list. Caller holds hk__lock or
+/* A new slab of workspaces, first in the arm's list. Caller holds hkc_lock or
  * owns the arm alone; the arm's context is current. */
-static CUresult slab_add(hk__arm_t *a)
+static CUresult slab_add(hkc_arm_t *a)
 {
-    hk__slab_t *s = calloc(1, sizeof *s);
+    hkc_slab_t *s = calloc(1, sizeof *s);
     if (!s)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = hk__relaxed_alloc(&s->base, (size_t)HK__WS_PER_SLAB * HK__WS_BYTES);
+    CUresult r = hkc_relaxed_alloc(&s->base, (size_t)HK__WS_PER_SLAB * HK__WS_BYTES);
     if (r != CUDA_SUCCESS) {
         free(s);
         return r;
@@ -306,31 +306,31 @@ static CUresult slab_add(hk__arm_t *a)
     return CUDA_SUCCESS;
 }
 
-hk_status_t hk__ws_reserve(hk__arm_t *a, hk_handle_t *err_to)
+hk_status_t hkc_ws_reserve(hkc_arm_t *a, hk_handle_t *err_to)
 {
     CUresult r = slab_add(a);
     return r == CUDA_SUCCESS ? HK_STATUS_OK
-                             : hk__fail_cu(err_to, r, "cuMemAlloc of the reduction workspaces");
+                             : hkc_fail_cu(err_to, r, "cuMemAlloc of the reduction workspaces");
 }
 
-/* Slow path: the first reduction on this stream in this arm. Under hk__lock,
+/* Slow path: the first reduction on this stream in this arm. Under hkc_lock,
  * so two threads on one stream make one workspace; the entry is published
  * only after its clear is enqueued, so any kernel enqueued by a thread that
  * finds it comes after the clear on that stream. The memory comes from the
  * arm's slab (made with the arm: no allocation for its first streams, so no
  * allocation during a capture either); a full slab gets a new one. */
-static hk_status_t ws_make(hk__call_t *c, unsigned long long key, uintptr_t capture,
-                           hk__ws_t **out)
+static hk_status_t ws_make(hkc_call_t *c, unsigned long long key, uintptr_t capture,
+                           hkc_ws_t **out)
 {
     hk_status_t st = HK_STATUS_OK;
-    hk__arm_t *a = c->arm;
-    pthread_mutex_lock(&hk__lock);
-    hk__ws_t *e = ws_find(atomic_load_explicit(&a->ws, memory_order_acquire), key, capture);
+    hkc_arm_t *a = c->arm;
+    pthread_mutex_lock(&hkc_lock);
+    hkc_ws_t *e = ws_find(atomic_load_explicit(&a->ws, memory_order_acquire), key, capture);
     if (e)
         goto out;
     e = calloc(1, sizeof *e);
     if (!e) {
-        st = hk__fail(c->h, HK_STATUS_OUT_OF_MEMORY, "no memory for a reduction workspace");
+        st = hkc_fail(c->h, HK_STATUS_OUT_OF_MEMORY, "no memory for a reduction workspace");
         goto out;
     }
     e->key = key;
@@ -338,14 +338,14 @@ static hk_status_t ws_make(hk__call_t *c, unsigned long long key, uintptr_t capt
     if (!a->slabs || a->slabs->used == HK__WS_PER_SLAB) {
         CUresult r = slab_add(a);
         if (r != CUDA_SUCCESS) {
-            st = hk__fail_cu(c->h, r, "cuMemAlloc of more reduction workspaces");
+            st = hkc_fail_cu(c->h, r, "cuMemAlloc of more reduction workspaces");
             goto fail;
         }
     }
     e->base = a->slabs->base + (CUdeviceptr)a->slabs->used * HK__WS_BYTES;
     st = ws_clear(c, e);
     if (st == HK_STATUS_OK && ws_insert(a, e) != 0)
-        st = hk__fail(c->h, HK_STATUS_OUT_OF_MEMORY, "no memory for the workspace table");
+        st = hkc_fail(c->h, HK_STATUS_OUT_OF_MEMORY, "no memory for the workspace table");
     if (st == HK_STATUS_OK) {
         a->slabs->used++;
         goto out;
@@ -356,19 +356,19 @@ fail:
     free(e);
     e = NULL;
 out:
-    pthread_mutex_unlock(&hk__lock);
+    pthread_mutex_unlock(&hkc_lock);
     *out = e;
     return st;
 }
 
-hk_status_t hk__ws_get(hk__call_t *c, hk__ws_t **out)
+hk_status_t hkc_ws_get(hkc_call_t *c, hkc_ws_t **out)
 {
     unsigned long long key;
     uintptr_t capture;
     hk_status_t st = stream_key(c, &key, &capture);
     if (st != HK_STATUS_OK)
         return st;
-    hk__ws_t *e = ws_find(atomic_load_explicit(&c->arm->ws, memory_order_acquire), key, capture);
+    hkc_ws_t *e = ws_find(atomic_load_explicit(&c->arm->ws, memory_order_acquire), key, capture);
     if (!e)
         return ws_make(c, key, capture, out);
     *out = e;
@@ -377,15 +377,15 @@ hk_status_t hk__ws_get(hk__call_t *c, hk__ws_t **out)
     return HK_STATUS_OK;
 }
 
-CUresult hk__ws_free(hk__arm_t *a)
+CUresult hkc_ws_free(hkc_arm_t *a)
 {
     CUresult first = CUDA_SUCCESS;
-    for (hk__slab_t *s = a ? a->slabs : NULL; s; s = s->next) {
+    for (hkc_slab_t *s = a ? a->slabs : NULL; s; s = s->next) {
         if (!s->base)
             continue;
-        CUresult r = hk__relaxed_free(s->base);
+        CUresult r = hkc_relaxed_free(s->base);
         if (r != CUDA_SUCCESS) /* a give-back is tried twice (plugin/cuda/README.md) */
-            r = hk__relaxed_free(s->base);
+            r = hkc_relaxed_free(s->base);
         if (r == CUDA_SUCCESS)
             s->base = 0;
         else if (first == CUDA_SUCCESS)
@@ -394,20 +394,20 @@ CUresult hk__ws_free(hk__arm_t *a)
     return first;
 }
 
-void hk__arm_free(hk__arm_t *a)
+void hkc_arm_free(hkc_arm_t *a)
 {
     if (!a)
         return;
-    hk__ws_map_t *m = atomic_load(&a->ws);
+    hkc_ws_map_t *m = atomic_load(&a->ws);
     for (unsigned i = 0; m && i <= m->mask; i++)
         free(atomic_load_explicit(&m->slot[i], memory_order_relaxed));
     while (m) {
-        hk__ws_map_t *older = m->older;
+        hkc_ws_map_t *older = m->older;
         free(m);
         m = older;
     }
     while (a->slabs) {
-        hk__slab_t *next = a->slabs->next;
+        hkc_slab_t *next = a->slabs->next;
         free(a->slabs);
         a->slabs = next;
     }

@@ -17,13 +17,13 @@ static const struct {
     const char *name;
     const void *table;
 } tables[] = {
-    {HK_TABLE_BLAS1_V1, &hk__blas1_table},
-    {HK_TABLE_MEMORY_V1, &hk__memory_table},
-    {HK_TABLE_KERNELS_V1, &hk__kernels_table},
-    {HK_TABLE_CUDA_V1, &hk__cuda_table},
+    {HK_TABLE_BLAS1_V1, &hkc_blas1_table},
+    {HK_TABLE_MEMORY_V1, &hkc_memory_table},
+    {HK_TABLE_KERNELS_V1, &hkc_kernels_table},
+    {HK_TABLE_CUDA_V1, &hkc_cuda_table},
 };
 
-hk_status_t hk__get_table(const char *name, const void **table)
+hk_status_t hkc_get_table(const char *name, const void **table)
 {
     if (!table)
         return HK_STATUS_NULL_POINTER;
@@ -39,7 +39,7 @@ hk_status_t hk__get_table(const char *name, const void **table)
     return HK_STATUS_NOT_FOUND;
 }
 
-hk_status_t hk__enum_tables(size_t index, const char **name)
+hk_status_t hkc_enum_tables(size_t index, const char **name)
 {
     if (!name)
         return HK_STATUS_NULL_POINTER;
@@ -69,7 +69,7 @@ hk_status_t hk_plugin_negotiate(const hk_negotiate_request_t *request,
      * closed; no thread-local destructors (plugin/kit/hkk_driver.c). */
     hk_negotiate_answer_t a = {
         {HK_STRUCT_NEGOTIATE_ANSWER, sizeof a, 1}, HK_ABI_CURRENT, HK_PLUGIN_UNLOAD_SAFE,
-        "hk-cuda", HK__CUDA_VERSION, &hk__vtable};
+        "hk-cuda", HK__CUDA_VERSION, &hkc_vtable};
     /* Any 1.x up to ours: an older host reads a shorter vtable. */
     uint32_t lo = request->abi_min, hi = request->abi_max;
     uint32_t chosen = hi < HK_ABI_CURRENT ? hi : HK_ABI_CURRENT;

@@ -11,23 +11,23 @@
 
 static hk_status_t k_load(hk_handle_t *h, const void *image, size_t size, hk_library_t **out)
 {
-    if (!hk__valid(h))
+    if (!hkc_valid(h))
         return HK_STATUS_INVALID_HANDLE;
     if (!out || !image) {
         if (out)
             *out = NULL;
-        return hk__fail(h, HK_STATUS_NULL_POINTER, "load: %s is NULL", !out ? "out" : "image");
+        return hkc_fail(h, HK_STATUS_NULL_POINTER, "load: %s is NULL", !out ? "out" : "image");
     }
     *out = NULL;
     /* Inside the handle's context: the library is also loaded into it, so a
      * PTX image is compiled now, with its log, not at a later launch. */
-    hk__call_t c;
-    hk_status_t st = hk__call_begin(h, &c);
+    hkc_call_t c;
+    hk_status_t st = hkc_call_begin(h, &c);
     if (st != HK_STATUS_OK)
         return st;
     hk_kit_library_t *lib = NULL;
     st = hk_kit_library_load(h->kb, image, size, HK_KIT_LOAD_INTO_CURRENT, &lib);
-    st = hk__call_end(&c, st);
+    st = hkc_call_end(&c, st);
     if (st == HK_STATUS_OK)
         *out = (hk_library_t *)lib;
     return st;
@@ -35,7 +35,7 @@ static hk_status_t k_load(hk_handle_t *h, const void *image, size_t size, hk_lib
 
 static hk_status_t k_unload(hk_handle_t *h, hk_library_t *lib)
 {
-    if (!hk__valid(h))
+    if (!hkc_valid(h))
         return HK_STATUS_INVALID_HANDLE;
     return hk_kit_library_unload(h->kb, (hk_kit_library_t *)lib);
 }
@@ -43,7 +43,7 @@ static hk_status_t k_unload(hk_handle_t *h, hk_library_t *lib)
 static hk_status_t k_get_kernel(hk_handle_t *h, hk_library_t *lib, const char *name,
                                 hk_kernel_t **out)
 {
-    if (!hk__valid(h))
+    if (!hkc_valid(h))
         return HK_STATUS_INVALID_HANDLE;
     hk_kit_kernel_t *k = NULL;
     hk_status_t st = hk_kit_kernel_find(h->kb, (hk_kit_library_t *)lib, name, &k);
@@ -57,9 +57,9 @@ static hk_status_t k_get_kernel(hk_handle_t *h, hk_library_t *lib, const char *n
 static hk_status_t check_kernel(hk_handle_t *h, const hk_kernel_t *k, const char *slot)
 {
     if (!k)
-        return hk__fail(h, HK_STATUS_NULL_POINTER, "%s: kernel is NULL", slot);
+        return hkc_fail(h, HK_STATUS_NULL_POINTER, "%s: kernel is NULL", slot);
     if (!hk_kit_kernel_live(k))
-        return hk__fail(h, HK_STATUS_INVALID_VALUE,
+        return hkc_fail(h, HK_STATUS_INVALID_VALUE,
                         "%s: %p is not a live kernel of hk-cuda (its library unloaded?)", slot,
                         (const void *)k);
     return HK_STATUS_OK;
@@ -68,26 +68,26 @@ static hk_status_t check_kernel(hk_handle_t *h, const hk_kernel_t *k, const char
 static hk_status_t k_get_attributes(hk_handle_t *h, hk_kernel_t *kernel,
                                     hk_kernel_attributes_t *attrs)
 {
-    if (!hk__valid(h))
+    if (!hkc_valid(h))
         return HK_STATUS_INVALID_HANDLE;
     hk_status_t st = check_kernel(h, kernel, "get_attributes");
     if (st != HK_STATUS_OK)
         return st;
     if (!attrs)
-        return hk__fail(h, HK_STATUS_NULL_POINTER, "get_attributes: attrs is NULL");
-    hk__call_t c;
-    st = hk__call_begin(h, &c);
+        return hkc_fail(h, HK_STATUS_NULL_POINTER, "get_attributes: attrs is NULL");
+    hkc_call_t c;
+    st = hkc_call_begin(h, &c);
     if (st != HK_STATUS_OK)
         return st;
     st = hk_kit_kernel_attributes(&c.k, (hk_kit_kernel_t *)kernel, attrs);
-    return hk__call_end(&c, st);
+    return hkc_call_end(&c, st);
 }
 
 static hk_status_t k_launch(hk_handle_t *h, hk_kernel_t *kernel, uint32_t grid_x, uint32_t grid_y,
                             uint32_t grid_z, uint32_t block_x, uint32_t block_y, uint32_t block_z,
                             uint32_t shared_bytes, void **args)
 {
-    if (!hk__valid(h))
+    if (!hkc_valid(h))
         return HK_STATUS_INVALID_HANDLE;
     hk_status_t st = check_kernel(h, kernel, "launch");
     if (st != HK_STATUS_OK)
@@ -96,37 +96,37 @@ static hk_status_t k_launch(hk_handle_t *h, hk_kernel_t *kernel, uint32_t grid_x
     st = hk_kit_check_dims(h->kb, grid, block);
     if (st != HK_STATUS_OK)
         return st;
-    hk__call_t c;
-    st = hk__call_begin(h, &c);
+    hkc_call_t c;
+    st = hkc_call_begin(h, &c);
     if (st != HK_STATUS_OK)
         return st;
     st = hk_kit_launch(&c.k, (hk_kit_kernel_t *)kernel, grid, block, shared_bytes, args);
-    return hk__call_end(&c, st);
+    return hkc_call_end(&c, st);
 }
 
 static hk_status_t k_get_function(hk_handle_t *h, hk_kernel_t *kernel, void **function)
 {
-    if (!hk__valid(h))
+    if (!hkc_valid(h))
         return HK_STATUS_INVALID_HANDLE;
     hk_status_t st = check_kernel(h, kernel, "get_function");
     if (st != HK_STATUS_OK)
         return st;
     if (!function)
-        return hk__fail(h, HK_STATUS_NULL_POINTER, "get_function: function is NULL");
+        return hkc_fail(h, HK_STATUS_NULL_POINTER, "get_function: function is NULL");
     *function = NULL;
-    hk__call_t c;
-    st = hk__call_begin(h, &c);
+    hkc_call_t c;
+    st = hkc_call_begin(h, &c);
     if (st != HK_STATUS_OK)
         return st;
     CUfunction fn = NULL;
     st = hk_kit_kernel_function((hk_kit_kernel_t *)kernel, c.arm->base.ctx_id, h->kb, &fn);
-    st = hk__call_end(&c, st);
+    st = hkc_call_end(&c, st);
     if (st == HK_STATUS_OK)
         *function = fn;
     return st;
 }
 
-const hk_kernels_v1_t hk__kernels_table = {
+const hk_kernels_v1_t hkc_kernels_table = {
     .size = sizeof(hk_kernels_v1_t),
     .load = k_load,
     .unload = k_unload,
@@ -140,20 +140,20 @@ const hk_kernels_v1_t hk__kernels_table = {
 
 static hk_status_t c_get_context(hk_handle_t *h, void **context)
 {
-    if (!hk__valid(h))
+    if (!hkc_valid(h))
         return HK_STATUS_INVALID_HANDLE;
     if (!context)
-        return hk__fail(h, HK_STATUS_NULL_POINTER, "get_context: context is NULL");
+        return hkc_fail(h, HK_STATUS_NULL_POINTER, "get_context: context is NULL");
     *context = hk_kit_context(h->kb);
     return HK_STATUS_OK;
 }
 
 static hk_status_t c_get_device(hk_handle_t *h, int *device, int *ordinal)
 {
-    if (!hk__valid(h))
+    if (!hkc_valid(h))
         return HK_STATUS_INVALID_HANDLE;
     if (!device || !ordinal)
-        return hk__fail(h, HK_STATUS_NULL_POINTER, "get_device: %s is NULL",
+        return hkc_fail(h, HK_STATUS_NULL_POINTER, "get_device: %s is NULL",
                         !device ? "device" : "ordinal");
     *device = h->cudev;
     *ordinal = h->device;
@@ -162,15 +162,15 @@ static hk_status_t c_get_device(hk_handle_t *h, int *device, int *ordinal)
 
 static hk_status_t c_get_stream(hk_handle_t *h, void **stream)
 {
-    if (!hk__valid(h))
+    if (!hkc_valid(h))
         return HK_STATUS_INVALID_HANDLE;
     if (!stream)
-        return hk__fail(h, HK_STATUS_NULL_POINTER, "get_stream: stream is NULL");
+        return hkc_fail(h, HK_STATUS_NULL_POINTER, "get_stream: stream is NULL");
     *stream = hk_kit_get_stream(h->kb);
     return HK_STATUS_OK;
 }
 
-const hk_cuda_v1_t hk__cuda_table = {
+const hk_cuda_v1_t hkc_cuda_table = {
     .size = sizeof(hk_cuda_v1_t),
     .get_context = c_get_context,
     .get_device = c_get_device,

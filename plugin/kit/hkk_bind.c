@@ -43,7 +43,7 @@ int hk_kit_pop_current(void)
 
 /* ---- arming: what the plugin makes in the bound context ---- */
 
-static void free_arm(hk_kit_bind_t *b, hk_kit_arm_t *a)
+static void hkk_free_arm(hk_kit_bind_t *b, hk_kit_arm_t *a)
 {
     if (b->ops && b->ops->free_arm)
         b->ops->free_arm(b->user, a);
@@ -51,18 +51,18 @@ static void free_arm(hk_kit_bind_t *b, hk_kit_arm_t *a)
         free(a);
 }
 
-void hk__kit_free_arms(hk_kit_bind_t *b)
+void hkk_free_arms(hk_kit_bind_t *b)
 {
     hk_kit_arm_t *a = atomic_load(&b->arm);
     while (a) {
         hk_kit_arm_t *older = a->older;
-        free_arm(b, a);
+        hkk_free_arm(b, a);
         a = older;
     }
     atomic_store(&b->arm, NULL);
 }
 
-hk_status_t hk__kit_arm(hk_kit_bind_t *b, hk_kit_bind_t *err_to)
+hk_status_t hkk_arm(hk_kit_bind_t *b, hk_kit_bind_t *err_to)
 {
     unsigned long long id = 0;
     hk_kit_arm_t *a = NULL;
@@ -125,7 +125,7 @@ static CUcontext known_primary(CUdevice dev)
     return dev >= 0 && dev < HK__KNOWN_PRIMARIES ? atomic_load(&known_primaries[dev]) : NULL;
 }
 
-CUresult hk__kit_retain_primary(CUdevice dev, CUcontext *p)
+CUresult hkk_retain_primary(CUdevice dev, CUcontext *p)
 {
     CUresult r = KCU.cuDevicePrimaryCtxRetain(p, dev);
     if (r == CUDA_SUCCESS && dev >= 0 && dev < HK__KNOWN_PRIMARIES)
@@ -150,7 +150,7 @@ static hk_status_t bind_if_primary(hk_kit_bind_t *h, CUdevice dev, CUcontext cur
 {
     CUcontext p = NULL;
     *bound = 0;
-    CUresult r = hk__kit_retain_primary(dev, &p);
+    CUresult r = hkk_retain_primary(dev, &p);
     if (r != CUDA_SUCCESS)
         return hk_kit_fail_cu(NULL, r, "cuDevicePrimaryCtxRetain");
     if (p != cur)
@@ -278,7 +278,7 @@ static hk_status_t choose_context(hk_kit_bind_t *h, int device, CUcontext cur, i
     r = KCU.cuDeviceGet(&h->cudev, ordinal);
     if (r != CUDA_SUCCESS)
         return hk_kit_fail_cu(NULL, r, "cuDeviceGet");
-    r = hk__kit_retain_primary(h->cudev, &h->ctx);
+    r = hkk_retain_primary(h->cudev, &h->ctx);
     if (r != CUDA_SUCCESS)
         return hk_kit_fail_cu(NULL, r, "cuDevicePrimaryCtxRetain");
     h->device = ordinal;
@@ -296,7 +296,7 @@ static void disarm(hk_kit_bind_t *b)
     hk_kit_arm_t *made = atomic_load(&b->arm);
     if (made && b->ops && b->ops->release)
         (void)b->ops->release(b, b->user, made); /* the pop's failure is the one reported */
-    hk__kit_free_arms(b);
+    hkk_free_arms(b);
 }
 
 static hk_status_t context_bind(hk_kit_bind_t *h, int device)
@@ -317,7 +317,7 @@ static hk_status_t context_bind(hk_kit_bind_t *h, int device)
         }
         pushed = 1;
     }
-    st = hk__kit_arm(h, NULL);
+    st = hkk_arm(h, NULL);
     if (pushed && (st != HK_STATUS_OK || !keep_current)) {
         /* With keep_current nothing was current, and the pushed primary
          * stays as the only entry of the stack, as after a runtime call. */
@@ -331,7 +331,7 @@ static hk_status_t context_bind(hk_kit_bind_t *h, int device)
     }
     if (st == HK_STATUS_OK) {
         if (hk__tracing(HK__TRACE_DECISIONS))
-            hk__kit_trace_bound(h, bind_why ? bind_why : "");
+            hkk_trace_bound(h, bind_why ? bind_why : "");
         return HK_STATUS_OK;
     }
 fail:
@@ -348,7 +348,7 @@ static hk_status_t bind_new(int device, const hk_kit_ops_t *ops, void *user, hk_
 {
     if (device < HK_DEVICE_CURRENT)
         return hk_kit_fail(NULL, HK_STATUS_INVALID_DEVICE, "device %d is not valid", device);
-    if (atomic_load(&hk__kit_forked))
+    if (atomic_load(&hkk_forked))
         return hk_kit_fail(NULL, HK_STATUS_FORKED,
                            "this process is a fork() child of a CUDA process");
     if (!KCU.cuCtxGetCurrent)

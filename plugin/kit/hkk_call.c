@@ -59,7 +59,7 @@ static hk_status_t recover(hk_kit_bind_t *h, hk_kit_call_t *c)
         goto out;
     }
     CUcontext p = NULL;
-    r = hk__kit_retain_primary(h->cudev, &p);
+    r = hkk_retain_primary(h->cudev, &p);
     if (r != CUDA_SUCCESS) {
         st = hk_kit_fail_cu(h, r, "re-arming after a reset: cuDevicePrimaryCtxRetain");
         goto out;
@@ -79,32 +79,32 @@ static hk_status_t recover(hk_kit_bind_t *h, hk_kit_call_t *c)
         }
         c->switched = 1;
         if (hk__tracing(HK__TRACE_CALLS))
-            hk__kit_trace_switch(h, c->prev, 1, CUDA_SUCCESS);
+            hkk_trace_switch(h, c->prev, 1, CUDA_SUCCESS);
     }
-    st = hk__kit_arm(h, h);
+    st = hkk_arm(h, h);
     if (st != HK_STATUS_OK && c->switched) {
         hk_kit_pop_current(); /* refused twice: the arm's failure is the one reported */
         c->switched = 0;
     }
     if (st == HK_STATUS_OK && hk__tracing(HK__TRACE_DECISIONS))
-        hk__kit_trace_rearmed(h, a ? a->ctx_id : 0);
+        hkk_trace_rearmed(h, a ? a->ctx_id : 0);
 give_back:
     give_back_extra_retain(h);
 out:
     pthread_mutex_unlock(&h->lock);
     if (st != HK_STATUS_OK && hk__tracing(HK__TRACE_DECISIONS))
-        hk__kit_trace_refused(h, st);
+        hkk_trace_refused(h, st);
     return st;
 }
 
 hk_status_t hk_kit_begin(hk_kit_bind_t *h, hk_kit_call_t *c)
 {
-    if (atomic_load_explicit(&hk__kit_forked, memory_order_relaxed)) {
+    if (atomic_load_explicit(&hkk_forked, memory_order_relaxed)) {
         hk_status_t st = hk_kit_fail(h, HK_STATUS_FORKED,
                                      "this process is a fork() child of the one that made the "
                                      "handle; CUDA cannot be used here");
         if (hk__tracing(HK__TRACE_DECISIONS))
-            hk__kit_trace_refused(h, st);
+            hkk_trace_refused(h, st);
         return st;
     }
     c->b = h;
@@ -129,10 +129,10 @@ hk_status_t hk_kit_begin(hk_kit_bind_t *h, hk_kit_call_t *c)
             return hk_kit_fail_cu(h, r, "cuCtxPushCurrent of the handle's context");
         c->switched = 1;
         if (hk__tracing(HK__TRACE_CALLS))
-            hk__kit_trace_switch(h, c->prev, 1, CUDA_SUCCESS);
+            hkk_trace_switch(h, c->prev, 1, CUDA_SUCCESS);
     }
     c->arm = a;
-    hk__kit_stream_read(h, &c->stream, &c->stream_id);
+    hkk_stream_read(h, &c->stream, &c->stream_id);
     return HK_STATUS_OK;
 }
 
@@ -148,7 +148,7 @@ hk_status_t hk_kit_end(hk_kit_call_t *c, hk_status_t st)
                               "context did not; the handle's context is still current");
     }
     if (hk__tracing(r == CUDA_SUCCESS ? HK__TRACE_CALLS : HK__TRACE_DECISIONS))
-        hk__kit_trace_switch(c->b, c->prev, 0, r);
+        hkk_trace_switch(c->b, c->prev, 0, r);
     return st;
 }
 
@@ -196,8 +196,8 @@ static hk_status_t free_made(hk_kit_bind_t *h, hk_kit_arm_t *a)
  * no lock (another parent thread may have held one at the fork). */
 static void unbind_forked(hk_kit_bind_t *h)
 {
-    hk__kit_free_arms(h);
-    hk__kit_libs_drop(h);
+    hkk_free_arms(h);
+    hkk_libs_drop(h);
     free(h); /* its mutexes may be in any state: not destroyed */
 }
 
@@ -205,7 +205,7 @@ hk_status_t hk_kit_unbind(hk_kit_bind_t *h)
 {
     if (!h)
         return hk_kit_fail(NULL, HK_STATUS_NULL_POINTER, "hk_kit_unbind: the binding is NULL");
-    if (atomic_load(&hk__kit_forked)) {
+    if (atomic_load(&hkk_forked)) {
         HK__TRACE(HK__TRACE_DECISIONS, "fork", "handle %p destroyed in a fork() child: only its "
                   "host memory freed, nothing given back to the driver", WHO(h));
         unbind_forked(h);
@@ -240,12 +240,12 @@ hk_status_t hk_kit_unbind(hk_kit_bind_t *h)
         }
         h->owns_primary--;
     }
-    hk__kit_free_arms(h);
-    hk__kit_libs_drop(h);
+    hkk_free_arms(h);
+    hkk_libs_drop(h);
     if (st != HK_STATUS_OK) /* the binding's message goes with it */
         hk_kit_fail(NULL, st, "%s", h->err);
     if (hk__tracing(HK__TRACE_DECISIONS))
-        hk__kit_trace_unbound(h, held - h->owns_primary, freed, gone, st);
+        hkk_trace_unbound(h, held - h->owns_primary, freed, gone, st);
     pthread_mutex_destroy(&h->lock);
     pthread_mutex_destroy(&h->errlock);
     free(h);
@@ -313,7 +313,7 @@ static void stream_publish(hk_kit_bind_t *b, CUstream s, int user, unsigned long
     atomic_store_explicit(&b->stream_seq, q + 2u, memory_order_release);
 }
 
-void hk__kit_stream_read(hk_kit_bind_t *b, CUstream *s, unsigned long long *id)
+void hkk_stream_read(hk_kit_bind_t *b, CUstream *s, unsigned long long *id)
 {
     for (;;) {
         unsigned q = atomic_load_explicit(&b->stream_seq, memory_order_acquire);
@@ -451,7 +451,7 @@ static CUresult stream_device(CUcontext c, int *sdev)
 
 hk_status_t hk_kit_set_stream(hk_kit_bind_t *b, struct CUstream_st *stream, const char *what)
 {
-    if (atomic_load(&hk__kit_forked))
+    if (atomic_load(&hkk_forked))
         return hk_kit_fail(b, HK_STATUS_FORKED, "%s: CUDA is unusable in a fork() child", what);
     CUstream s = stream;
     int user = s != NULL && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD;
@@ -477,7 +477,7 @@ hk_status_t hk_kit_set_stream(hk_kit_bind_t *b, struct CUstream_st *stream, cons
                                          b->device, sdev == b->device
                                          ? " (another context of the same device)" : "");
             if (hk__tracing(HK__TRACE_DECISIONS))
-                hk__kit_trace_refused(b, st);
+                hkk_trace_refused(b, st);
             return st;
         }
     }

@@ -44,8 +44,8 @@
 
 #include "hkk_internal.h"
 
-hk__kit_cu_t hk__kit_cu;
-atomic_int hk__kit_forked;
+hkk_cu_t hkk_cu;
+atomic_int hkk_forked;
 
 /* Guards opening the driver; never taken on a call's path. */
 static pthread_mutex_t drv_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -63,7 +63,7 @@ static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
  * (see the file comment). */
 static void on_fork_child(void)
 {
-    atomic_store(&hk__kit_forked, 1);
+    atomic_store(&hkk_forked, 1);
 }
 
 /* Set when the process exits. Registered with this module's __dso_handle
@@ -105,7 +105,7 @@ void hk_kit_fork_watch(void)
 
 int hk_kit_forked(void)
 {
-    return atomic_load_explicit(&hk__kit_forked, memory_order_relaxed);
+    return atomic_load_explicit(&hkk_forked, memory_order_relaxed);
 }
 
 static void version_text(int v, char *buf, size_t len)
@@ -163,7 +163,7 @@ static hk_status_t take_entry_points(PFN_cuGetProcAddress_v12000 getproc, const 
 static hk_status_t take_kit_entry_points(PFN_cuGetProcAddress_v12000 getproc, const char *path)
 {
     static const hk_kit_entry_t entries[] = {
-#define HK__KIT_ENTRY(name, ver) {#name, ver, (void **)&hk__kit_cu.name},
+#define HK__KIT_ENTRY(name, ver) {#name, ver, (void **)&hkk_cu.name},
         HK__KIT_ENTRY_POINTS(HK__KIT_ENTRY)
 #undef HK__KIT_ENTRY
     };
@@ -341,7 +341,7 @@ static hk_status_t open_driver(int min_version)
     st = check_version(min_version);
 out:
     if (st != HK_STATUS_OK) {
-        memset(&hk__kit_cu, 0, sizeof hk__kit_cu);
+        memset(&hkk_cu, 0, sizeof hkk_cu);
         dlclose(lib);
         return st;
     }
@@ -355,7 +355,7 @@ out:
 hk_status_t hk_kit_driver_load(int min_version)
 {
     hk_kit_fork_watch();
-    if (atomic_load(&hk__kit_forked))
+    if (atomic_load(&hkk_forked))
         return hk_kit_fail(NULL, HK_STATUS_FORKED,
                            "this process is a fork() child of a CUDA process");
     if (atomic_load_explicit(&drv_ready, memory_order_acquire))
@@ -399,14 +399,14 @@ hk_status_t hk_kit_driver_take(const hk_kit_entry_t *entries, size_t count)
  * RTLD_NODELETE). */
 __attribute__((destructor)) static void kit_unload(void)
 {
-    if (atomic_load(&process_exiting) || atomic_load(&hk__kit_forked) ||
-        hk__kit_handles_fini() > 0)
+    if (atomic_load(&process_exiting) || atomic_load(&hkk_forked) ||
+        hkk_handles_fini() > 0)
         return;
-    if (atomic_load(&drv_ready) && hk__kit_libraries_fini() > 0)
+    if (atomic_load(&drv_ready) && hkk_libraries_fini() > 0)
         return; /* the driver refused an unload: keep the reference it needs */
     pthread_mutex_lock(&drv_lock);
     atomic_store(&drv_ready, 0);
-    memset(&hk__kit_cu, 0, sizeof hk__kit_cu);
+    memset(&hkk_cu, 0, sizeof hkk_cu);
     drv_getproc = NULL;
     if (drv_lib && drv_pinned) /* unpinned (a dynamic loader that would not mark it): kept */
         dlclose(drv_lib);

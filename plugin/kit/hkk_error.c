@@ -5,10 +5,10 @@
  * hk_kit_last_error copies a binding's message into a per-thread buffer under
  * the binding's error lock, so a reader never races with another thread
  * writing a new message. Only the failure paths write, so successful calls
- * pay nothing. Writing and copying a message are plugin/common/hk__msg.h,
+ * pay nothing. Writing and copying a message are common/hk__msg.h,
  * shared with hk-cpu.
  *
- * The handle registry is plugin/common/hk__registry.h (compiled into the kit):
+ * The handle registry is common/hk__registry.h (compiled into the kit):
  * one per plugin, since each plugin links its own copy of the kit. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -54,7 +54,7 @@ hk_status_t hk_kit_cu_status(int result)
     case CUDA_ERROR_INVALID_DEVICE: return HK_STATUS_INVALID_DEVICE;
     case CUDA_ERROR_NO_DEVICE: return HK_STATUS_NO_DEVICE;
     case CUDA_ERROR_NOT_INITIALIZED:
-        return atomic_load(&hk__kit_forked) ? HK_STATUS_FORKED : HK_STATUS_CUDA_ERROR;
+        return atomic_load(&hkk_forked) ? HK_STATUS_FORKED : HK_STATUS_CUDA_ERROR;
     default: return HK_STATUS_CUDA_ERROR;
     }
 }
@@ -121,7 +121,7 @@ void hk_kit_handle_put(void *handle)
     hk__reg_put(&handles, handle);
 }
 
-size_t hk__kit_handles_fini(void)
+size_t hkk_handles_fini(void)
 {
     pthread_mutex_lock(&handles.lock);
     size_t out = handles.out;

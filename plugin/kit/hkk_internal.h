@@ -51,28 +51,28 @@
     X(cuKernelGetAttribute, 12000)            \
     X(cuLaunchKernel, 4000)
 
-typedef struct hk__kit_cu {
+typedef struct hkk_cu {
 #define HK__KIT_FIELD(name, ver) PFN_##name##_v##ver name;
     HK__KIT_ENTRY_POINTS(HK__KIT_FIELD)
 #undef HK__KIT_FIELD
-} hk__kit_cu_t;
+} hkk_cu_t;
 
 /* The kit's table; filled once under the driver lock, read-only afterwards. */
-extern hk__kit_cu_t hk__kit_cu;
-#define KCU hk__kit_cu
+extern hkk_cu_t hkk_cu;
+#define KCU hkk_cu
 
 /* Set in the child after fork(). */
-extern atomic_int hk__kit_forked;
+extern atomic_int hkk_forked;
 
 /* ---- bindings ---- */
 
 /* The libraries a binding launched kernels of: read without a lock, replaced
  * by a new copy under the binding's lock (the old kept until unbind). */
-typedef struct hk__kit_libset {
+typedef struct hkk_libset {
     unsigned n;
-    struct hk__kit_libset *older;
+    struct hkk_libset *older;
     hk_kit_library_t *lib[];
-} hk__kit_libset_t;
+} hkk_libset_t;
 
 #define HK__KIT_MSG_LEN 512
 
@@ -95,31 +95,31 @@ struct hk_kit_bind {
     _Atomic(CUstream) stream;
     atomic_int user_stream; /* a real stream (dies with its context) */
     _Atomic(unsigned long long) stream_id; /* a real stream's ID; 0: unknown or special */
-    _Atomic(hk__kit_libset_t *) libs;
+    _Atomic(hkk_libset_t *) libs;
     pthread_mutex_t lock; /* re-arm, owns_primary, libs (slow paths only) */
     pthread_mutex_t errlock;
     char err[HK__KIT_MSG_LEN];
 };
 
 /* Reads one whole stream setting. [handle-safe] */
-void hk__kit_stream_read(hk_kit_bind_t *b, CUstream *s, unsigned long long *id);
+void hkk_stream_read(hk_kit_bind_t *b, CUstream *s, unsigned long long *id);
 
 /* Makes and publishes a new arm for the binding's context, which is current
  * (hkk_bind.c): its ID, then ops->arm. */
-hk_status_t hk__kit_arm(hk_kit_bind_t *b, hk_kit_bind_t *err_to);
+hk_status_t hkk_arm(hk_kit_bind_t *b, hk_kit_bind_t *err_to);
 
 /* Frees every arm's host memory (ops->free_arm) and clears b->arm. */
-void hk__kit_free_arms(hk_kit_bind_t *b);
+void hkk_free_arms(hk_kit_bind_t *b);
 
 /* cuDevicePrimaryCtxRetain, learning the primary's pointer (hkk_bind.c). */
-CUresult hk__kit_retain_primary(CUdevice dev, CUcontext *p);
+CUresult hkk_retain_primary(CUdevice dev, CUcontext *p);
 
 /* Drops b's references on libraries (hkk_library.c); frees the sets. */
-void hk__kit_libs_drop(hk_kit_bind_t *b);
+void hkk_libs_drop(hk_kit_bind_t *b);
 
 /* The ordinal of dev (cuDeviceGetCount, cuDeviceGet); -1 when not listed or
  * the driver will not say. */
-int hk__kit_ordinal_of(CUdevice dev);
+int hkk_ordinal_of(CUdevice dev);
 
 /* ---- the debug trace (hkk_trace.c, docs/trace.md) ----
  *
@@ -128,41 +128,41 @@ int hk__kit_ordinal_of(CUdevice dev);
 
 /* An attempt to open the driver ended with st: the file opened (path, the
  * handle lib) or why not (the create message). Caller holds the driver lock. */
-void hk__kit_trace_driver(hk_status_t st, const char *path, void *lib);
+void hkk_trace_driver(hk_status_t st, const char *path, void *lib);
 #define HK__KIT_TRACE_DRIVER(st, path, lib)                \
     do {                                                   \
         if (hk__tracing(HK__TRACE_DECISIONS))              \
-            hk__kit_trace_driver((st), (path), (lib));     \
+            hkk_trace_driver((st), (path), (lib));         \
     } while (0)
 
 /* b was bound (its context current if it is not a primary's); why: the rule
  * that chose it. */
-void hk__kit_trace_bound(const hk_kit_bind_t *b, const char *why);
+void hkk_trace_bound(const hk_kit_bind_t *b, const char *why);
 
 /* A call on b was refused with st; b's message says why. */
-void hk__kit_trace_refused(hk_kit_bind_t *b, hk_status_t st);
+void hkk_trace_refused(hk_kit_bind_t *b, hk_status_t st);
 
 /* A call on b pushed its context over prev (pushed 1), or popped it (pushed
  * 0) with the result r of the pop: a failed restore is a level 1 line. */
-void hk__kit_trace_switch(const hk_kit_bind_t *b, CUcontext prev, int pushed, int r);
+void hkk_trace_switch(const hk_kit_bind_t *b, CUcontext prev, int pushed, int r);
 
 /* b was re-armed after a reset; old_id: the incarnation that was gone. */
-void hk__kit_trace_rearmed(const hk_kit_bind_t *b, unsigned long long old_id);
+void hkk_trace_rearmed(const hk_kit_bind_t *b, unsigned long long old_id);
 
 /* b's destroy: released primary retains given back, freed (what it made was
  * freed), gone (its context was reset or destroyed), st its status. */
-void hk__kit_trace_unbound(hk_kit_bind_t *b, int released, int freed, int gone,
-                           hk_status_t st);
+void hkk_trace_unbound(hk_kit_bind_t *b, int released, int freed, int gone,
+                       hk_status_t st);
 
 /* ---- the module's unload (hkk_driver.c's destructor; never in a fork child) ---- */
 
 /* Unloads every library still loaded that no binding uses, frees the library
  * and kernel registries when none is left; returns how many are left
  * (hkk_library.c). */
-size_t hk__kit_libraries_fini(void);
+size_t hkk_libraries_fini(void);
 
 /* Frees the handle registry when every handle was given back; returns how
  * many were not (hkk_error.c). */
-size_t hk__kit_handles_fini(void);
+size_t hkk_handles_fini(void);
 
 #endif /* HKK_INTERNAL_H */

@@ -22,7 +22,7 @@
  *
  * The module's unload (hkk_driver.c's destructor) gives back what is still
  * loaded: every loaded library is also on a list (loaded_libs), and
- * hk__kit_libraries_fini unloads those that no binding uses any more. */
+ * hkk_libraries_fini unloads those that no binding uses any more. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -417,7 +417,7 @@ static void use_end(hk_kit_kernel_t *k)
     atomic_fetch_sub(&k->lib->inflight, 1);
 }
 
-static int set_has(const hk__kit_libset_t *s, const hk_kit_library_t *L)
+static int set_has(const hkk_libset_t *s, const hk_kit_library_t *L)
 {
     for (unsigned i = 0; s && i < s->n; i++)
         if (s->lib[i] == L)
@@ -429,9 +429,9 @@ static int set_has(const hk__kit_libset_t *s, const hk_kit_library_t *L)
  * (older) for readers. Caller holds b->lock. */
 static int set_change(hk_kit_bind_t *b, hk_kit_library_t *L, int add)
 {
-    hk__kit_libset_t *s = atomic_load_explicit(&b->libs, memory_order_relaxed);
+    hkk_libset_t *s = atomic_load_explicit(&b->libs, memory_order_relaxed);
     unsigned n = s ? s->n : 0;
-    hk__kit_libset_t *g = calloc(1, sizeof *g + (n + 1) * sizeof g->lib[0]);
+    hkk_libset_t *g = calloc(1, sizeof *g + (n + 1) * sizeof g->lib[0]);
     if (!g)
         return -1;
     for (unsigned i = 0; i < n; i++)
@@ -462,13 +462,13 @@ static hk_status_t reference(hk_kit_bind_t *b, hk_kit_library_t *L)
     return st;
 }
 
-void hk__kit_libs_drop(hk_kit_bind_t *b)
+void hkk_libs_drop(hk_kit_bind_t *b)
 {
-    hk__kit_libset_t *s = atomic_load(&b->libs);
+    hkk_libset_t *s = atomic_load(&b->libs);
     for (unsigned i = 0; s && i < s->n; i++)
         atomic_fetch_sub(&s->lib[i]->refs, 1);
     while (s) {
-        hk__kit_libset_t *older = s->older;
+        hkk_libset_t *older = s->older;
         free(s);
         s = older;
     }
@@ -546,7 +546,7 @@ hk_status_t hk_kit_library_unload(hk_kit_bind_t *caller, hk_kit_library_t *L)
  * is left. A library a binding still uses (a handle that launched one of its
  * kernels is live) stays, and so does its memory. Returns the libraries
  * left loaded. */
-size_t hk__kit_libraries_fini(void)
+size_t hkk_libraries_fini(void)
 {
     size_t left = 0;
     for (;;) {

@@ -44,7 +44,7 @@ static void message_of(hk_kit_bind_t *b, char *buf, size_t n)
     pthread_mutex_unlock(&b->errlock);
 }
 
-COLD void hk__kit_trace_driver(hk_status_t st, const char *path, void *lib)
+COLD void hkk_trace_driver(hk_status_t st, const char *path, void *lib)
 {
     static atomic_int told_open;
     if (!hk__trace_enabled(HK__TRACE_DECISIONS))
@@ -92,7 +92,7 @@ static int current_is_green(void)
     return g != NULL;
 }
 
-COLD void hk__kit_trace_bound(const hk_kit_bind_t *b, const char *why)
+COLD void hkk_trace_bound(const hk_kit_bind_t *b, const char *why)
 {
     if (!hk__trace_enabled(HK__TRACE_DECISIONS))
         return;
@@ -113,7 +113,7 @@ COLD void hk__kit_trace_bound(const hk_kit_bind_t *b, const char *why)
                    (void *)b->ctx, b->device, id, why);
 }
 
-COLD void hk__kit_trace_refused(hk_kit_bind_t *b, hk_status_t st)
+COLD void hkk_trace_refused(hk_kit_bind_t *b, hk_status_t st)
 {
     char msg[HK__KIT_MSG_LEN];
     if (!hk__trace_enabled(HK__TRACE_DECISIONS))
@@ -123,7 +123,7 @@ COLD void hk__kit_trace_refused(hk_kit_bind_t *b, hk_status_t st)
                    b->device, hk_status_name(st), msg);
 }
 
-COLD void hk__kit_trace_switch(const hk_kit_bind_t *b, CUcontext prev, int pushed, int r)
+COLD void hkk_trace_switch(const hk_kit_bind_t *b, CUcontext prev, int pushed, int r)
 {
     char was[64];
     if (prev)
@@ -145,7 +145,7 @@ COLD void hk__kit_trace_switch(const hk_kit_bind_t *b, CUcontext prev, int pushe
                        "where the caller had %s", who(b), b->device, r, (void *)b->ctx, was);
 }
 
-COLD void hk__kit_trace_rearmed(const hk_kit_bind_t *b, unsigned long long old_id)
+COLD void hkk_trace_rearmed(const hk_kit_bind_t *b, unsigned long long old_id)
 {
     hk__trace_emit(HK__TRACE_DECISIONS, "ctx",
                    "handle %p: the primary context of device %d was reset (context id %llu "
@@ -153,8 +153,8 @@ COLD void hk__kit_trace_rearmed(const hk_kit_bind_t *b, unsigned long long old_i
                    hk_kit_context_id(b));
 }
 
-COLD void hk__kit_trace_unbound(hk_kit_bind_t *b, int released, int freed, int gone,
-                                hk_status_t st)
+COLD void hkk_trace_unbound(hk_kit_bind_t *b, int released, int freed, int gone,
+                            hk_status_t st)
 {
     char msg[HK__KIT_MSG_LEN] = "";
     if (!hk__trace_enabled(HK__TRACE_DECISIONS))

@@ -4,7 +4,8 @@
  *   offset STRUCT FIELD BYTES
  *   const NAME VALUE
  *   status NAME VALUE MESSAGE
- * python/tests/test_layout.py compares them with handlekit._abi. */
+ * python/tests/test_layout.py compares them with handlekit._abi. The tables'
+ * fields come from their headers' slot lists (HK_BLAS1_V1_SLOTS...). */
 #include <stddef.h>
 #include <stdio.h>
 
@@ -72,27 +73,18 @@ static void struct_vtable(void)
 #endif
 }
 
+/* The tables' slots as their headers list them: the mirror follows the list. */
+#define OFF_BLAS1(name, minor, params, args) OFF(hk_blas1_v1_t, name);
+#define OFF_MEMORY(name, minor, params, args) OFF(hk_memory_v1_t, name);
+
 static void structs_tables(void)
 {
     SIZE(hk_blas1_v1_t);
     OFF(hk_blas1_v1_t, size);
-    OFF(hk_blas1_v1_t, saxpy);
-    OFF(hk_blas1_v1_t, daxpy);
-    OFF(hk_blas1_v1_t, sscal);
-    OFF(hk_blas1_v1_t, dscal);
-    OFF(hk_blas1_v1_t, scopy);
-    OFF(hk_blas1_v1_t, dcopy);
-    OFF(hk_blas1_v1_t, sdot);
-    OFF(hk_blas1_v1_t, ddot);
-    OFF(hk_blas1_v1_t, snrm2);
-    OFF(hk_blas1_v1_t, dnrm2);
+    HK_BLAS1_V1_SLOTS(OFF_BLAS1)
     SIZE(hk_memory_v1_t);
     OFF(hk_memory_v1_t, size);
-    OFF(hk_memory_v1_t, alloc);
-    OFF(hk_memory_v1_t, free_);
-    OFF(hk_memory_v1_t, copy_to_device);
-    OFF(hk_memory_v1_t, copy_to_host);
-    OFF(hk_memory_v1_t, memset_);
+    HK_MEMORY_V1_SLOTS(OFF_MEMORY)
 }
 
 static void structs_kernels(void)

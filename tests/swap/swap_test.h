@@ -37,6 +37,7 @@ uint64_t swp_now_ns(void);
 void swp_tables(hk_blas1_v1_t *blas, hk_memory_v1_t *mem);
 
 void swp_register_basic(void);
+void swp_register_reopen(void);
 void swp_register_load(void);
 void swp_register_host(void);
 void swp_register_unload(void); /* test_swap_unload.c, in test_swap_cuda */

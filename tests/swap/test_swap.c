@@ -699,6 +699,7 @@ void swp_register_basic(void)
 int hk_test_register(void)
 {
     swp_register_basic();
+    swp_register_reopen();
     swp_register_load();
     swp_register_host();
     return 0;

@@ -1,7 +1,8 @@
-/* handlekit loader: lifetime, reports, plugin list and accessors, and the
- * host's copies of what a plugin hands out (answer flags, tables).
- * Scanning is in hk_loader_scan.c, one candidate's path in hk_loader_open.c,
- * libltdl in hk_loader_ltdl.c. */
+/* handlekit loader: lifetime (create, destroy, fork handlers, the gate), and
+ * the host's copies of a plugin's tables.
+ * Reports and the plugin list are in hk_loader_report.c, scanning in
+ * hk_loader_scan.c, one candidate's path in hk_loader_open.c, libltdl in
+ * hk_loader_ltdl.c. */
 #include "hk__loader.h"
 #include "hk__trace.h"
 
@@ -21,8 +22,6 @@ struct hk__table_copy {
     char *name;
     alignas(max_align_t) unsigned char data[]; /* the table; starts with its size */
 };
-
-static const char hk__oom[] = "out of memory";
 
 /* Live loaders, for the fork handlers (see hk__loader.h). */
 static pthread_mutex_t hk__registry_mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -92,16 +91,30 @@ void hk__gate_leave(hk_loader_t *loader)
     pthread_mutex_unlock(&loader->gate.mutex);
 }
 
-/* The accessors take const loaders but must lock: the mutex is the one
- * member a reader changes. */
-static void hk__lock(const hk_loader_t *loader)
+hk_status_t hk__loader_hook_add(hk_loader_t *loader, const hk__loader_hook_t *hook)
 {
-    pthread_mutex_lock((pthread_mutex_t *)&loader->lock);
+    hk_status_t st = HK_STATUS_OK;
+    pthread_mutex_lock(&loader->lock);
+    size_t i = 0;
+    while (i < loader->nhooks && loader->hooks[i] != hook)
+        i++;
+    if (i == loader->nhooks && i < HK__LOADER_HOOKS)
+        loader->hooks[loader->nhooks++] = hook;
+    else if (i == loader->nhooks)
+        st = HK_STATUS_OUT_OF_MEMORY;
+    pthread_mutex_unlock(&loader->lock);
+    return st;
 }
 
-static void hk__unlock(const hk_loader_t *loader)
+/* The hooks registered so far, copied out of the lock: a hook may take
+ * locks of its own and set the last error. Returns their number. */
+static size_t hk__hooks(hk_loader_t *loader, const hk__loader_hook_t **out)
 {
-    pthread_mutex_unlock((pthread_mutex_t *)&loader->lock);
+    pthread_mutex_lock(&loader->lock);
+    size_t n = loader->nhooks;
+    memcpy(out, loader->hooks, n * sizeof(*out));
+    pthread_mutex_unlock(&loader->lock);
+    return n;
 }
 
 hk_status_t hk_loader_create(const hk_loader_options_t *opts, hk_loader_t **out)
@@ -222,12 +235,16 @@ hk_status_t hk_loader_destroy(hk_loader_t *loader)
 {
     if (!loader)
         return HK_STATUS_OK;
-    if (hk__swap_busy(loader)) { /* a movable handle still calls into a module */
-        HK__TRACE(HK__TRACE_DECISIONS, "destroy", "refused: BUSY: %s",
-                  hk_loader_last_error(loader));
-        return HK_STATUS_BUSY;
+    const hk__loader_hook_t *hooks[HK__LOADER_HOOKS];
+    size_t nhooks = hk__hooks(loader, hooks);
+    for (size_t i = 0; i < nhooks; i++) {
+        if (hooks[i]->busy && hooks[i]->busy(loader)) { /* a movable handle still lives */
+            HK__TRACE(HK__TRACE_DECISIONS, "destroy", "refused: BUSY: %s",
+                      hk_loader_last_error(loader));
+            return HK_STATUS_BUSY;
+        }
     }
-    hk__lock(loader);
+    hk__loader_lock(loader);
     for (size_t i = 0; i < loader->nplugins; i++) {
         if (atomic_load(&loader->plugins[i]->refs) != 0) {
             loader->last_error = "loader destroy refused: a plugin is still acquired";
@@ -236,11 +253,11 @@ hk_status_t hk_loader_destroy(hk_loader_t *loader)
                       loader->plugins[i]->version, loader->plugins[i]->path,
                       atomic_load(&loader->plugins[i]->refs),
                       atomic_load(&loader->plugins[i]->refs) == 1 ? "" : "s");
-            hk__unlock(loader);
+            hk__loader_unlock(loader);
             return HK_STATUS_BUSY;
         }
     }
-    hk__unlock(loader);
+    hk__loader_unlock(loader);
 
     pthread_mutex_lock(&hk__registry_mutex);
     for (hk_loader_t **pp = &hk__registry; *pp; pp = &(*pp)->next_live) {
@@ -262,8 +279,10 @@ hk_status_t hk_loader_destroy(hk_loader_t *loader)
         free(r->line);
         free(r);
     }
-    hk__select_free(loader);
-    hk__swap_free(loader);
+    for (size_t i = 0; i < nhooks; i++)
+        if (hooks[i]->fini)
+            hooks[i]->fini(loader);
+    hk__loader_kept_free(loader);
     free(loader->plugins);
     free(loader->reports);
     hk__ltdl_exit(&loader->advise);
@@ -279,290 +298,35 @@ hk_status_t hk_loader_destroy(hk_loader_t *loader)
     return HK_STATUS_OK;
 }
 
-void hk__file_id_set(hk__file_id_t *id, const struct stat *st)
-{
-    memset(id, 0, sizeof(*id));
-    if (!st)
-        return;
-    id->valid = 1;
-    id->dev = st->st_dev;
-    id->ino = st->st_ino;
-    id->mode = st->st_mode;
-    id->size = st->st_size;
-    id->mtime = st->st_mtim;
-}
 
-static int hk__same_candidate(const hk__report_t *r, const char *path, const hk__file_id_t *id)
-{
-    if (!id->valid || !r->id.valid)
-        return !id->valid && !r->id.valid && strcmp(r->pub.path, path) == 0;
-    if (r->id.dev != id->dev || r->id.ino != id->ino)
-        return 0;
-    if (r->pub.plugin)
-        return 1; /* already mapped: the same file cannot be loaded twice */
-    return r->id.mode == id->mode && r->id.size == id->size
-           && r->id.mtime.tv_sec == id->mtime.tv_sec
-           && r->id.mtime.tv_nsec == id->mtime.tv_nsec;
-}
+/* ---- tables ---- */
 
-hk__report_t *hk__loader_report_find(hk_loader_t *loader, const char *path,
-                                     const hk__file_id_t *id)
-{
-    hk__report_t *found = NULL;
-    hk__lock(loader);
-    /* Newest first: a refused file that was fixed has a newer report. */
-    for (size_t i = loader->nreports; i-- > 0;) {
-        if (hk__same_candidate(loader->reports[i], path, id)) {
-            found = loader->reports[i];
-            break;
-        }
-    }
-    hk__unlock(loader);
-    return found;
-}
+/* Tables whose layout the loader knows, from their headers' slot lists: the
+ * end of each slot and the ABI minor that added it. A plugin that negotiated
+ * minor m is read up to the end of the last slot of minor m or older. */
+typedef struct hk__slot_end {
+    size_t end;
+    uint32_t minor;
+} hk__slot_end_t;
 
-void hk__loader_set_error(hk_loader_t *loader, const char *line)
-{
-    hk__lock(loader);
-    loader->last_error = line;
-    hk__unlock(loader);
-}
+#define HK__BLAS1_END(name, minor, params, args) \
+    {offsetof(hk_blas1_v1_t, name) + sizeof(((hk_blas1_v1_t *)0)->name), minor},
+#define HK__MEMORY_END(name, minor, params, args) \
+    {offsetof(hk_memory_v1_t, name) + sizeof(((hk_memory_v1_t *)0)->name), minor},
+static const hk__slot_end_t hk__blas1_ends[] = {HK_BLAS1_V1_SLOTS(HK__BLAS1_END)};
+static const hk__slot_end_t hk__memory_ends[] = {HK_MEMORY_V1_SLOTS(HK__MEMORY_END)};
 
-/* One trace line per report: every candidate's verdict passes here. */
-__attribute__((cold, noinline)) static void hk__trace_report(const hk__report_t *r)
-{
-    const hk_plugin_t *p = r->pub.plugin;
-    if (r->pub.stage == HK_STAGE_LOADED && p)
-        HK__TRACE(HK__TRACE_DECISIONS, "load", "loaded %s: %s %s, ABI %u.%u, flags 0x%x",
-                  r->pub.path, p->name, p->version, (unsigned)HK_ABI_VERSION_MAJOR(p->abi),
-                  (unsigned)HK_ABI_VERSION_MINOR(p->abi), (unsigned)p->flags);
-    else
-        HK__TRACE(HK__TRACE_DECISIONS, "load", "refused %s at stage %s: %s: %s", r->pub.path,
-                  hk_load_stage_name(r->pub.stage), hk_status_name(r->pub.status),
-                  r->pub.reason);
-}
-
-hk__report_t *hk__loader_report_add(hk_loader_t *loader, const char *path,
-                                    hk_load_stage_t stage, hk_status_t status,
-                                    const char *reason, hk_plugin_t *plugin,
-                                    const hk__file_id_t *id)
-{
-    hk__report_t *r = calloc(1, sizeof(*r));
-    if (!r)
-        goto oom;
-    r->pub.path = strdup(path);
-    r->pub.reason = strdup(reason);
-    r->pub.stage = stage;
-    r->pub.status = status;
-    r->pub.plugin = plugin;
-    if (id)
-        r->id = *id;
-    const char *stage_name = hk_load_stage_name(stage);
-    size_t n = strlen(path) + strlen(stage_name) + strlen(reason) + 8;
-    r->line = malloc(n);
-    if (!r->pub.path || !r->pub.reason || !r->line)
-        goto oom;
-    if (stage == HK_STAGE_LOADED)
-        snprintf(r->line, n, "%s: loaded", path);
-    else
-        snprintf(r->line, n, "%s: %s: %s", path, stage_name, reason);
-
-    hk__lock(loader);
-    if (loader->nreports == loader->capreports) {
-        size_t cap = loader->capreports ? 2 * loader->capreports : 16;
-        hk__report_t **grown = realloc(loader->reports, cap * sizeof(*grown));
-        if (!grown) {
-            hk__unlock(loader);
-            goto oom;
-        }
-        loader->reports = grown;
-        loader->capreports = cap;
-    }
-    loader->reports[loader->nreports++] = r;
-    if (stage != HK_STAGE_LOADED)
-        loader->last_error = r->line;
-    hk__unlock(loader);
-
-    if (hk__tracing(HK__TRACE_DECISIONS))
-        hk__trace_report(r);
-    /* Outside the data lock so that the callback may read reports. */
-    if (stage != HK_STAGE_LOADED && loader->log)
-        loader->log(loader->log_user, HK_LOG_WARN, r->line);
-    return r;
-
-oom:
-    if (r) {
-        free((char *)r->pub.path);
-        free((char *)r->pub.reason);
-        free(r->line);
-        free(r);
-    }
-    hk__loader_set_error(loader, hk__oom);
-    return NULL;
-}
-
-hk_status_t hk__loader_plugin_add(hk_loader_t *loader, hk_plugin_t *plugin)
-{
-    hk_status_t st = HK_STATUS_OK;
-    hk__lock(loader);
-    if (loader->nplugins == loader->capplugins) {
-        size_t cap = loader->capplugins ? 2 * loader->capplugins : 8;
-        hk_plugin_t **grown = realloc(loader->plugins, cap * sizeof(*grown));
-        if (!grown) {
-            st = HK_STATUS_OUT_OF_MEMORY;
-            goto out;
-        }
-        loader->plugins = grown;
-        loader->capplugins = cap;
-    }
-    loader->plugins[loader->nplugins++] = plugin;
-out:
-    hk__unlock(loader);
-    return st;
-}
-
-size_t hk_loader_report_count(const hk_loader_t *loader)
-{
-    if (!loader)
-        return 0;
-    hk__lock(loader);
-    size_t n = loader->nreports;
-    hk__unlock(loader);
-    return n;
-}
-
-const hk_load_report_t *hk_loader_report(const hk_loader_t *loader, size_t index)
-{
-    const hk_load_report_t *r = NULL;
-    if (!loader)
-        return NULL;
-    hk__lock(loader);
-    if (index < loader->nreports)
-        r = &loader->reports[index]->pub;
-    hk__unlock(loader);
-    return r;
-}
-
-size_t hk_loader_plugin_count(const hk_loader_t *loader)
-{
-    if (!loader)
-        return 0;
-    hk__lock(loader);
-    size_t n = loader->nplugins;
-    hk__unlock(loader);
-    return n;
-}
-
-hk_plugin_t *hk_loader_plugin(const hk_loader_t *loader, size_t index)
-{
-    hk_plugin_t *p = NULL;
-    if (!loader)
-        return NULL;
-    hk__lock(loader);
-    if (index < loader->nplugins)
-        p = loader->plugins[index];
-    hk__unlock(loader);
-    return p;
-}
-
-hk_plugin_t *hk_loader_find(const hk_loader_t *loader, const char *name)
-{
-    hk_plugin_t *p = NULL;
-    size_t same = 0;
-    if (!loader || !name)
-        return NULL;
-    hk__lock(loader);
-    for (size_t i = 0; i < loader->nplugins; i++) {
-        if (strcmp(loader->plugins[i]->name, name) == 0) {
-            same++;
-            if (!p)
-                p = loader->plugins[i];
-        }
-    }
-    hk__unlock(loader);
-    if (p)
-        HK__TRACE(HK__TRACE_DECISIONS, "find", "\"%s\": %s %s (%s), the first loaded of %zu "
-                  "plugin%s of that name (hk_loader_find takes no version into account)", name,
-                  p->name, p->version, p->path, same, same == 1 ? "" : "s");
-    else
-        HK__TRACE(HK__TRACE_DECISIONS, "find", "\"%s\": no plugin of that name is loaded", name);
-    return p;
-}
-
-const char *hk_loader_last_error(const hk_loader_t *loader)
-{
-    if (!loader)
-        return "no loader";
-    hk__lock(loader);
-    const char *e = loader->last_error;
-    hk__unlock(loader);
-    return e;
-}
-
-const char *hk_plugin_name(const hk_plugin_t *plugin)
-{
-    return plugin ? plugin->name : NULL;
-}
-
-const char *hk_plugin_version(const hk_plugin_t *plugin)
-{
-    return plugin ? plugin->version : NULL;
-}
-
-const char *hk_plugin_path(const hk_plugin_t *plugin)
-{
-    return plugin ? plugin->path : NULL;
-}
-
-uint32_t hk_plugin_abi(const hk_plugin_t *plugin)
-{
-    return plugin ? plugin->abi : 0;
-}
-
-uint32_t hk_plugin_flags(const hk_plugin_t *plugin)
-{
-    return plugin ? plugin->flags : 0;
-}
-
-const hk_vtable_t *hk_plugin_vtable(const hk_plugin_t *plugin)
-{
-    return plugin ? &plugin->vtable : NULL;
-}
-
-/* ---- answers and tables ---- */
-
-hk_status_t hk__answer_flags(uint32_t abi, uint32_t flags, uint32_t *out, char *reason, size_t n)
-{
-    if (HK_ABI_VERSION_MINOR(abi) < 2) {
-        /* Those bits meant nothing before 1.2: whatever such a plugin set
-         * there is not a memory domain. */
-        *out = flags & ~HK_PLUGIN_MEMORY_MASK;
-        return HK_STATUS_OK;
-    }
-    if ((flags & HK_PLUGIN_MEMORY_MASK) == HK_PLUGIN_MEMORY_MASK) {
-        snprintf(reason, n, "answer flags 0x%x name more than one memory domain "
-                 "(HK_PLUGIN_MEMORY_HOST and HK_PLUGIN_MEMORY_CUDA)", (unsigned)flags);
-        return HK_STATUS_INVALID_VALUE;
-    }
-    *out = flags;
-    return HK_STATUS_OK;
-}
-
-/* Tables whose layout the loader knows: the bytes each ABI minor defines.
- * A slot added to a table within its major is tied to the minor that
- * introduced it; every slot of these two is a 1.0 slot. */
 static const struct {
     const char *name;
-    size_t sizeof_now;                 /* sizeof the struct in these headers */
-    size_t end_at_minor[HK_ABI_MINOR + 1];
+    size_t sizeof_now; /* sizeof the struct in these headers */
+    const hk__slot_end_t *slots;
+    size_t nslots;
 } hk__known_tables[] = {
-    {HK_TABLE_BLAS1_V1, sizeof(hk_blas1_v1_t),
-     {sizeof(hk_blas1_v1_t), sizeof(hk_blas1_v1_t), sizeof(hk_blas1_v1_t)}},
-    {HK_TABLE_MEMORY_V1, sizeof(hk_memory_v1_t),
-     {sizeof(hk_memory_v1_t), sizeof(hk_memory_v1_t), sizeof(hk_memory_v1_t)}},
+    {HK_TABLE_BLAS1_V1, sizeof(hk_blas1_v1_t), hk__blas1_ends,
+     sizeof hk__blas1_ends / sizeof hk__blas1_ends[0]},
+    {HK_TABLE_MEMORY_V1, sizeof(hk_memory_v1_t), hk__memory_ends,
+     sizeof hk__memory_ends / sizeof hk__memory_ends[0]},
 };
-
-_Static_assert(HK_ABI_MINOR == 2, "add the new minor's column to hk__known_tables");
 
 /* Index into hk__known_tables, or -1 for a name the loader does not know. */
 static int hk__known_table(const char *name)
@@ -571,6 +335,18 @@ static int hk__known_table(const char *name)
         if (strcmp(hk__known_tables[i].name, name) == 0)
             return (int)i;
     return -1;
+}
+
+/* The bytes of known table k that ABI minor `minor` defines. */
+static size_t hk__known_end(int k, uint32_t minor)
+{
+    size_t end = sizeof(size_t);
+    for (size_t i = 0; i < hk__known_tables[k].nslots; i++) {
+        const hk__slot_end_t *s = &hk__known_tables[k].slots[i];
+        if (s->minor <= minor && s->end > end)
+            end = s->end;
+    }
+    return end;
 }
 
 /* Asks the plugin for a table and checks its size field. On success *raw is
@@ -608,8 +384,7 @@ static hk_status_t hk__table_lookup(const hk_plugin_t *plugin, const char *name,
     }
     int k = hk__known_table(name);
     if (k >= 0) {
-        uint32_t minor = HK_ABI_VERSION_MINOR(plugin->abi);
-        size_t end = hk__known_tables[k].end_at_minor[minor < HK_ABI_MINOR ? minor : HK_ABI_MINOR];
+        size_t end = hk__known_end(k, HK_ABI_VERSION_MINOR(plugin->abi));
         if (have > end)
             have = end;
     }
@@ -649,11 +424,11 @@ const void *hk_plugin_table(const hk_plugin_t *plugin, const char *name)
         return NULL;
     hk_plugin_t *p = (hk_plugin_t *)plugin; /* the cache is not part of its value */
     const void *found = NULL;
-    hk__lock(p->loader);
+    hk__loader_lock(p->loader);
     for (struct hk__table_copy *c = p->tables; c && !found; c = c->next)
         if (strcmp(c->name, name) == 0)
             found = c->data;
-    hk__unlock(p->loader);
+    hk__loader_unlock(p->loader);
     if (found)
         return found;
 
@@ -676,7 +451,7 @@ const void *hk_plugin_table(const hk_plugin_t *plugin, const char *name)
     memcpy(c->data, raw, take);
     memcpy(c->data, &take, sizeof take);
 
-    hk__lock(p->loader);
+    hk__loader_lock(p->loader);
     for (struct hk__table_copy *o = p->tables; o && !found; o = o->next)
         if (strcmp(o->name, name) == 0)
             found = o->data; /* another thread made it meanwhile: keep one */
@@ -686,7 +461,7 @@ const void *hk_plugin_table(const hk_plugin_t *plugin, const char *name)
         found = c->data;
         c = NULL;
     }
-    hk__unlock(p->loader);
+    hk__loader_unlock(p->loader);
     if (c) {
         free(c->name);
         free(c);
@@ -731,18 +506,4 @@ void hk_plugin_release(hk_plugin_t *plugin)
     unsigned n = atomic_load(&plugin->refs);
     while (n > 0 && !atomic_compare_exchange_weak(&plugin->refs, &n, n - 1))
         ;
-}
-
-const char *hk_load_stage_name(hk_load_stage_t stage)
-{
-    switch (stage) {
-    case HK_STAGE_SCAN: return "scan";
-    case HK_STAGE_OPEN: return "open";
-    case HK_STAGE_SYMBOL: return "symbol";
-    case HK_STAGE_NEGOTIATE: return "negotiate";
-    case HK_STAGE_VALIDATE: return "validate";
-    case HK_STAGE_LOADED: return "loaded";
-    case HK_STAGE_PROBE: return "probe";
-    }
-    return "unknown";
 }

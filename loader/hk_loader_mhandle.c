@@ -3,7 +3,6 @@
  * handle is bound to (see hk__swap.h for the call path's protocol). */
 #include "hk__swap.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,12 +23,6 @@ static hk_mhandle_t *hk__pool_base[HK__POOL_MAX]; /* written once, before public
 static size_t hk__pool_len[HK__POOL_MAX];
 static atomic_size_t hk__pool_chunks;
 static hk_mhandle_t *hk__pool_free; /* under hk__pool_lock */
-
-/* Where a held movable handle points (hk__swap.h, "Holding"). */
-hk__binding_t hk__held;
-
-/* The calling thread's last failure of a movable-handle function. */
-static _Thread_local char hk__mh_thread_msg[HK__MH_MSG];
 
 static hk_mhandle_t *hk__pool_get(void)
 {
@@ -85,15 +78,6 @@ static inline hk_mhandle_t *hk__mh_of(const void *h)
     return NULL;
 }
 
-static void hk__mh_thread_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void hk__mh_thread_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(hk__mh_thread_msg, sizeof(hk__mh_thread_msg), fmt, ap);
-    va_end(ap);
-}
-
 static hk_status_t hk__mh_not_live(const void *h, const char *fn)
 {
     hk__mh_thread_error("%s: %s", fn, h ? "not a live movable handle (destroyed or foreign)"
@@ -108,63 +92,7 @@ static hk_status_t hk__mh_missing(const hk__binding_t *b, const char *fn)
     return HK_STATUS_NOT_SUPPORTED;
 }
 
-/* ---- the loader's record ---- */
-
-struct hk__swap *hk__swap_get(hk_loader_t *loader)
-{
-    struct hk__swap *sw = atomic_load_explicit(&loader->swap, memory_order_acquire);
-    if (sw)
-        return sw;
-    sw = calloc(1, sizeof(*sw));
-    if (!sw)
-        return NULL;
-    pthread_mutex_init(&sw->lock, NULL);
-    pthread_mutex_init(&sw->list_lock, NULL);
-    struct hk__swap *expected = NULL;
-    if (!atomic_compare_exchange_strong(&loader->swap, &expected, sw)) {
-        /* Another thread made it first. */
-        pthread_mutex_destroy(&sw->lock);
-        pthread_mutex_destroy(&sw->list_lock);
-        free(sw);
-        return expected;
-    }
-    return sw;
-}
-
-hk_status_t hk__swap_fail(hk_loader_t *loader, hk_status_t st, const char *fmt, ...)
-{
-    char line[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    snprintf(hk__mh_thread_msg, sizeof(hk__mh_thread_msg), "%s", line);
-
-    struct hk__swap *sw = hk__swap_get(loader);
-    const char *kept = "out of memory";
-    if (sw) {
-        /* The loader hands out its last error without copying: the line
-         * must live as long as the loader. The same line is kept once. */
-        pthread_mutex_lock(&sw->list_lock);
-        hk__swap_text_t *t = sw->texts;
-        while (t && strcmp(t->line, line) != 0)
-            t = t->next;
-        if (!t) {
-            size_t n = strlen(line) + 1;
-            t = malloc(sizeof(*t) + n);
-            if (t) {
-                memcpy(t->line, line, n);
-                t->next = sw->texts;
-                sw->texts = t;
-            }
-        }
-        if (t)
-            kept = t->line;
-        pthread_mutex_unlock(&sw->list_lock);
-    }
-    hk__loader_set_error(loader, kept);
-    return st;
-}
+/* ---- bindings ---- */
 
 int hk__table_copy(const hk_vtable_t *core, const char *name, void *dst, size_t size)
 {
@@ -383,42 +311,14 @@ hk_handle_t *hk_mhandle_handle(hk_mhandle_t *mh)
         return st;                                                                             \
     }
 
-HK__FWD(blas1, saxpy, (hk_handle_t *h, int64_t n, const float *alpha, const float *x,
-                       int64_t incx, float *y, int64_t incy),
-        (b->raw, n, alpha, x, incx, y, incy))
-HK__FWD(blas1, daxpy, (hk_handle_t *h, int64_t n, const double *alpha, const double *x,
-                       int64_t incx, double *y, int64_t incy),
-        (b->raw, n, alpha, x, incx, y, incy))
-HK__FWD(blas1, sscal, (hk_handle_t *h, int64_t n, const float *alpha, float *x, int64_t incx),
-        (b->raw, n, alpha, x, incx))
-HK__FWD(blas1, dscal, (hk_handle_t *h, int64_t n, const double *alpha, double *x, int64_t incx),
-        (b->raw, n, alpha, x, incx))
-HK__FWD(blas1, scopy, (hk_handle_t *h, int64_t n, const float *x, int64_t incx, float *y,
-                       int64_t incy),
-        (b->raw, n, x, incx, y, incy))
-HK__FWD(blas1, dcopy, (hk_handle_t *h, int64_t n, const double *x, int64_t incx, double *y,
-                       int64_t incy),
-        (b->raw, n, x, incx, y, incy))
-HK__FWD(blas1, sdot, (hk_handle_t *h, int64_t n, const float *x, int64_t incx, const float *y,
-                      int64_t incy, float *result),
-        (b->raw, n, x, incx, y, incy, result))
-HK__FWD(blas1, ddot, (hk_handle_t *h, int64_t n, const double *x, int64_t incx,
-                      const double *y, int64_t incy, double *result),
-        (b->raw, n, x, incx, y, incy, result))
-HK__FWD(blas1, snrm2, (hk_handle_t *h, int64_t n, const float *x, int64_t incx, float *result),
-        (b->raw, n, x, incx, result))
-HK__FWD(blas1, dnrm2, (hk_handle_t *h, int64_t n, const double *x, int64_t incx,
-                       double *result),
-        (b->raw, n, x, incx, result))
-
-HK__FWD(memory, alloc, (hk_handle_t *h, size_t bytes, void **out), (b->raw, bytes, out))
-HK__FWD(memory, free_, (hk_handle_t *h, void *ptr), (b->raw, ptr))
-HK__FWD(memory, copy_to_device, (hk_handle_t *h, void *dst, const void *src, size_t bytes),
-        (b->raw, dst, src, bytes))
-HK__FWD(memory, copy_to_host, (hk_handle_t *h, void *dst, const void *src, size_t bytes),
-        (b->raw, dst, src, bytes))
-HK__FWD(memory, memset_, (hk_handle_t *h, void *dst, int value, size_t bytes),
-        (b->raw, dst, value, bytes))
+/* Tables' slots take the handle first and the rest as they came. */
+#define HK__ARGS(...) __VA_ARGS__
+#define HK__FWD_BLAS1(name, minor, params, args) \
+    HK__FWD(blas1, name, params, (b->raw, HK__ARGS args))
+#define HK__FWD_MEMORY(name, minor, params, args) \
+    HK__FWD(memory, name, params, (b->raw, HK__ARGS args))
+HK_BLAS1_V1_SLOTS(HK__FWD_BLAS1)
+HK_MEMORY_V1_SLOTS(HK__FWD_MEMORY)
 
 HK__FWD(core, get_stream, (hk_handle_t *h, void **stream), (b->raw, stream))
 HK__FWD(core, get_pointer_mode, (hk_handle_t *h, hk_pointer_mode_t *mode), (b->raw, mode))
@@ -466,7 +366,7 @@ static const char *hk__fw_last_error(const hk_handle_t *h)
 {
     hk_mhandle_t *mh = hk__mh_of(h);
     if (!mh)
-        return hk__mh_thread_msg;
+        return hk__mh_thread_msg();
     hk__binding_t *b = hk__mh_enter_locked(mh);
     snprintf(mh->msg, sizeof(mh->msg), "%s", b->core.last_error(b->raw));
     hk__mh_leave(b);
@@ -480,7 +380,7 @@ hk_status_t hk_mhandle_last_error_copy(hk_mhandle_t *handle, char *buf, size_t l
         return HK_STATUS_NULL_POINTER;
     hk_mhandle_t *mh = hk__mh_of(handle);
     if (!mh) {
-        snprintf(buf, len, "%s", hk__mh_thread_msg);
+        snprintf(buf, len, "%s", hk__mh_thread_msg());
         return handle ? HK_STATUS_INVALID_HANDLE : HK_STATUS_OK;
     }
     /* under mh->lock: the plugin's text is only stable between calls */
@@ -507,7 +407,7 @@ static hk_status_t hk__fw_last_error_copy(const hk_handle_t *h, char *buf, size_
         return HK_STATUS_INVALID_HANDLE;
     }
     if (!mh) {
-        snprintf(text, sizeof(text), "%s", hk__mh_thread_msg);
+        snprintf(text, sizeof(text), "%s", hk__mh_thread_msg());
     } else {
         /* under mh->lock: the plugin's text is only stable between calls */
     hk__binding_t *b = hk__mh_enter_locked(mh);
@@ -537,15 +437,15 @@ static hk_status_t hk__fw_destroy(hk_handle_t *h)
     return hk_mhandle_destroy((hk_mhandle_t *)(void *)h);
 }
 
+#define HK__FW_SLOT(name, minor, params, args) .name = hk__fw_##name,
 static const hk_blas1_v1_t hk__fw_blas1 = {
-    sizeof(hk_blas1_v1_t), hk__fw_saxpy, hk__fw_daxpy, hk__fw_sscal, hk__fw_dscal,
-    hk__fw_scopy,          hk__fw_dcopy, hk__fw_sdot,  hk__fw_ddot,  hk__fw_snrm2,
-    hk__fw_dnrm2,
+    .size = sizeof(hk_blas1_v1_t),
+    HK_BLAS1_V1_SLOTS(HK__FW_SLOT)
 };
 
 static const hk_memory_v1_t hk__fw_memory = {
-    sizeof(hk_memory_v1_t), hk__fw_alloc, hk__fw_free_, hk__fw_copy_to_device,
-    hk__fw_copy_to_host,    hk__fw_memset_,
+    .size = sizeof(hk_memory_v1_t),
+    HK_MEMORY_V1_SLOTS(HK__FW_SLOT)
 };
 
 static const struct {

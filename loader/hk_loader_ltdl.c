@@ -176,6 +176,21 @@ void hk__ltdl_exit(lt_dladvise *advise)
     hk__give();
 }
 
+void hk__reason_rename(char *text, size_t n, const char *from, const char *to)
+{
+    size_t flen = strlen(from), tlen = strlen(to);
+    char *hit = flen ? strstr(text, from) : NULL;
+    while (hit) {
+        size_t tail = strlen(hit + flen);
+        size_t pos = (size_t)(hit - text);
+        if (pos + tlen + tail + 1 > n)
+            return; /* no room: leave the rest as it is */
+        memmove(hit + tlen, hit + flen, tail + 1);
+        memcpy(hit, to, tlen);
+        hit = strstr(hit + tlen, from);
+    }
+}
+
 /* Caller holds hk__ltdl_mutex. */
 static lt_dlhandle hk__open_locked(lt_dladvise advise, const char *name, const char *shown,
                                    char *err, size_t errlen)

@@ -29,6 +29,9 @@
 /* Room for a reason that names a PATH_MAX path and a little text. */
 #define HK__REASON_MAX 4608
 
+/* Hooks of upper layers a loader can hold (hk__loader_hook_add). */
+#define HK__LOADER_HOOKS 4
+
 /* What identifies a candidate file between attempts: a file that changed
  * (mode, contents) since it was refused is a new candidate. */
 typedef struct hk__file_id {
@@ -95,11 +98,28 @@ struct hk_loader {
     hk_plugin_t **plugins;
     size_t nplugins;
     size_t capplugins;
-    const char *last_error; /* a report's line or a static string; never NULL */
+    const char *last_error; /* a report's line, a kept line or a static string; never NULL */
+    struct hk__kept *kept;  /* lines made last errors by hk__loader_keep_error */
     int env_notice_done;    /* the "HK_PLUGIN_PATH ignored" report was made */
-    struct hk__select_texts *select_texts; /* hk_loader_select.c; freed by hk__select_free */
-    struct hk__swap *_Atomic swap; /* movable handles (hk_loader_mhandle.c); made on first use */
+    /* Upper layers' state, reached at destroy through hooks (see
+     * hk__loader_hook_t); under lock. */
+    const struct hk__loader_hook *hooks[HK__LOADER_HOOKS];
+    size_t nhooks;
+    /* The movable handles' record (hk_loader_swapstate.c): made on first use,
+     * which registers its hook; the core only keeps the pointer. */
+    struct hk__swap *_Atomic swap;
 };
+
+/* State that a layer above the core keeps with a loader (the movable
+ * handles' record): the core reaches it only through these, registered when
+ * the state is made, so that calls go down. At destroy every busy (may be
+ * NULL) is asked first: nonzero refuses the destroy with HK_STATUS_BUSY, busy
+ * having set the last error; once the loader goes, every fini frees its
+ * state. Neither is called with a lock of the loader held. */
+typedef struct hk__loader_hook {
+    int (*busy)(hk_loader_t *loader);
+    void (*fini)(hk_loader_t *loader);
+} hk__loader_hook_t;
 
 /* What the probe learnt about one candidate (hk_loader_probe.c). */
 typedef struct hk__probe_result {
@@ -116,6 +136,8 @@ typedef struct hk__probe_result {
 /* One candidate on its way from its path to a report (hk_loader_open.c). */
 typedef struct hk__cand {
     const char *path;      /* as named by the caller or the scan; not owned */
+    int in_default_dir;    /* the scan found it in the default directory */
+    hk_plugin_t *again;    /* a reopen: the plugin whose closed module this file was */
     int fd;                /* the checked file, O_RDONLY; -1 when none */
     struct stat st;        /* fstat of fd */
     hk__file_id_t id;      /* from stat(path): the key of its report */
@@ -125,9 +147,11 @@ typedef struct hk__cand {
     hk_status_t status;
     char reason[HK__REASON_MAX];
     hk__probe_result_t probe;
+    hk_status_t result;    /* the outcome, once admitted or refused */
+    hk_plugin_t *plugin;   /* the plugin admitted (for a reopen, again), or NULL */
 } hk__cand_t;
 
-/* ---- hk_loader.c ---- */
+/* ---- hk_loader_report.c ---- */
 
 /* Appends a report (copies path and reason) and, for a refusal, makes it the
  * last error and logs it at HK_LOG_WARN. Caller holds the gate only.
@@ -146,33 +170,55 @@ hk__report_t *hk__loader_report_find(hk_loader_t *loader, const char *path,
 /* Appends a loaded plugin. Returns HK_STATUS_OUT_OF_MEMORY on failure. */
 hk_status_t hk__loader_plugin_add(hk_loader_t *loader, hk_plugin_t *plugin);
 
+/* Take and give back loader->lock, from accessors of a const loader too:
+ * the mutex is the one member a reader changes. */
+void hk__loader_lock(const hk_loader_t *loader);
+void hk__loader_unlock(const hk_loader_t *loader);
+
+/* Makes line, which must outlive the loader (a report's line, a static
+ * string), the last error. */
 void hk__loader_set_error(hk_loader_t *loader, const char *line);
 
-/* Checks an answer's flags for its ABI version and writes the flags the host
- * sees to *out (memory-domain flags cleared below 1.2). On refusal writes the
- * reason and returns HK_STATUS_INVALID_VALUE. */
-hk_status_t hk__answer_flags(uint32_t abi, uint32_t flags, uint32_t *out, char *reason, size_t n);
+/* Makes a copy of line the last error, kept until the loader is destroyed
+ * (each text once): the loader hands out its last error without copying, so
+ * a line made on the fly must outlive any reader. Returns the kept line, or
+ * when none can be kept sets and returns fallback (a static string). */
+const char *hk__loader_keep_error(hk_loader_t *loader, const char *line, const char *fallback);
+
+/* Frees the kept lines; at destroy. */
+void hk__loader_kept_free(hk_loader_t *loader);
 
 /* Fills *id from st (NULL st: an invalid id). */
 void hk__file_id_set(hk__file_id_t *id, const struct stat *st);
+
+/* ---- hk_loader.c ---- */
 
 /* Enter and leave the loader's gate (scan and open). */
 void hk__gate_enter(hk_loader_t *loader);
 void hk__gate_leave(hk_loader_t *loader);
 
-/* ---- hk_loader_open.c ---- */
+/* Registers hook (static storage) for loader, once: a hook already there is
+ * not added again. HK_STATUS_OUT_OF_MEMORY when HK__LOADER_HOOKS are taken. */
+hk_status_t hk__loader_hook_add(hk_loader_t *loader, const hk__loader_hook_t *hook);
 
-/* First half of a candidate: name rule, privileges, trust walk, open, ELF.
- * Leaves c->seen, c->refused, or an open c->fd ready for the probe.
- * in_default_dir: the scan found it in the default directory. Caller holds
- * the gate. */
-void hk__cand_check(hk_loader_t *loader, hk__cand_t *c, const char *path, int in_default_dir);
+/* ---- hk_loader_open.c: admission ---- */
 
-/* Second half: reports a refusal, or opens, negotiates and validates in the
- * host, recording exactly one report unless the same candidate was seen
- * before. Closes c->fd unless the module keeps it. Returns the candidate's
- * status; *out (may be NULL) gets the plugin. Caller holds the gate. */
-hk_status_t hk__cand_finish(hk_loader_t *loader, hk__cand_t *c, hk_plugin_t **out);
+/* A candidate for hk__admit: path (not copied), in_default_dir (the scan
+ * found it in the default directory), again (NULL, or for a swap the plugin
+ * whose closed module path is to be opened again). */
+void hk__cand_init(hk__cand_t *c, const char *path, int in_default_dir, hk_plugin_t *again);
+
+/* The one admission path, for a batch of n candidates: checks each one
+ * (name, privileges, trust walk and open, ELF), probes the new ones
+ * together, then finishes each one in order (the host's open, symbol,
+ * negotiation and its checks). Each candidate ends with c->result and
+ * c->plugin, and exactly one report unless it was seen before. A reopen
+ * (c->again) must be the file that was loaded and answer as it did; it is
+ * not probed (its verdict is known), makes no report, and on success its
+ * plugin has a module and vtable again. Caller holds the gate. */
+void hk__admit(hk_loader_t *loader, hk__cand_t **cands, size_t n);
+
+/* ---- hk_loader_negotiate.c ---- */
 
 /* Room for an answer from a plugin built against a longer answer struct: it
  * writes its own struct_size, and the loader reads only what it knows. */
@@ -192,6 +238,14 @@ void hk__negotiate_prepare(const hk_loader_t *loader, hk_negotiate_request_t *re
  * and reason. Used by the host and by the probe program. */
 hk_status_t hk__negotiate(hk_loader_t *loader, hk_negotiate_fn entry, hk_plugin_t *p,
                           hk_load_stage_t *stage, char *reason, size_t n);
+
+/* Checks an answer's flags for its ABI version and writes the flags the host
+ * sees to *out (memory-domain flags cleared below 1.2). On refusal writes the
+ * reason and returns HK_STATUS_INVALID_VALUE. */
+hk_status_t hk__answer_flags(uint32_t abi, uint32_t flags, uint32_t *out, char *reason, size_t n);
+
+/* The loader's ABI range as text ("1.0-1.2"), for messages. */
+void hk__range_text(char *buf, size_t n, const hk_loader_t *loader);
 
 /* ---- hk_loader_trust.c ---- */
 
@@ -275,20 +329,10 @@ typedef struct hk__probe_record {
  * gate. */
 void hk__probe_batch(hk_loader_t *loader, hk__cand_t **cands, size_t n);
 
-/* Replaces every occurrence of from in text (capacity n) by to. */
-void hk__reason_rename(char *text, size_t n, const char *from, const char *to);
-
 /* ---- hk_loader_probe_run.c: the probe program's side ---- */
 
 /* main() of the probe program (hk_probe_main.c). */
 int hk__probe_main(int argc, char **argv);
-
-void hk__select_free(hk_loader_t *loader); /* hk_loader_select.c, at destroy */
-
-/* hk_loader_swap.c: nonzero (with the last error set) while a movable handle
- * lives; hk__swap_free frees the swap record at destroy. */
-int hk__swap_busy(hk_loader_t *loader);
-void hk__swap_free(hk_loader_t *loader);
 
 /* ---- hk_loader_ltdl.c: every libltdl call goes through these ---- */
 
@@ -316,5 +360,8 @@ void hk__ltdl_keep(lt_dlhandle module);
 /* The libltdl lock, for the fork handlers. */
 void hk__ltdl_lock(void);
 void hk__ltdl_unlock(void);
+/* Replaces every occurrence of from in text (capacity n) by to: the
+ * descriptor's name in a dynamic loader's message by the path it stands for. */
+void hk__reason_rename(char *text, size_t n, const char *from, const char *to);
 
 #endif /* HK__LOADER_H */

@@ -1,7 +1,9 @@
 /* handlekit movable handles and swap: internals shared by
- * hk_loader_mhandle.c (handles, forwarding, call path), hk_loader_swap.c (the
- * swap and its state) and hk_loader_swapmod.c (verification, module close and
- * reopen). Never installed.
+ * hk_loader_swaphold.c (held calls), hk_loader_swapstate.c (the record,
+ * failures, reading the state), hk_loader_swapmod.c (modules: verification,
+ * close and reopen), hk_loader_mhandle.c (handles, forwarding, call path) and
+ * hk_loader_swap.c (the swap), each calling only those listed before it
+ * (loader/README.md). Never installed.
  *
  * The call path. A movable handle has two bindings (a plugin handle and
  * copies of the plugin's tables) and an atomic pointer to the current one.
@@ -77,11 +79,6 @@ typedef struct hk__swap_module {
     atomic_uint_fast64_t reopens;
 } hk__swap_module_t;
 
-typedef struct hk__swap_text {
-    struct hk__swap_text *next;
-    char line[];
-} hk__swap_text_t;
-
 struct hk__swap {
     pthread_mutex_t lock;
     pthread_mutex_t list_lock;
@@ -89,7 +86,6 @@ struct hk__swap {
     size_t nhandles, caphandles;
     hk__swap_module_t **modules;
     size_t nmodules, capmodules;
-    hk__swap_text_t *texts; /* failure lines, kept for the loader's lifetime */
     atomic_int phase;
     atomic_uint_fast64_t generation, failed, closed, draining;
     atomic_uint_fast64_t last_switch_ns, last_drain_ns, max_switch_ns, max_drain_ns;
@@ -185,10 +181,24 @@ void hk__guard_begin(hk__guard_t *g, struct hk__swap *sw, uint64_t after_ns);
  * Returns the hold's length in ns (0: no hold). */
 uint64_t hk__guard_end(hk__guard_t *g);
 
-/* ---- hk_loader_mhandle.c ---- */
+/* ---- hk_loader_swapstate.c ---- */
 
-/* The loader's swap record, made on first use; NULL when out of memory. */
+/* The loader's swap record, made on first use (which registers its hooks
+ * with the loader: destroy is refused while a movable handle lives, and the
+ * record is freed with the loader); NULL when out of memory. */
 struct hk__swap *hk__swap_get(hk_loader_t *loader);
+
+/* Records a failure line: keeps it for the loader's lifetime, makes it the
+ * loader's last error and this thread's movable-handle message. Returns st. */
+hk_status_t hk__swap_fail(hk_loader_t *loader, hk_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The calling thread's last failure of a movable-handle function ("" when
+ * none), and the setter of it. */
+const char *hk__mh_thread_msg(void);
+void hk__mh_thread_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- hk_loader_mhandle.c ---- */
 
 /* Fills b (an empty slot) with plugin, raw and copies of its tables. Caller
  * holds list_lock, or the binding is not yet reachable. */
@@ -197,11 +207,6 @@ void hk__binding_fill(hk__binding_t *b, hk_plugin_t *plugin, hk_handle_t *raw);
 /* Copies a plugin table clamped into the zeroed *dst of size bytes; 0 when
  * the plugin has no such table. */
 int hk__table_copy(const hk_vtable_t *core, const char *name, void *dst, size_t size);
-
-/* Records a failure line: keeps it for the loader's lifetime, makes it the
- * loader's last error and this thread's movable-handle message. Returns st. */
-hk_status_t hk__swap_fail(hk_loader_t *loader, hk_status_t st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 /* ---- hk_loader_swapmod.c ---- */
 

@@ -18,6 +18,9 @@
 #include <sched.h>
 #include <time.h>
 
+/* Where a held movable handle points (hk__swap.h, "Holding"). */
+hk__binding_t hk__held;
+
 static uint64_t hk__hold_now_ns(void)
 {
     struct timespec ts;

@@ -22,53 +22,10 @@
 
 static const char hk__oom[] = "out of memory while selecting a plugin";
 
-/* Last-error lines made here. hk_loader_last_error hands out the pointer
- * without copying, so a line must outlive any reader: lines are kept until
- * the loader is destroyed, and a repeated line is stored once. */
-struct hk__select_texts {
-    char **lines;
-    size_t n;
-    size_t cap;
-};
-
-void hk__select_free(hk_loader_t *loader)
-{
-    struct hk__select_texts *t = loader->select_texts;
-    if (!t)
-        return;
-    for (size_t i = 0; i < t->n; i++)
-        free(t->lines[i]);
-    free(t->lines);
-    free(t);
-    loader->select_texts = NULL;
-}
-
 /* Makes line the loader's last error (a kept copy). Caller holds no lock. */
 static void hk__set_error(hk_loader_t *loader, const char *line)
 {
-    pthread_mutex_lock(&loader->lock);
-    struct hk__select_texts *t = loader->select_texts;
-    const char *kept = NULL;
-    if (!t)
-        t = loader->select_texts = calloc(1, sizeof(*t));
-    for (size_t i = 0; t && i < t->n && !kept; i++)
-        if (strcmp(t->lines[i], line) == 0)
-            kept = t->lines[i];
-    if (t && !kept && t->n == t->cap) {
-        size_t cap = t->cap ? 2 * t->cap : 8;
-        char **grown = realloc(t->lines, cap * sizeof(*grown));
-        if (grown) {
-            t->lines = grown;
-            t->cap = cap;
-        }
-    }
-    if (t && !kept && t->n < t->cap) {
-        char *copy = strdup(line);
-        if (copy)
-            kept = t->lines[t->n++] = copy;
-    }
-    loader->last_error = kept ? kept : hk__oom;
-    pthread_mutex_unlock(&loader->lock);
+    hk__loader_keep_error(loader, line, hk__oom);
 }
 
 /* ---- a growing one-line text ---- */

@@ -1,9 +1,105 @@
-/* handlekit live swap: reading its state (hk_loader_swap_state,
- * hk_plugin_swap_state) without waiting for a running swap, and the names
- * of its phases and module states. */
+/* handlekit live swap: its record, made on first use and freed with the
+ * loader through the hooks it registers; the failure lines of movable
+ * handles and swaps; reading the state (hk_loader_swap_state,
+ * hk_plugin_swap_state) without waiting for a running swap, and the names of
+ * its phases and module states. */
 #include "hk__swap.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* The calling thread's last failure of a movable-handle function. */
+static _Thread_local char hk__mh_msg[HK__MH_MSG];
+
+const char *hk__mh_thread_msg(void)
+{
+    return hk__mh_msg;
+}
+
+void hk__mh_thread_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(hk__mh_msg, sizeof(hk__mh_msg), fmt, ap);
+    va_end(ap);
+}
+
+/* ---- the record and the loader's lifetime ---- */
+
+/* Nonzero (with the last error set) while a movable handle lives: its
+ * binding still calls into a module. */
+static int hk__swap_busy(hk_loader_t *loader)
+{
+    struct hk__swap *sw = atomic_load(&loader->swap);
+    if (!sw)
+        return 0;
+    pthread_mutex_lock(&sw->list_lock);
+    size_t n = sw->nhandles;
+    pthread_mutex_unlock(&sw->list_lock);
+    if (n == 0)
+        return 0;
+    hk__swap_fail(loader, HK_STATUS_BUSY,
+                  "loader destroy refused: %zu movable handle(s) still live (hk_mhandle_destroy "
+                  "them first)", n);
+    return 1;
+}
+
+static void hk__swap_free(hk_loader_t *loader)
+{
+    struct hk__swap *sw = atomic_load(&loader->swap);
+    if (!sw)
+        return;
+    for (size_t i = 0; i < sw->nmodules; i++)
+        free(sw->modules[i]);
+    free(sw->modules);
+    free(sw->handles);
+    pthread_mutex_destroy(&sw->lock);
+    pthread_mutex_destroy(&sw->list_lock);
+    free(sw);
+    atomic_store(&loader->swap, NULL);
+}
+
+static const hk__loader_hook_t hk__swap_hook = {hk__swap_busy, hk__swap_free};
+
+struct hk__swap *hk__swap_get(hk_loader_t *loader)
+{
+    struct hk__swap *sw = atomic_load_explicit(&loader->swap, memory_order_acquire);
+    if (sw)
+        return sw;
+    /* Before the record exists: the loader never holds one it cannot free. */
+    if (hk__loader_hook_add(loader, &hk__swap_hook) != HK_STATUS_OK)
+        return NULL;
+    sw = calloc(1, sizeof(*sw));
+    if (!sw)
+        return NULL;
+    pthread_mutex_init(&sw->lock, NULL);
+    pthread_mutex_init(&sw->list_lock, NULL);
+    struct hk__swap *expected = NULL;
+    if (!atomic_compare_exchange_strong(&loader->swap, &expected, sw)) {
+        /* Another thread made it first. */
+        pthread_mutex_destroy(&sw->lock);
+        pthread_mutex_destroy(&sw->list_lock);
+        free(sw);
+        return expected;
+    }
+    return sw;
+}
+
+hk_status_t hk__swap_fail(hk_loader_t *loader, hk_status_t st, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    snprintf(hk__mh_msg, sizeof(hk__mh_msg), "%s", line);
+    hk__loader_keep_error(loader, line, "out of memory");
+    return st;
+}
+
+/* ---- reading the state ---- */
 
 hk_status_t hk_loader_swap_state(hk_loader_t *loader, hk_swap_state_t *state)
 {

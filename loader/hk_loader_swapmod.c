@@ -2,7 +2,8 @@
  *   - the verification workload a new implementation must pass;
  *   - closing a module nothing can reach any more, and checking that it
  *     left the process;
- *   - opening the file of a closed plugin again when it is asked for. */
+ *   - opening the file of a closed plugin again when it is asked for, through
+ *     admission (hk_loader_open.c), as a first load would. */
 #include "hk__swap.h"
 #include "hk__trace.h"
 
@@ -144,121 +145,23 @@ void hk__swap_try_close(hk_loader_t *loader, struct hk__swap *sw, hk_plugin_t *p
 
 /* ---- reopen ---- */
 
-
-/* The file must be the one loaded first, still safe to open. */
-static hk_status_t hk__reopen_check(const hk_plugin_t *p, char *why, size_t n)
+/* Opens plugin's file again through admission, the path of a first load;
+ * the file must be the one that was loaded and answer as it did then.
+ * Caller holds the gate. */
+static hk_status_t hk__reopen(hk_loader_t *loader, hk_plugin_t *plugin, char *why, size_t n)
 {
-    struct stat st;
-    char ebuf[128];
-    if (stat(p->path, &st) != 0) {
-        snprintf(why, n, "cannot open %s again: %s", p->path,
-                 strerror_r(errno, ebuf, sizeof(ebuf)));
-        return HK_STATUS_LOAD_FAILED;
+    hk__cand_t *c = calloc(1, sizeof(*c));
+    if (!c) {
+        snprintf(why, n, "out of memory");
+        return HK_STATUS_OUT_OF_MEMORY;
     }
-    if (!S_ISREG(st.st_mode) || st.st_dev != p->dev || st.st_ino != p->ino) {
-        snprintf(why, n, "cannot open %s again: it is no longer the file that was loaded "
-                 "(load the new file with hk_loader_open)", p->path);
-        return HK_STATUS_LOAD_FAILED;
-    }
-    if (st.st_mode & S_IWOTH) {
-        snprintf(why, n, "cannot open %s again: file is writable by others (mode %04o)",
-                 p->path, (unsigned)(st.st_mode & 07777));
-        return HK_STATUS_INSECURE;
-    }
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof(dir), "%s", p->path);
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        snprintf(dir, sizeof(dir), ".");
-    else
-        slash[slash == dir ? 1 : 0] = '\0';
-    if (stat(dir, &st) == 0 && (st.st_mode & S_IWOTH)) {
-        snprintf(why, n, "cannot open %s again: directory %s is writable by others", p->path,
-                 dir);
-        return HK_STATUS_INSECURE;
-    }
-    return HK_STATUS_OK;
-}
-
-/* Negotiates with the reopened file and checks that it answers as it did at
- * load: same ABI version, name, version and flags, a vtable at least as long
- * as the part the loader kept. Fills *vt on success. */
-static hk_status_t hk__renegotiate(hk_loader_t *loader, const hk_plugin_t *p, hk_negotiate_fn entry,
-                                   hk_vtable_t *vt, char *why, size_t n)
-{
-    hk_negotiate_request_t req;
-    hk__answer_buf_t buf;
-    hk__negotiate_prepare(loader, &req, &buf);
-    hk_status_t st = entry(&req, &buf.answer);
-    const hk_negotiate_answer_t *a = &buf.answer;
-    if (st != HK_STATUS_OK) {
-        snprintf(why, n, "%s opened again: %s returned %s", p->path, HK_ENTRY_SYMBOL,
-                 hk_status_name(st));
-        return st;
-    }
-    size_t keep = p->vtable.size;
-    if (a->header.struct_size < sizeof(*a) || a->abi_version != p->abi || !a->name
-        || !a->version || strcmp(a->name, p->name) != 0 || strcmp(a->version, p->version) != 0
-        || a->flags != p->flags || !a->vtable || a->vtable->size < keep) {
-        snprintf(why, n, "%s opened again answers otherwise than when it was loaded", p->path);
-        return HK_STATUS_LOAD_FAILED;
-    }
-    memset(vt, 0, sizeof(*vt));
-    memcpy(vt, a->vtable, keep);
-    vt->size = keep;
-    if (!vt->handle_create || !vt->handle_destroy || !vt->last_error || !vt->get_table) {
-        snprintf(why, n, "%s opened again lacks a required vtable slot", p->path);
-        return HK_STATUS_LOAD_FAILED;
-    }
-    return HK_STATUS_OK;
-}
-
-static hk_status_t hk__reopen(hk_loader_t *loader, hk_plugin_t *p, char *why, size_t n)
-{
-    hk_vtable_t vt;
-    hk_status_t st = hk__reopen_check(p, why, n);
+    hk__cand_init(c, plugin->path, 0, plugin);
+    hk__admit(loader, &c, 1);
+    hk_status_t st = c->result;
     if (st != HK_STATUS_OK)
-        return st;
-    /* The same checks as the first load: the trust walk, one descriptor,
-     * the ELF file, and it must still be the file that was loaded. */
-    int fd = -1;
-    struct stat fst;
-    hk__mapped_t *mapped = NULL;
-    st = hk__trust_open(p->path, 0, 0, &fd, &fst, NULL, why, n);
-    if (st != HK_STATUS_OK)
-        return st;
-    if (fst.st_dev != p->dev || fst.st_ino != p->ino) {
-        snprintf(why, n, "%s is no longer the file that was loaded", p->path);
-        close(fd);
-        return HK_STATUS_LOAD_FAILED;
-    }
-    st = hk__elf_check(fd, fst.st_size, why, n);
-    if (st != HK_STATUS_OK) {
-        close(fd);
-        return st;
-    }
-    lt_dlhandle module = hk__ltdl_open_fd(loader->advise, fd, &fst, p->path, &mapped, why, n);
-    if (!module) {
-        close(fd);
-        return HK_STATUS_LOAD_FAILED;
-    }
-    void *sym = hk__ltdl_sym(module, HK_ENTRY_SYMBOL);
-    if (!sym) {
-        snprintf(why, n, "%s opened again: missing entry symbol %s", p->path, HK_ENTRY_SYMBOL);
-        hk__ltdl_close(module, mapped);
-        return HK_STATUS_NOT_FOUND;
-    }
-    hk_negotiate_fn entry;
-    memcpy(&entry, &sym, sizeof(entry)); /* POSIX: dlsym results convert to functions */
-    st = hk__renegotiate(loader, p, entry, &vt, why, n);
-    if (st != HK_STATUS_OK) {
-        hk__ltdl_close(module, mapped);
-        return st;
-    }
-    p->vtable = vt;
-    p->module = module;
-    p->mapped = mapped;
-    return HK_STATUS_OK;
+        snprintf(why, n, "cannot open %s again: %s", plugin->path, c->reason);
+    free(c);
+    return st;
 }
 
 hk_status_t hk__swap_ensure_open(hk_loader_t *loader, hk_plugin_t *plugin, char *why, size_t n)
@@ -424,11 +327,15 @@ hk_status_t hk__swap_verify(const hk_vtable_t *core, const hk_blas1_v1_t *b,
 {
     hk__vctx_t c = {core, b, m, h, why, n};
     const char *missing = NULL;
-    if (!m->alloc || !m->free_ || !m->copy_to_device || !m->copy_to_host || !m->memset_)
+    /* Every slot of both tables, as their headers list them. */
+#define HK__HAS_MEMORY(name, minor, params, args) && m->name
+#define HK__HAS_BLAS1(name, minor, params, args) && b->name
+    if (!(1 HK_MEMORY_V1_SLOTS(HK__HAS_MEMORY)))
         missing = HK_TABLE_MEMORY_V1;
-    else if (!b->saxpy || !b->daxpy || !b->sscal || !b->dscal || !b->scopy || !b->dcopy
-             || !b->sdot || !b->ddot || !b->snrm2 || !b->dnrm2)
+    else if (!(1 HK_BLAS1_V1_SLOTS(HK__HAS_BLAS1)))
         missing = HK_TABLE_BLAS1_V1;
+#undef HK__HAS_BLAS1
+#undef HK__HAS_MEMORY
     if (missing) {
         snprintf(why, n, "its %s table is incomplete", missing);
         return HK_STATUS_NOT_SUPPORTED;

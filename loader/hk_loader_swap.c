@@ -105,19 +105,22 @@ out:
     return st;
 }
 
-/* A slot the old implementation offers and the new one lacks, or NULL. */
+/* A slot the old implementation offers and the new one lacks, or NULL: the
+ * core slots a movable handle forwards, then every slot of the tables it
+ * forwards, as their headers list them. */
 static const char *hk__lacking(const hk__binding_t *old, const hk__binding_t *neu)
 {
 #define HK__SLOT(TBL, NAME)                  \
     if (old->TBL.NAME && !neu->TBL.NAME)     \
         return #NAME;
+#define HK__BLAS1(name, minor, params, args) HK__SLOT(blas1, name)
+#define HK__MEMORY(name, minor, params, args) HK__SLOT(memory, name)
     HK__SLOT(core, set_stream) HK__SLOT(core, get_stream) HK__SLOT(core, set_pointer_mode)
     HK__SLOT(core, get_pointer_mode) HK__SLOT(core, handle_info) HK__SLOT(core, synchronize)
-    HK__SLOT(blas1, saxpy) HK__SLOT(blas1, daxpy) HK__SLOT(blas1, sscal) HK__SLOT(blas1, dscal)
-    HK__SLOT(blas1, scopy) HK__SLOT(blas1, dcopy) HK__SLOT(blas1, sdot) HK__SLOT(blas1, ddot)
-    HK__SLOT(blas1, snrm2) HK__SLOT(blas1, dnrm2)
-    HK__SLOT(memory, alloc) HK__SLOT(memory, free_) HK__SLOT(memory, copy_to_device)
-    HK__SLOT(memory, copy_to_host) HK__SLOT(memory, memset_)
+    HK_BLAS1_V1_SLOTS(HK__BLAS1)
+    HK_MEMORY_V1_SLOTS(HK__MEMORY)
+#undef HK__MEMORY
+#undef HK__BLAS1
 #undef HK__SLOT
     return NULL;
 }
@@ -674,42 +677,4 @@ hk_status_t hk_loader_swap_cancel(hk_swap_prepared_t *prepared)
     HK__TRACE(HK__TRACE_DECISIONS, "swap", "prepared swap to \"%s\" cancelled; every handle "
               "stays on its implementation", prepared->request);
     return hk__job_end(prepared, HK_STATUS_OK, NULL);
-}
-
-/* ---- the loader's lifetime ---- */
-
-int hk__swap_busy(hk_loader_t *loader)
-{
-    struct hk__swap *sw = atomic_load(&loader->swap);
-    if (!sw)
-        return 0;
-    pthread_mutex_lock(&sw->list_lock);
-    size_t n = sw->nhandles;
-    pthread_mutex_unlock(&sw->list_lock);
-    if (n == 0)
-        return 0;
-    hk__swap_fail(loader, HK_STATUS_BUSY,
-                  "loader destroy refused: %zu movable handle(s) still live (hk_mhandle_destroy "
-                  "them first)", n);
-    return 1;
-}
-
-void hk__swap_free(hk_loader_t *loader)
-{
-    struct hk__swap *sw = atomic_load(&loader->swap);
-    if (!sw)
-        return;
-    while (sw->texts) {
-        hk__swap_text_t *t = sw->texts;
-        sw->texts = t->next;
-        free(t);
-    }
-    for (size_t i = 0; i < sw->nmodules; i++)
-        free(sw->modules[i]);
-    free(sw->modules);
-    free(sw->handles);
-    pthread_mutex_destroy(&sw->lock);
-    pthread_mutex_destroy(&sw->list_lock);
-    free(sw);
-    atomic_store(&loader->swap, NULL);
 }

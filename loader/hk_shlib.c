@@ -9,7 +9,7 @@
  * which matters only when it was loaded through a relative path.
  *
  * The loader's own hk_loader_create is compiled under the name
- * hk__loader_create_impl for this library (plugin_api/SConscript); the static
+ * hk__loader_create_impl for this library (loader/SConscript); the static
  * library keeps it as it is, with no default directory. */
 #include <dlfcn.h>
 #include <libgen.h>

@@ -92,8 +92,8 @@ oom:
     return -1;
 }
 
-/* Checks every candidate of the directory, probes the new ones together,
- * then finishes them in name order (so reports come in name order). */
+/* Admits the candidates of the directory as one batch (hk__admit): the new
+ * ones are probed together, and reports come in name order. */
 static void hk__scan_dir(hk_loader_t *loader, const char *dir, int is_default)
 {
     char **names = NULL;
@@ -126,20 +126,14 @@ static void hk__scan_dir(hk_loader_t *loader, const char *dir, int is_default)
         snprintf(path, n, "%s%s%s", dir, sep, names[i]);
         free(names[i]);
         names[i] = path; /* the candidate's path, kept until it is finished */
-        hk__cand_check(loader, cands[i], path, is_default);
+        hk__cand_init(cands[i], path, is_default, NULL);
     }
-    hk__probe_batch(loader, cands, count);
     /* The outcome is in the report; a refusal never stops the scan. */
-    for (size_t i = 0; i < count; i++)
-        hk__cand_finish(loader, cands[i], NULL);
+    hk__admit(loader, cands, count);
     goto out;
 
 oom:
     hk__loader_set_error(loader, "out of memory while scanning a plugin directory");
-    /* Candidates checked so far hold descriptors: give them back. */
-    for (size_t i = 0; cands && i < count && cands[i]; i++)
-        if (cands[i]->fd >= 0)
-            close(cands[i]->fd);
 out:
     for (size_t i = 0; i < count; i++) {
         free(names[i]);

@@ -35,21 +35,6 @@
 
 extern char **environ;
 
-void hk__reason_rename(char *text, size_t n, const char *from, const char *to)
-{
-    size_t flen = strlen(from), tlen = strlen(to);
-    char *hit = flen ? strstr(text, from) : NULL;
-    while (hit) {
-        size_t tail = strlen(hit + flen);
-        size_t pos = (size_t)(hit - text);
-        if (pos + tlen + tail + 1 > n)
-            return; /* no room: leave the rest as it is */
-        memmove(hit + tlen, hit + flen, tail + 1);
-        memcpy(hit, to, tlen);
-        hit = strstr(hit + tlen, from);
-    }
-}
-
 /* Tries one place for the probe program. Returns 1 when found (usable or
  * not: *fd or reason says), 0 when there is no file there. */
 static int hk__probe_try(const char *path, int *fd, char *reason, size_t n)
@@ -436,7 +421,8 @@ void hk__probe_batch(hk_loader_t *loader, hk__cand_t **cands, size_t n)
     for (size_t i = 0; i <= n; i++) {
         if (i < n) {
             hk__cand_t *c = cands[i];
-            if (c->seen || c->refused || c->fd < 0)
+            /* A reopen is the file that passed here when it was loaded. */
+            if (c->seen || c->refused || c->fd < 0 || c->again)
                 continue;
             if (hk__probe_ready(loader) != HK_STATUS_OK) {
                 snprintf(c->reason, sizeof(c->reason), "%s",

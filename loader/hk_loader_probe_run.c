@@ -164,7 +164,7 @@ static void hk__emit(uint32_t index, uint32_t kind, int32_t code, const unsigned
         _exit(3); /* the host is gone or gave up */
 }
 
-static int hk__start(hk__slot_t *s, uint32_t index, size_t count, uint32_t lo, uint32_t hi)
+static int hk__child_start(hk__slot_t *s, uint32_t index, size_t count, uint32_t lo, uint32_t hi)
 {
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0) {
@@ -195,7 +195,7 @@ static int hk__start(hk__slot_t *s, uint32_t index, size_t count, uint32_t lo, u
 }
 
 /* Takes what the child wrote so far; sets eof at its end. */
-static void hk__drain(hk__slot_t *s)
+static void hk__child_drain(hk__slot_t *s)
 {
     unsigned char scratch[4096];
     while (!s->eof) {
@@ -218,7 +218,7 @@ static void hk__drain(hk__slot_t *s)
 }
 
 /* Reports a child that ended (or is killed now, at its deadline). */
-static int hk__finish(hk__slot_t *s, uint32_t timeout_ms)
+static int hk__child_finish(hk__slot_t *s, uint32_t timeout_ms)
 {
     int ws = 0;
     pid_t w = waitpid(s->pid, &ws, WNOHANG);
@@ -228,10 +228,10 @@ static int hk__finish(hk__slot_t *s, uint32_t timeout_ms)
         kill(s->pid, SIGKILL);
         while (waitpid(s->pid, &ws, 0) < 0 && errno == EINTR)
             ;
-        hk__drain(s);
+        hk__child_drain(s);
         hk__emit(s->index, HK__PROBE_TIMEOUT, 0, s->out, s->len, s->overflow);
     } else {
-        hk__drain(s);
+        hk__child_drain(s);
         if (WIFSIGNALED(ws))
             hk__emit(s->index, HK__PROBE_SIGNALED, WTERMSIG(ws), s->out, s->len, s->overflow);
         else
@@ -270,7 +270,7 @@ static void hk__wait_any(uint32_t timeout_ms)
         return;
     for (int i = 0; i < n; i++)
         if (pf[i].revents)
-            hk__drain(who[i]);
+            hk__child_drain(who[i]);
 }
 
 static int hk__arg(const char *s, unsigned long max, unsigned long *v)
@@ -309,13 +309,13 @@ int hk__probe_main(int argc, char **argv)
         for (int i = 0; i < HK__PROBE_PARALLEL && next < count; i++) {
             if (hk__slots[i].active)
                 continue;
-            if (!hk__start(&hk__slots[i], (uint32_t)next, count, (uint32_t)lo, (uint32_t)hi))
+            if (!hk__child_start(&hk__slots[i], (uint32_t)next, count, (uint32_t)lo, (uint32_t)hi))
                 done++;
             next++;
         }
         hk__wait_any((uint32_t)timeout);
         for (int i = 0; i < HK__PROBE_PARALLEL; i++)
-            if (hk__slots[i].active && hk__finish(&hk__slots[i], (uint32_t)timeout))
+            if (hk__slots[i].active && hk__child_finish(&hk__slots[i], (uint32_t)timeout))
                 done++;
     }
     return 0;
