@@ -70,6 +70,7 @@ CUresult sim_enter(enum sim_entry e, int need_init)
      * (fact 18, as measured). */
     if (sim_forked && (need_init || e == SIM_E_cuInit))
         return CUDA_ERROR_NOT_INITIALIZED;
+    sim_pause_point(e);
     pthread_mutex_lock(&sim.lock);
     if (!sim.env_read) {
         sim.env_read = 1;

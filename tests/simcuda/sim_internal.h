@@ -417,6 +417,10 @@ void sim_quiet_note_launch(struct CUctx_st *c);
 void sim_quiet_wait(struct CUctx_st *c);
 void sim_quiet_read_env(void);
 
+/* sim_pause.c (no lock held): the calling thread's next call of e waits here
+ * when simcuda_pause_next armed it, until simcuda_resume. */
+void sim_pause_point(enum sim_entry e);
+
 /* sim_graph.c (lock held): operations on a capturing stream become nodes of
  * its graph instead of running. */
 CUresult sim_capture_launch(struct CUstream_st *s, const simcuda_emu_entry_t *emu,

@@ -120,6 +120,19 @@ void simcuda_quiet_loads(unsigned quiet_us);
 /* Calls now waiting for a pause in launches (see simcuda_quiet_loads). */
 unsigned simcuda_loads_waiting(void);
 
+/* Paused calls, for tests of races. The calling thread's next call of entry
+ * (an un-suffixed API name) waits at its start, holding up no other call of
+ * any thread, until simcuda_resume; -1 for an unknown entry. Only that one
+ * call of that thread waits. */
+int simcuda_pause_next(const char *entry);
+
+/* Waits until at least n calls wait (see simcuda_pause_next); 0, or -1
+ * after timeout_ms. */
+int simcuda_wait_paused(unsigned n, unsigned timeout_ms);
+
+/* Lets every waiting call go on. */
+void simcuda_resume(void);
+
 /* Runtime-like operations, so CI runs the scenarios that a GPU machine runs
  * with cudart. Each returns 0 or a CUresult. */
 

@@ -2,7 +2,7 @@
  * SIMCUDA_FAIL), call counting, two threads with their own context stacks,
  * primary reference counts, the launch log, emulation errors and graph replay,
  * emulations registered at run time, the simulated JIT log, kernel
- * attributes, an unload waiting for a held launch (fact 19).
+ * attributes, an unload waiting for a held launch (fact 19), a paused call.
  * The driver facts shared with the real driver are in tests/conformance. */
 #include "hk_test.h"
 #include "simcuda.h"
@@ -602,6 +602,53 @@ static void test_unload_waits_for_held_launch(void)
     clear_stack();
 }
 
+typedef struct pauser {
+    CUcontext c;
+    CUcontext seen;
+    CUresult r;
+    int done;
+} pauser_t;
+
+static void *paused_query(void *arg)
+{
+    pauser_t *p = arg;
+    CU_ASSERT_EQUAL(cuCtxPushCurrent(p->c), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(simcuda_pause_next("cuCtxGetCurrent"), 0);
+    p->r = cuCtxGetCurrent(&p->seen);
+    __atomic_store_n(&p->done, 1, __ATOMIC_RELEASE);
+    CU_ASSERT_EQUAL(cuCtxPopCurrent(&p->seen), CUDA_SUCCESS);
+    return NULL;
+}
+
+/* A paused call waits at its start until resumed; only that one call of that
+ * thread waits, and every other call, of any thread, goes on meanwhile. */
+static void test_paused_call(void)
+{
+    CUcontext c, seen = NULL;
+    OK(cuCtxCreate(&c, NULL, 0, 0));
+    CUcontext popped;
+    OK(cuCtxPopCurrent(&popped));
+    CU_ASSERT_EQUAL(simcuda_pause_next("cuNoSuchEntry"), -1);
+    CU_ASSERT_EQUAL(simcuda_wait_paused(1, 10), -1); /* nothing waits */
+    pauser_t p = {c, NULL, CUDA_ERROR_UNKNOWN, 0};
+    pthread_t t;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, paused_query, &p), 0);
+    CU_ASSERT_EQUAL(simcuda_wait_paused(1, 5000), 0);
+    unsigned long before = simcuda_call_count("cuCtxGetCurrent");
+    OK(cuCtxGetCurrent(&seen)); /* this thread's call goes on */
+    CU_ASSERT_PTR_NULL(seen);
+    CU_ASSERT_EQUAL(simcuda_call_count("cuCtxGetCurrent"), before + 1);
+    usleep(20000);
+    CU_ASSERT_EQUAL(__atomic_load_n(&p.done, __ATOMIC_ACQUIRE), 0);
+    simcuda_resume();
+    pthread_join(t, NULL);
+    CU_ASSERT_EQUAL(p.r, CUDA_SUCCESS);
+    CU_ASSERT_PTR_EQUAL(p.seen, c);
+    CU_ASSERT_EQUAL(simcuda_wait_paused(1, 10), -1);
+    OK(cuCtxDestroy(c));
+    clear_stack();
+}
+
 int hk_test_register(void)
 {
     if (getenv("HK_SIMCUDA_ENV_CHILD"))
@@ -624,5 +671,6 @@ int hk_test_register(void)
     hk_test_add(s, "kernel attributes", test_kernel_attributes);
     hk_test_add(s, "an unload waits for a held launch of its library, nothing else does",
                 test_unload_waits_for_held_launch);
+    hk_test_add(s, "a paused call waits until resumed, nothing else does", test_paused_call);
     return 0;
 }
