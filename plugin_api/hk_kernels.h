@@ -79,7 +79,8 @@ typedef struct hk_kernel_attributes {
       (image, size, out))                                                                          \
     /* [thread-safe] Unloads lib; its kernels go with it. Refused with                             \
      * HK_STATUS_BUSY, the library left loaded, while another thread is                            \
-     * inside launch with one of its kernels, or while a handle other than h                       \
+     * inside launch, get_attributes or get_function with one of its kernels                       \
+     * or inside get_kernel on it, or while a handle other than h                                  \
      * that launched one of its kernels is not destroyed yet (that handle's                        \
      * work may still be queued). h's own launches do not hold it back; the                        \
      * driver waits for them to finish, and unload never waits while holding                       \

@@ -319,8 +319,9 @@ hk_status_t hk_kit_library_load(hk_kit_bind_t *err_to, const void *image, size_t
 int hk_kit_library_live(const void *p);
 int hk_kit_kernel_live(const void *p);
 
-/* [thread-safe] Unloads lib: HK_STATUS_BUSY while a launch of one of its
- * kernels is in progress, or while a binding other than caller (NULL: any
+/* [thread-safe] Unloads lib: HK_STATUS_BUSY while a use of it is in
+ * progress (a launch, the attributes or the function of one of its kernels,
+ * a kernel_find on it), or while a binding other than caller (NULL: any
  * binding) holds a reference (it launched one of its kernels, hk_kit_launch);
  * HK_STATUS_INVALID_VALUE when lib is not live. No lock is held while the
  * driver unloads (cuLibraryUnload waits for running kernels). A driver
@@ -334,7 +335,8 @@ hk_status_t hk_kit_kernel_find(hk_kit_bind_t *err_to, hk_kit_library_t *lib, con
 
 /* [thread-safe] The kernel's CUfunction in the current context, whose ID is
  * ctx_id (a call's arm->ctx_id): cached per context ID, so a hit makes no
- * driver call and takes no lock. */
+ * driver call and takes no lock. k not live, or its library being unloaded →
+ * HK_STATUS_INVALID_VALUE. */
 hk_status_t hk_kit_kernel_function(hk_kit_kernel_t *k, unsigned long long ctx_id,
                                    hk_kit_bind_t *err_to, struct CUfunc_st **out);
 

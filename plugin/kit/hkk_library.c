@@ -18,11 +18,20 @@
  * the mark and stops, or is seen by the unload.
  *
  * Libraries and kernels live in registries of their own (hk__registry.h):
- * a stale or foreign pointer is told apart without being read through.
+ * a stale or foreign pointer is told apart without being read through. A
+ * call finds its kernel live, then counts itself on the kernel's library;
+ * between the two it passes a gate (one of a few dozen counters, one per
+ * thread as far as they go, so uncontended). An unload that went through
+ * retires the library and its kernels, then waits until every gate is empty
+ * before it frees them: a call that looked before the retirement and counts
+ * itself after it still reads live memory, sees the mark and stops; one that
+ * looks after it finds nothing live. The wait is over at once but for a call
+ * between two atomic operations of its own, so a launch takes no lock.
  *
  * The module's unload (hkk_driver.c's destructor) gives back what is still
  * loaded: every loaded library is also on a list (loaded_libs), and
  * hkk_libraries_fini unloads those that no binding uses any more. */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +106,47 @@ static void loaded_remove(hk_kit_library_t *L)
 
 static hk__registry_t libraries = HK__REGISTRY_INIT(sizeof(struct hk_kit_library));
 static hk__registry_t kernels = HK__REGISTRY_INIT(sizeof(struct hk_kit_kernel));
+
+/* ---- gates: calls between a look at an object and a count on it ---- */
+
+#define HK__KIT_GATES 64
+
+typedef struct gate {
+    atomic_long n; /* calls inside */
+    char pad[64 - sizeof(atomic_long)];
+} gate_t;
+
+static _Alignas(64) gate_t gates[HK__KIT_GATES];
+static atomic_uint gates_given;
+static _Thread_local unsigned my_gate; /* 1 + the calling thread's gate; 0: none yet */
+
+static unsigned gate_enter(void)
+{
+    unsigned g = my_gate;
+    if (!g)
+        my_gate = g = 1 + atomic_fetch_add_explicit(&gates_given, 1, memory_order_relaxed) %
+                              HK__KIT_GATES;
+    atomic_fetch_add(&gates[g - 1].n, 1);
+    /* Pairs with gates_drain's fence: either the drain sees this call inside,
+     * or this call's look that follows sees what the unload retired. */
+    atomic_thread_fence(memory_order_seq_cst);
+    return g - 1;
+}
+
+static void gate_leave(unsigned g)
+{
+    atomic_fetch_sub_explicit(&gates[g].n, 1, memory_order_release);
+}
+
+/* Returns once no call that may have looked at an object before it was
+ * retired is still between its look and its count. */
+static void gates_drain(void)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    for (unsigned i = 0; i < HK__KIT_GATES; i++)
+        while (atomic_load_explicit(&gates[i].n, memory_order_acquire) != 0)
+            sched_yield();
+}
 
 int hk_kit_library_live(const void *p)
 {
@@ -262,25 +312,59 @@ fail:
     return st;
 }
 
+/* ---- uses in progress ---- */
+
+/* Counts a use of L in progress, unless an unload has marked it. The caller
+ * is inside a gate, or holds a use already. */
+static int lib_pin(hk_kit_library_t *L)
+{
+    atomic_fetch_add(&L->inflight, 1);
+    if (!atomic_load(&L->closing))
+        return 1;
+    atomic_fetch_sub(&L->inflight, 1);
+    return 0;
+}
+
+static void lib_unpin(hk_kit_library_t *L)
+{
+    atomic_fetch_sub(&L->inflight, 1);
+}
+
+/* Counts a use of k's library in progress, unless k is not live or its
+ * library is being unloaded. Reads k only inside a gate, since an unload may
+ * be retiring it meanwhile. */
+static hk_status_t use_begin(hk_kit_bind_t *b, hk_kit_kernel_t *k, const char *what)
+{
+    char name[208];
+    unsigned g = gate_enter();
+    if (!hk_kit_kernel_live(k)) {
+        gate_leave(g);
+        return hk_kit_fail(b, HK_STATUS_INVALID_VALUE, "%s: %p is not a live kernel (its "
+                           "library was unloaded?)", what, (void *)k);
+    }
+    if (lib_pin(k->lib)) {
+        gate_leave(g);
+        return HK_STATUS_OK;
+    }
+    snprintf(name, sizeof name, "%s", k->name);
+    gate_leave(g);
+    return hk_kit_fail(b, HK_STATUS_INVALID_VALUE,
+                       "%s: the library of kernel %s is being unloaded", what, name);
+}
+
+static void use_end(hk_kit_kernel_t *k)
+{
+    lib_unpin(k->lib);
+}
+
 /* ---- kernels and their functions ---- */
 
-hk_status_t hk_kit_kernel_find(hk_kit_bind_t *err_to, hk_kit_library_t *L, const char *name,
-                               hk_kit_kernel_t **out)
+/* Finds or makes the kernel called name; caller holds a use of L. */
+static hk_status_t kernel_find_pinned(hk_kit_bind_t *err_to, hk_kit_library_t *L,
+                                      const char *name, hk_kit_kernel_t **out)
 {
     hk_status_t st = HK_STATUS_OK;
-    if (!out || !L || !name)
-        return hk_kit_fail(err_to, HK_STATUS_NULL_POINTER, "get_kernel: %s is NULL",
-                           !out ? "out" : !L ? "lib" : "name");
-    *out = NULL;
-    if (!hk_kit_library_live(L))
-        return hk_kit_fail(err_to, HK_STATUS_INVALID_VALUE,
-                           "get_kernel: %p is not a live library of this plugin", (void *)L);
     pthread_mutex_lock(&L->lock);
-    if (atomic_load(&L->closing)) {
-        st = hk_kit_fail(err_to, HK_STATUS_INVALID_VALUE,
-                         "get_kernel: the library is being unloaded");
-        goto out;
-    }
     for (hk_kit_kernel_t *k = L->kernels; k; k = k->next)
         if (strcmp(k->name, name) == 0) {
             *out = k;
@@ -316,6 +400,27 @@ hk_status_t hk_kit_kernel_find(hk_kit_bind_t *err_to, hk_kit_library_t *L, const
     *out = k;
 out:
     pthread_mutex_unlock(&L->lock);
+    return st;
+}
+
+hk_status_t hk_kit_kernel_find(hk_kit_bind_t *err_to, hk_kit_library_t *L, const char *name,
+                               hk_kit_kernel_t **out)
+{
+    if (!out || !L || !name)
+        return hk_kit_fail(err_to, HK_STATUS_NULL_POINTER, "get_kernel: %s is NULL",
+                           !out ? "out" : !L ? "lib" : "name");
+    *out = NULL;
+    unsigned g = gate_enter();
+    int live = hk_kit_library_live(L), pinned = live && lib_pin(L);
+    gate_leave(g);
+    if (!live)
+        return hk_kit_fail(err_to, HK_STATUS_INVALID_VALUE,
+                           "get_kernel: %p is not a live library of this plugin", (void *)L);
+    if (!pinned)
+        return hk_kit_fail(err_to, HK_STATUS_INVALID_VALUE,
+                           "get_kernel: the library is being unloaded");
+    hk_status_t st = kernel_find_pinned(err_to, L, name, out);
+    lib_unpin(L);
     return st;
 }
 
@@ -355,8 +460,10 @@ static int fn_add(hk_kit_kernel_t *k, unsigned long long ctx_id, CUfunction fn)
     return 0;
 }
 
-hk_status_t hk_kit_kernel_function(hk_kit_kernel_t *k, unsigned long long ctx_id,
-                                   hk_kit_bind_t *err_to, struct CUfunc_st **out)
+/* The function of k in the current context; caller holds a use of k's
+ * library. */
+static hk_status_t function_of(hk_kit_kernel_t *k, unsigned long long ctx_id,
+                               hk_kit_bind_t *err_to, CUfunction *out)
 {
     hk_status_t st = HK_STATUS_OK;
     CUfunction fn = fn_lookup(k, ctx_id);
@@ -384,9 +491,20 @@ hk_status_t hk_kit_kernel_function(hk_kit_kernel_t *k, unsigned long long ctx_id
     return st;
 }
 
+hk_status_t hk_kit_kernel_function(hk_kit_kernel_t *k, unsigned long long ctx_id,
+                                   hk_kit_bind_t *err_to, struct CUfunc_st **out)
+{
+    *out = NULL;
+    hk_status_t st = use_begin(err_to, k, "get_function");
+    if (st != HK_STATUS_OK)
+        return st;
+    st = function_of(k, ctx_id, err_to, out);
+    use_end(k);
+    return st;
+}
+
 static void kernel_free(hk_kit_kernel_t *k)
 {
-    hk__reg_retire(&kernels, k);
     fn_table_t *t = atomic_load(&k->fns);
     while (t) {
         fn_table_t *older = t->older;
@@ -397,25 +515,7 @@ static void kernel_free(hk_kit_kernel_t *k)
     hk__reg_put(&kernels, k);
 }
 
-/* ---- uses in progress, and bindings' references ---- */
-
-/* Counts a use of k's library in progress, unless it is being unloaded. */
-static hk_status_t use_begin(hk_kit_bind_t *b, hk_kit_kernel_t *k, const char *what)
-{
-    hk_kit_library_t *L = k->lib;
-    atomic_fetch_add(&L->inflight, 1);
-    if (atomic_load(&L->closing)) {
-        atomic_fetch_sub(&L->inflight, 1);
-        return hk_kit_fail(b, HK_STATUS_INVALID_VALUE, "%s: the library of kernel %.200s is "
-                           "being unloaded", what, k->name);
-    }
-    return HK_STATUS_OK;
-}
-
-static void use_end(hk_kit_kernel_t *k)
-{
-    atomic_fetch_sub(&k->lib->inflight, 1);
-}
+/* ---- bindings' references ---- */
 
 static int set_has(const hkk_libset_t *s, const hk_kit_library_t *L)
 {
@@ -488,7 +588,7 @@ static hk_status_t check_unused(hk_kit_bind_t *caller, hk_kit_library_t *L, int 
     atomic_store(&L->closing, 0);
     if (inflight > 0)
         return hk_kit_fail(caller, HK_STATUS_BUSY,
-                           "unload: %ld use%s of the library's kernels (a launch) in progress; "
+                           "unload: %ld use%s of the library (a launch or a look-up) in progress; "
                            "try again once %s returned", inflight, inflight == 1 ? "" : "s",
                            inflight == 1 ? "it has" : "they have");
     return hk_kit_fail(caller, HK_STATUS_BUSY,
@@ -497,16 +597,43 @@ static hk_status_t check_unused(hk_kit_bind_t *caller, hk_kit_library_t *L, int 
                        others == 1 ? "is" : "are");
 }
 
+/* Frees an unloaded library and its kernels: retired first, so that no call
+ * finds them live any more, then freed once no call that found them live
+ * before is still between that look and its count on the library. */
+static void library_free(hk_kit_library_t *L)
+{
+    hk__reg_retire(&libraries, L);
+    pthread_mutex_lock(&L->lock);
+    for (hk_kit_kernel_t *k = L->kernels; k; k = k->next)
+        hk__reg_retire(&kernels, k);
+    pthread_mutex_unlock(&L->lock);
+    gates_drain();
+    while (L->kernels) {
+        hk_kit_kernel_t *k = L->kernels;
+        L->kernels = k->next;
+        kernel_free(k);
+    }
+    pthread_mutex_destroy(&L->lock);
+    free(L->jit_log);
+    hk__reg_put(&libraries, L);
+}
+
 hk_status_t hk_kit_library_unload(hk_kit_bind_t *caller, hk_kit_library_t *L)
 {
     int own = 0, expected = 0;
     if (!L)
         return hk_kit_fail(caller, HK_STATUS_NULL_POINTER, "unload: lib is NULL");
-    if (!hk_kit_library_live(L))
+    /* Inside a gate: another unload may free L meanwhile; whoever sets the
+     * mark owns the unload, and nobody else frees L. */
+    unsigned g = gate_enter();
+    int live = hk_kit_library_live(L);
+    int mine = live && atomic_compare_exchange_strong(&L->closing, &expected, 1);
+    gate_leave(g);
+    if (!live)
         return hk_kit_fail(caller, HK_STATUS_INVALID_VALUE,
                            "unload: %p is not a live library of this plugin (unloaded already?)",
                            (void *)L);
-    if (!atomic_compare_exchange_strong(&L->closing, &expected, 1))
+    if (!mine)
         return hk_kit_fail(caller, HK_STATUS_BUSY,
                            "unload: another thread is unloading the library");
     hk_status_t st = check_unused(caller, L, &own);
@@ -526,17 +653,7 @@ hk_status_t hk_kit_library_unload(hk_kit_bind_t *caller, hk_kit_library_t *L)
         pthread_mutex_unlock(&caller->lock);
     }
     loaded_remove(L);
-    hk__reg_retire(&libraries, L);
-    pthread_mutex_lock(&L->lock);
-    while (L->kernels) {
-        hk_kit_kernel_t *k = L->kernels;
-        L->kernels = k->next;
-        kernel_free(k);
-    }
-    pthread_mutex_unlock(&L->lock);
-    pthread_mutex_destroy(&L->lock);
-    free(L->jit_log);
-    hk__reg_put(&libraries, L);
+    library_free(L);
     return HK_STATUS_OK;
 }
 
@@ -673,7 +790,7 @@ hk_status_t hk_kit_launch(hk_kit_call_t *c, hk_kit_kernel_t *k, const uint32_t g
     CUfunction fn = NULL;
     st = reference(b, k->lib);
     if (st == HK_STATUS_OK)
-        st = hk_kit_kernel_function(k, c->arm->ctx_id, b, &fn);
+        st = function_of(k, c->arm->ctx_id, b, &fn);
     if (st == HK_STATUS_OK) {
         CUresult r = KCU.cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1],
                                         block[2], shared_bytes, c->stream, args, NULL);

@@ -487,5 +487,8 @@ int hk_test_register(void)
                        sim_why);
     CU_pSuite c = hk_test_suite("hk.kernels/1 and hk.cuda/1: contexts, threads", NULL, NULL);
     hkct_add_scenarios(c, tk_ctx_scenarios, tk_ctx_scenario_count, skip, rt_skip, sim_why);
+    CU_pSuite r = hk_test_suite("hk.kernels/1: unload racing other calls", NULL, NULL);
+    hkct_add_scenarios(r, tk_race_scenarios, tk_race_scenario_count, skip, rt_skip,
+                       "needs the simulated driver (a call paused on its way)");
     return 0;
 }
