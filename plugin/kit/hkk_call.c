@@ -219,9 +219,11 @@ hk_status_t hk_kit_unbind(hk_kit_bind_t *h)
     /* Alive as the handle knew it: what it made is still there to free. After
      * a reset or a destroy the memory went with the context; freeing its old
      * addresses could free someone else's new block, so nothing is freed when
-     * the driver cannot say. */
+     * the driver cannot say. "Destroyed" is asked again too: believed only
+     * when the driver says it twice, since taking a live context for gone
+     * leaks what the handle made there. */
     CUresult r = KCU.cuCtxGetId(h->ctx, &id);
-    if (r != CUDA_SUCCESS && r != CUDA_ERROR_CONTEXT_IS_DESTROYED)
+    if (r != CUDA_SUCCESS)
         r = KCU.cuCtxGetId(h->ctx, &id);
     if (r != CUDA_SUCCESS && r != CUDA_ERROR_CONTEXT_IS_DESTROYED)
         st = hk_kit_fail_cu(h, r, "destroy: cuCtxGetId of the handle's context");

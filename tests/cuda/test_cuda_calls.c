@@ -664,6 +664,42 @@ SCENARIO(t_destroy_refused_twice)
     CU_ASSERT_EQUAL(sim.refcount(dev), 0);
 }
 
+/* cuCtxGetId answering CONTEXT_IS_DESTROYED once at destroy, whatever is
+ * current: an answer about the context that the next question contradicts,
+ * so destroy asks again and frees what the handle made; nothing is left. */
+SCENARIO(t_destroy_id_destroyed_once)
+{
+    int dev = ndev - 1;
+    for (int state = 0; state < 3; state++) { /* nothing, its primary, a user context */
+        CUcontext uc = NULL, expect = NULL;
+        if (state == 1) {
+            CU_ASSERT_EQUAL(hk_rt_set_device(dev), 0);
+            expect = primary(dev);
+        } else if (state == 2) {
+            uc = hkct_user_context(dev);
+            expect = uc;
+        }
+        snapshot_t before = snap();
+        hk_handle_t *h = handle_with_word(dev);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+        sim.fail("cuCtxGetId", 1, CUDA_ERROR_CONTEXT_IS_DESTROYED);
+        hk_status_t st = plug.vt->handle_destroy(h);
+        sim.fail_clear();
+        snapshot_t after = snap();
+        if (st != HK_STATUS_OK || after.live != before.live)
+            printf("\n  caller state %d: destroy gave %d (%s), %zu blocks left ", state, (int)st,
+                   plug.vt->last_error(NULL), after.live - before.live);
+        CU_ASSERT_EQUAL(st, HK_STATUS_OK);
+        CU_ASSERT_EQUAL(after.live, before.live);
+        CU_ASSERT_EQUAL(after.live_host, before.live_host);
+        CU_ASSERT_EQUAL(after.refcount[dev], before.refcount[dev]);
+        CU_ASSERT_PTR_EQUAL(current(), expect);
+        if (uc)
+            OK(cuCtxDestroy(uc));
+        hkct_clear_current();
+    }
+}
+
 /* free_ never reports a failure once the block is freed: here the driver
  * refuses twice to give the caller's context back after the free. */
 SCENARIO(t_free_done_then_pop_refused)
@@ -693,5 +729,7 @@ const hkct_scenario_t hkct_call_scenarios[] = {
      0, 1},
     {"free_ is OK once freed, even if the restore is refused", t_free_done_then_pop_refused, 1,
      0, 1},
+    {"destroy asks again when the context reads destroyed once", t_destroy_id_destroyed_once, 1,
+     1, 1},
 };
 const size_t hkct_call_scenario_count = sizeof hkct_call_scenarios / sizeof hkct_call_scenarios[0];
