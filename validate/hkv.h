@@ -2,21 +2,25 @@
  * plugins, docs/contexts.md.
  *
  * Files by concern: main.c (options, modes), runner.c (one process per check,
- * time limit, table/JSON output), plugin.c (loading a plugin instance and the
- * probe), util.c (results, memory through hk.memory/1, text rules), cudrv.c
- * (the validator's own access to the CUDA driver), and the checks:
+ * time limit, table/JSON output), spawn.c (the processes that run plugin
+ * code, out of the validator's reach), plugin.c (loading a plugin instance
+ * and the probe), util.c (results, memory through hk.memory/1, text rules),
+ * cudrv.c (the validator's own access to the CUDA driver), and the checks:
  * checks_abi.c (negotiation, vtable, tables), checks_handles.c (handles,
  * create/info structs, errors), checks_matrix.c (the bad-input matrix),
  * checks_ops.c (numbers), checks_threads.c (thread rules), checks_cuda.c (the
  * context contract).
  *
- * Every check runs in a forked child of a process that never loaded CUDA, so
- * a crash or a hang is one failed check, and CUDA is fresh in every check. */
+ * Every check runs in a process of its own, forked (under a keeper, in a
+ * session of its own) from a process that never loaded CUDA, so a crash, a
+ * hang or a signal to its parent or group is one failed check, and CUDA is
+ * fresh in every check. */
 #ifndef HKV_H
 #define HKV_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "hk__json.h"
 #include "hk_abi.h"
@@ -95,13 +99,19 @@ int hkv_plugin_load(hkv_plugin_t *p, const char *path, char *why, size_t len);
 
 /* ---- what the probe learned, before any check ran (plugin.c) ---- */
 
+#define HKV_PROBE_LOADED 1  /* negotiated; handle_create(NULL) next */
+#define HKV_PROBE_CREATED 2 /* a handle made; handle_info and handle_destroy next */
+#define HKV_PROBE_DONE 3
+
 typedef struct hkv_probe {
+    int stage;             /* how far the probe got (HKV_PROBE_*) */
     int loaded;            /* negotiated and passed the host's checks */
     char why[320];         /* when not */
     char name[64], version[64];
     uint32_t abi, flags;
     int handle_ok;         /* handle_create(NULL) worked */
     int env_missing;       /* it failed for want of a driver or device */
+    int create_failed;     /* it crashed, exited or hung (create_why says which) */
     char create_why[320];
     int device;            /* handle_info's device; -2 when unknown */
     int cuda;              /* a CUDA plugin: memory flag CUDA or device >= 0 */
@@ -114,6 +124,41 @@ typedef struct hkv_probe {
 
 /* Runs the probe in a child process; fills *pr. 0 when the child reported. */
 int hkv_probe_run(const char *path, int timeout_ms, hkv_probe_t *pr);
+
+/* ---- the processes that run plugin code (spawn.c) ---- */
+
+/* A worker under its keeper, in a session of the keeper's. */
+typedef struct hkv_proc {
+    pid_t keeper; /* also the session's and the process group's ID */
+    int status_fd;
+    int reaped;
+} hkv_proc_t;
+
+/* How a worker ended: its wait status, or, when keeper_died, the keeper's
+ * (the worker killed its parent, or its group, before the keeper reported). */
+typedef struct hkv_end {
+    int status;
+    int keeper_died;
+} hkv_end_t;
+
+/* Starts fn(arg) in a worker (fn ends the process; returning is _exit(0)).
+ * 0, or -1 when no process could be made. */
+int hkv_spawn(hkv_proc_t *p, void (*fn)(void *), void *arg);
+
+/* 1 once the keeper has ended, with *e filled then; 0 while it runs. */
+int hkv_proc_poll(hkv_proc_t *p, hkv_end_t *e);
+
+/* Kills whatever is left in the session (the worker too when it still
+ * runs), reaps the keeper if it was not yet (filling *e) and closes. */
+void hkv_proc_end(hkv_proc_t *p, hkv_end_t *e);
+
+/* A signal's name ("SIGSEGV"), or "signal N" written to buf. */
+const char *hkv_signal_name(int sig, char *buf, size_t len);
+
+/* How a worker ended, as the end of a sentence: "did not finish in N ms",
+ * "crashed (killed by SIGSEGV)", "exited with status N", "killed its parent
+ * process (by SIGKILL)". */
+void hkv_end_text(const hkv_end_t *e, int timed_out, char *buf, size_t len);
 
 /* ---- the run's settings, set before any check forks ---- */
 

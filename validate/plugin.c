@@ -138,12 +138,35 @@ static int env_status(hk_status_t st)
            st == HK_STATUS_DRIVER_TOO_OLD;
 }
 
-static void probe_child(const char *path, hkv_probe_t *pr)
+/* Sends what the probe knows so far: the parent keeps the last whole copy,
+ * so a plugin that crashes, exits or hangs in a later step is named by it. */
+static void probe_send(int fd, hkv_probe_t *pr, int stage)
+{
+    pr->stage = stage;
+    if (write(fd, pr, sizeof *pr) != (ssize_t)sizeof *pr)
+        _exit(1);
+}
+
+/* Whether it is a CUDA plugin, and whether its memory is host memory, from
+ * what is known (the answer's flags, and handle_info's device if a handle
+ * was made). */
+static void probe_classify(hkv_probe_t *pr)
+{
+    int at12 = pr->abi >= HKV_ABI_1_2;
+    pr->cuda = (at12 && (pr->flags & HK_PLUGIN_MEMORY_CUDA)) || pr->device >= 0 ||
+               (pr->env_missing && !(at12 && (pr->flags & HK_PLUGIN_MEMORY_HOST)));
+    pr->host_memory = (at12 && (pr->flags & HK_PLUGIN_MEMORY_HOST)) ||
+                      (!pr->cuda && pr->device == -1);
+}
+
+static void probe_child(const char *path, hkv_probe_t *pr, int fd)
 {
     hkv_plugin_t p;
     pr->device = -2;
-    if (hkv_plugin_load(&p, path, pr->why, sizeof pr->why) != 0)
+    if (hkv_plugin_load(&p, path, pr->why, sizeof pr->why) != 0) {
+        probe_send(fd, pr, HKV_PROBE_DONE);
         return;
+    }
     pr->loaded = 1;
     snprintf(pr->name, sizeof pr->name, "%s", p.answer.name);
     snprintf(pr->version, sizeof pr->version, "%s", p.answer.version);
@@ -151,6 +174,7 @@ static void probe_child(const char *path, hkv_probe_t *pr)
     pr->flags = p.answer.flags;
     pr->has_blas = p.has_blas;
     pr->has_mem = p.has_mem;
+    probe_send(fd, pr, HKV_PROBE_LOADED);
     hk_handle_t *h = NULL;
     hk_status_t st = p.vt.handle_create(NULL, &h);
     if (st != HK_STATUS_OK || !h) {
@@ -160,21 +184,58 @@ static void probe_child(const char *path, hkv_probe_t *pr)
         pr->env_missing = env_status(st);
     } else {
         pr->handle_ok = 1;
+        probe_send(fd, pr, HKV_PROBE_CREATED);
         hk_handle_info_t info = {.size = sizeof info};
         if (p.vt.handle_info && p.vt.handle_info(h, &info) == HK_STATUS_OK)
             pr->device = info.device;
         p.vt.handle_destroy(h);
     }
-    int at12 = pr->abi >= HKV_ABI_1_2;
-    pr->cuda = (at12 && (pr->flags & HK_PLUGIN_MEMORY_CUDA)) || pr->device >= 0 ||
-               (pr->env_missing && !(at12 && (pr->flags & HK_PLUGIN_MEMORY_HOST)));
-    pr->host_memory = (at12 && (pr->flags & HK_PLUGIN_MEMORY_HOST)) ||
-                      (!pr->cuda && pr->device == -1);
+    probe_classify(pr);
     if (pr->cuda) {
         pr->driver_ok = hkv_cu_open(pr->driver_why, sizeof pr->driver_why) == 0;
         if (pr->driver_ok && hkv_cu.cuDeviceGetCount(&pr->ndev) != 0)
             pr->ndev = 0;
     }
+    probe_send(fd, pr, HKV_PROBE_DONE);
+}
+
+typedef struct probe_run {
+    const char *path;
+    int rfd, fd;
+} probe_run_t;
+
+static void probe_worker(void *arg)
+{
+    const probe_run_t *a = arg;
+    hkv_probe_t mine;
+    memset(&mine, 0, sizeof mine);
+    close(a->rfd);
+    probe_child(a->path, &mine, a->fd);
+    _exit(0);
+}
+
+/* The probe ended before it was done: what it last said, and where it was. */
+static void probe_cut_short(hkv_probe_t *pr, int have, const hkv_end_t *e, int timed_out)
+{
+    char how[128];
+    hkv_end_text(e, timed_out, how, sizeof how);
+    if (!have || pr->stage < HKV_PROBE_LOADED) {
+        memset(pr, 0, sizeof *pr);
+        pr->device = -2;
+        snprintf(pr->why, sizeof pr->why, "loading and negotiating %s", how);
+        return;
+    }
+    if (pr->stage == HKV_PROBE_LOADED)
+        snprintf(pr->create_why, sizeof pr->create_why, "handle_create(NULL) %s", how);
+    else
+        snprintf(pr->create_why, sizeof pr->create_why,
+                 "after handle_create(NULL) made a handle, handle_info or handle_destroy %s",
+                 how);
+    pr->handle_ok = 0;
+    pr->env_missing = 0;
+    pr->create_failed = 1;
+    pr->device = -2;
+    probe_classify(pr);
 }
 
 int hkv_probe_run(const char *path, int timeout_ms, hkv_probe_t *pr)
@@ -184,58 +245,44 @@ int hkv_probe_run(const char *path, int timeout_ms, hkv_probe_t *pr)
     int fd[2];
     if (pipe(fd) != 0)
         return -1;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
+    probe_run_t a = {path, fd[0], fd[1]};
+    hkv_proc_t p;
+    if (hkv_spawn(&p, probe_worker, &a) != 0) {
         close(fd[0]);
         close(fd[1]);
         return -1;
     }
-    if (pid == 0) {
-        close(fd[0]);
-        setpgid(0, 0);
-        hkv_probe_t mine;
-        memset(&mine, 0, sizeof mine);
-        probe_child(path, &mine);
-        ssize_t w = write(fd[1], &mine, sizeof mine);
-        _exit(w == (ssize_t)sizeof mine ? 0 : 1);
-    }
     close(fd[1]);
+    hkv_probe_t in;
     size_t got = 0;
+    int have = 0, timed_out = 0, eof = 0;
+    hkv_end_t e = {0, 0};
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (;;) {
-        struct pollfd pf = {fd[0], POLLIN, 0};
+    while (!eof && !(have && pr->stage == HKV_PROBE_DONE)) {
         struct timespec t;
         clock_gettime(CLOCK_MONOTONIC, &t);
         long el = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
-        if (el >= timeout_ms)
+        if (el >= timeout_ms) {
+            timed_out = 1;
             break;
-        int n = poll(&pf, 1, (int)(timeout_ms - el));
-        if (n <= 0)
+        }
+        struct pollfd pf = {fd[0], POLLIN, 0};
+        if (poll(&pf, 1, (int)(timeout_ms - el > 100 ? 100 : timeout_ms - el)) <= 0)
             continue;
-        ssize_t r = read(fd[0], (char *)pr + got, sizeof *pr - got);
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-        if (got == sizeof *pr)
-            break;
+        ssize_t r = read(fd[0], (char *)&in + got, sizeof in - got);
+        eof = r <= 0;
+        got += r > 0 ? (size_t)r : 0;
+        if (got == sizeof in) {
+            *pr = in;
+            have = 1;
+            got = 0;
+        }
     }
     close(fd[0]);
-    kill(-pid, SIGKILL);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    if (got != sizeof *pr) {
-        memset(pr, 0, sizeof *pr);
-        pr->device = -2;
-        if (WIFSIGNALED(status))
-            snprintf(pr->why, sizeof pr->why, "loading and negotiating crashed (signal %d)",
-                     WTERMSIG(status));
-        else
-            snprintf(pr->why, sizeof pr->why, "loading and negotiating did not finish in %d ms",
-                     timeout_ms);
-        return -1;
-    }
-    return 0;
+    hkv_proc_end(&p, &e);
+    if (have && pr->stage == HKV_PROBE_DONE)
+        return 0;
+    probe_cut_short(pr, have, &e, timed_out);
+    return -1;
 }

@@ -1,8 +1,9 @@
-/* hk-validate: the check registry and the runner. Each check runs in a forked
- * child in its own process group, under a time limit; the child sends its
- * result through a pipe. A child that dies is a failed check named with its
- * signal, one that overruns is a failed check named a timeout, and the run
- * goes on. */
+/* hk-validate: the check registry and the runner. Each check runs in a
+ * process of its own, under a keeper in a session of its own (spawn.c), under
+ * a time limit; it sends its result through a pipe. A check whose process
+ * dies is a failed check named with its signal, one that overruns is a
+ * failed check named a timeout, one that kills its parent (the keeper) is a
+ * failed check saying so, and the run goes on. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -55,28 +56,17 @@ hkv_check_t *hkv_check_at(size_t i)
     return i < nchecks ? &checks[i] : NULL;
 }
 
-static const char *signal_name(int sig, char *buf, size_t len)
-{
-    static const struct {
-        int sig;
-        const char *name;
-    } names[] = {
-        {SIGSEGV, "SIGSEGV"}, {SIGBUS, "SIGBUS"},   {SIGABRT, "SIGABRT"}, {SIGFPE, "SIGFPE"},
-        {SIGILL, "SIGILL"},   {SIGKILL, "SIGKILL"}, {SIGTRAP, "SIGTRAP"}, {SIGSYS, "SIGSYS"},
-        {SIGTERM, "SIGTERM"}, {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGINT, "SIGINT"},
-    };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (names[i].sig == sig)
-            return names[i].name;
-    snprintf(buf, len, "signal %d", sig);
-    return buf;
-}
-
-/* Why the runner does not run a check here, or NULL. */
-static const char *unmet(const hkv_check_t *k, char *buf, size_t len)
+/* Why the runner does not run a check here, or NULL. *failed: the reason is
+ * the plugin's own defect, so the check fails rather than being skipped (a
+ * plugin that cannot make a handle, for want of nothing here, fails every
+ * check that needs one). */
+static const char *unmet(const hkv_check_t *k, char *buf, size_t len, int *failed)
 {
     const hkv_probe_t *pr = &hkv.probe;
-    if ((k->needs & (HKV_NEED_PLUGIN | HKV_NEED_HANDLE | HKV_NEED_CUDA)) && !pr->loaded)
+    *failed = (k->needs & HKV_NEED_HANDLE) && pr->loaded && !pr->handle_ok && !pr->env_missing;
+    if (*failed)
+        snprintf(buf, len, "no handle to check with: %s", pr->create_why);
+    else if ((k->needs & (HKV_NEED_PLUGIN | HKV_NEED_HANDLE | HKV_NEED_CUDA)) && !pr->loaded)
         snprintf(buf, len, "the plugin did not load: %s", pr->why);
     else if ((k->needs & HKV_NEED_HANDLE) && !pr->handle_ok)
         snprintf(buf, len, "no handle can be made here: %s", pr->create_why);
@@ -102,7 +92,6 @@ static const char *unmet(const hkv_check_t *k, char *buf, size_t len)
  * check dies), or stays on the terminal with -v. */
 static void child(const hkv_check_t *k, int fd, int errfd)
 {
-    setpgid(0, 0);
     if (!hkv.verbose && !hkv.no_fork && errfd >= 0) {
         dup2(errfd, 1);
         dup2(errfd, 2);
@@ -126,6 +115,18 @@ static void child(const hkv_check_t *k, int fd, int errfd)
     close(fd);
     /* exit, not _exit: sanitizers report at exit and set the status. */
     exit(w == (ssize_t)sizeof r ? 0 : 3);
+}
+
+typedef struct check_run {
+    const hkv_check_t *k;
+    int rfd, fd, errfd;
+} check_run_t;
+
+static void check_worker(void *arg)
+{
+    const check_run_t *c = arg;
+    close(c->rfd);
+    child(c->k, c->fd, c->errfd);
 }
 
 static long elapsed_ms(const struct timespec *t0)
@@ -160,17 +161,27 @@ static void add_report(hkv_result_t *r, FILE *f)
 }
 
 /* Turns what came back from a check's process into its result. */
-static void interpret(hkv_result_t *r, size_t got, int status, int timed_out)
+static void interpret(hkv_result_t *r, size_t got, const hkv_end_t *e, int timed_out)
 {
     char sb[32];
+    int status = e->status;
     if (timed_out) {
         memset(r, 0, sizeof *r);
         hkv_fail(r, "timed out after %d ms (a hang, or raise --timeout)", hkv.timeout_ms);
         snprintf(r->observed, sizeof r->observed, "TIMEOUT");
+    } else if (e->keeper_died) {
+        memset(r, 0, sizeof *r);
+        if (WIFSIGNALED(status))
+            hkv_fail(r, "killed its parent process (by %s)",
+                     hkv_signal_name(WTERMSIG(status), sb, sizeof sb));
+        else
+            hkv_fail(r, "its parent process ended before it (status %d)",
+                     WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        snprintf(r->observed, sizeof r->observed, "KILLED-PARENT");
     } else if (got != sizeof *r) {
         memset(r, 0, sizeof *r);
         if (WIFSIGNALED(status)) {
-            const char *s = signal_name(WTERMSIG(status), sb, sizeof sb);
+            const char *s = hkv_signal_name(WTERMSIG(status), sb, sizeof sb);
             hkv_fail(r, "killed by %s", s);
             snprintf(r->observed, sizeof r->observed, "%s", s);
         } else {
@@ -187,7 +198,7 @@ static void interpret(hkv_result_t *r, size_t got, int status, int timed_out)
         r->nfail++;
         if (WIFSIGNALED(status))
             snprintf(r->detail, sizeof r->detail, "%.400s; then killed by %s at exit",
-                     was_fail ? prev : "passed", signal_name(WTERMSIG(status), sb, sizeof sb));
+                     was_fail ? prev : "passed", hkv_signal_name(WTERMSIG(status), sb, sizeof sb));
         else
             snprintf(r->detail, sizeof r->detail,
                      "%.400s; then its process exited with status %d (a sanitizer report?)",
@@ -195,7 +206,15 @@ static void interpret(hkv_result_t *r, size_t got, int status, int timed_out)
     }
 }
 
-/* Reads the child's result until it exits or the time is up. */
+static size_t read_more(int fd, hkv_result_t *r, size_t got)
+{
+    ssize_t n;
+    while (got < sizeof *r && (n = read(fd, (char *)r + got, sizeof *r - got)) > 0)
+        got += (size_t)n;
+    return got;
+}
+
+/* Reads the check's result until its process ends or the time is up. */
 static void run_one(const hkv_check_t *k, hkv_result_t *r)
 {
     memset(r, 0, sizeof *r);
@@ -205,9 +224,11 @@ static void run_one(const hkv_check_t *k, hkv_result_t *r)
         return;
     }
     FILE *errf = tmpfile();
-    fflush(NULL);
-    pid_t pid = hkv.no_fork ? 0 : fork();
-    if (pid < 0) {
+    check_run_t c = {k, fd[0], fd[1], errf ? fileno(errf) : -1};
+    if (hkv.no_fork)
+        check_worker(&c); /* exits */
+    hkv_proc_t p;
+    if (hkv_spawn(&p, check_worker, &c) != 0) {
         hkv_fail(r, "fork: %s", strerror(errno));
         close(fd[0]);
         close(fd[1]);
@@ -215,42 +236,30 @@ static void run_one(const hkv_check_t *k, hkv_result_t *r)
             fclose(errf);
         return;
     }
-    if (pid == 0) {
-        close(fd[0]);
-        child(k, fd[1], errf ? fileno(errf) : -1);
-    }
-    setpgid(pid, pid); /* also here: no window where a kill of the group misses */
     close(fd[1]);
     fcntl(fd[0], F_SETFL, O_NONBLOCK);
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     size_t got = 0;
-    int status = 0, done = 0, timed_out = 0;
+    hkv_end_t e = {0, 0};
+    int done = 0, timed_out = 0;
     while (!done) {
         struct pollfd pf = {fd[0], POLLIN, 0};
         poll(&pf, 1, 10);
-        ssize_t n;
-        while (got < sizeof *r && (n = read(fd[0], (char *)r + got, sizeof *r - got)) > 0)
-            got += (size_t)n;
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid) {
-            while (got < sizeof *r && (n = read(fd[0], (char *)r + got, sizeof *r - got)) > 0)
-                got += (size_t)n;
+        got = read_more(fd[0], r, got);
+        if (hkv_proc_poll(&p, &e)) {
+            got = read_more(fd[0], r, got);
             done = 1;
         } else if (elapsed_ms(&t0) > hkv.timeout_ms) {
-            kill(-pid, SIGKILL);
-            kill(pid, SIGKILL);
-            while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-                ;
             timed_out = done = 1;
         }
     }
-    kill(-pid, SIGKILL); /* anything the check left behind */
+    hkv_proc_end(&p, &e); /* anything the check left behind; all of it on a timeout */
     close(fd[0]);
-    interpret(r, got, status, timed_out);
+    interpret(r, got, &e, timed_out);
     if (errf) {
-        if (r->verdict == HKV_FAIL && (got != sizeof *r || !WIFEXITED(status) ||
-                                       WEXITSTATUS(status) != 0))
+        if (r->verdict == HKV_FAIL && (got != sizeof *r || e.keeper_died ||
+                                       !WIFEXITED(e.status) || WEXITSTATUS(e.status) != 0))
             add_report(r, errf);
         fclose(errf);
     }
@@ -299,11 +308,15 @@ int hkv_run(const unsigned char *select, hkv_result_t *results, const hkv_run_op
             continue;
         hkv_result_t *r = &results[i];
         char why[400];
-        const char *reason = unmet(&checks[i], why, sizeof why);
+        int failed;
+        const char *reason = unmet(&checks[i], why, sizeof why, &failed);
         if (reason) {
             memset(r, 0, sizeof *r);
-            hkv_skip(r, "%s", reason);
-            snprintf(r->observed, sizeof r->observed, "SKIP");
+            if (failed)
+                hkv_fail(r, "%s", reason);
+            else
+                hkv_skip(r, "%s", reason);
+            snprintf(r->observed, sizeof r->observed, failed ? "NO-HANDLE" : "SKIP");
         } else {
             run_one(&checks[i], r);
         }

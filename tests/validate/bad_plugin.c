@@ -1,12 +1,14 @@
 /* Test doubles for hk-validate: hk-cpu with one defect each, chosen at build
  * time by HKV_BAD, so that test_validate can check that the validator fails
- * each of them on the right check and goes on with the others.
+ * each of them on the right check and goes on with the others (and survives
+ * a plugin that kills its parent or its process group).
  *
  * Built from hk-cpu's own sources with its entry point renamed to
  * hk__cpu_entry (see tests/validate/SConscript); this file supplies the real
  * entry point, which wraps hk-cpu's answer. */
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -18,13 +20,19 @@
 #define HKV_BAD_LONG_ANSWER 3 /* the answer is written whole, whatever its declared size */
 #define HKV_BAD_HANG 4       /* sscal never returns */
 #define HKV_BAD_NULL_SLOTS 5 /* not a defect: slots left NULL ("not supported") */
+#define HKV_BAD_CREATE_CRASH 6 /* handle_create writes to an address nothing is mapped at */
+#define HKV_BAD_CREATE_EXIT 7  /* handle_create calls exit(0) */
+#define HKV_BAD_CREATE_HANG 8  /* handle_create never returns */
+#define HKV_BAD_KILL_PARENT 9  /* sscal kills its parent process, then its process group */
+#define HKV_BAD_CREATE_KILL_PARENT 10 /* handle_create does what sscal does in 9 */
 
 #ifndef HKV_BAD
-#error "build with -DHKV_BAD=1..5"
+#error "build with -DHKV_BAD=1..10"
 #endif
 
 hk_status_t hk__cpu_entry(const hk_negotiate_request_t *req, hk_negotiate_answer_t *ans);
 
+static const hk_vtable_t *inner;
 static const hk_blas1_v1_t *inner_blas;
 static hk_vtable_t vtable;
 static hk_blas1_v1_t blas;
@@ -32,10 +40,13 @@ static hk_blas1_v1_t blas;
 static hk_memory_v1_t mem;
 #endif
 
-#if HKV_BAD == HKV_BAD_CRASH
+#if HKV_BAD == HKV_BAD_CRASH || HKV_BAD == HKV_BAD_CREATE_CRASH
 /* Loaded at run time, so the compiler cannot turn the store into a trap; not
  * NULL, so UndefinedBehaviorSanitizer lets the store happen. */
 static float *volatile nowhere = (float *)16;
+#endif
+
+#if HKV_BAD == HKV_BAD_CRASH
 
 static hk_status_t bad_saxpy(hk_handle_t *h, int64_t n, const float *alpha, const float *x,
                              int64_t incx, float *y, int64_t incy)
@@ -117,9 +128,34 @@ static hk_status_t bad_sscal(hk_handle_t *h, int64_t n, const float *a, float *x
         sleep(1);
     return HK_STATUS_OK;
 }
+#elif HKV_BAD == HKV_BAD_KILL_PARENT
+static hk_status_t bad_sscal(hk_handle_t *h, int64_t n, const float *a, float *x, int64_t incx)
+{
+    kill(getppid(), SIGKILL);
+    kill(0, SIGKILL);
+    return inner_blas->sscal(h, n, a, x, incx);
+}
 #endif
 
-static const hk_vtable_t *inner;
+#if HKV_BAD >= HKV_BAD_CREATE_CRASH && HKV_BAD != HKV_BAD_KILL_PARENT
+#define HKV_BAD_CREATE 1
+static hk_status_t bad_create(const hk_create_info_t *info, hk_handle_t **out)
+{
+#if HKV_BAD == HKV_BAD_CREATE_CRASH
+    signal(SIGSEGV, SIG_DFL); /* a sanitizer's handler would turn it into an exit */
+    *nowhere = 1.0f;
+#elif HKV_BAD == HKV_BAD_CREATE_EXIT
+    exit(0);
+#elif HKV_BAD == HKV_BAD_CREATE_HANG
+    for (;;)
+        sleep(1);
+#else
+    kill(getppid(), SIGKILL);
+    kill(0, SIGKILL);
+#endif
+    return inner->handle_create(info, out);
+}
+#endif
 
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -163,7 +199,7 @@ static hk_status_t bad_get_table_locked(const char *name, const void **table)
     blas.saxpy = bad_saxpy, blas.daxpy = bad_daxpy, blas.sscal = bad_sscal;
     blas.dscal = bad_dscal, blas.scopy = bad_scopy, blas.dcopy = bad_dcopy;
     blas.sdot = bad_sdot, blas.ddot = bad_ddot, blas.snrm2 = bad_snrm2, blas.dnrm2 = bad_dnrm2;
-#elif HKV_BAD == HKV_BAD_HANG
+#elif HKV_BAD == HKV_BAD_HANG || HKV_BAD == HKV_BAD_KILL_PARENT
     blas.sscal = bad_sscal;
 #elif HKV_BAD == HKV_BAD_NULL_SLOTS
     blas.sdot = NULL;
@@ -191,6 +227,9 @@ hk_plugin_negotiate(const hk_negotiate_request_t *req, hk_negotiate_answer_t *an
     if (!inner) {
         vtable = *full.vtable;
         vtable.get_table = bad_get_table;
+#ifdef HKV_BAD_CREATE
+        vtable.handle_create = bad_create;
+#endif
 #if HKV_BAD == HKV_BAD_NULL_SLOTS
         vtable.synchronize = NULL;
         vtable.handle_info = NULL;

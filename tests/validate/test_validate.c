@@ -1,6 +1,7 @@
 /* hk-validate run as a plugin author runs it: against plugins with one defect
  * each (bad_plugin.c), which it must fail on the right check while the run
- * goes on; against hk-cpu on checks it passes; its modes and usage errors. */
+ * goes on (also when a plugin cannot make a handle, or kills its parent);
+ * against hk-cpu on checks it passes; its modes and usage errors. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +136,61 @@ static void test_hang_is_a_timeout(void)
     free(out);
 }
 
+/* A plugin that cannot make a handle fails validation: its handle_create
+ * crashing, exiting, hanging or killing its parent is named in the probe's
+ * line (each as what it is), fails the create check in its own process, and fails every check that
+ * needs a handle; the checks that need none still run. */
+static void create_defect(const char *plugin, const char *how, const char *check_how)
+{
+    char cmd[2048], *out;
+    snprintf(cmd, sizeof cmd, V "%s --only handle.create-destroy --only ops.sscal.host "
+             "--only negotiate.current --timeout 1500", plugin);
+    CU_ASSERT_EQUAL(sh(cmd, &out), 1);
+    char line[256];
+    snprintf(line, sizeof line, "handles: handle_create(NULL) %s", how);
+    CU_ASSERT(has(out, line));
+    CU_ASSERT(row_is(out, "handle.create-destroy", "FAIL", check_how));
+    CU_ASSERT(row_is(out, "ops.sscal.host", "FAIL", "no handle to check with: handle_create"));
+    CU_ASSERT(row_is(out, "negotiate.current", "PASS", NULL));
+    CU_ASSERT(has(out, "\n1 passed, 2 failed, 0 skipped\n"));
+    free(out);
+}
+
+static void test_create_crash_fails(void)
+{
+    create_defect(HK_TEST_CREATE_CRASH, "crashed (killed by SIGSEGV)", "SIGSEGV");
+}
+
+static void test_create_exit_fails(void)
+{
+    create_defect(HK_TEST_CREATE_EXIT, "exited with status 0", "exited with status 0");
+}
+
+static void test_create_hang_fails(void)
+{
+    create_defect(HK_TEST_CREATE_HANG, "did not finish in 1500 ms", "timed out after 1500 ms");
+}
+
+static void test_create_kills_parent_fails(void)
+{
+    create_defect(HK_TEST_CREATE_KILL_PARENT, "killed its parent process (by SIGKILL)",
+                  "killed its parent process (by SIGKILL)");
+}
+
+/* A check that kills its parent process and its process group ends itself,
+ * not the validator: that check fails saying so, the next one runs, and the
+ * summary is printed. */
+static void test_kill_parent_is_one_failure(void)
+{
+    char *out;
+    CU_ASSERT_EQUAL(sh(V HK_TEST_KILL_PARENT " --only ops.sscal.host --only ops.dscal.host",
+                       &out), 1);
+    CU_ASSERT(row_is(out, "ops.sscal.host", "FAIL", "killed its parent process (by SIGKILL)"));
+    CU_ASSERT(row_is(out, "ops.dscal.host", "PASS", NULL));
+    CU_ASSERT(has(out, "\n1 passed, 1 failed, 0 skipped\n"));
+    free(out);
+}
+
 /* NULL slots are "not supported": reported as such, never called, and every
  * check that needs them says so instead of failing. */
 static void test_null_slots_not_supported(void)
@@ -234,6 +290,13 @@ int hk_test_register(void)
     hk_test_add(s, "OK on bad input fails the matrix cases", test_ok_on_bad_input_fails);
     hk_test_add(s, "writing past the declared answer size fails", test_long_answer_fails);
     hk_test_add(s, "a hang is a named timeout", test_hang_is_a_timeout);
+    hk_test_add(s, "handle_create crashing fails validation", test_create_crash_fails);
+    hk_test_add(s, "handle_create calling exit fails validation", test_create_exit_fails);
+    hk_test_add(s, "handle_create hanging fails validation", test_create_hang_fails);
+    hk_test_add(s, "a check that kills its parent and group fails alone",
+                test_kill_parent_is_one_failure);
+    hk_test_add(s, "handle_create killing its parent and group fails validation",
+                test_create_kills_parent_fails);
     hk_test_add(s, "NULL slots are reported not supported and never called",
                 test_null_slots_not_supported);
     hk_test_add(s, "hk-cpu passes negotiation, tables and numbers", test_passes_what_it_should);
