@@ -46,12 +46,35 @@ CUresult conf_load_probe(CUlibrary *lib, CUkernel *k);
  * succeeded. Returns the launch's result. */
 CUresult conf_probe(CUfunction f, CUstream s, unsigned value);
 
+/* A copy of n bytes ending just before a page that faults when read (never
+ * freed); NULL when no memory could be mapped. */
+void *conf_guarded(const void *src, size_t n);
+
+/* How a child case ended (besides 0: all went well): it read past the end of
+ * its buffer (a fault there), or the driver refused its call. */
+#define CONF_READ_PAST 42
+#define CONF_REFUSED 43
+
+/* Runs this program again as a child for case name; its exit status, or -1. */
+int conf_run_child(const char *name);
+
+/* A signal handler: exits CONF_READ_PAST. */
+void conf_read_past(int sig);
+
+/* Run instead of the suite when HK_CONF_CHILD names a case (conf_images.c,
+ * conf_launch.c): a case that may crash the process runs in a child of its
+ * own, started before cuInit. Never returns. */
+void conf_child_main(const char *name);
+void conf_launch_child(const char *name);
+
 /* Registration of each file's tests, in the order they must run. */
 void conf_register_contexts(CU_pSuite s);
 void conf_register_execution(CU_pSuite s);
 void conf_register_runtime(CU_pSuite s);
 void conf_register_streams(CU_pSuite s);
 void conf_register_capture(CU_pSuite s);
+void conf_register_images(CU_pSuite s);
+void conf_register_launch(CU_pSuite s);
 void conf_register_last(CU_pSuite s);
 
 #endif /* CONF_H */

@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "hk_test.h"
 
@@ -91,6 +92,9 @@ CUresult conf_probe(CUfunction f, CUstream s, unsigned value)
 
 int hk_test_register(void)
 {
+    const char *child = getenv("HK_CONF_CHILD");
+    if (child)
+        conf_child_main(child);
     /* Fact 9, first half: these run before anything initialises the driver. */
     int n = 0;
     CUdevice dev;
@@ -118,6 +122,8 @@ int hk_test_register(void)
     conf_register_streams(s);
     conf_register_capture(s);
     conf_register_runtime(s);
+    conf_register_images(s);
+    conf_register_launch(s);
     conf_register_last(s);
     if (r != CUDA_SUCCESS || conf_ndev < 1)
         hk_test_skip_suite(s, "no usable CUDA driver or device (cuInit/cuDeviceGetCount failed)");

@@ -31,6 +31,8 @@
 #define SIM_STACK_MAX 64
 #define SIM_DEVICE_MEM (16ull << 30)
 #define SIM_SM_COUNT 132
+#define SIM_SHARED_DEFAULT 49152 /* dynamic shared memory a launch may ask by default */
+#define SIM_SHARED_OPTIN 232448  /* and at most, once a kernel's attribute allows it */
 
 /* Un-suffixed names of the entries that are counted and can be failed. */
 #define SIM_ENTRIES(X)                                                                   \
@@ -54,6 +56,8 @@
     X(cuModuleUnload) X(cuModuleGetFunction) X(cuLibraryLoadData) X(cuLibraryUnload)     \
     X(cuLibraryGetKernel) X(cuLibraryGetModule) X(cuKernelGetFunction)                   \
     X(cuKernelGetName) X(cuKernelGetAttribute) X(cuFuncGetName) X(cuLaunchKernel)        \
+    X(cuKernelGetParamInfo) X(cuFuncGetParamInfo) X(cuKernelSetAttribute)                \
+    X(cuFuncSetAttribute)                                                                \
     X(cuLaunchKernelEx)                                                                  \
     X(cuStreamBeginCapture)                                                              \
     X(cuStreamEndCapture) X(cuStreamIsCapturing) X(cuStreamGetCaptureInfo)               \
@@ -169,6 +173,13 @@ struct CUmod_st {
     struct CUmod_st *next_in_lib;
 };
 
+/* A kernel's parameters as the simulation knows them (sim_kinfo.c): from
+ * its PTX text, else from its emulation's sizes. */
+typedef struct sim_params {
+    int state; /* 0: not looked up yet; 1: known; 2: unknown */
+    unsigned n, off[SIMCUDA_EMU_MAX_PARAMS], size[SIMCUDA_EMU_MAX_PARAMS];
+} sim_params_t;
+
 struct CUfunc_st {
     sim_obj_t hdr;
     sim_owner_t own;
@@ -176,6 +187,8 @@ struct CUfunc_st {
     struct CUmod_st *mod;       /* from cuModuleGetFunction, else NULL */
     struct CUkern_st *kernel;   /* from cuKernelGetFunction, else NULL */
     struct CUfunc_st *next;     /* in mod->funcs or kernel->funcs */
+    sim_params_t params;        /* a module function's (a kernel's function: the kernel's) */
+    int max_dynamic_shared;     /* 1 + cuFuncSetAttribute's; 0: not set */
 };
 
 struct CUlib_st {
@@ -194,6 +207,8 @@ struct CUkern_st {
     const char *name;
     struct CUfunc_st *funcs;    /* one per context (ID) it was used in */
     struct CUkern_st *next;
+    sim_params_t params;
+    int max_dynamic_shared[SIM_MAX_DEVICES]; /* 1 + cuKernelSetAttribute's; 0: not set */
 };
 
 /* A captured operation, replayed by cuGraphLaunch: a kernel launch, or a
@@ -382,6 +397,23 @@ void sim_capture_drop_ctx(struct CUctx_st *c);        /* close captures of c's s
 
 /* sim_module.c (lock held) */
 int sim_image_has_name(const unsigned char *img, size_t size, const char *name);
+
+/* sim_kinfo.c (lock held): a launch's dynamic shared memory against the
+ * function's limit, and its arguments read as the driver reads them (one
+ * value per parameter; INVALID_VALUE for NULL args of a kernel that has
+ * parameters). f: a CUkernel or a CUfunction, live. */
+CUresult sim_launch_args(CUfunction f, int device, unsigned shared_bytes, void **params);
+int sim_kernel_max_dynamic_shared(const struct CUkern_st *k, int device);
+
+/* sim_image.c: reads an image as the driver does (so a lying one is read
+ * past its buffer) and gives the bytes to copy; INVALID_IMAGE when it is
+ * none of the kinds, NO_BINARY_FOR_GPU for a fatbin without entries. */
+CUresult sim_image_read(const void *image, size_t *size);
+
+/* The parameters of kernel name in PTX text (offset and size of each, at
+ * most max): 1 when the text declares it (*n may be 0), else 0. */
+int sim_ptx_params(const unsigned char *img, size_t size, const char *name, unsigned *n,
+                   unsigned offset[], unsigned psize[], unsigned max);
 int sim_kernel_live(const struct CUkern_st *k);      /* its library is loaded */
 int sim_lib_loaded(const struct CUlib_st *l, const struct CUctx_st *c); /* has a module in c */
 int sim_func_live(const struct CUfunc_st *f);        /* context, ID and module alive */

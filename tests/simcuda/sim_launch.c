@@ -170,6 +170,9 @@ static CUresult sim_launch_checked(CUfunction f, const unsigned grid[3], const u
             return CUDA_ERROR_INVALID_VALUE;
     if ((unsigned long long)block[0] * block[1] * block[2] > 1024 || block[2] > 64)
         return CUDA_ERROR_INVALID_VALUE;
+    r = sim_launch_args(f, c->device, shared_bytes, params); /* facts 28, 29 */
+    if (r != CUDA_SUCCESS)
+        return r;
     r = sim_capture_legacy(c, s);
     if (r != CUDA_SUCCESS)
         return r;

@@ -3,8 +3,8 @@
  * A module is loaded into the current context and its functions are bound to
  * that context (and to its ID: a reset primary does not bring them back). A
  * library is context-independent; its kernels get one CUfunction per context
- * they are used in, made on first use ("lazy loading"). Images are recognised
- * by their header and copied; a kernel exists when its name occurs in the
+ * they are used in, made on first use ("lazy loading"). Images are read as
+ * the driver reads them (sim_image.c) and copied; a kernel exists when its name occurs in the
  * image as a whole word, which holds for the symbol and string tables of a
  * fatbin's cubins and for PTX text.
  *
@@ -24,47 +24,6 @@
 static uint32_t sim_le32(const unsigned char *p)
 {
     return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t sim_le64(const unsigned char *p)
-{
-    return sim_le32(p) | (uint64_t)sim_le32(p + 4) << 32;
-}
-
-/* Size of a fatbin (header: magic, version, header size, payload size), of a
- * 64-bit ELF cubin (its section header table ends it), or of PTX text. */
-static CUresult sim_image_size(const void *image, size_t *size)
-{
-    const unsigned char *p = image;
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (sim_le32(p) == SIM_FATBIN_MAGIC) {
-        unsigned hdr = p[6] | p[7] << 8;
-        uint64_t body = sim_le64(p + 8);
-        if (hdr < 16 || body > (1ull << 32))
-            return CUDA_ERROR_INVALID_IMAGE;
-        *size = hdr + (size_t)body;
-        return CUDA_SUCCESS;
-    }
-    if (memcmp(p, "\177ELF", 4) == 0) {
-        if (p[4] != 2) /* ELFCLASS64 */
-            return CUDA_ERROR_INVALID_IMAGE;
-        uint64_t shoff = sim_le64(p + 0x28);
-        unsigned shentsize = p[0x3a] | p[0x3b] << 8, shnum = p[0x3c] | p[0x3d] << 8;
-        uint64_t end = shoff + (uint64_t)shentsize * shnum;
-        if (end < 64 || end > (1ull << 32))
-            return CUDA_ERROR_INVALID_IMAGE;
-        *size = (size_t)end;
-        return CUDA_SUCCESS;
-    }
-    if (isprint(p[0]) || isspace(p[0])) {
-        size_t n = strlen((const char *)p);
-        if (memmem(p, n, ".version", 8) && memmem(p, n, ".entry", 6)) {
-            *size = n + 1;
-            return CUDA_SUCCESS;
-        }
-    }
-    return CUDA_ERROR_INVALID_IMAGE;
 }
 
 static int sim_ident(int c)
@@ -93,7 +52,7 @@ int sim_image_has_name(const unsigned char *img, size_t size, const char *name)
 
 static CUresult sim_image_copy(const void *image, unsigned char **out, size_t *size)
 {
-    CUresult r = sim_image_size(image, size);
+    CUresult r = sim_image_read(image, size);
     if (r != CUDA_SUCCESS)
         return r;
     *out = malloc(*size);
@@ -125,7 +84,7 @@ static CUresult sim_jit(const void *image, unsigned nopt, const CUjit_option *op
     const char *text = image;
     size_t size = 0;
     int ptx = sim_le32(image) != SIM_FATBIN_MAGIC && memcmp(image, "\177ELF", 4) != 0 &&
-              sim_image_size(image, &size) == CUDA_SUCCESS;
+              sim_image_read(image, &size) == CUDA_SUCCESS;
     const char *hit = ptx ? strstr(text, "syntax error") : NULL;
     char *err = NULL, *info = NULL;
     void **err_size = NULL, **info_size = NULL;
@@ -424,7 +383,9 @@ SIM_API CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUke
     switch (attrib) {
     case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
     case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = 16; break;
-    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *pi = 48 * 1024; break;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+        *pi = sim_kernel_max_dynamic_shared(k, dev);
+        break;
     case CU_FUNC_ATTRIBUTE_PTX_VERSION: *pi = 90; break;
     case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *pi = 90; break;
     default: *pi = 0; /* no static shared, constant or local memory */

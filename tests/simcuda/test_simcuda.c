@@ -434,9 +434,12 @@ static void test_images(void)
                     CUDA_ERROR_INVALID_IMAGE);
     CU_ASSERT_EQUAL(cuLibraryLoadData(&lib, NULL, NULL, NULL, 0, NULL, NULL, 0),
                     CUDA_ERROR_INVALID_VALUE);
-    /* a minimal fatbin: magic, version 1, header size 16, payload holding the name */
-    unsigned char fat[16 + 32] = {0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0, 32};
-    memcpy(fat + 20, "hk_probe_kernel", 16);
+    /* a minimal fatbin: magic, version 1, header size 16, 64 bytes of entries;
+     * one entry: a 16-byte header (kind 1, header size 16, 48 bytes of
+     * payload), then the payload holding the name */
+    unsigned char fat[16 + 64] = {0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0, 64};
+    fat[16] = 1, fat[20] = 16, fat[24] = 48;
+    memcpy(fat + 36, "hk_probe_kernel", 16);
     CUkernel k;
     OK(cuLibraryLoadData(&lib, fat, NULL, NULL, 0, NULL, NULL, 0));
     OK(cuLibraryGetKernel(&k, lib, "hk_probe_kernel"));
