@@ -65,9 +65,16 @@ typedef struct hk_kernel_attributes {
      * it once load returns. The library is loaded into the handle's context                       \
      * at once, so that a PTX image is compiled (JIT) here and not at a later                      \
      * launch.                                                                                     \
+     * The driver reads an image as far as the sizes inside it say, and a                          \
+     * header's worth of bytes before it knows the kind (docs/contexts.md                          \
+     * fact 27): every such size is checked against size before the driver                         \
+     * sees the image, and an image shorter than 4 KiB reaches the driver in                       \
+     * a zero-padded copy.                                                                         \
      * Statuses: image or out NULL → HK_STATUS_NULL_POINTER; size 0, an image                      \
-     * that is none of the three kinds, a fatbin or cubin whose headers claim                      \
-     * more than size bytes, PTX without its NUL within size →                                     \
+     * that is none of the three kinds, a fatbin whose header or one of whose                      \
+     * entries claims more than size bytes, a cubin (alone or in a fatbin)                         \
+     * whose program or section headers, or one of whose sections or                               \
+     * segments, lie past its end, PTX without its NUL within size →                               \
      * HK_STATUS_INVALID_VALUE naming what is wrong; an image the driver                           \
      * cannot build (a PTX syntax error, an invalid image) →                                       \
      * HK_STATUS_INVALID_VALUE, and the reason names the driver's error and                        \
@@ -109,8 +116,11 @@ typedef struct hk_kernel_attributes {
      * block_x * block_y * block_z threads, shared_bytes of dynamic shared                         \
      * memory, and args as cuLaunchKernel takes them: args[i] points to the                        \
      * value of the kernel's i-th parameter (args may be NULL only for a                           \
-     * kernel without parameters). The values are read before launch                               \
-     * returns. Right on every device and context the library is used in                           \
+     * kernel without parameters). args must hold a pointer for every                              \
+     * parameter: the driver reads that many (docs/contexts.md fact 28), and                       \
+     * a shorter array is read past its end, which nothing can detect. The                         \
+     * values are read before launch returns. Right on every device and context the library is     \
+     * used in                                                                                     \
      * (the kernel's function is taken per context incarnation). It neither                        \
      * synchronises nor allocates, so it can be captured into a CUDA graph;                        \
      * the kernel runs asynchronously, a fault in it shows at a later                              \
@@ -120,8 +130,13 @@ typedef struct hk_kernel_attributes {
      * block of more than 1024 threads, block_x or block_y above 1024,                             \
      * block_z above 64, grid_y or grid_z above 65535, grid_x above                                \
      * 2^31 - 1 → HK_STATUS_INVALID_VALUE naming it, checked before any                            \
-     * driver call; a configuration the driver refuses (more threads than                          \
-     * this kernel's max_threads_per_block, too much shared memory) →                              \
+     * driver call; args NULL for a kernel with parameters, or NULL among                          \
+     * its first N pointers (N the kernel's parameters, where the driver                           \
+     * tells them: CUDA 12.4 and later) → HK_STATUS_INVALID_VALUE naming it,                       \
+     * before the driver reads them; a configuration the driver refuses                            \
+     * (more threads than this kernel's max_threads_per_block, more dynamic                        \
+     * shared memory than its max_dynamic_shared_bytes: 48 KiB unless raised                       \
+     * with cuFuncSetAttribute on get_function's function, fact 29) →                              \
      * HK_STATUS_INVALID_VALUE with the driver's error; other launch failures                      \
      * → HK_STATUS_LAUNCH_FAILED (or CONTEXT_DESTROYED, CONTEXT_RESET,                             \
      * FORKED from the context guard). */                                                          \

@@ -46,7 +46,7 @@ static hk_status_t k_get_kernel(hk_handle_t *h, hk_library_t *lib, const char *n
     if (!hkc_valid(h))
         return HK_STATUS_INVALID_HANDLE;
     hk_kit_kernel_t *k = NULL;
-    hk_status_t st = hk_kit_kernel_find(h->kb, (hk_kit_library_t *)lib, name, &k);
+    hk_status_t st = hk_kit_kernel_find(h->kb, (hk_kit_library_t *)lib, name, out ? &k : NULL);
     if (out)
         *out = (hk_kernel_t *)k;
     return st;

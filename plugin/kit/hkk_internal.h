@@ -3,8 +3,10 @@
  * Files by concern: hkk_driver.c (opening the driver, entry points, fork),
  * hkk_error.c (messages, the handle registry), hkk_bind.c (binding at create,
  * primaries, give-backs), hkk_call.c (the per-call guard, re-arm, streams,
- * unbind, checked mode), hkk_library.c (images, libraries, kernels, launch),
- * hkk_trace.c (the debug trace's longer lines). */
+ * unbind, checked mode), hkk_library.c (libraries, kernels, launch),
+ * hkk_image.c (images checked before the driver reads them), hkk_params.c (a
+ * launch's arguments against the kernel's parameters), hkk_trace.c (the
+ * debug trace's longer lines). */
 #ifndef HKK_INTERNAL_H
 #define HKK_INTERNAL_H
 
@@ -153,6 +155,30 @@ void hkk_trace_rearmed(const hk_kit_bind_t *b, unsigned long long old_id);
  * freed), gone (its context was reset or destroyed), st its status. */
 void hkk_trace_unbound(hk_kit_bind_t *b, int released, int freed, int gone,
                        hk_status_t st);
+
+/* ---- images (hkk_image.c) ---- */
+
+/* Images shorter than this reach the driver in a zero-padded copy this long. */
+#define HK__KIT_IMAGE_PAD 4096
+
+/* Checks an image of size bytes as hk.kernels/1's load says, before the
+ * driver reads it; *kind: "fatbin", "cubin" or "PTX". Messages to err_to. */
+hk_status_t hkk_image_check(hk_kit_bind_t *err_to, const unsigned char *p, size_t size,
+                                const char **kind);
+
+/* image itself, or a zero-padded copy of HK__KIT_IMAGE_PAD bytes when it is
+ * shorter (*copy: the copy to free; NULL when none). NULL: no memory. */
+const void *hkk_image_padded(const void *image, size_t size, void **copy);
+
+/* ---- parameters (hkk_params.c) ---- */
+
+/* The parameter count of k (cuKernelGetParamInfo), or -1 when the driver
+ * cannot say. */
+int hkk_param_count(CUkernel k);
+
+/* args against a kernel's nparams (-1: unknown, nothing checked): NULL, or a
+ * NULL among the first nparams pointers → HK_STATUS_INVALID_VALUE naming it. */
+hk_status_t hkk_check_args(hk_kit_bind_t *b, const char *name, int nparams, void **args);
 
 /* ---- the module's unload (hkk_driver.c's destructor; never in a fork child) ---- */
 

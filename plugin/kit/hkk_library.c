@@ -39,7 +39,6 @@
 #include "hk__registry.h"
 #include "hkk_internal.h"
 
-#define HK__KIT_FATBIN_MAGIC 0xBA55ED50u
 #define HK__KIT_JIT_LOG 4096 /* bytes of each JIT log (error, info) */
 
 /* A kernel's functions by context ID. Entries below n are published and
@@ -59,6 +58,7 @@ typedef struct fn_table {
 struct hk_kit_kernel {
     hk_kit_library_t *lib;
     CUkernel kernel;
+    int nparams; /* its parameter count; -1 when the driver cannot say */
     char *name;
     _Atomic(fn_table_t *) fns;
     hk_kit_kernel_t *next; /* in lib->kernels; under lib->lock */
@@ -163,52 +163,7 @@ const char *hk_kit_kernel_name(const hk_kit_kernel_t *k)
     return k->name;
 }
 
-/* ---- images ---- */
-
-static uint64_t le(const unsigned char *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = bytes - 1; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-/* The driver reads an image as far as its own headers say, so headers that
- * claim more than size bytes would make it read past the caller's buffer. */
-static hk_status_t check_image(hk_kit_bind_t *err_to, const unsigned char *p, size_t size,
-                               const char **kind)
-{
-    *kind = "PTX";
-    if (size == 0)
-        return hk_kit_fail(err_to, HK_STATUS_INVALID_VALUE, "the image's size is 0");
-    if (size >= 4 && le(p, 4) == HK__KIT_FATBIN_MAGIC) {
-        *kind = "fatbin";
-        uint64_t hdr = size >= 16 ? le(p + 6, 2) : 0, body = size >= 16 ? le(p + 8, 8) : 0;
-        if (size < 16 || hdr < 16 || body > size || hdr + body > size)
-            return hk_kit_fail(err_to, HK_STATUS_INVALID_VALUE,
-                               "the fatbin's header claims %llu bytes, size is %zu",
-                               size < 16 ? 16ull : (unsigned long long)(hdr + body), size);
-        return HK_STATUS_OK;
-    }
-    if (size >= 4 && memcmp(p, "\177ELF", 4) == 0) {
-        *kind = "cubin";
-        if (size < 64 || p[4] != 2)
-            return hk_kit_fail(err_to, HK_STATUS_INVALID_VALUE,
-                               "the image is an ELF file but not a 64-bit cubin (%zu bytes)",
-                               size);
-        uint64_t shoff = le(p + 0x28, 8), entsize = le(p + 0x3a, 2), num = le(p + 0x3c, 2);
-        if (shoff > size || entsize * num > size - shoff)
-            return hk_kit_fail(err_to, HK_STATUS_INVALID_VALUE,
-                               "the cubin's section headers end past its size (%zu bytes)",
-                               size);
-        return HK_STATUS_OK;
-    }
-    if (!memchr(p, '\0', size))
-        return hk_kit_fail(err_to, HK_STATUS_INVALID_VALUE,
-                           "the image is neither a fatbin nor a cubin, and as PTX text it has "
-                           "no terminating NUL within size (%zu bytes)", size);
-    return HK_STATUS_OK;
-}
+/* ---- loading ---- */
 
 /* A load the driver refused: an image it cannot build is the caller's bad
  * input; the JIT compiler's first error line says why. */
@@ -261,17 +216,22 @@ hk_status_t hk_kit_library_load(hk_kit_bind_t *err_to, const void *image, size_t
     *out = NULL;
     if (!image)
         return hk_kit_fail(err_to, HK_STATUS_NULL_POINTER, "load: image is NULL");
-    hk_status_t st = check_image(err_to, image, size, &kind);
+    hk_status_t st = hkk_image_check(err_to, image, size, &kind);
     if (st != HK_STATUS_OK)
         return st;
     if (!KCU.cuLibraryLoadData)
         return hk_kit_fail(err_to, HK_STATUS_NO_DRIVER, "load before hk_kit_driver_load");
-    hk_kit_library_t *L = hk__reg_take(&libraries);
-    if (!L)
+    void *copy = NULL;
+    const void *given = hkk_image_padded(image, size, &copy);
+    hk_kit_library_t *L = given ? hk__reg_take(&libraries) : NULL;
+    if (!L) {
+        free(copy);
         return hk_kit_fail(err_to, HK_STATUS_OUT_OF_MEMORY, "no memory for a library");
+    }
     L->jit_log = calloc(2, HK__KIT_JIT_LOG);
     if (!L->jit_log) {
         hk__reg_put(&libraries, L);
+        free(copy);
         return hk_kit_fail(err_to, HK_STATUS_OUT_OF_MEMORY, "no memory for the JIT logs");
     }
     CUjit_option opts[4] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
@@ -281,11 +241,13 @@ hk_status_t hk_kit_library_load(hk_kit_bind_t *err_to, const void *image, size_t
     int mode = 0;
     CUresult r = hk_kit_capture_relax(&mode); /* see unload_twice */
     if (r != CUDA_SUCCESS) {
+        free(copy);
         st = hk_kit_fail_cu(err_to, r, "load: cuThreadExchangeStreamCaptureMode");
         goto fail;
     }
-    r = KCU.cuLibraryLoadData(&L->lib, image, opts, vals, 4, NULL, NULL, 0);
+    r = KCU.cuLibraryLoadData(&L->lib, given, opts, vals, 4, NULL, NULL, 0);
     hk_kit_capture_restore(mode);
+    free(copy); /* the driver copied the image (docs/contexts.md fact 19) */
     if (r != CUDA_SUCCESS) {
         st = load_failed(err_to, r, "cuLibraryLoadData", kind, size, L->jit_log);
         goto fail;
@@ -393,6 +355,7 @@ static hk_status_t kernel_find_pinned(hk_kit_bind_t *err_to, hk_kit_library_t *L
     }
     k->lib = L;
     k->kernel = ck;
+    k->nparams = hkk_param_count(ck);
     k->name = copy;
     k->next = L->kernels;
     L->kernels = k;
@@ -788,7 +751,9 @@ hk_status_t hk_kit_launch(hk_kit_call_t *c, hk_kit_kernel_t *k, const uint32_t g
     if (st != HK_STATUS_OK)
         return st;
     CUfunction fn = NULL;
-    st = reference(b, k->lib);
+    st = hkk_check_args(b, k->name, k->nparams, args);
+    if (st == HK_STATUS_OK)
+        st = reference(b, k->lib);
     if (st == HK_STATUS_OK)
         st = function_of(k, c->arm->ctx_id, b, &fn);
     if (st == HK_STATUS_OK) {

@@ -487,6 +487,10 @@ int hk_test_register(void)
                        sim_why);
     CU_pSuite c = hk_test_suite("hk.kernels/1 and hk.cuda/1: contexts, threads", NULL, NULL);
     hkct_add_scenarios(c, tk_ctx_scenarios, tk_ctx_scenario_count, skip, rt_skip, sim_why);
+    CU_pSuite i = hk_test_suite("hk.kernels/1: images that lie about their sizes", NULL, NULL);
+    hkct_add_scenarios(i, tk_image_scenarios, tk_image_scenario_count, skip, rt_skip, sim_why);
+    CU_pSuite l = hk_test_suite("hk.kernels/1: launch arguments, shared memory", NULL, NULL);
+    hkct_add_scenarios(l, tk_launch_scenarios, tk_launch_scenario_count, skip, rt_skip, sim_why);
     CU_pSuite r = hk_test_suite("hk.kernels/1: unload racing other calls", NULL, NULL);
     hkct_add_scenarios(r, tk_race_scenarios, tk_race_scenario_count, skip, rt_skip,
                        "needs the simulated driver (a call paused on its way)");

@@ -4,10 +4,12 @@
  * the emulations of the test kernels for the simulated driver (registered at
  * run time with simcuda_emu_register). test_cuda_kernels_ctx.c: the caller's
  * context, several devices, a reset, unload while in use, threads, stream
- * capture and hk.cuda/1. test_cuda_kernels_race.c: unload racing launches
- * and look-ups from other threads. The same program runs on a GPU with the
- * real driver, where the kernels (test_cuda_kernels_gpu.cu) run as PTX
- * compiled by the driver and as a fatbin. */
+ * capture and hk.cuda/1. test_cuda_kernels_images.c: images whose sizes lie
+ * and images of a few bytes. test_cuda_kernels_launch.c: launch arguments
+ * and dynamic shared memory. test_cuda_kernels_race.c: unload racing
+ * launches and look-ups from other threads. The same program runs on a GPU
+ * with the real driver, where the kernels (test_cuda_kernels_gpu.cu) run as
+ * PTX compiled by the driver and as a fatbin. */
 #ifndef TEST_CUDA_KERNELS_H
 #define TEST_CUDA_KERNELS_H
 
@@ -48,6 +50,14 @@ CUcontext tk_last_launch_context(void);
 /* The context scenarios (test_cuda_kernels_ctx.c). */
 extern const hkct_scenario_t tk_ctx_scenarios[];
 extern const size_t tk_ctx_scenario_count;
+
+/* Images whose sizes lie, and tiny ones (test_cuda_kernels_images.c). */
+extern const hkct_scenario_t tk_image_scenarios[];
+extern const size_t tk_image_scenario_count;
+
+/* Launch arguments and dynamic shared memory (test_cuda_kernels_launch.c). */
+extern const hkct_scenario_t tk_launch_scenarios[];
+extern const size_t tk_launch_scenario_count;
 
 /* Unload racing the other calls (test_cuda_kernels_race.c). */
 extern const hkct_scenario_t tk_race_scenarios[];
