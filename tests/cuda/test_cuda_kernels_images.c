@@ -33,9 +33,12 @@ static void put_le(unsigned char *p, int bytes, uint64_t v)
         p[i] = (unsigned char)v;
 }
 
-/* load of a heap copy of image (n bytes, exactly): want, a message naming
- * what, and (want not OK) nothing left loaded; the driver not called when
- * refused says so. */
+/* Either of the two: what the driver makes of bytes that are no image. */
+#define OK_OR_INVALID ((hk_status_t)-1)
+
+/* load of a heap copy of image (n bytes, exactly): want (or OK_OR_INVALID),
+ * a message naming what, and (want not OK) nothing left loaded; the driver
+ * not called when refused says so. */
 static void load_copy(hk_handle_t *h, const void *image, size_t n, hk_status_t want,
                       const char *what, int before_driver)
 {
@@ -46,6 +49,8 @@ static void load_copy(hk_handle_t *h, const void *image, size_t n, hk_status_t w
     hk_library_t *lib = (hk_library_t *)1;
     hk_status_t st = tk_k->load(h, copy, n, &lib);
     const char *msg = plug.vt->last_error(h);
+    if (want == OK_OR_INVALID)
+        want = st == HK_STATUS_OK ? HK_STATUS_OK : HK_STATUS_INVALID_VALUE;
     if (st != want || (what && !strstr(msg, what)))
         printf("\n  load of %zu bytes (%s): %d, want %d (%s) ", n, what ? what : "",
                (int)st, (int)want, msg);
@@ -63,17 +68,19 @@ static void load_copy(hk_handle_t *h, const void *image, size_t n, hk_status_t w
 }
 
 /* 1 to 4 bytes: without a NUL refused as PTX; with one the driver gets a
- * padded copy and refuses it as no image it knows; never read past. */
+ * padded copy and answers for itself (the simulated driver refuses it as no
+ * image it knows); either way nothing is read past. */
 SCENARIO(t_tiny_images)
 {
     hk_handle_t *h = create(0, HK_STATUS_OK);
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);
     size_t libraries = on_sim ? sim.libraries() : 0;
+    hk_status_t driver_says = on_sim ? HK_STATUS_INVALID_VALUE : OK_OR_INVALID;
     load_copy(h, "a", 1, HK_STATUS_INVALID_VALUE, "no terminating NUL", 1);
     load_copy(h, "//x", 3, HK_STATUS_INVALID_VALUE, "no terminating NUL", 1);
-    load_copy(h, "ab", 3, HK_STATUS_INVALID_VALUE, NULL, 0);
-    load_copy(h, "\0\0\0", 4, HK_STATUS_INVALID_VALUE, NULL, 0);
-    load_copy(h, "", 1, HK_STATUS_INVALID_VALUE, NULL, 0);
+    load_copy(h, "ab", 3, driver_says, NULL, 0);
+    load_copy(h, "\0\0\0", 4, driver_says, NULL, 0);
+    load_copy(h, "", 1, driver_says, NULL, 0);
     if (on_sim)
         CU_ASSERT_EQUAL(sim.libraries(), libraries);
     CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
