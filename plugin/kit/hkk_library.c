@@ -58,7 +58,7 @@ typedef struct fn_table {
 struct hk_kit_kernel {
     hk_kit_library_t *lib;
     CUkernel kernel;
-    int nparams; /* its parameter count; -1 when the driver cannot say */
+    atomic_int nparams; /* its parameter count; -1: the driver cannot say; -2: not asked yet */
     char *name;
     _Atomic(fn_table_t *) fns;
     hk_kit_kernel_t *next; /* in lib->kernels; under lib->lock */
@@ -355,7 +355,7 @@ static hk_status_t kernel_find_pinned(hk_kit_bind_t *err_to, hk_kit_library_t *L
     }
     k->lib = L;
     k->kernel = ck;
-    k->nparams = hkk_param_count(ck);
+    atomic_init(&k->nparams, -2); /* asked at its first launch */
     k->name = copy;
     k->next = L->kernels;
     L->kernels = k;
@@ -751,7 +751,12 @@ hk_status_t hk_kit_launch(hk_kit_call_t *c, hk_kit_kernel_t *k, const uint32_t g
     if (st != HK_STATUS_OK)
         return st;
     CUfunction fn = NULL;
-    st = hkk_check_args(b, k->name, k->nparams, args);
+    int np = atomic_load_explicit(&k->nparams, memory_order_relaxed);
+    if (np == -2) { /* two first launches may both ask: they get the same answer */
+        np = hkk_param_count(k->kernel);
+        atomic_store_explicit(&k->nparams, np, memory_order_relaxed);
+    }
+    st = hkk_check_args(b, k->name, np, args);
     if (st == HK_STATUS_OK)
         st = reference(b, k->lib);
     if (st == HK_STATUS_OK)

@@ -46,7 +46,7 @@ CUresult conf_load_probe(CUlibrary *lib, CUkernel *k);
  * succeeded. Returns the launch's result. */
 CUresult conf_probe(CUfunction f, CUstream s, unsigned value);
 
-/* A copy of n bytes ending just before a page that faults when read (never
+/* A copy of n bytes ending just before 64 KiB that fault when read (never
  * freed); NULL when no memory could be mapped. */
 void *conf_guarded(const void *src, size_t n);
 

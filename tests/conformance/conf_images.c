@@ -1,7 +1,7 @@
 /* Conformance: fact 27 (docs/contexts.md), what the driver reads of an image
  * it is given without a length. Each image runs in a child process (this
  * program again, before cuInit, told the case by HK_CONF_CHILD), copied so
- * that its last byte sits just before a page nobody may read: the child
+ * that its last byte sits just before pages nobody may read: the child
  * exits CONF_READ_PAST when the driver reads past the image (a fault there),
  * 0 when the image loads and its kernel is found, CONF_REFUSED when the
  * driver refuses it. The images are the build's fatbin, the cubin inside it,
@@ -38,15 +38,17 @@ static void put_le(unsigned char *p, int bytes, uint64_t v)
         p[i] = (unsigned char)v;
 }
 
-/* A copy of n bytes ending just before a page that faults when read. */
+/* A copy of n bytes ending just before 64 KiB that fault when read (so a
+ * read a little way past the end faults too, not only one just past it). */
 void *conf_guarded(const void *src, size_t n)
 {
-    size_t page = (size_t)sysconf(_SC_PAGESIZE), span = (n + page - 1) / page * page + page;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), guard = 65536;
+    size_t span = (n + page - 1) / page * page + guard;
     unsigned char *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                             -1, 0);
-    if (m == MAP_FAILED || mprotect(m + span - page, page, PROT_NONE) != 0)
+    if (m == MAP_FAILED || mprotect(m + span - guard, guard, PROT_NONE) != 0)
         return NULL;
-    unsigned char *p = m + span - page - n;
+    unsigned char *p = m + span - guard - n;
     memcpy(p, src, n);
     return p;
 }

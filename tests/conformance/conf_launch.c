@@ -1,7 +1,7 @@
 /* Conformance: facts 28 and 29 (docs/contexts.md), a launch's arguments and
  * its dynamic shared memory. The probe kernel has two parameters (a pointer,
  * an unsigned). An argument array shorter than that runs in a child process
- * (see conf_images.c), its last entry just before a page nobody may read. */
+ * (see conf_images.c), its last entry just before pages nobody may read. */
 #include "conf.h"
 
 #include <signal.h>

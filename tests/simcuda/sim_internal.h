@@ -173,12 +173,10 @@ struct CUmod_st {
     struct CUmod_st *next_in_lib;
 };
 
-/* A kernel's parameters as the simulation knows them (sim_kinfo.c): from
- * its PTX text, else from its emulation's sizes. */
-typedef struct sim_params {
-    int state; /* 0: not looked up yet; 1: known; 2: unknown */
-    unsigned n, off[SIMCUDA_EMU_MAX_PARAMS], size[SIMCUDA_EMU_MAX_PARAMS];
-} sim_params_t;
+/* A kernel's parameters and shared memory limits (sim_kinfo.c), made when
+ * first asked for: most kernels and functions never are, and the objects
+ * stay small (every object is on one list that some calls walk). */
+struct sim_kinfo;
 
 struct CUfunc_st {
     sim_obj_t hdr;
@@ -187,8 +185,7 @@ struct CUfunc_st {
     struct CUmod_st *mod;       /* from cuModuleGetFunction, else NULL */
     struct CUkern_st *kernel;   /* from cuKernelGetFunction, else NULL */
     struct CUfunc_st *next;     /* in mod->funcs or kernel->funcs */
-    sim_params_t params;        /* a module function's (a kernel's function: the kernel's) */
-    int max_dynamic_shared;     /* 1 + cuFuncSetAttribute's; 0: not set */
+    struct sim_kinfo *kinfo;
 };
 
 struct CUlib_st {
@@ -207,8 +204,7 @@ struct CUkern_st {
     const char *name;
     struct CUfunc_st *funcs;    /* one per context (ID) it was used in */
     struct CUkern_st *next;
-    sim_params_t params;
-    int max_dynamic_shared[SIM_MAX_DEVICES]; /* 1 + cuKernelSetAttribute's; 0: not set */
+    struct sim_kinfo *kinfo;
 };
 
 /* A captured operation, replayed by cuGraphLaunch: a kernel launch, or a
@@ -403,7 +399,7 @@ int sim_image_has_name(const unsigned char *img, size_t size, const char *name);
  * value per parameter; INVALID_VALUE for NULL args of a kernel that has
  * parameters). f: a CUkernel or a CUfunction, live. */
 CUresult sim_launch_args(CUfunction f, int device, unsigned shared_bytes, void **params);
-int sim_kernel_max_dynamic_shared(const struct CUkern_st *k, int device);
+int sim_kernel_max_dynamic_shared(struct CUkern_st *k, int device);
 
 /* sim_image.c: reads an image as the driver does (so a lying one is read
  * past its buffer) and gives the bytes to copy; INVALID_IMAGE when it is

@@ -16,14 +16,52 @@
  * else changes. No kernel here has static shared memory. */
 #include "sim_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static volatile unsigned char sim_arg_sink;
 
+typedef struct sim_params {
+    int state; /* 0: not looked up yet; 1: known; 2: unknown */
+    unsigned n, off[SIMCUDA_EMU_MAX_PARAMS], size[SIMCUDA_EMU_MAX_PARAMS];
+} sim_params_t;
+
+struct sim_kinfo {
+    sim_params_t params; /* a kernel's function uses the kernel's */
+    /* 1 + the limit set (per device for a kernel; [0] for a function); 0: not set */
+    int max_dynamic_shared[SIM_MAX_DEVICES];
+};
+
+static const sim_params_t unknown = {2, 0, {0}, {0}};
+
+/* *slot, made on first use; NULL without memory. Taken from chunks of
+ * their own, so that they do not sit between the objects, whose list some
+ * calls walk. Never freed, as the objects are not. */
+static struct sim_kinfo *sim_kinfo(struct sim_kinfo **slot)
+{
+    enum { PER_CHUNK = 256 };
+    static struct sim_kinfo *chunk;
+    static unsigned used = PER_CHUNK;
+    if (*slot)
+        return *slot;
+    if (used == PER_CHUNK) {
+        struct sim_kinfo *c = calloc(PER_CHUNK, sizeof *c);
+        if (!c)
+            return NULL;
+        chunk = c;
+        used = 0;
+    }
+    *slot = &chunk[used++];
+    return *slot;
+}
+
 /* The parameters of name in image, looked up once into *p. */
 static const sim_params_t *sim_params(const unsigned char *img, size_t size, const char *name,
-                                      sim_params_t *p)
+                                      struct sim_kinfo *ki)
 {
+    if (!ki)
+        return &unknown;
+    sim_params_t *p = &ki->params;
     if (p->state)
         return p;
     p->state = 2;
@@ -50,14 +88,14 @@ static const sim_params_t *sim_params(const unsigned char *img, size_t size, con
 
 static const sim_params_t *sim_kernel_params(struct CUkern_st *k)
 {
-    return sim_params(k->lib->image, k->lib->image_size, k->name, &k->params);
+    return sim_params(k->lib->image, k->lib->image_size, k->name, sim_kinfo(&k->kinfo));
 }
 
 static const sim_params_t *sim_func_params(struct CUfunc_st *f)
 {
     if (f->kernel)
         return sim_kernel_params(f->kernel);
-    return sim_params(f->mod->image, f->mod->image_size, f->name, &f->params);
+    return sim_params(f->mod->image, f->mod->image_size, f->name, sim_kinfo(&f->kinfo));
 }
 
 static CUresult sim_param_info(const sim_params_t *p, size_t i, size_t *off, size_t *size)
@@ -92,10 +130,19 @@ SIM_API CUresult cuFuncGetParamInfo(CUfunction f, size_t i, size_t *off, size_t 
 
 /* ---- dynamic shared memory ---- */
 
-int sim_kernel_max_dynamic_shared(const struct CUkern_st *k, int device)
+int sim_kernel_max_dynamic_shared(struct CUkern_st *k, int device)
 {
-    int set = device >= 0 && device < SIM_MAX_DEVICES ? k->max_dynamic_shared[device] : 0;
+    int set = k->kinfo && device >= 0 && device < SIM_MAX_DEVICES
+                  ? k->kinfo->max_dynamic_shared[device]
+                  : 0;
     return set ? set - 1 : SIM_SHARED_DEFAULT;
+}
+
+static int sim_func_max_dynamic_shared(struct CUfunc_st *f, int device)
+{
+    if (f->kinfo && f->kinfo->max_dynamic_shared[0])
+        return f->kinfo->max_dynamic_shared[0] - 1;
+    return f->kernel ? sim_kernel_max_dynamic_shared(f->kernel, device) : SIM_SHARED_DEFAULT;
 }
 
 static CUresult sim_shared_value(CUfunction_attribute attrib, int value)
@@ -112,7 +159,8 @@ SIM_API CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int value, CU
     SIM_FAIL_IF(!k || !sim_kernel_live(k), CUDA_ERROR_INVALID_HANDLE);
     SIM_FAIL_IF(dev < 0 || dev >= sim.ndev, CUDA_ERROR_INVALID_DEVICE);
     SIM_CHECK(sim_shared_value(attrib, value));
-    k->max_dynamic_shared[dev] = value + 1;
+    SIM_FAIL_IF(!sim_kinfo(&k->kinfo), CUDA_ERROR_OUT_OF_MEMORY);
+    k->kinfo->max_dynamic_shared[dev] = value + 1;
     SIM_END;
 }
 
@@ -122,7 +170,8 @@ SIM_API CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute attrib, i
     SIM_FAIL_IF(!f || f->hdr.magic != SIM_MAGIC_FUNC || !sim_func_live(f),
                 CUDA_ERROR_INVALID_HANDLE);
     SIM_CHECK(sim_shared_value(attrib, value));
-    f->max_dynamic_shared = value + 1;
+    SIM_FAIL_IF(!sim_kinfo(&f->kinfo), CUDA_ERROR_OUT_OF_MEMORY);
+    f->kinfo->max_dynamic_shared[0] = value + 1;
     SIM_END;
 }
 
@@ -138,9 +187,7 @@ CUresult sim_launch_args(CUfunction f, int device, unsigned shared_bytes, void *
         limit = sim_kernel_max_dynamic_shared(k, device);
     } else {
         p = sim_func_params(f);
-        limit = f->max_dynamic_shared ? f->max_dynamic_shared - 1
-                : f->kernel        ? sim_kernel_max_dynamic_shared(f->kernel, device)
-                                   : SIM_SHARED_DEFAULT;
+        limit = sim_func_max_dynamic_shared(f, device);
     }
     if (shared_bytes > (unsigned)limit)
         return CUDA_ERROR_INVALID_VALUE;
