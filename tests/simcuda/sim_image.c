@@ -34,15 +34,17 @@ static uint64_t sim_le(const unsigned char *p, int bytes)
 }
 
 /* Reads [off, off + len) in order, as the driver does, and widens *extent:
- * every byte of a header-sized region; of a larger one a byte per page and
- * its last, enough to fault on the first page past the buffer (the whole
- * extent is copied afterwards, which AddressSanitizer checks byte by byte),
- * and cheap for an image of a megabyte loaded again and again. */
-static void sim_read(const unsigned char *p, uint64_t off, uint64_t len, uint64_t *extent)
+ * its first byte, a byte per page and its last, enough to fault on the first
+ * page past the buffer; the whole extent is copied afterwards, which reads
+ * every byte (and AddressSanitizer checks each), so a region here need not
+ * be read whole, which keeps an image of a megabyte loaded again and again
+ * cheap. dense: every byte (the bytes read before the kind is known, which
+ * a short text's copy does not cover). */
+static void sim_read(const unsigned char *p, uint64_t off, uint64_t len, uint64_t *extent,
+                     int dense)
 {
     unsigned char acc = 0;
-    uint64_t step = len > SIM_READ_PAGE ? SIM_READ_PAGE : 1;
-    for (uint64_t i = 0; i < len; i += step)
+    for (uint64_t i = 0; i < len; i += dense ? 1 : SIM_READ_PAGE)
         acc ^= p[off + i];
     if (len)
         acc ^= p[off + len - 1];
@@ -55,17 +57,17 @@ static void sim_read(const unsigned char *p, uint64_t off, uint64_t len, uint64_
  * section that takes bytes of the file. */
 static void sim_read_elf(const unsigned char *p, uint64_t b, uint64_t *extent)
 {
-    sim_read(p, b, 64, extent);
+    sim_read(p, b, 64, extent, 0);
     const unsigned char *e = p + b;
     uint64_t phoff = sim_le(e + 0x20, 8), shoff = sim_le(e + 0x28, 8);
     uint64_t phsize = sim_le(e + 0x36, 2), phnum = sim_le(e + 0x38, 2);
     uint64_t shsize = sim_le(e + 0x3a, 2), shnum = sim_le(e + 0x3c, 2);
-    sim_read(p, b + phoff, phsize * phnum, extent);
-    sim_read(p, b + shoff, shsize * shnum, extent);
+    sim_read(p, b + phoff, phsize * phnum, extent, 0);
+    sim_read(p, b + shoff, shsize * shnum, extent, 0);
     for (uint64_t i = 0; shsize >= 64 && i < shnum; i++) {
         const unsigned char *sh = e + shoff + i * shsize;
         if (sim_le(sh + 4, 4) != SIM_SHT_NOBITS)
-            sim_read(p, b + sim_le(sh + 0x18, 8), sim_le(sh + 0x20, 8), extent);
+            sim_read(p, b + sim_le(sh + 0x18, 8), sim_le(sh + 0x20, 8), extent, 0);
     }
 }
 
@@ -74,17 +76,17 @@ static void sim_read_elf(const unsigned char *p, uint64_t b, uint64_t *extent)
  * the first entry). */
 static CUresult sim_read_fatbin(const unsigned char *p, uint64_t *extent)
 {
-    sim_read(p, 0, 16, extent);
+    sim_read(p, 0, 16, extent, 0);
     uint64_t hdr = sim_le(p + 6, 2), body = sim_le(p + 8, 8);
     if (hdr < 16)
         return CUDA_ERROR_INVALID_IMAGE;
     if (body == 0 || body > (1ull << 32))
         return CUDA_ERROR_NO_BINARY_FOR_GPU; /* read no further */
     for (uint64_t off = hdr, end = hdr + body; off < end;) {
-        sim_read(p, off, 16, extent);
+        sim_read(p, off, 16, extent, 0);
         uint64_t hs = sim_le(p + off + 4, 4), pad = sim_le(p + off + 8, 8);
-        sim_read(p, off, hs, extent);
-        sim_read(p, off + hs, 4, extent);
+        sim_read(p, off, hs, extent, 0);
+        sim_read(p, off + hs, 4, extent, 0);
         if (memcmp(p + off + hs, "\177ELF", 4) == 0)
             sim_read_elf(p, off + hs, extent);
         if (hs < 16 || pad > (1ull << 40))
@@ -100,7 +102,7 @@ CUresult sim_image_read(const void *image, size_t *size)
     uint64_t extent = 0;
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
-    sim_read(p, 0, SIM_IMAGE_SNIFF, &extent);
+    sim_read(p, 0, SIM_IMAGE_SNIFF, &extent, 1);
     if (sim_le(p, 4) == SIM_FATBIN_MAGIC) {
         CUresult r = sim_read_fatbin(p, &extent);
         *size = (size_t)extent;
