@@ -37,21 +37,26 @@ static const sim_params_t unknown = {2, 0, {0}, {0}};
 /* *slot, made on first use; NULL without memory. Taken from chunks of
  * their own, so that they do not sit between the objects, whose list some
  * calls walk. Never freed, as the objects are not. */
+typedef struct sim_kinfo_chunk {
+    struct sim_kinfo_chunk *older; /* every chunk stays reachable from the newest */
+    struct sim_kinfo k[256];
+} sim_kinfo_chunk_t;
+
 static struct sim_kinfo *sim_kinfo(struct sim_kinfo **slot)
 {
-    enum { PER_CHUNK = 256 };
-    static struct sim_kinfo *chunk;
-    static unsigned used = PER_CHUNK;
+    static sim_kinfo_chunk_t *chunk;
+    static unsigned used;
     if (*slot)
         return *slot;
-    if (used == PER_CHUNK) {
-        struct sim_kinfo *c = calloc(PER_CHUNK, sizeof *c);
+    if (!chunk || used == sizeof chunk->k / sizeof chunk->k[0]) {
+        sim_kinfo_chunk_t *c = calloc(1, sizeof *c);
         if (!c)
             return NULL;
+        c->older = chunk;
         chunk = c;
         used = 0;
     }
-    *slot = &chunk[used++];
+    *slot = &chunk->k[used++];
     return *slot;
 }
 
