@@ -119,10 +119,10 @@ typedef struct hk_kernel_attributes {
      * kernel without parameters). args must hold a pointer for every                              \
      * parameter: the driver reads that many (docs/contexts.md fact 28), and                       \
      * a shorter array is read past its end, which nothing can detect. The                         \
-     * values are read before launch returns. Right on every device and context the library is     \
-     * used in                                                                                     \
-     * (the kernel's function is taken per context incarnation). It neither                        \
-     * synchronises nor allocates, so it can be captured into a CUDA graph;                        \
+     * values are read before launch returns. Right on every device and                            \
+     * context the library is used in (the kernel's function is taken per                          \
+     * context incarnation). It neither synchronises nor allocates, so it                          \
+     * can be captured into a CUDA graph;                                                          \
      * the kernel runs asynchronously, a fault in it shows at a later                              \
      * synchronising call.                                                                         \
      * Statuses: kernel NULL → HK_STATUS_NULL_POINTER; not live, or its                            \
