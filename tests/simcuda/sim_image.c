@@ -7,8 +7,9 @@
  * an 1.8 KB PTX text was not), then followed the sizes inside the image: a
  * fatbin's size and each entry's header size, and a cubin's program header
  * table, section header table and sections; a lie in any of them was read
- * past the buffer. It did not follow an entry's padded payload size past
- * the fatbin's end, nor a segment's offset and size. The simulation reads the
+ * past the buffer; an entry holding a cubin is read as far as its padded
+ * payload size says. It did not follow the padded size of a compressed PTX
+ * entry past the fatbin's end, nor a segment's offset and size. The simulation reads the
  * same bytes, in place, before it copies the image, so a lying image is read
  * past the caller's buffer here as there: a guard page after the buffer
  * faults, and AddressSanitizer reports a heap buffer's overflow. */
@@ -87,8 +88,11 @@ static CUresult sim_read_fatbin(const unsigned char *p, uint64_t *extent)
         uint64_t hs = sim_le(p + off + 4, 4), pad = sim_le(p + off + 8, 8);
         sim_read(p, off, hs, extent, 0);
         sim_read(p, off + hs, 4, extent, 0);
-        if (memcmp(p + off + hs, "\177ELF", 4) == 0)
+        if (memcmp(p + off + hs, "\177ELF", 4) == 0) {
             sim_read_elf(p, off + hs, extent);
+            if (pad <= (1ull << 40))
+                sim_read(p, off + hs, pad, extent, 0);
+        }
         if (hs < 16 || pad > (1ull << 40))
             break;
         off += hs + pad;
