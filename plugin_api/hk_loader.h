@@ -14,9 +14,13 @@
  *   3. trust: the path is resolved (symbolic links followed), and every
  *      directory from the root down to the file, and the file itself, must be
  *      owned by root or the effective user and writable by neither group nor
- *      others (sticky directories such as /tmp included); the file must be a
- *      regular file. The file is opened once (O_NOFOLLOW) and every later step
- *      uses that descriptor: the dynamic loader maps exactly the file checked;
+ *      others; the file must be a regular file. One exception: a sticky
+ *      directory such as /tmp, owned by root or the effective user, passes
+ *      when every directory below it and the file pass the rule (no second
+ *      writable directory, and a file lying directly in it has one link);
+ *      not in a process with elevated privileges (AT_SECURE). The file is
+ *      opened once (O_NOFOLLOW) and every later step uses that descriptor:
+ *      the dynamic loader maps exactly the file checked;
  *   4. ELF: read from the descriptor, never mapped: the host's class, byte
  *      order and machine, a shared object (ET_DYN), header tables and
  *      segments inside the file (a truncated file is refused here), and no

@@ -82,5 +82,6 @@ void tl_register_scan(void);
 void tl_register_hostile(void);
 void tl_register_fork(void);
 void tl_register_threads(void);
+void tl_register_trust(void);
 
 #endif /* TEST_LOADER_UTIL_H */
