@@ -214,7 +214,8 @@ hk_plugin_t *hk_loader_find(const hk_loader_t *loader, const char *name);
 
 /* [thread-safe] The last failure of this loader on any thread as one line; ""
  * when none. Owned by the loader, valid until its next failure. For a
- * refused candidate: "<path>: <stage name>: <reason>". */
+ * refused candidate: "<path>: <stage name>: <reason>". A NOT_FOUND of
+ * hk_loader_select adds a line for each candidate it refused (see there). */
 const char *hk_loader_last_error(const hk_loader_t *loader);
 
 /* Plugin accessors: [thread-safe]; strings are owned by the loader and are
@@ -391,7 +392,17 @@ typedef struct hk_select_entry {
  *   NOT_FOUND      no plugin of that name is loaded, or none is selectable;
  *                  hk_loader_last_error names every candidate, e.g.
  *                  "hk-cuda@^2: found 1.0.0 (/p/a.so: outside ^2), 1.4.1
- *                  (/p/b.so: outside ^2); none in range"
+ *                  (/p/b.so: outside ^2); none in range", or "no plugin
+ *                  named hk-cuda is loaded (loaded: hk-cpu)". When the
+ *                  loader refused something that could have been the
+ *                  request, that line ends in "; refused:" and each such
+ *                  candidate follows on a line of its own, "  PATH: STAGE:
+ *                  STATUS: REASON" (control bytes as '?'), in report order:
+ *                  a file of that name (NAME.so, or NAME-<digit>...so as
+ *                  versions side by side are named), a directory of the
+ *                  search path that was refused or could not be read
+ *                  ("  DIR (HK_PLUGIN_PATH): ..." or "(the default
+ *                  directory)"), and HK_PLUGIN_PATH when it was ignored
  *   INVALID_VALUE  the request is empty, has no name before '@', a name
  *                  with spaces or control characters, or a malformed range;
  *                  the last error says which
