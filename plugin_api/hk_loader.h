@@ -164,6 +164,16 @@ typedef struct hk_loader_options {
 #define HK_ISOLATION_PROBE 0u
 #define HK_ISOLATION_OFF 1u
 
+/* [thread-safe] The loader library's version, "MAJOR.MINOR.PATCH" (static
+ * storage, never NULL), where MAJOR.MINOR is the plugin ABI it implements
+ * (HK_ABI_MAJOR, HK_ABI_MINOR of the headers it was built with; the shared
+ * library's soname is libhkloader.so.MAJOR). *abi_min and *abi_max (each may
+ * be NULL) receive the range of plugin ABI versions its loaders accept when
+ * the options name none, as HK_ABI_VERSION values: MAJOR.0 to MAJOR.MINOR.
+ * For a caller that must know what it runs against (a host built against
+ * other headers, a foreign function interface). */
+const char *hk_loader_version(uint32_t *abi_min, uint32_t *abi_max);
+
 /* [thread-safe] Creates a loader. opts may be NULL (defaults). The caller owns
  * *out and frees it with hk_loader_destroy. No file is opened yet. Returns
  * INVALID_VALUE for an ABI range the host cannot read, a size smaller than
