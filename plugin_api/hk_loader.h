@@ -124,7 +124,10 @@ typedef struct hk_load_report {
 
 typedef struct hk_loader_options {
     uint32_t size;             /* sizeof(hk_loader_options_t) */
-    const char *default_dir;   /* searched after HK_PLUGIN_PATH; may be NULL */
+    const char *default_dir;   /* searched after HK_PLUGIN_PATH. NULL: the
+                                  installed library, shared or static, searches
+                                  its install's <libdir>/handlekit/plugins; the
+                                  library of a build tree searches none */
     int ignore_env;            /* nonzero: do not read HK_PLUGIN_PATH */
     hk_log_fn log;             /* passed to plugins at negotiation, and gets one
                                   HK_LOG_WARN line per refused candidate (the
@@ -140,12 +143,13 @@ typedef struct hk_loader_options {
                                   killed and refused; 0 → HK_PROBE_TIMEOUT_MS */
     uint32_t isolation;        /* HK_ISOLATION_PROBE (0, the default) or
                                   HK_ISOLATION_OFF */
-    const char *probe_path;    /* the probe program; NULL → "hk-probe" in the
-                                  directory of the running executable, then
-                                  the one this loader was built with. It must
-                                  pass the same trust checks as a plugin
-                                  (owner, no group or other write on it or any
-                                  directory above it). Copied at create. */
+    const char *probe_path;    /* the probe program. NULL: the installed
+                                  library takes its install's
+                                  <libexecdir>/handlekit/hk-probe; the library
+                                  of a build tree "hk-probe" in the directory
+                                  of the running executable, then the one
+                                  built with it. It must pass the same trust
+                                  checks as a plugin. Copied at create. */
 } hk_loader_options_t;
 
 /* Default of hk_loader_options_t.probe_timeout_ms. */
