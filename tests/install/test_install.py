@@ -7,7 +7,7 @@ Two installs are checked:
   relative paths of the pkg-config file, and the staged hk-host, which runs
   from wherever its tree lies;
 - a fresh install to a prefix: `scons install prefix=P builddir=B` from the
-  sources, then B is deleted, and everything is built and run from P alone:
+  sources under umask 002, then B is deleted, and everything is built and run from P alone:
   examples/host-minimal with its Makefile (pkg-config) and with its
   CMakeLists.txt (find_package), each on the shared and the static loader,
   this folder's CMake project (the flat include form, the kit's target),
@@ -35,10 +35,12 @@ def staged(path):
     return os.path.join(ARGS.stage, path.lstrip('/'))
 
 
-def run(argv, env=None, cwd=None):
-    """Runs argv; returns its output; fails the test with the output otherwise."""
+def run(argv, env=None, cwd=None, umask=None):
+    """Runs argv (under umask, when given); returns its output; fails the test
+    with the output otherwise."""
     proc = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, errors='replace')
+                          stderr=subprocess.STDOUT, text=True, errors='replace',
+                          preexec_fn=None if umask is None else lambda: os.umask(umask))
     if proc.returncode != 0:
         raise AssertionError('%s exited %d:\n%s' % (' '.join(argv), proc.returncode, proc.stdout))
     return proc.stdout
@@ -160,8 +162,11 @@ class FreshInstall(unittest.TestCase):
         os.makedirs(cls.work)
         cls.build = os.path.join(cls.work, 'build')
         cls.prefix = os.path.join(cls.work, 'prefix')
+        # umask 002, as many systems give users: the build and the install
+        # must still make nothing the group may write, or the loader refuses it.
         run([scons, '-Q', '-j2', 'builddir=' + cls.build, 'prefix=' + cls.prefix,
-             'cuda_home=' + ARGS.cuda_home, 'install'], env=clean_env(), cwd=ARGS.root)
+             'cuda_home=' + ARGS.cuda_home, 'install'], env=clean_env(), cwd=ARGS.root,
+            umask=0o002)
         shutil.rmtree(cls.build)
         cls.plugdir = os.path.join(cls.prefix, 'lib', 'handlekit', 'plugins')
         cls.pcenv = clean_env(PKG_CONFIG_PATH=os.path.join(cls.prefix, 'lib', 'pkgconfig'))
