@@ -21,8 +21,8 @@ def needs_numpy(cls):
 
 
 def _tmp_root():
-    """A directory for test files that the loader's trust rule accepts: only
-    its owner may write it or any directory above it (/tmp is refused)."""
+    """The build's directory for test files (HK_TEST_TMP), or None for the
+    system's; either passes the loader's trust rule."""
     root = os.environ.get('HK_TEST_TMP')
     if root:
         os.makedirs(root, mode=0o755, exist_ok=True)
