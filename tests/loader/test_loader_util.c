@@ -268,6 +268,25 @@ void tl_marker_count(const char *marker, pid_t pid, int *total, int *by_pid)
     fclose(f);
 }
 
+const char *tl_sticky_above(void)
+{
+    static char found[PATH_MAX];
+    char part[PATH_MAX];
+    if (!realpath(HK_TEST_TMP_DIR, part) && !realpath(HK_TEST_PLUGIN_DIR, part))
+        return NULL;
+    for (;;) {
+        struct stat st;
+        if (stat(part, &st) == 0 && (st.st_mode & S_ISVTX) && (st.st_mode & (S_IWGRP | S_IWOTH))) {
+            snprintf(found, sizeof(found), "%s", part);
+            return found;
+        }
+        char *slash = strrchr(part, '/');
+        if (!slash || slash == part)
+            return NULL;
+        *slash = '\0';
+    }
+}
+
 const char *tl_setuid_unavailable(void)
 {
     struct statvfs vfs;
@@ -281,8 +300,14 @@ const char *tl_setuid_unavailable(void)
         return "the build tree is mounted nosuid";
     /* The helper runs as uid 65534 and loads plugins of the build tree: a
      * private directory above the checkout (a home of mode 0700) keeps it
-     * out. */
+     * out, and its strict rule refuses a build below a sticky directory. */
     static char why[PATH_MAX + 200];
+    const char *sticky = tl_sticky_above();
+    if (sticky) {
+        snprintf(why, sizeof(why), "the build tree lies below the sticky directory %s, which "
+                 "the set-user-ID helper's strict trust rule refuses", sticky);
+        return why;
+    }
     const char *const need[] = {HK_TEST_TMP_DIR, HK_TEST_PLUGIN_DIR};
     for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
         const char *no = hk_test_unreachable(65534, need[i]);

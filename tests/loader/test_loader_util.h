@@ -73,6 +73,10 @@ int tl_has_line_like(const tl_host_run_t *run, const char *prefix, const char *s
  * the file named by $HK_TP_MARKER: how many in all, and how many by pid. */
 void tl_marker_count(const char *marker, pid_t pid, int *total, int *by_pid);
 
+/* The sticky directory that others may write (/tmp) above the build's
+ * test directories, or NULL; a static buffer. */
+const char *tl_sticky_above(void);
+
 /* Why a set-user-ID copy of the helper cannot run here, or NULL when it can. */
 const char *tl_setuid_unavailable(void);
 
