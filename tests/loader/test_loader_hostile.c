@@ -531,7 +531,7 @@ void tl_register_hostile(void)
                 test_no_descriptor_left);
     t = hk_test_add(s, "set-user-ID: caller's path refused, default directory loads",
                     test_setuid_caller_path_refused);
-    const char *why = tl_setuid_unavailable();
+    const char *why = tl_setuid_loading_unavailable();
     if (why)
         hk_test_skip(t, why);
 }

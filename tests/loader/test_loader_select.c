@@ -754,7 +754,7 @@ int hk_test_register(void)
     hk_test_add(s, "helper without privileges reads the variables", test_env_read_unprivileged);
     CU_pTest t = hk_test_add(s, "set-user-ID helper ignores the variables (AT_SECURE)",
                              test_env_ignored_when_setuid);
-    const char *why = tl_setuid_unavailable();
+    const char *why = tl_setuid_loading_unavailable();
     if (why)
         hk_test_skip(t, why);
     ts_register_select_ranges(s);

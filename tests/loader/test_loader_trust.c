@@ -251,7 +251,7 @@ void tl_register_trust(void)
                 test_world_writable_not_sticky_refused);
     CU_pTest elevated = hk_test_add(s, "set-user-ID: a sticky directory above the default one "
                                     "is refused", test_elevated_strict);
-    const char *why = tl_setuid_unavailable();
+    const char *why = tl_setuid_loading_unavailable();
     if (sticky) {
         hk_test_skip(own, nested);
         hk_test_skip(entry, nested);

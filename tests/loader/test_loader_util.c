@@ -298,16 +298,9 @@ const char *tl_setuid_unavailable(void)
         return "cannot make the test directory";
     if (statvfs(HK_TEST_TMP_DIR, &vfs) == 0 && (vfs.f_flag & ST_NOSUID))
         return "the build tree is mounted nosuid";
-    /* The helper runs as uid 65534 and loads plugins of the build tree: a
-     * private directory above the checkout (a home of mode 0700) keeps it
-     * out, and its strict rule refuses a build below a sticky directory. */
+    /* The helper runs as uid 65534 and reads the build tree: a private
+     * directory above the checkout (a home of mode 0700) keeps it out. */
     static char why[PATH_MAX + 200];
-    const char *sticky = tl_sticky_above();
-    if (sticky) {
-        snprintf(why, sizeof(why), "the build tree lies below the sticky directory %s, which "
-                 "the set-user-ID helper's strict trust rule refuses", sticky);
-        return why;
-    }
     const char *const need[] = {HK_TEST_TMP_DIR, HK_TEST_PLUGIN_DIR};
     for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
         const char *no = hk_test_unreachable(65534, need[i]);
@@ -318,4 +311,18 @@ const char *tl_setuid_unavailable(void)
         }
     }
     return NULL;
+}
+
+const char *tl_setuid_loading_unavailable(void)
+{
+    static char why[PATH_MAX + 200];
+    const char *no = tl_setuid_unavailable();
+    if (no)
+        return no;
+    const char *sticky = tl_sticky_above();
+    if (!sticky)
+        return NULL;
+    snprintf(why, sizeof(why), "the build tree lies below the sticky directory %s, which the "
+             "set-user-ID helper's strict trust rule refuses", sticky);
+    return why;
 }

@@ -80,6 +80,10 @@ const char *tl_sticky_above(void);
 /* Why a set-user-ID copy of the helper cannot run here, or NULL when it can. */
 const char *tl_setuid_unavailable(void);
 
+/* The same, for a set-user-ID helper that must load plugins of the build
+ * tree: its strict rule refuses them below a sticky directory too. */
+const char *tl_setuid_loading_unavailable(void);
+
 /* Registration of the test files. */
 void tl_register_abi(void);
 void tl_register_scan(void);
