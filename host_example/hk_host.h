@@ -87,7 +87,7 @@ void hkh_progress_clear(void);
 /* Loads every plugin of the search path; NULL on failure (message on stderr).
  * Loader messages go to stderr: warnings unless quiet, everything if verbose.
  * list, info and run load quietly: list shows every refusal as its output,
- * and info and run name only the refusal that decided their choice. */
+ * and info and run name only the refusals of the names they tried. */
 hk_loader_t *hkh_loader(int verbose, int quiet);
 
 /* A chosen plugin and, when one could be made, a live handle on it. vt is
@@ -107,8 +107,10 @@ typedef struct hkh_target {
 /* Picks the plugin (opts->plugin through hk_loader_select, else hk-cuda when a
  * handle can be made on it, else hk-cpu) and tries to create a handle; the
  * handle's failure is recorded in handle_error, not reported. Returns 0, or
- * an exit code after hkh_fail when no plugin could be chosen (1) or -d names
- * a device and the plugin computes on the host (2). */
+ * an exit code after hkh_fail when no plugin could be chosen (1: a line
+ * naming both names' failures, then each refused candidate of either on a
+ * line of its own) or -d names a device and the plugin computes on the host
+ * (2). */
 int hkh_choose(hk_loader_t *loader, const hkh_opts_t *opts, hkh_target_t *out);
 void hkh_release(hkh_target_t *t);
 
@@ -125,9 +127,9 @@ const char *hkh_error(const hkh_target_t *t, const hk_handle_t *handle, char *bu
  * loader reads it. */
 int hkh_is_path(const char *request);
 
-/* hk_loader_select; on failure one line (prefix, then the loader's reason and
- * the refusal of a file of that name) and HKH_EXIT_FAIL. prefix: "" or
- * "validate: ". */
+/* hk_loader_select; on failure the loader's reason (after prefix) and then
+ * each candidate of that name it refused, an error line each, and
+ * HKH_EXIT_FAIL. prefix: "" or "validate: ". */
 int hkh_select(hk_loader_t *loader, const char *request, const char *prefix, hk_plugin_t **out);
 
 /* ---- commands ---- */

@@ -65,21 +65,6 @@ hk_loader_t *hkh_loader(int verbose, int quiet)
     return loader;
 }
 
-/* The report of a refused candidate whose file is NAME.so, or NULL. */
-static const hk_load_report_t *hkh_refusal_of(hk_loader_t *loader, const char *name,
-                                              size_t name_len)
-{
-    for (size_t i = 0; i < hk_loader_report_count(loader); i++) {
-        const hk_load_report_t *r = hk_loader_report(loader, i);
-        const char *base = strrchr(r->path, '/');
-        base = base ? base + 1 : r->path;
-        if (r->stage != HK_STAGE_LOADED && strncmp(base, name, name_len) == 0 &&
-            strcmp(base + name_len, ".so") == 0)
-            return r;
-    }
-    return NULL;
-}
-
 /* What hk_loader_select_explain says about request, in a malloc'ed array
  * (*out, *n; the caller frees *out). Returns explain's status. */
 static hk_status_t hkh_explain(hk_loader_t *loader, const char *request, hk_select_entry_t **out,
@@ -128,23 +113,78 @@ static int hkh_make_handle(hkh_target_t *t, const hkh_opts_t *opts)
     return -1;
 }
 
-/* Why the default candidate `name` cannot be had, into buf: its file was
- * refused, it is not there, or no loaded version is selectable. */
-static void hkh_unavailable(hk_loader_t *loader, const char *name, char *buf, size_t len)
+/* A failure of the loader's select is a summary line, then one line per
+ * refused candidate ("  PATH: STAGE: STATUS: REASON"). */
+
+/* The summary's length: its first line, without the "; refused:" that
+ * announces the lines after it. */
+static int hkh_summary_len(const char *e)
 {
-    const hk_load_report_t *r = hkh_refusal_of(loader, name, strlen(name));
-    if (hk_loader_find(loader, name)) { /* loaded, but excluded or pinned away */
-        const char *e = hk_loader_last_error(loader);
-        size_t nl = strlen(name);
-        if (strncmp(e, name, nl) == 0 && strncmp(e + nl, ": ", 2) == 0)
-            e += nl + 2; /* the line starts with the request: said already */
-        snprintf(buf, len, "%s", e);
-    } else if (r) {
-        snprintf(buf, len, "%s was refused: %s: %s", r->path, hk_load_stage_name(r->stage),
-                 r->reason);
-    } else {
-        snprintf(buf, len, "not found in the plugin path");
+    static const char tail[] = "; refused:";
+    const size_t tn = sizeof tail - 1;
+    const char *nl = strchr(e, '\n');
+    size_t n = nl ? (size_t)(nl - e) : strlen(e);
+    if (nl && n >= tn && memcmp(e + n - tn, tail, tn) == 0)
+        n -= tn;
+    return (int)n;
+}
+
+/* The failure as one line, for a reason in parentheses: "SUMMARY; refused:
+ * A; B". */
+static void hkh_one_line(const char *e, char *buf, size_t len)
+{
+    size_t k = 0;
+    int first = 1;
+    for (const char *p = e; *p && k + 3 < len; p++) {
+        if (*p != '\n') {
+            buf[k++] = *p;
+            continue;
+        }
+        if (!first)
+            buf[k++] = ';';
+        buf[k++] = ' ';
+        first = 0;
+        p += strspn(p + 1, " "); /* the candidate lines' indentation */
     }
+    buf[k] = '\0';
+}
+
+/* Whether text has a line equal to line[0..n) after its first. */
+static int hkh_has_line(const char *text, const char *line, size_t n)
+{
+    for (const char *p = strchr(text, '\n'); p; p = strchr(p + 1, '\n'))
+        if (strncmp(p + 1, line, n) == 0 && (p[1 + n] == '\n' || p[1 + n] == '\0'))
+            return 1;
+    return 0;
+}
+
+/* Each candidate line of e (after its summary) as an error line of its own;
+ * lines that also are in skip (may be NULL) are left out. */
+static void hkh_fail_candidates(const char *e, const char *skip)
+{
+    for (const char *nl = strchr(e, '\n'); nl;) {
+        const char *line = nl + 1;
+        nl = strchr(line, '\n');
+        size_t n = nl ? (size_t)(nl - line) : strlen(line);
+        if (!skip || !hkh_has_line(skip, line, n))
+            hkh_fail("%.*s", (int)n, line);
+    }
+}
+
+/* Neither default plugin can be had: one line naming both failures, then
+ * every refused candidate of either name once. cuda_err is hk-cuda's select
+ * failure, or NULL when it loaded and cuda_why says why no handle could be
+ * made on it; cpu_err is hk-cpu's select failure. */
+static void hkh_fail_no_plugin(const char *cuda_err, const char *cuda_why, const char *cpu_err)
+{
+    int refused = strchr(cpu_err, '\n') || (cuda_err && strchr(cuda_err, '\n'));
+    hkh_fail("no usable plugin: hk-cuda: %.*s; hk-cpu: %.*s%s",
+             cuda_err ? hkh_summary_len(cuda_err) : (int)strlen(cuda_why),
+             cuda_err ? cuda_err : cuda_why, hkh_summary_len(cpu_err), cpu_err,
+             refused ? "; refused:" : "");
+    if (cuda_err)
+        hkh_fail_candidates(cuda_err, NULL);
+    hkh_fail_candidates(cpu_err, cuda_err);
 }
 
 int hkh_is_path(const char *request)
@@ -157,17 +197,10 @@ int hkh_select(hk_loader_t *loader, const char *request, const char *prefix, hk_
 {
     if (hk_loader_select(loader, request, out) == HK_STATUS_OK)
         return 0;
-    /* A name whose file was refused: the refusal is the reason worth telling. */
-    const char *at = strchr(request, '@');
-    const hk_load_report_t *r =
-        hkh_is_path(request) || hk_loader_find(loader, request)
-            ? NULL
-            : hkh_refusal_of(loader, request, at ? (size_t)(at - request) : strlen(request));
-    if (r)
-        hkh_fail("%s%s; %s was refused: %s: %s", prefix, hk_loader_last_error(loader), r->path,
-                 hk_load_stage_name(r->stage), r->reason);
-    else
-        hkh_fail("%s%s", prefix, hk_loader_last_error(loader));
+    /* The loader names every candidate of that name it refused, a line each. */
+    const char *e = hk_loader_last_error(loader);
+    hkh_fail("%s%.*s", prefix, (int)strcspn(e, "\n"), e);
+    hkh_fail_candidates(e, NULL);
     return HKH_EXIT_FAIL;
 }
 
@@ -221,8 +254,10 @@ int hkh_choose(hk_loader_t *loader, const hkh_opts_t *opts, hkh_target_t *out)
     out->request = opts->plugin;
     if (opts->plugin)
         return hkh_choose_requested(loader, opts, out);
-    /* Default: the GPU when one is usable, else the CPU, saying why. */
+    /* Default: the GPU when one is usable, else the CPU, saying why. The
+     * loader's failure texts are kept for the loader's lifetime. */
     char why_cuda[1024];
+    const char *cuda_err = NULL;
     if (hk_loader_select(loader, "hk-cuda", &out->plugin) == HK_STATUS_OK) {
         if (hkh_make_handle(out, opts) == 0) {
             snprintf(out->why, sizeof out->why, "a CUDA device is usable");
@@ -230,13 +265,11 @@ int hkh_choose(hk_loader_t *loader, const hkh_opts_t *opts, hkh_target_t *out)
         }
         snprintf(why_cuda, sizeof why_cuda, "%s", out->handle_error);
     } else {
-        hkh_unavailable(loader, "hk-cuda", why_cuda, sizeof why_cuda);
+        cuda_err = hk_loader_last_error(loader);
+        hkh_one_line(cuda_err, why_cuda, sizeof why_cuda);
     }
     if (hk_loader_select(loader, "hk-cpu", &out->plugin) != HK_STATUS_OK) {
-        char why_cpu[1024];
-        hkh_unavailable(loader, "hk-cpu", why_cpu, sizeof why_cpu);
-        hkh_fail("no usable plugin: hk-cuda is unusable (%s) and hk-cpu %s", why_cuda,
-                 strcmp(why_cpu, "not found in the plugin path") == 0 ? "was not found" : why_cpu);
+        hkh_fail_no_plugin(cuda_err, why_cuda, hk_loader_last_error(loader));
         return HKH_EXIT_FAIL;
     }
     snprintf(out->why, sizeof out->why, "hk-cuda is unusable: %s", why_cuda);

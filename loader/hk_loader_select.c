@@ -487,6 +487,72 @@ static void hk__reason(char *dst, size_t n, const hk__sel_cand_t *c, const hk__s
     free(t.buf);
 }
 
+/* ---- what was refused that could have been the request ---- */
+
+/* Appends s with every control byte as '?': a refused file's name or reason
+ * must not break the one line it gets. */
+static void hk__text_add_clean(hk__text_t *t, const char *s)
+{
+    size_t from = t->len;
+    hk__text_add(t, "%s", s);
+    for (size_t i = from; !t->oom && i < t->len; i++)
+        if ((unsigned char)t->buf[i] < 0x20 || (unsigned char)t->buf[i] == 0x7f)
+            t->buf[i] = '?';
+}
+
+/* 1 when base (a file name) is a file of plugin name: "NAME.so", or
+ * "NAME-<digit>...so" as versions installed side by side are named. */
+static int hk__file_named(const char *base, const char *name)
+{
+    size_t n = strlen(name), len = strlen(base);
+    if (len < n + 3 || strncmp(base, name, n) != 0 || strcmp(base + len - 3, ".so") != 0)
+        return 0;
+    return len == n + 3 || (base[n] == '-' && base[n + 1] >= '0' && base[n + 1] <= '9');
+}
+
+/* Which directory of the search path path names: "HK_PLUGIN_PATH", "the
+ * default directory", or NULL for none. env: HK_PLUGIN_PATH as the scan read
+ * it, or NULL. */
+static const char *hk__search_dir(const hk_loader_t *loader, const char *path, const char *env)
+{
+    size_t plen = strlen(path);
+    for (const char *p = env; p && *p;) {
+        const char *colon = strchr(p, ':');
+        size_t len = colon ? (size_t)(colon - p) : strlen(p);
+        if (len == plen && memcmp(p, path, len) == 0)
+            return "HK_PLUGIN_PATH";
+        p = colon ? colon + 1 : NULL;
+    }
+    return loader->default_dir && strcmp(path, loader->default_dir) == 0
+           ? "the default directory" : NULL;
+}
+
+/* Appends "; refused:" and one line per refused report that could have
+ * been a plugin named name: a file of that name, a directory of the search
+ * path (which hid whatever it holds), HK_PLUGIN_PATH ignored. Nothing when
+ * there is none. */
+static void hk__refused_lines(hk_loader_t *loader, const char *name, hk__text_t *err)
+{
+    const char *env = loader->ignore_env ? NULL : secure_getenv("HK_PLUGIN_PATH");
+    int any = 0;
+    pthread_mutex_lock(&loader->lock);
+    for (size_t i = 0; i < loader->nreports; i++) {
+        const hk_load_report_t *r = &loader->reports[i]->pub;
+        const char *base = strrchr(r->path, '/');
+        const char *dir = hk__search_dir(loader, r->path, env);
+        if (r->plugin || (!dir && !hk__file_named(base ? base + 1 : r->path, name)
+                          && strcmp(r->path, "HK_PLUGIN_PATH") != 0))
+            continue;
+        hk__text_add(err, "%s\n  ", any++ ? "" : "; refused:");
+        hk__text_add_clean(err, r->path);
+        if (dir)
+            hk__text_add(err, " (%s)", dir);
+        hk__text_add(err, ": %s: %s: ", hk_load_stage_name(r->stage), hk_status_name(r->status));
+        hk__text_add_clean(err, r->reason);
+    }
+    pthread_mutex_unlock(&loader->lock);
+}
+
 /* The NOT_FOUND line when nothing of the name is loaded: names what is. */
 static void hk__none_loaded(hk_loader_t *loader, const hk__request_t *req, hk__text_t *err)
 {
@@ -540,9 +606,16 @@ __attribute__((cold, noinline)) static void hk__trace_run(const char *area, cons
 {
     char why[HK_SELECT_REASON_MAX], clean[200];
     hk__clean(clean, sizeof(clean), request, strlen(request));
-    if (best < 0) {
-        HK__TRACE(HK__TRACE_DECISIONS, area, "\"%s\": %s: %s", clean, hk_status_name(st),
-                  err ? err : "");
+    if (best < 0) { /* the failure's summary, then each refused candidate: a trace line each */
+        const char *nl = err ? strchr(err, '\n') : NULL;
+        HK__TRACE(HK__TRACE_DECISIONS, area, "\"%s\": %s: %.*s", clean, hk_status_name(st),
+                  nl ? (int)(nl - err) : (int)strlen(err ? err : ""), err ? err : "");
+        for (const char *line = nl; line; line = nl) {
+            const char *text = line + 1 + strspn(line + 1, " ");
+            nl = strchr(text, '\n');
+            HK__TRACE(HK__TRACE_DECISIONS, area, "\"%s\": refused %.*s", clean,
+                      nl ? (int)(nl - text) : (int)strlen(text), text);
+        }
         return;
     }
     hk__reason(why, sizeof(why), &c[best], &c[best], dups, req, rules);
@@ -582,6 +655,7 @@ static hk_status_t hk__run(hk_loader_t *loader, const char *request, hk_select_e
     if (n == 0) {
         st = HK_STATUS_NOT_FOUND;
         hk__none_loaded(loader, &req, &err);
+        hk__refused_lines(loader, req.name, &err);
         goto out;
     }
     best = hk__decide(c, n, &req, &rules);
@@ -596,6 +670,7 @@ static hk_status_t hk__run(hk_loader_t *loader, const char *request, hk_select_e
     if (best < 0) {
         st = HK_STATUS_NOT_FOUND;
         hk__none_selectable(c, n, &req, &rules, &err);
+        hk__refused_lines(loader, req.name, &err);
         goto out;
     }
     *out = c[best].p;

@@ -14,9 +14,13 @@
  *   3. trust: the path is resolved (symbolic links followed), and every
  *      directory from the root down to the file, and the file itself, must be
  *      owned by root or the effective user and writable by neither group nor
- *      others (sticky directories such as /tmp included); the file must be a
- *      regular file. The file is opened once (O_NOFOLLOW) and every later step
- *      uses that descriptor: the dynamic loader maps exactly the file checked;
+ *      others; the file must be a regular file. One exception: a sticky
+ *      directory such as /tmp, owned by root or the effective user, passes
+ *      when every directory below it and the file pass the rule (no second
+ *      writable directory, and a file lying directly in it has one link);
+ *      not in a process with elevated privileges (AT_SECURE). The file is
+ *      opened once (O_NOFOLLOW) and every later step uses that descriptor:
+ *      the dynamic loader maps exactly the file checked;
  *   4. ELF: read from the descriptor, never mapped: the host's class, byte
  *      order and machine, a shared object (ET_DYN), header tables and
  *      segments inside the file (a truncated file is refused here), and no
@@ -120,7 +124,10 @@ typedef struct hk_load_report {
 
 typedef struct hk_loader_options {
     uint32_t size;             /* sizeof(hk_loader_options_t) */
-    const char *default_dir;   /* searched after HK_PLUGIN_PATH; may be NULL */
+    const char *default_dir;   /* searched after HK_PLUGIN_PATH. NULL: the
+                                  installed library, shared or static, searches
+                                  its install's <libdir>/handlekit/plugins; the
+                                  library of a build tree searches none */
     int ignore_env;            /* nonzero: do not read HK_PLUGIN_PATH */
     hk_log_fn log;             /* passed to plugins at negotiation, and gets one
                                   HK_LOG_WARN line per refused candidate (the
@@ -136,12 +143,13 @@ typedef struct hk_loader_options {
                                   killed and refused; 0 → HK_PROBE_TIMEOUT_MS */
     uint32_t isolation;        /* HK_ISOLATION_PROBE (0, the default) or
                                   HK_ISOLATION_OFF */
-    const char *probe_path;    /* the probe program; NULL → "hk-probe" in the
-                                  directory of the running executable, then
-                                  the one this loader was built with. It must
-                                  pass the same trust checks as a plugin
-                                  (owner, no group or other write on it or any
-                                  directory above it). Copied at create. */
+    const char *probe_path;    /* the probe program. NULL: the installed
+                                  library takes its install's
+                                  <libexecdir>/handlekit/hk-probe; the library
+                                  of a build tree "hk-probe" in the directory
+                                  of the running executable, then the one
+                                  built with it. It must pass the same trust
+                                  checks as a plugin. Copied at create. */
 } hk_loader_options_t;
 
 /* Default of hk_loader_options_t.probe_timeout_ms. */
@@ -159,6 +167,16 @@ typedef struct hk_loader_options {
  *   the host. Every other check still applies. */
 #define HK_ISOLATION_PROBE 0u
 #define HK_ISOLATION_OFF 1u
+
+/* [thread-safe] The loader library's version, "MAJOR.MINOR.PATCH" (static
+ * storage, never NULL), where MAJOR.MINOR is the plugin ABI it implements
+ * (HK_ABI_MAJOR, HK_ABI_MINOR of the headers it was built with; the shared
+ * library's soname is libhkloader.so.MAJOR). *abi_min and *abi_max (each may
+ * be NULL) receive the range of plugin ABI versions its loaders accept when
+ * the options name none, as HK_ABI_VERSION values: MAJOR.0 to MAJOR.MINOR.
+ * For a caller that must know what it runs against (a host built against
+ * other headers, a foreign function interface). */
+const char *hk_loader_version(uint32_t *abi_min, uint32_t *abi_max);
 
 /* [thread-safe] Creates a loader. opts may be NULL (defaults). The caller owns
  * *out and frees it with hk_loader_destroy. No file is opened yet. Returns
@@ -210,7 +228,8 @@ hk_plugin_t *hk_loader_find(const hk_loader_t *loader, const char *name);
 
 /* [thread-safe] The last failure of this loader on any thread as one line; ""
  * when none. Owned by the loader, valid until its next failure. For a
- * refused candidate: "<path>: <stage name>: <reason>". */
+ * refused candidate: "<path>: <stage name>: <reason>". A NOT_FOUND of
+ * hk_loader_select adds a line for each candidate it refused (see there). */
 const char *hk_loader_last_error(const hk_loader_t *loader);
 
 /* Plugin accessors: [thread-safe]; strings are owned by the loader and are
@@ -387,7 +406,17 @@ typedef struct hk_select_entry {
  *   NOT_FOUND      no plugin of that name is loaded, or none is selectable;
  *                  hk_loader_last_error names every candidate, e.g.
  *                  "hk-cuda@^2: found 1.0.0 (/p/a.so: outside ^2), 1.4.1
- *                  (/p/b.so: outside ^2); none in range"
+ *                  (/p/b.so: outside ^2); none in range", or "no plugin
+ *                  named hk-cuda is loaded (loaded: hk-cpu)". When the
+ *                  loader refused something that could have been the
+ *                  request, that line ends in "; refused:" and each such
+ *                  candidate follows on a line of its own, "  PATH: STAGE:
+ *                  STATUS: REASON" (control bytes as '?'), in report order:
+ *                  a file of that name (NAME.so, or NAME-<digit>...so as
+ *                  versions side by side are named), a directory of the
+ *                  search path that was refused or could not be read
+ *                  ("  DIR (HK_PLUGIN_PATH): ..." or "(the default
+ *                  directory)"), and HK_PLUGIN_PATH when it was ignored
  *   INVALID_VALUE  the request is empty, has no name before '@', a name
  *                  with spaces or control characters, or a malformed range;
  *                  the last error says which

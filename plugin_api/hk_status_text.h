@@ -1,7 +1,10 @@
 /* handlekit: names and messages of hk_status_t.
  *
  * Header-only so that hosts and plugins get the same text without sharing a
- * library: both functions are static inline and never return NULL. */
+ * library: both functions are static inline and never return NULL. The
+ * loader library (libhkloader) also exports both under the same names, for
+ * callers that cannot call an inline function (a foreign function interface,
+ * dlsym); C code that includes this header calls its own copy. */
 #ifndef HK_STATUS_TEXT_H
 #define HK_STATUS_TEXT_H
 

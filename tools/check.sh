@@ -15,18 +15,28 @@ cd "$(dirname "$0")/.."
 # A debug trace switched on in the shell would change what the tests print.
 unset HK_TRACE HK_TRACE_FILE
 
-# The loader refuses plugins below a directory that someone else may write
-# (/tmp, say), and the tests load the plugins they build; the set-user-ID
-# tests also need every directory above the build to be searchable by others.
-# A checkout anywhere else is copied to a directory that is both, and checked
-# there.
-trusted() { # dir: every directory from / down is ours or root's, only its owner writes it, all may search it
-    local d; d=$(realpath "$1") || return 1
+# Files the build makes are writable by their owner only: the loader refuses
+# plugins that others may write (README, "the trust rule").
+umask 022
+# The tests load the plugins they build, so the checkout must pass the
+# loader's rule: every directory from / down is root's or ours and writable by
+# its owner only, but for one sticky directory (such as /tmp) above
+# directories that all are. A checkout that fails it (a group-writable clone,
+# made under umask 002) is copied to a directory that passes, and checked
+# there. (The set-user-ID tests, which need uid 65534 to reach the build,
+# skip with the reason where a private home directory keeps it out.)
+trusted() { # dir
+    local d owner mode sticky=0
+    d=$(realpath "$1") || return 1
     while :; do
-        local owner mode
         owner=$(stat -c %u "$d") mode=$(stat -c %a "$d") || return 1
         { [ "$owner" -eq 0 ] || [ "$owner" -eq "$(id -u)" ]; } || return 1
-        [ $(( 8#$mode & 8#022 )) -eq 0 ] && [ $(( 8#$mode & 8#001 )) -ne 0 ] || return 1
+        if [ $(( 8#$mode & 8#022 )) -ne 0 ]; then
+            # writable by others: only as the one sticky directory (walking
+            # up, every directory seen before it was owner-writable only)
+            [ $(( 8#$mode & 8#1000 )) -ne 0 ] && [ $sticky -eq 0 ] || return 1
+            sticky=1
+        fi
         [ "$d" = / ] && return 0
         d=$(dirname "$d")
     done
@@ -35,13 +45,15 @@ if ! trusted "$PWD" && [ -z "${HK_CHECK_RELOCATED:-}" ]; then
     if [ "$(id -u)" -eq 0 ]; then base=/var/cache/handlekit-check; else
         base="${HOME:-/nonexistent}/.cache/handlekit-check"; fi
     dest="$base/$(basename "$PWD")"
-    if ! (umask 022 && mkdir -p "$dest") || ! trusted "$dest"; then
-        echo "check: $PWD is below a directory others can write or cannot search, and" \
-             "$dest is no better; move the checkout (the loader refuses plugins in such places)" >&2
+    if ! mkdir -p "$dest" || ! trusted "$dest"; then
+        echo "check: $PWD is below a directory that others can write (the loader refuses" \
+             "plugins there), and $dest is no better: move the checkout" >&2
         exit 1
     fi
-    echo "check: $PWD is below a directory others can write or cannot search; checking a copy in $dest"
-    tar --exclude=./build --exclude=./.devcarry -cf - . | tar -C "$dest" -xf - || exit 1
+    echo "check: $PWD is below a directory that others can write (the loader refuses" \
+         "plugins there); checking a copy in $dest"
+    tar --exclude=./build --exclude=./.devcarry -cf - . \
+        | tar --no-same-permissions -C "$dest" -xf - || exit 1
     cd "$dest" && HK_CHECK_RELOCATED=1 exec tools/check.sh "$@"
 fi
 jobs=2; quick=0

@@ -39,6 +39,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -171,10 +172,16 @@ static hk_status_t take_kit_entry_points(PFN_cuGetProcAddress_v12000 getproc, co
 }
 
 /* Why the directory dir (an absolute path without symlinks) or one above it
- * is unsafe, or NULL: one that others may write to lets them swap the file. */
+ * is unsafe, or NULL: one that others may write to lets them swap the file.
+ * The loader's exception for a sticky directory (loader/hk_loader_trust.c)
+ * holds here too: one sticky directory owned by root or us passes when every
+ * directory below it is ours or root's and writable by its owner only (the
+ * file is held to that by unsafe_file), as for a checkout under /tmp. */
 static const char *unsafe_directory(const char *dir, char *why, size_t len)
 {
     char part[PATH_MAX];
+    int strict_below = 1; /* every directory seen so far is ours or root's, owner-writable */
+    int sticky_passed = 0;
     snprintf(part, sizeof part, "%s", dir);
     for (;;) { /* dir itself, then each directory above it up to / */
         struct stat st;
@@ -182,11 +189,20 @@ static const char *unsafe_directory(const char *dir, char *why, size_t len)
             snprintf(why, len, "cannot stat directory %s: %s", part, strerror(errno));
             return why;
         }
+        int owner_ok = st.st_uid == 0 || st.st_uid == geteuid();
         if (st.st_mode & S_IWOTH) {
-            snprintf(why, len, "directory %s is writable by others (mode %04o)", part,
-                     (unsigned)(st.st_mode & 07777));
-            return why;
+            int sticky = (st.st_mode & S_ISVTX) != 0;
+            if (!sticky || !owner_ok || !strict_below || sticky_passed || getauxval(AT_SECURE)) {
+                snprintf(why, len, "directory %s is writable by others (mode %04o)%s", part,
+                         (unsigned)(st.st_mode & 07777),
+                         sticky ? "; a sticky directory is trusted only when root or the "
+                                  "effective user owns it and every directory below it is "
+                                  "theirs and writable by its owner only" : "");
+                return why;
+            }
+            sticky_passed = 1;
         }
+        strict_below &= owner_ok && !(st.st_mode & (S_IWGRP | S_IWOTH));
         char *slash = strrchr(part, '/');
         if (!slash || strcmp(part, "/") == 0)
             return NULL;
@@ -215,7 +231,8 @@ static const char *unsafe_file(int fd, char *why, size_t len)
 
 /* The file named by $HK_CUDA_DRIVER runs with our privileges, so it is held to
  * the rules for plugin files: every directory up to the resolved file not
- * writable by others; the file regular, not writable by group or others, and
+ * writable by others (but for a sticky one, see unsafe_directory); the file
+ * regular, not writable by group or others, and
  * owned by root or the effective user. It is opened once, checked through
  * that descriptor and loaded through it (/proc/self/fd/N), so the file checked
  * is the file loaded. NULL with the create error written on refusal. */

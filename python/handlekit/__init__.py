@@ -57,9 +57,11 @@ def load(name_or_path):
     """A plugin of the default loader by request: a name ("hk-cpu": its highest
     version), NAME@RANGE ("hk-cuda@^0.1", as hk_loader_select, with
     HK_PLUGIN_PIN and HK_PLUGIN_EXCLUDE), or a path to a .so file;
-    HandlekitError (NOT_FOUND naming the candidates and the refused files of
-    that name, INVALID_VALUE for a malformed range, or the loader's refusal)
-    otherwise."""
+    HandlekitError otherwise: NOT_FOUND whose reason is the loader's, a
+    summary line naming the versions found, then one line for each candidate
+    of that name it refused (a file of that name, a directory of the search
+    path) and why; INVALID_VALUE for a malformed range; or the loader's
+    refusal of a path."""
     loader = default_loader()
     if isinstance(name_or_path, os.PathLike):
         name_or_path = os.fspath(name_or_path)
@@ -68,16 +70,7 @@ def load(name_or_path):
                         % type(name_or_path).__name__)
     if '/' in name_or_path or name_or_path.endswith('.so'):
         return loader.open(name_or_path)
-    try:
-        return loader.select(name_or_path)
-    except HandlekitError as e:
-        if e.status != Status.NOT_FOUND:
-            raise
-        # A file of that name the loader refused says more than "not found".
-        name = name_or_path.split('@', 1)[0]
-        why = ['%s: %s' % (r.path, r.reason) for r in loader.reports
-               if not r.loaded and r.path.endswith('/' + name + '.so')]
-        raise HandlekitError(Status.NOT_FOUND, '; '.join([e.reason] + why)) from None
+    return loader.select(name_or_path)
 
 
 def mhandle(request, device=None, checked=False):

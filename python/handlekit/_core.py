@@ -12,8 +12,9 @@ HOST, CUDA = _arrays.HOST, _arrays.CUDA
 
 class HandlekitError(Exception):
     """A handlekit call failed. .status is the Status (an IntEnum: .name and the
-    number; a plain int for a status newer than this package), .reason the one
-    line the plugin or the loader left about it."""
+    number; a plain int for a status newer than this package), .reason the
+    line the plugin or the loader left about it (a request the loader cannot
+    resolve adds a line for each candidate of that name it refused)."""
 
     def __init__(self, status, reason=''):
         status = to_status(status)

@@ -21,8 +21,8 @@ def needs_numpy(cls):
 
 
 def _tmp_root():
-    """A directory for test files that the loader's trust rule accepts: only
-    its owner may write it or any directory above it (/tmp is refused)."""
+    """The build's directory for test files (HK_TEST_TMP), or None for the
+    system's; either passes the loader's trust rule."""
     root = os.environ.get('HK_TEST_TMP')
     if root:
         os.makedirs(root, mode=0o755, exist_ok=True)
@@ -87,8 +87,31 @@ class Loading(unittest.TestCase):
             finally:
                 hk._default = saved
         self.assertIs(cm.exception.status, hk.Status.NOT_FOUND)
-        self.assertIn('hk-junk.so: ', cm.exception.reason)
-        self.assertIn('ELF', cm.exception.reason)
+        # the loader's summary, then the refused file on a line of its own, once
+        self.assertEqual(cm.exception.reason.splitlines(), [
+            'no plugin named hk-junk is loaded (no plugin is loaded); refused:',
+            '  %s: open: LOAD_FAILED: not an ELF file' % os.path.join(d, 'hk-junk.so')])
+
+    def test_not_found_names_a_refused_directory(self):
+        """The loader's default directory below one that anyone may write: the
+        error names it and why, on a line of its own after the summary."""
+        with tempfile.TemporaryDirectory(dir=_tmp_root()) as d:
+            ww = os.path.join(d, 'ww')
+            plugdir = os.path.join(ww, 'plugins')
+            os.makedirs(plugdir)
+            os.chmod(ww, 0o777)
+            saved, hk._default = hk._default, hk.Loader(default_dir=plugdir,
+                                                         ignore_env=True).scan()
+            try:
+                with self.assertRaises(hk.HandlekitError) as cm:
+                    hk.load('hk-cpu')
+            finally:
+                hk._default = saved
+        self.assertIs(cm.exception.status, hk.Status.NOT_FOUND)
+        self.assertEqual(cm.exception.reason.splitlines(), [
+            'no plugin named hk-cpu is loaded (no plugin is loaded); refused:',
+            '  %s (the default directory): scan: INSECURE: directory %s is writable by '
+            'others (mode 0777)' % (plugdir, os.path.realpath(ww))])
 
     def test_refused_file_gives_the_loaders_reason(self):
         with tempfile.TemporaryDirectory(dir=_tmp_root()) as d:

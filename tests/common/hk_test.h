@@ -31,4 +31,12 @@ void hk_test_skip(CU_pTest test, const char *reason);
 /* Marks every test of a suite inactive. */
 void hk_test_skip_suite(CU_pSuite suite, const char *reason);
 
+/* Why user uid cannot reach path (search every directory on the way to it
+ * and read it), as "uid 65534 cannot search /home/me" when a private home
+ * directory lies above a checkout; NULL when it can, or when this process
+ * cannot take that uid to find out (not root). Found in a child process
+ * that takes the uid. The text is in a static buffer, valid until the next
+ * call. */
+const char *hk_test_unreachable(unsigned uid, const char *path);
+
 #endif /* HK_TEST_H */

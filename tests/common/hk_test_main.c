@@ -2,9 +2,14 @@
 #include "hk_test.h"
 
 #include <CUnit/Basic.h>
+#include <errno.h>
+#include <grp.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define HK__MAX_SKIPS 256
 
@@ -50,6 +55,51 @@ void hk_test_skip_suite(CU_pSuite suite, const char *reason)
 {
     for (CU_pTest t = suite ? suite->pTest : NULL; t; t = t->pNext)
         hk_test_skip(t, reason);
+}
+
+/* The child of hk_test_unreachable: takes uid, writes the first directory on
+ * the way to path it cannot search (or path, if unreadable) to fd. */
+static void hk__reach_child(unsigned uid, const char *path, int fd)
+{
+    char part[PATH_MAX];
+    if (setgroups(0, NULL) != 0 || setgid((gid_t)uid) != 0 || setuid((uid_t)uid) != 0)
+        _exit(2);
+    size_t n = strlen(path);
+    for (size_t i = 1; i <= n && i < sizeof part; i++) {
+        if (i < n && path[i] != '/')
+            continue;
+        memcpy(part, path, i);
+        part[i] = '\0';
+        if (access(part, i == n ? R_OK | X_OK : X_OK) != 0) {
+            dprintf(fd, "uid %u cannot %s %s (%s)", uid, i == n ? "read" : "search", part,
+                    strerror(errno));
+            break;
+        }
+    }
+    _exit(0);
+}
+
+const char *hk_test_unreachable(unsigned uid, const char *path)
+{
+    static char why[PATH_MAX + 128];
+    int p[2];
+    if (geteuid() != 0 || pipe(p) != 0)
+        return NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        hk__reach_child(uid, path, p[1]);
+    }
+    close(p[1]);
+    ssize_t got = pid > 0 ? read(p[0], why, sizeof why - 1) : -1;
+    close(p[0]);
+    if (pid > 0)
+        waitpid(pid, NULL, 0);
+    if (got <= 0)
+        return NULL;
+    why[got] = '\0';
+    return why;
 }
 
 /* Whether "suite: test" contains any of the patterns following flag in argv. */

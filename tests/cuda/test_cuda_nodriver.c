@@ -29,7 +29,8 @@ static hkct_plugin_t plug;
 static char dir[PATH_MAX / 2]; /* private directory for driver files */
 static char watched[PATH_MAX]; /* HK_CUDA_DRIVER while the plugin loads */
 static int watch_fd = -1;
-static int dir_safe;           /* no directory above dir is writable by others */
+static int dir_safe;           /* every directory above dir passes the rule */
+static int under_sticky;       /* a sticky directory (/tmp) lies above dir */
 
 /* Does any mapping of this process come from a file whose path contains s? */
 static int mapped(const char *s)
@@ -61,7 +62,34 @@ static int opens_seen(void)
     return n;
 }
 
+/* 1 when the loader's rule (and the kit's, plugin/kit/hkk_driver.c) passes
+ * every directory from path up: none writable by others, but for one sticky
+ * directory owned by root or us with only such directories below it. */
 static int chain_safe(const char *path)
+{
+    char part[PATH_MAX];
+    int strict_below = 1, sticky_passed = 0;
+    snprintf(part, sizeof part, "%s", path);
+    for (;;) {
+        struct stat st;
+        if (stat(part, &st) != 0)
+            return 0;
+        int owner_ok = st.st_uid == 0 || st.st_uid == geteuid();
+        if (st.st_mode & S_IWOTH) {
+            if (!(st.st_mode & S_ISVTX) || !owner_ok || !strict_below || sticky_passed)
+                return 0;
+            sticky_passed = 1;
+        }
+        strict_below &= owner_ok && !(st.st_mode & (S_IWGRP | S_IWOTH));
+        char *slash = strrchr(part, '/');
+        if (!slash || strcmp(part, "/") == 0)
+            return 1;
+        slash[slash == part ? 1 : 0] = '\0';
+    }
+}
+
+/* 1 when no directory from path up is writable by others at all. */
+static int chain_safe_strict(const char *path)
 {
     char part[PATH_MAX];
     snprintf(part, sizeof part, "%s", path);
@@ -98,6 +126,7 @@ static int suite_init(void)
     if (!mkdtemp(dir))
         return -1;
     dir_safe = chain_safe(dir);
+    under_sticky = !chain_safe_strict(dir);
     snprintf(watched, sizeof watched, "%s/watched-libcuda.so.1", dir);
     int fd = open(watched, O_WRONLY | O_CREAT | O_EXCL, 0644);
     if (fd < 0)
@@ -115,7 +144,9 @@ static int suite_clean(void)
     char path[PATH_MAX + 32];
     static const char *const names[] = {"watched-libcuda.so.1", "open/libcuda.so.1", "open",
                                         "libcuda.so.1", "writable-libcuda.so.1",
-                                        "group-libcuda.so.1", "good-libcuda.so.1"};
+                                        "group-libcuda.so.1", "good-libcuda.so.1",
+                                        "sticky/own/libcuda.so.1", "sticky/own",
+                                        "sticky/gw/libcuda.so.1", "sticky/gw", "sticky"};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
         snprintf(path, sizeof path, "%s/%s", dir, names[k]);
         if (unlink(path) != 0)
@@ -258,6 +289,36 @@ static void test_driver_file_checks(void)
     refused(dir, "hkct-driver-", dir_safe ? "not a regular file" : "writable by others");
 }
 
+/* A sticky directory that others may write, as /tmp is: a driver file in a
+ * directory of ours below it passes the checks (and is found to be no CUDA
+ * 12+ driver); below a directory its group may write, it is refused. Where
+ * the build itself lies below a sticky directory, the one made here is a
+ * second one, and refused. */
+static void test_driver_below_sticky_dir(void)
+{
+    char sticky[PATH_MAX / 2 + 16], sub[PATH_MAX], own[PATH_MAX], gw[PATH_MAX];
+    snprintf(sticky, sizeof sticky, "%s/sticky", dir);
+    CU_ASSERT_EQUAL_FATAL(mkdir(sticky, 0700), 0);
+    CU_ASSERT_EQUAL_FATAL(chmod(sticky, 01777), 0);
+    snprintf(sub, sizeof sub, "%s/own", sticky);
+    CU_ASSERT_EQUAL_FATAL(mkdir(sub, 0700), 0);
+    CU_ASSERT_EQUAL_FATAL(chmod(sub, 0755), 0);
+    make_driver("sticky/own/libcuda.so.1", 0755, own, sizeof own);
+    if (dir_safe && !under_sticky) {
+        setenv("HK_CUDA_DRIVER", own, 1);
+        hk_handle_t *h = NULL;
+        CU_ASSERT_EQUAL(plug.vt->handle_create(NULL, &h), HK_STATUS_DRIVER_TOO_OLD);
+        CU_ASSERT_PTR_NOT_NULL(strstr(plug.vt->last_error(NULL), "predates CUDA 12.0"));
+    } else {
+        refused(own, own, "writable by others (mode 1777)");
+    }
+    snprintf(sub, sizeof sub, "%s/gw", sticky);
+    CU_ASSERT_EQUAL_FATAL(mkdir(sub, 0700), 0);
+    CU_ASSERT_EQUAL_FATAL(chmod(sub, 0775), 0);
+    make_driver("sticky/gw/libcuda.so.1", 0755, gw, sizeof gw);
+    refused(gw, gw, "writable by others (mode 1777)");
+}
+
 static void test_bad_arguments_without_driver(void)
 {
     CU_ASSERT_EQUAL(plug.vt->handle_create(NULL, NULL), HK_STATUS_NULL_POINTER);
@@ -279,6 +340,8 @@ int hk_test_register(void)
     hk_test_add(s, "create gives NO_DRIVER with the loader's reason", test_create_no_driver);
     hk_test_add(s, "HK_CUDA_DRIVER: unsafe files refused, a safe one loaded",
                 test_driver_file_checks);
+    hk_test_add(s, "HK_CUDA_DRIVER below a sticky directory: the rule of the loader",
+                test_driver_below_sticky_dir);
     hk_test_add(s, "bad arguments without a driver", test_bad_arguments_without_driver);
     return 0;
 }

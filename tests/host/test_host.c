@@ -5,9 +5,11 @@
  * strict parser, the progress line (only on a terminal), and the validate
  * and bench commands. Its command line: test_host_cli.c. */
 #include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "hk_blas1.h"
@@ -96,6 +98,89 @@ static void test_run_falls_back_without_driver(void)
     expect(run, NO_DRIVER HK_TEST_HOST " run -n 5000", 0,
            "plugin: hk-cpu 1.0.0 (hk-cuda is unusable: NO_DRIVER: ", "/nonexistent/libcuda.so.1",
            "20 checks, 0 wrong or failed: all results verified", NULL);
+}
+
+/* A copy of hk-host (and hk-probe) in dir/bin with hk-cpu.so and a file
+ * named hk-cuda.so in dir/plugins, its default directory, each of the two
+ * with the mode given; 0 leaves that one out. */
+static void host_tree(const char *dir, mode_t cpu_mode, mode_t cuda_mode)
+{
+    char sub[PATH_MAX + 16], from[1200], to[PATH_MAX + 32], *copy = strdup(HK_TEST_HOST);
+    const char *bin = dirname(copy);
+    static const char *const progs[] = {"hk-host", "hk-probe"};
+    snprintf(sub, sizeof sub, "%s/bin", dir);
+    CU_ASSERT_FATAL(mkdir(sub, 0755) == 0);
+    for (int i = 0; i < 2; i++) {
+        snprintf(from, sizeof from, "%s/%s", bin, progs[i]);
+        snprintf(to, sizeof to, "%s/%s", sub, progs[i]);
+        copy_file(from, to, 0755);
+    }
+    snprintf(sub, sizeof sub, "%s/plugins", dir);
+    CU_ASSERT_FATAL(mkdir(sub, 0755) == 0);
+    snprintf(from, sizeof from, "%s/../plugins/hk-cpu.so", bin);
+    if (cpu_mode) {
+        snprintf(to, sizeof to, "%s/hk-cpu.so", sub);
+        copy_file(from, to, cpu_mode);
+    }
+    if (cuda_mode) { /* any file: it is refused before it is read */
+        snprintf(to, sizeof to, "%s/hk-cuda.so", sub);
+        copy_file(from, to, cuda_mode);
+    }
+    free(copy);
+}
+
+/* A fresh directory for host_tree, its path resolved as hk-host's reports
+ * give it. */
+static void causes_dir(char *dir)
+{
+    char made[512];
+    temp_dir(made, sizeof made, "causes");
+    CU_ASSERT_FATAL(realpath(made, dir) != NULL);
+}
+
+/* When nothing usable is found, the first line says so and each refused
+ * candidate follows on a line of its own: the default directory, refused as
+ * a whole (it lies below a directory anyone may write), or the files of
+ * both names; a fallback to hk-cpu names the refused hk-cuda.so. */
+static void test_no_usable_plugin_names_causes(void)
+{
+    char dir[PATH_MAX], ww[PATH_MAX + 8], cmd[3 * PATH_MAX], want[4 * PATH_MAX], *out;
+    causes_dir(dir);
+    snprintf(ww, sizeof ww, "%s/ww", dir);
+    CU_ASSERT_FATAL(mkdir(ww, 0700) == 0 && chmod(ww, 0777) == 0);
+    host_tree(ww, 0644, 0);
+    for (int info = 0; info < 2; info++) {
+        snprintf(cmd, sizeof cmd, NO_DRIVER "%s/bin/hk-host %s", ww, info ? "info" : "run -n 10");
+        snprintf(want, sizeof want, "hk-host: no usable plugin: hk-cuda: no plugin named hk-cuda "
+                 "is loaded (no plugin is loaded); hk-cpu: no plugin named hk-cpu is loaded (no "
+                 "plugin is loaded); refused:\nhk-host:   %s/plugins (the default directory): "
+                 "scan: INSECURE: directory %s is writable by others (mode 0777)\n", ww, ww);
+        out = expect_kept(run_err, cmd, 1, NULL);
+        CU_ASSERT_STRING_EQUAL(out, want);
+        free(out);
+    }
+    remove_tree(dir);
+
+    causes_dir(dir);
+    host_tree(dir, 0664, 0664);
+    snprintf(cmd, sizeof cmd, NO_DRIVER "%s/bin/hk-host run -n 10", dir);
+    snprintf(want, sizeof want, "hk-host: no usable plugin: hk-cuda: no plugin named hk-cuda is "
+             "loaded (no plugin is loaded); hk-cpu: no plugin named hk-cpu is loaded (no plugin "
+             "is loaded); refused:\n"
+             "hk-host:   %s/plugins/hk-cuda.so: scan: INSECURE: file is writable by its group "
+             "(mode 0664)\n"
+             "hk-host:   %s/plugins/hk-cpu.so: scan: INSECURE: file is writable by its group "
+             "(mode 0664)\n", dir, dir);
+    out = expect_kept(run_err, cmd, 1, NULL);
+    CU_ASSERT_STRING_EQUAL(out, want);
+    free(out);
+    snprintf(cmd, sizeof cmd, "chmod 644 %s/plugins/hk-cpu.so && " NO_DRIVER
+             "%s/bin/hk-host run -n 10", dir, dir);
+    snprintf(want, sizeof want, "plugin: hk-cpu 1.0.0 (hk-cuda is unusable: no plugin named "
+             "hk-cuda is loaded (loaded: hk-cpu); refused: %s/plugins/hk-cuda.so: scan: "
+             "INSECURE: file is writable by its group (mode 0664))\n", dir);
+    expect(run, cmd, 0, want, "all results verified", NULL);
+    remove_tree(dir);
 }
 
 static void test_run_on_simulated_gpu(void)
@@ -407,6 +492,8 @@ int hk_test_register(void)
     hk_test_add(s, "-p takes NAME, NAME@RANGE and a path", test_plugin_request);
     hk_test_add(s, "run without a driver falls back to hk-cpu, saying why",
                 test_run_falls_back_without_driver);
+    hk_test_add(s, "no usable plugin: each refused candidate named, one line each",
+                test_no_usable_plugin_names_causes);
     CU_pTest t = hk_test_add(s, "run uses hk-cuda on the simulated GPU", test_run_on_simulated_gpu);
 #ifndef HK_TEST_SIM_DIR
     hk_test_skip(t, "no simulated driver: built without the CUDA toolkit");

@@ -1,13 +1,19 @@
 #!/usr/bin/env python3
 """The installed tree as a user gets it.
 
-The build stages `scons install` under <build>/stage (same rules as the real
-install, no DESTDIR needed) and runs this script with the stage and the
-configured directories. It checks the files and links installed, that the
-shared loader exports only public hk_ names, then builds tests/install/host.c
-outside the tree with nothing but the staged pkg-config file (and again with
-the CMake package when cmake is present), runs the hosts on the staged hk-cpu
-and checks what they print. Ends with "N passed, N failed, N skipped".
+Two installs are checked:
+- the build's staged install (<build>/stage, laid out as under DESTDIR with
+  the configured directories): the files and links, the exported names, the
+  relative paths of the pkg-config file, and the staged hk-host, which runs
+  from wherever its tree lies;
+- a fresh install to a prefix: `scons install prefix=P builddir=B` from the
+  sources under umask 002, then B is deleted, and everything is built and run from P alone:
+  examples/host-minimal with its Makefile (pkg-config) and with its
+  CMakeLists.txt (find_package), each on the shared and the static loader,
+  this folder's CMake project (the flat include form, the kit's target),
+  and the installed hk-host. No installed file may name B.
+The README's C example must be examples/host-minimal/host.c.
+Ends with "N passed, N failed, N skipped".
 """
 import argparse
 import os
@@ -20,7 +26,8 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ARGS = None
-EXPECTED_RUN = ['saxpy: 3 5 7 9', 'ddot: 32']
+_DOT = sum((i % 7) * (2 * (i % 7) + 1) for i in range(1000))
+RIGHT = ['saxpy: 0 of 1000 wrong', 'sdot: %d, expected %d' % (_DOT, _DOT), 'all results right']
 
 
 def staged(path):
@@ -28,10 +35,12 @@ def staged(path):
     return os.path.join(ARGS.stage, path.lstrip('/'))
 
 
-def run(argv, env=None, cwd=None):
-    """Runs argv; returns its output; fails the test with the output otherwise."""
+def run(argv, env=None, cwd=None, umask=None):
+    """Runs argv (under umask, when given); returns its output; fails the test
+    with the output otherwise."""
     proc = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
+                          stderr=subprocess.STDOUT, text=True, errors='replace',
+                          preexec_fn=None if umask is None else lambda: os.umask(umask))
     if proc.returncode != 0:
         raise AssertionError('%s exited %d:\n%s' % (' '.join(argv), proc.returncode, proc.stdout))
     return proc.stdout
@@ -41,7 +50,9 @@ def clean_env(**extra):
     """The environment without anything that could point at another tree."""
     env = {k: v for k, v in os.environ.items()
            if k not in ('HK_PLUGIN_PATH', 'LD_LIBRARY_PATH', 'PKG_CONFIG_PATH',
-                        'PKG_CONFIG_LIBDIR', 'PKG_CONFIG_SYSROOT_DIR', 'CMAKE_PREFIX_PATH')}
+                        'PKG_CONFIG_LIBDIR', 'PKG_CONFIG_SYSROOT_DIR', 'CMAKE_PREFIX_PATH',
+                        'DESTDIR', 'SCONSFLAGS', 'CFLAGS', 'LDFLAGS', 'HK_PLUGIN_PIN',
+                        'HK_PLUGIN_EXCLUDE', 'HK_TRACE')}
     env['HK_CUDA_DRIVER'] = '/nonexistent/libcuda.so.1'  # hk-cuda must not touch a GPU
     env.update(extra)
     return env
@@ -53,7 +64,7 @@ def dynamic_symbols(lib):
     return [line.split()[-1] for line in out.splitlines() if line.strip()]
 
 
-class Layout(unittest.TestCase):
+class Staged(unittest.TestCase):
     def test_headers_public_only(self):
         inc = staged(os.path.join(ARGS.includedir, 'handlekit'))
         names = sorted(os.listdir(inc))
@@ -74,108 +85,185 @@ class Layout(unittest.TestCase):
         dyn = run(['readelf', '-d', os.path.join(lib, real)])
         self.assertIn('Library soname: [%s]' % soname, dyn)
 
-    def test_plugins_and_programs(self):
+    def test_plugins_programs_and_probe(self):
         plugdir = staged(os.path.join(ARGS.libdir, 'handlekit', 'plugins'))
         self.assertIn('hk-cpu.so', os.listdir(plugdir))
+        progdir = staged(os.path.join(ARGS.libdir, 'handlekit', 'bin'))
         link = staged(os.path.join(ARGS.bindir, 'hk-host'))
         self.assertTrue(os.path.islink(link))
-        self.assertEqual(os.path.realpath(link),
-                         os.path.realpath(staged(os.path.join(ARGS.libdir, 'handlekit', 'bin',
-                                                              'hk-host'))))
+        self.assertEqual(os.path.realpath(link), os.path.realpath(os.path.join(progdir, 'hk-host')))
+        probe = staged(os.path.join(ARGS.libexecdir, 'handlekit', 'hk-probe'))
+        self.assertTrue(os.access(probe, os.X_OK), probe)
+        self.assertNotIn('hk-probe', os.listdir(progdir))
+        # the installed programs use the installed shared loader
+        dyn = run(['readelf', '-d', os.path.join(progdir, 'hk-host')])
+        self.assertIn('[libhkloader.so.%s]' % ARGS.version.split('.')[0], dyn)
+        self.assertIn('[$ORIGIN/../..]', dyn)
 
     def test_only_public_symbols_exported(self):
         lib = staged(os.path.join(ARGS.libdir, 'libhkloader.so.' + ARGS.version))
         names = dynamic_symbols(lib)
-        self.assertIn('hk_loader_create', names)
-        self.assertIn('hk_plugin_vtable', names)
+        for name in ('hk_loader_create', 'hk_plugin_vtable', 'hk_loader_version',
+                     'hk_status_name', 'hk_status_string'):
+            self.assertIn(name, names)
         bad = [n for n in names if not re.match(r'^hk_[a-z0-9]', n)]
         self.assertEqual(bad, [], 'exported names other than public hk_*: %s' % bad)
 
-
-class PkgConfig(unittest.TestCase):
-    def setUp(self):
+    def test_pkgconfig_variables_point_into_the_stage(self):
         if not shutil.which('pkg-config'):
             self.skipTest('pkg-config is not installed (tools/setup.sh installs it)')
-        self.tmp = tempfile.mkdtemp(prefix='hk-install-')
-        self.env = clean_env(PKG_CONFIG_PATH=staged(os.path.join(ARGS.libdir, 'pkgconfig')))
-
-    def tearDown(self):
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-    def pkg(self, *args):
-        return run(['pkg-config'] + list(args) + ['handlekit'], env=self.env).split()
-
-    def test_variables_point_into_the_stage(self):
-        self.assertEqual(run(['pkg-config', '--modversion', 'handlekit'], env=self.env).strip(),
-                         ARGS.version)
-        plugdir = run(['pkg-config', '--variable=plugindir', 'handlekit'], env=self.env).strip()
-        self.assertEqual(os.path.realpath(plugdir),
+        env = clean_env(PKG_CONFIG_PATH=staged(os.path.join(ARGS.libdir, 'pkgconfig')))
+        pc = lambda *a: run(['pkg-config'] + list(a) + ['handlekit'], env=env).strip()
+        self.assertEqual(pc('--modversion'), ARGS.version)
+        self.assertEqual(os.path.realpath(pc('--variable=plugindir')),
                          os.path.realpath(staged(os.path.join(ARGS.libdir, 'handlekit',
                                                               'plugins'))))
+        self.assertEqual(os.path.realpath(pc('--variable=probe')),
+                         os.path.realpath(staged(os.path.join(ARGS.libexecdir, 'handlekit',
+                                                              'hk-probe'))))
+        inc = os.path.realpath(staged(ARGS.includedir))
+        self.assertEqual([os.path.realpath(f[2:]) for f in pc('--cflags').split()],
+                         [inc, os.path.join(inc, 'handlekit')])
 
-    def test_shared_host_finds_the_installed_plugins(self):
-        exe = os.path.join(self.tmp, 'host')
-        run([ARGS.cc, '-std=c11', '-Wall', '-Werror', '-o', exe, os.path.join(HERE, 'host.c')]
-            + ARGS.sanflags + self.pkg('--cflags', '--libs'), env=self.env, cwd=self.tmp)
-        env = clean_env(LD_LIBRARY_PATH=staged(ARGS.libdir))
-        out = run([exe], env=env, cwd=self.tmp).splitlines()
-        plugdir = os.path.realpath(staged(os.path.join(ARGS.libdir, 'handlekit', 'plugins')))
-        self.assertIn('plugin: hk-cpu %s/hk-cpu.so' % plugdir, out)
-        self.assertEqual([l for l in out if l.startswith('refused')], [])
-        self.assertEqual(out[-2:], EXPECTED_RUN)
-        ldd = run(['ldd', exe], env=env)
-        self.assertIn(os.path.realpath(staged(ARGS.libdir)), ldd)
-
-    def test_static_host(self):
-        exe = os.path.join(self.tmp, 'host-static')
-        libs = ['-l:libhkloader.a' if f == '-lhkloader' else f
-                for f in self.pkg('--static', '--libs')]
-        run([ARGS.cc, '-std=c11', '-Wall', '-Werror', '-o', exe, os.path.join(HERE, 'host.c')]
-            + ARGS.sanflags + self.pkg('--cflags') + libs, env=self.env, cwd=self.tmp)
-        self.assertNotIn('libhkloader', run(['readelf', '-d', exe]))
-        plugdir = run(['pkg-config', '--variable=plugindir', 'handlekit'], env=self.env).strip()
-        out = run([exe, plugdir], env=clean_env(), cwd=self.tmp).splitlines()
-        self.assertEqual(out[-2:], EXPECTED_RUN)
-
-
-class CMakePackage(unittest.TestCase):
-    def test_find_package(self):
-        if not shutil.which('cmake'):
-            self.skipTest('cmake is not installed')
-        tmp = tempfile.mkdtemp(prefix='hk-cmake-')
-        try:
-            env = clean_env(CC=ARGS.cc)
-            flags = ' '.join(ARGS.sanflags)
-            run(['cmake', '-S', HERE, '-B', tmp, '-DCMAKE_PREFIX_PATH=' + staged(ARGS.prefix),
-                 '-DCMAKE_BUILD_TYPE=Release', '-DCMAKE_C_FLAGS=' + flags,
-                 '-DCMAKE_EXE_LINKER_FLAGS=' + flags], env=env)
-            run(['cmake', '--build', tmp], env=env)
-            for exe in ('host_shared', 'host_static'):
-                # No LD_LIBRARY_PATH: CMake gives the build an rpath to the imported library.
-                out = run([os.path.join(tmp, exe)], env=clean_env()).splitlines()
-                self.assertEqual(out[-2:], EXPECTED_RUN, exe)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
-class InstalledHost(unittest.TestCase):
-    def test_hk_host_list_and_run(self):
+    def test_staged_hk_host_runs_where_it_lies(self):
         hk_host = staged(os.path.join(ARGS.bindir, 'hk-host'))
         plugdir = os.path.realpath(staged(os.path.join(ARGS.libdir, 'handlekit', 'plugins')))
         out = run([hk_host, 'list'], env=clean_env())
         self.assertIn(plugdir + '/hk-cpu.so', out)
+        self.assertNotIn('refused', out)
         out = run([hk_host, 'run', '-n', '1000'], env=clean_env())
         self.assertTrue(out.startswith('plugin: hk-cpu'), out)
+
+
+class Readme(unittest.TestCase):
+    """The README's C example is the file built and run below, and shows
+    what it prints."""
+
+    def test_readme_shows_the_example(self):
+        text = open(os.path.join(ARGS.root, 'README.md')).read()
+        src = open(os.path.join(ARGS.root, 'examples', 'host-minimal', 'host.c')).read()
+        self.assertIn(src, re.findall(r'^```c\n(.*?)^```$', text, re.S | re.M))
+        for line in ['plugin: hk-cpu 1.0.0 ('] + RIGHT:
+            self.assertIn('\n' + line, text)
+
+
+class FreshInstall(unittest.TestCase):
+    """scons install to a prefix from the sources, the build tree deleted."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.why = None
+        scons = shutil.which('scons')
+        if not scons:
+            cls.why = 'scons is not on PATH'
+            return
+        cls.work = os.path.abspath(ARGS.work)
+        shutil.rmtree(cls.work, ignore_errors=True)
+        os.makedirs(cls.work)
+        cls.build = os.path.join(cls.work, 'build')
+        cls.prefix = os.path.join(cls.work, 'prefix')
+        # umask 002, as many systems give users: the build and the install
+        # must still make nothing the group may write, or the loader refuses it.
+        run([scons, '-Q', '-j2', 'builddir=' + cls.build, 'prefix=' + cls.prefix,
+             'cuda_home=' + ARGS.cuda_home, 'install'], env=clean_env(), cwd=ARGS.root,
+            umask=0o002)
+        shutil.rmtree(cls.build)
+        cls.plugdir = os.path.join(cls.prefix, 'lib', 'handlekit', 'plugins')
+        cls.pcenv = clean_env(PKG_CONFIG_PATH=os.path.join(cls.prefix, 'lib', 'pkgconfig'))
+
+    def setUp(self):
+        if self.why:
+            self.skipTest(self.why)
+
+    def need(self, *tools):
+        for tool in tools:
+            if not shutil.which(tool):
+                self.skipTest('%s is not installed (tools/setup.sh installs it)' % tool)
+
+    def check_example(self, exe):
+        out = run([exe], env=clean_env()).splitlines()
+        self.assertEqual(out, ['plugin: hk-cpu 1.0.0 (%s/hk-cpu.so)' % self.plugdir] + RIGHT)
+
+    def test_nothing_installed_names_the_build_tree(self):
+        self.assertFalse(os.path.exists(self.build))
+        named = []
+        for top, _, files in os.walk(self.prefix):
+            for f in files:
+                path = os.path.join(top, f)
+                if not os.path.islink(path) and self.build.encode() in open(path, 'rb').read():
+                    named.append(path)
+        self.assertEqual(named, [])
+
+    def test_example_with_pkg_config(self):
+        self.need('pkg-config', 'make')
+        out = os.path.join(self.work, 'example-make')
+        os.makedirs(out, exist_ok=True)
+        makefile = os.path.join(ARGS.root, 'examples', 'host-minimal', 'Makefile')
+        run(['make', '-f', makefile, 'CC=' + ARGS.cc], env=self.pcenv, cwd=out)
+        self.check_example(os.path.join(out, 'host-minimal'))
+        self.check_example(os.path.join(out, 'host-minimal-static'))
+        self.assertIn('libhkloader.so.', run(['readelf', '-d', os.path.join(out, 'host-minimal')]))
+        self.assertNotIn('libhkloader', run(['readelf', '-d',
+                                             os.path.join(out, 'host-minimal-static')]))
+
+    def test_example_and_kit_with_cmake(self):
+        self.need('cmake')
+        for name, src in (('example-cmake', os.path.join(ARGS.root, 'examples', 'host-minimal')),
+                          ('check-cmake', HERE)):
+            out = os.path.join(self.work, name)
+            env = clean_env(CC=ARGS.cc)
+            run(['cmake', '-S', src, '-B', out, '-DCMAKE_PREFIX_PATH=' + self.prefix,
+                 '-DCMAKE_BUILD_TYPE=Release'], env=env)
+            run(['cmake', '--build', out], env=env)
+        # No LD_LIBRARY_PATH: CMake gives the build an rpath to the imported library.
+        self.check_example(os.path.join(self.work, 'example-cmake', 'host-minimal'))
+        self.check_example(os.path.join(self.work, 'example-cmake', 'host-minimal-static'))
+        major, minor = ARGS.version.split('.')[:2]
+        for exe in ('flat_shared', 'flat_static'):
+            out = run([os.path.join(self.work, 'check-cmake', exe)], env=clean_env())
+            self.assertEqual(out.splitlines(), ['loader %s ABI %s.0-%s.%s' % (ARGS.version, major,
+                                                                             major, minor),
+                                                'status 0: OK'])
+        if os.path.exists(os.path.join(self.prefix, 'lib', 'libhkkit.a')):
+            self.assertTrue(os.path.exists(os.path.join(self.work, 'check-cmake',
+                                                        'libkit_user.so')))
+
+    def test_installed_hk_host(self):
+        hk_host = os.path.join(self.prefix, 'bin', 'hk-host')
+        out = run([hk_host, 'list'], env=clean_env())
+        self.assertIn(self.plugdir + '/hk-cpu.so', out)
+        self.assertNotIn('refused', out)
+        out = run([hk_host, 'run', '-n', '1000'], env=clean_env())
+        self.assertTrue(out.startswith('plugin: hk-cpu 1.0.0 (hk-cuda is unusable: NO_DRIVER'),
+                        out)
+        self.assertIn('all results verified', out)
+
+    def test_missing_probe_is_named(self):
+        """Without its hk-probe the installed loader says where it looked."""
+        self.need('pkg-config', 'make')
+        probe = os.path.join(self.prefix, 'libexec', 'handlekit', 'hk-probe')
+        exe = os.path.join(self.work, 'example-make', 'host-minimal-static')
+        if not os.path.exists(exe):
+            self.test_example_with_pkg_config()
+        os.rename(probe, probe + '.away')
+        try:
+            proc = subprocess.run([exe], env=clean_env(), stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True)
+        finally:
+            os.rename(probe + '.away', probe)
+        self.assertEqual(proc.returncode, 1, proc.stdout)
+        self.assertIn('%s/hk-cpu.so: probe: LOAD_FAILED: no usable probe program: %s: no such '
+                      'file' % (self.plugdir, probe), proc.stdout)
 
 
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
-    for opt in ('stage', 'prefix', 'libdir', 'bindir', 'includedir', 'version', 'cc', 'root'):
+    for opt in ('stage', 'prefix', 'libdir', 'libexecdir', 'bindir', 'includedir', 'version',
+                'cc', 'root', 'work'):
         ap.add_argument('--' + opt, required=True)
-    ap.add_argument('--sanflags', default='', help='flags of a sanitizer build, for the hosts')
+    ap.add_argument('--cuda-home', default='/usr/local/cuda')
     ARGS = ap.parse_args()
-    ARGS.sanflags = ARGS.sanflags.split()
     ARGS.stage = os.path.abspath(ARGS.stage)
     suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__])
     result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2).run(suite)

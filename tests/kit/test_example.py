@@ -11,6 +11,8 @@ pkg-config files, then checks the plugin it made:
             hidden) and needs neither libcuda nor libcudart
   validate  the staged hk-validate on the plugin, over the simulated driver:
             no check fails
+  check     the example's `make check`: fails, saying it checked nothing,
+            without a driver; passes over the simulated driver
   demo      the example's host, on the staged loader, over the simulated
             driver: every value right
 
@@ -125,6 +127,27 @@ def validate(args, steps):
                         'slots the example does not offer)' % tuple(counts + [notsup]))
 
 
+def make_check(args, steps):
+    """The example's own `make check`: it fails, saying why, where nearly
+    every check was skipped (no driver: no handle), and passes over the
+    simulated driver."""
+    pcdir = staged(args, os.path.join(args.libdir, 'pkgconfig'))
+    argv = ['make', '-s', '-f', os.path.join(args.src, 'Makefile'), 'check',
+            'CUDA_HOME=' + args.cuda_home, 'NVCC=' + args.nvcc, 'CUDA_ARCH=' + args.cuda_arch]
+    rc, out = run(argv, clean_env(PKG_CONFIG_PATH=pcdir, HK_CUDA_DRIVER='/nonexistent/libcuda.so.1'),
+                  cwd=args.work)
+    verdict = [l for l in out.splitlines() if l.startswith('make check: ')]
+    refused = rc != 0 and any('nothing of its CUDA code was checked' in l for l in verdict)
+    if not refused:
+        print(out[-2000:])
+    rc2, out2 = run(argv, sim_env(args, PKG_CONFIG_PATH=pcdir), cwd=args.work)
+    if rc2 != 0:
+        print(out2[-2000:])
+    return steps.result('check', refused and rc2 == 0,
+                        'make check: exit %d without a driver (%s), %d over the simulated one'
+                        % (rc, verdict[0] if verdict else 'no verdict', rc2))
+
+
 def demo(args, steps):
     rc, out = run([os.path.join(args.work, 'hk-example-demo'),
                    os.path.join(args.work, 'hk-example.so'), '100000'], sim_env(args),
@@ -147,11 +170,12 @@ def main():
            'make or pkg-config is not installed'
            if not (shutil.which('make') and shutil.which('pkg-config')) else '')
     if why:
-        for name in ('build', 'exports', 'validate', 'demo'):
+        for name in ('build', 'exports', 'validate', 'check', 'demo'):
             steps.skip(name, why)
     elif build(args, steps):
         exports(args, steps)
         validate(args, steps)
+        make_check(args, steps)
         demo(args, steps)
     print('%d passed, %d failed, %d skipped' % (steps.passed, steps.failed, steps.skipped))
     return 1 if steps.failed else 0

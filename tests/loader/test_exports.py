@@ -11,6 +11,7 @@ static inline helpers and macros do not count. Ends with "N passed, N failed,
 N skipped".
 """
 import argparse
+import ctypes
 import os
 import re
 import shutil
@@ -22,10 +23,18 @@ import unittest
 ARGS = None
 # Public headers of a library other than the loader; every other hk_*.h is the loader's.
 KIT_HEADERS = ('hk_kit.h',)
+# Headers whose static inline functions libhkloader.so exports as well, for
+# callers that cannot call an inline function (a foreign function interface):
+# C code that includes the header calls its own copy.
+INLINE_EXPORTED = ('hk_status_text.h',)
 
 
 def run(argv):
-    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # A sanitizer runtime preloaded for this interpreter's ctypes test is not
+    # the tools' business.
+    env = {k: v for k, v in os.environ.items() if k != 'LD_PRELOAD'}
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env=env)
     if proc.returncode != 0:
         raise AssertionError('%s exited %d:\n%s' % (' '.join(argv), proc.returncode, proc.stdout))
     return proc.stdout
@@ -36,8 +45,9 @@ def public_headers(api_dir):
                   if n.startswith('hk_') and n.endswith('.h') and not n.startswith('hk__'))
 
 
-def declared(api_dir, headers):
-    """Names of the functions the headers declare extern (not static inline)."""
+def declared(api_dir, headers, inline_from=()):
+    """Names of the functions the headers declare extern (not static inline),
+    and the static inline functions defined by the headers of inline_from."""
     tmp = tempfile.mkdtemp(prefix='hk-exports-')
     try:
         src = os.path.join(tmp, 'all.c')
@@ -47,11 +57,17 @@ def declared(api_dir, headers):
         run([ARGS.cc, '-std=c11', '-I', api_dir, '-aux-info', aux, '-fsyntax-only', src])
         names = set()
         wanted = {os.path.join(os.path.realpath(api_dir), h) for h in headers}
-        # One line per declaration: "/* FILE:LINE:NC */ extern TYPE NAME (ARGS);"
+        inline = {os.path.join(os.path.realpath(api_dir), h) for h in inline_from}
+        # One line per declaration: "/* FILE:LINE:NC */ extern TYPE NAME (ARGS);",
+        # "static" for a static (inline) function.
         for line in open(aux):
-            m = re.match(r'/\* (.*):\d+:\w+ \*/ extern .*?\b(\w+) \(', line)
-            if m and os.path.realpath(m.group(1)) in wanted:
-                names.add(m.group(2))
+            m = re.match(r'/\* (.*):\d+:\w+ \*/ (extern|static) .*?\b(\w+) \(', line)
+            if not m:
+                continue
+            where = os.path.realpath(m.group(1))
+            if (where in wanted and m.group(2) == 'extern') or \
+                    (where in inline and m.group(2) == 'static'):
+                names.add(m.group(3))
         return names
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -94,14 +110,19 @@ class Exports(unittest.TestCase):
     def loader_headers(self):
         return [h for h in public_headers(ARGS.api) if h not in KIT_HEADERS]
 
+    def loader_declared(self):
+        return declared(ARGS.api, self.loader_headers(), INLINE_EXPORTED)
+
     def test_loader_exports_what_its_headers_declare(self):
-        want = declared(ARGS.api, self.loader_headers())
+        want = self.loader_declared()
         self.assertIn('hk_loader_create', want)
         self.assertIn('hk_mhandle_create', want)
+        self.assertIn('hk_status_name', want)
+        self.assertIn('hk_loader_version', want)
         self.assertEqual(difference('exported by libhkloader.so', exported(ARGS.shlib), want), [])
 
     def test_export_map_names_each_declared_function(self):
-        want = declared(ARGS.api, self.loader_headers())
+        want = self.loader_declared()
         names = map_names(ARGS.map)
         self.assertFalse(any('*' in n or '?' in n or '[' in n for n in names),
                          'the map names each symbol, without patterns: %s' % sorted(names))
@@ -113,6 +134,27 @@ class Exports(unittest.TestCase):
         want = declared(ARGS.api, list(KIT_HEADERS))
         self.assertIn('hk_kit_bind', want)
         self.assertEqual(difference('defined by libhkkit.a', public_globals(ARGS.kit), want), [])
+
+    def test_status_texts_and_version_through_ffi(self):
+        """What a caller without a C compiler sees: the status texts as the
+        header's inline functions give them, and the library's version and
+        ABI range."""
+        lib = ctypes.CDLL(ARGS.shlib)
+        for fn in (lib.hk_status_name, lib.hk_status_string):
+            fn.restype, fn.argtypes = ctypes.c_char_p, [ctypes.c_int]
+        self.assertEqual(lib.hk_status_name(0), b'OK')
+        self.assertEqual(lib.hk_status_name(19), b'NOT_FOUND')
+        self.assertEqual(lib.hk_status_string(19), b'the requested item was not found')
+        self.assertEqual(lib.hk_status_name(-5), b'UNKNOWN')
+        self.assertEqual(lib.hk_status_string(100000), b'unknown status')
+        lib.hk_loader_version.restype = ctypes.c_char_p
+        lib.hk_loader_version.argtypes = [ctypes.POINTER(ctypes.c_uint32)] * 2
+        lo, hi = ctypes.c_uint32(), ctypes.c_uint32()
+        self.assertEqual(lib.hk_loader_version(ctypes.byref(lo), ctypes.byref(hi)),
+                         ARGS.version.encode())
+        major, minor = (int(x) for x in ARGS.version.split('.')[:2])
+        self.assertEqual((lo.value, hi.value), (major << 16, (major << 16) | minor))
+        self.assertEqual(lib.hk_loader_version(None, None), ARGS.version.encode())
 
     def test_a_difference_is_reported_both_ways(self):
         # The reading and the comparison can fail: a header with one more
@@ -127,6 +169,8 @@ class Exports(unittest.TestCase):
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         self.assertEqual(want, {'hk_extra_function'})
+        self.assertEqual(declared(ARGS.api, ['hk_status_text.h'], INLINE_EXPORTED),
+                         {'hk_status_name', 'hk_status_string'})
         self.assertEqual(difference('exported', {'hk_other'}, want),
                          ['exported but not declared in a public header: hk_other',
                           'declared in a public header but not exported: hk_extra_function'])
@@ -140,6 +184,7 @@ def main():
     ap.add_argument('--shlib', required=True, help='libhkloader.so')
     ap.add_argument('--map', required=True, help="the shared loader's export map")
     ap.add_argument('--kit', default='', help='libhkkit.a, when built')
+    ap.add_argument('--version', required=True, help="the library's version, MAJOR.MINOR.PATCH")
     ARGS = ap.parse_args()
     suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__])
     result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2).run(suite)

@@ -192,6 +192,7 @@ int hk_test_register(void)
     tl_register_abi();
     tl_register_scan();
     tl_register_hostile();
+    tl_register_trust();
     tl_register_fork();
     tl_register_threads();
     return 0;

@@ -11,9 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "hk_test.h"
@@ -739,20 +737,6 @@ static void test_env_ignored_when_setuid(void)
     tl_rmtree(dir);
 }
 
-/* Why the set-user-ID test cannot run here, or NULL when it can. */
-static const char *setuid_unavailable(void)
-{
-    struct statvfs vfs;
-    const char *tmp = getenv("TMPDIR");
-    if (geteuid() != 0)
-        return "needs root to give a set-user-ID copy of the helper to uid 65534";
-    if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1)
-        return "no_new_privs is set: set-user-ID bits are not honoured";
-    if (statvfs(tmp && *tmp ? tmp : "/tmp", &vfs) == 0 && (vfs.f_flag & ST_NOSUID))
-        return "the temporary directory is mounted nosuid";
-    return NULL;
-}
-
 int hk_test_register(void)
 {
     ts_register_semver();
@@ -770,10 +754,11 @@ int hk_test_register(void)
     hk_test_add(s, "helper without privileges reads the variables", test_env_read_unprivileged);
     CU_pTest t = hk_test_add(s, "set-user-ID helper ignores the variables (AT_SECURE)",
                              test_env_ignored_when_setuid);
-    const char *why = setuid_unavailable();
+    const char *why = tl_setuid_loading_unavailable();
     if (why)
         hk_test_skip(t, why);
     ts_register_select_ranges(s);
+    ts_register_causes(s);
     ts_register_doc_ranges();
     return 0;
 }

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "hk_status_text.h"
+#include "hk_test.h"
 
 const char *tl_plugin(const char *file)
 {
@@ -266,6 +268,25 @@ void tl_marker_count(const char *marker, pid_t pid, int *total, int *by_pid)
     fclose(f);
 }
 
+const char *tl_sticky_above(void)
+{
+    static char found[PATH_MAX];
+    char part[PATH_MAX];
+    if (!realpath(HK_TEST_TMP_DIR, part) && !realpath(HK_TEST_PLUGIN_DIR, part))
+        return NULL;
+    for (;;) {
+        struct stat st;
+        if (stat(part, &st) == 0 && (st.st_mode & S_ISVTX) && (st.st_mode & (S_IWGRP | S_IWOTH))) {
+            snprintf(found, sizeof(found), "%s", part);
+            return found;
+        }
+        char *slash = strrchr(part, '/');
+        if (!slash || slash == part)
+            return NULL;
+        *slash = '\0';
+    }
+}
+
 const char *tl_setuid_unavailable(void)
 {
     struct statvfs vfs;
@@ -277,5 +298,31 @@ const char *tl_setuid_unavailable(void)
         return "cannot make the test directory";
     if (statvfs(HK_TEST_TMP_DIR, &vfs) == 0 && (vfs.f_flag & ST_NOSUID))
         return "the build tree is mounted nosuid";
+    /* The helper runs as uid 65534 and reads the build tree: a private
+     * directory above the checkout (a home of mode 0700) keeps it out. */
+    static char why[PATH_MAX + 200];
+    const char *const need[] = {HK_TEST_TMP_DIR, HK_TEST_PLUGIN_DIR};
+    for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
+        const char *no = hk_test_unreachable(65534, need[i]);
+        if (no) {
+            snprintf(why, sizeof(why), "the set-user-ID helper runs as uid 65534, which cannot "
+                     "reach the build tree: %s", no + strlen("uid 65534 "));
+            return why;
+        }
+    }
     return NULL;
+}
+
+const char *tl_setuid_loading_unavailable(void)
+{
+    static char why[PATH_MAX + 200];
+    const char *no = tl_setuid_unavailable();
+    if (no)
+        return no;
+    const char *sticky = tl_sticky_above();
+    if (!sticky)
+        return NULL;
+    snprintf(why, sizeof(why), "the build tree lies below the sticky directory %s, which the "
+             "set-user-ID helper's strict trust rule refuses", sticky);
+    return why;
 }

@@ -73,8 +73,16 @@ int tl_has_line_like(const tl_host_run_t *run, const char *prefix, const char *s
  * the file named by $HK_TP_MARKER: how many in all, and how many by pid. */
 void tl_marker_count(const char *marker, pid_t pid, int *total, int *by_pid);
 
+/* The sticky directory that others may write (/tmp) above the build's
+ * test directories, or NULL; a static buffer. */
+const char *tl_sticky_above(void);
+
 /* Why a set-user-ID copy of the helper cannot run here, or NULL when it can. */
 const char *tl_setuid_unavailable(void);
+
+/* The same, for a set-user-ID helper that must load plugins of the build
+ * tree: its strict rule refuses them below a sticky directory too. */
+const char *tl_setuid_loading_unavailable(void);
 
 /* Registration of the test files. */
 void tl_register_abi(void);
@@ -82,5 +90,6 @@ void tl_register_scan(void);
 void tl_register_hostile(void);
 void tl_register_fork(void);
 void tl_register_threads(void);
+void tl_register_trust(void);
 
 #endif /* TEST_LOADER_UTIL_H */

@@ -29,4 +29,7 @@ void expect_none(hk_loader_t *loader, const char *request, const char *want);
  * the variables. */
 void ts_register_select_ranges(CU_pSuite s);
 
+/* test_select_causes.c: a failure names what was refused of that name. */
+void ts_register_causes(CU_pSuite s);
+
 #endif

@@ -508,7 +508,16 @@ static const char *setuid_unavailable(void)
         return "no_new_privs is set: set-user-ID bits are not honoured";
     if (statvfs(tmp_dir[0] ? tmp_dir : HK_TEST_TMP_DIR, &vfs) == 0 && (vfs.f_flag & ST_NOSUID))
         return "the build tree is mounted nosuid";
-    return NULL;
+    /* A private directory above the checkout (a home of mode 0700) keeps the
+     * helper, which runs as uid 65534, out of the build tree. */
+    static char why[PATH_MAX + 160];
+    const char *no = hk_test_unreachable(65534, HK_TEST_TMP_DIR);
+    if (!no)
+        no = hk_test_unreachable(65534, HK_TEST_PLUGIN_DIR);
+    if (!no)
+        return NULL;
+    snprintf(why, sizeof why, "the set-user-ID helper runs as uid 65534: %s", no);
+    return why;
 }
 
 static int copy_file(const char *src, const char *dst, mode_t mode)
