@@ -276,21 +276,25 @@ hk_status_t hk__elf_check(int fd, off_t size, char *reason, size_t n);
 
 /* ---- the probe protocol (hk_loader_probe.c, hk_loader_probe_run.c) ----
  *
- * The host starts the probe program (posix_spawn) with
- *   argv: hk-probe <abi_min> <abi_max> <timeout_ms> <count>
+ * The host starts the probe program (posix_spawn, in a session of its own)
+ * with
+ *   argv: hk-probe <abi_min> <abi_max> <timeout_ms> <count> <parallel>
  *   fd 3: a pipe to the host; fds 4 .. 4+count-1: the checked candidates;
  *   fds 0 and 1: /dev/null; fd 2: the host's.
  * The probe (single-threaded, fresh from exec) forks one child per candidate,
- * a few at a time. A child keeps only its candidate and a pipe of its own,
+ * <parallel> at a time, each in a process group of its own (killed whole
+ * when the child ends). A child keeps only its candidate and a pipe of its own,
  * opens "/proc/self/fd/<n>" exactly as the host would, writes the byte
  * HK__PROBE_LOADED once the file is mapped (so a later death is blamed on the
  * negotiation, an earlier one on loading), negotiates and validates, writes
  * one hk__probe_answer_t followed by its strings, and _exits. The probe
  * relays, for each candidate, one hk__probe_record_t followed by the child's
- * bytes. The host trusts none of it: every field is checked. */
+ * bytes. The host trusts none of it: every field is checked. A probe that
+ * ends or stops before it answered for every candidate is killed, and the
+ * rest are probed again (hk_loader_probe.c). */
 #define HK__PROBE_FD_HOST 3
 #define HK__PROBE_FD_FIRST 4
-#define HK__PROBE_PARALLEL 8      /* children at a time */
+#define HK__PROBE_PARALLEL 8      /* children at a time, at most */
 #define HK__PROBE_CHUNK 64        /* candidates per probe process */
 #define HK__PROBE_OUT_MAX 16384u  /* bytes of a child's output relayed */
 #define HK__PROBE_LOADED 'L'

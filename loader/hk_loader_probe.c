@@ -106,14 +106,15 @@ static long long hk__now_ms(void)
     return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-/* Starts the probe for cands[0..k); returns its pid or -1 (errno set) and
- * *rd, the read end of its answer pipe. */
-static pid_t hk__probe_spawn(hk_loader_t *loader, hk__cand_t **cands, size_t k, int *rd)
+/* Starts the probe for cands[0..k), parallel children at a time; returns
+ * its pid or -1 (errno set) and *rd, the read end of its answer pipe. */
+static pid_t hk__probe_spawn(hk_loader_t *loader, hk__cand_t **cands, size_t k,
+                             unsigned parallel, int *rd)
 {
     /* Every source descriptor is first moved above the targets, so that no
      * dup2 of the file actions overwrites a source still to be copied. */
     int base = HK__PROBE_FD_FIRST + (int)k, tmp[HK__PROBE_CHUNK + 2], ntmp = 0, pfd[2];
-    char a0[16], a1[16], a2[16], a3[16], exe[48];
+    char a0[16], a1[16], a2[16], a3[16], a4[16], exe[48];
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     sigset_t none, all;
@@ -139,18 +140,22 @@ static pid_t hk__probe_spawn(hk_loader_t *loader, hk__cand_t **cands, size_t k, 
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
     /* Default handlers and no blocked signal: a host that ignores SIGSEGV or
-     * blocks SIGTERM must not pass that on to plugins' code. */
+     * blocks SIGTERM must not pass that on to plugins' code. A session of
+     * its own: a candidate that signals its process group or the probe's
+     * never reaches the host's. */
     sigemptyset(&none);
     sigfillset(&all);
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
+                                        | POSIX_SPAWN_SETSID);
     snprintf(a0, sizeof(a0), "%u", (unsigned)loader->abi_min);
     snprintf(a1, sizeof(a1), "%u", (unsigned)loader->abi_max);
     snprintf(a2, sizeof(a2), "%u", (unsigned)loader->probe_timeout_ms);
     snprintf(a3, sizeof(a3), "%zu", k);
+    snprintf(a4, sizeof(a4), "%u", parallel);
     snprintf(exe, sizeof(exe), "/proc/self/fd/%d", tmp[1]);
-    char *argv[] = {"hk-probe", a0, a1, a2, a3, NULL};
+    char *argv[] = {"hk-probe", a0, a1, a2, a3, a4, NULL};
     err = posix_spawn(&pid, exe, &fa, &attr, argv, environ);
     if (err)
         pid = -1;
@@ -285,9 +290,20 @@ static void hk__probe_apply(hk_loader_t *loader, hk__cand_t *c, size_t index,
     }
 }
 
-/* Reads the probe's records until every candidate has one, the probe ends,
- * or the deadline passes. Returns the number of bytes in *buf. */
-static size_t hk__probe_read(int rd, long long deadline, size_t want, unsigned char **buf)
+/* 1 when the probe process is stopped (a candidate sent it SIGSTOP, say):
+ * it will send nothing more until killed. */
+static int hk__probe_stopped(pid_t pid)
+{
+    siginfo_t info;
+    memset(&info, 0, sizeof(info));
+    return waitid(P_PID, (id_t)pid, &info, WSTOPPED | WNOHANG | WNOWAIT) == 0
+           && info.si_pid == pid && info.si_code == CLD_STOPPED;
+}
+
+/* Reads the probe's records until every candidate has one, the probe ends
+ * or stops, or the deadline passes. Returns the number of bytes in *buf. */
+static size_t hk__probe_read(int rd, pid_t pid, long long deadline, size_t want,
+                             unsigned char **buf)
 {
     size_t len = 0, cap = 0, have = 0;
     unsigned char *b = NULL;
@@ -311,9 +327,13 @@ static size_t hk__probe_read(int rd, long long deadline, size_t want, unsigned c
         long long left = deadline - hk__now_ms();
         if (left <= 0)
             break;
+        /* Waits in slices, to see a stopped probe without a signal of ours
+         * (the host owns SIGCHLD). */
         struct pollfd pf = {rd, POLLIN, 0};
-        int r = poll(&pf, 1, left > 1000000 ? 1000000 : (int)left);
+        int r = poll(&pf, 1, left > 50 ? 50 : (int)left);
         if (r < 0 && errno == EINTR)
+            continue;
+        if (r == 0 && !hk__probe_stopped(pid))
             continue;
         if (r <= 0)
             break;
@@ -337,32 +357,52 @@ out:
     return len;
 }
 
-/* Why the probe process itself gave no record for a candidate. */
-static void hk__probe_lost(hk__cand_t *c, int wstatus, int reaped)
+/* Refuses c: the probe process ended or stopped (wstatus, when reaped)
+ * before it answered for c; alone: c was the only candidate in it then. */
+static void hk__probe_lost(hk__cand_t *c, int wstatus, int reaped, int alone)
 {
-    const char *who = "the probe program";
-    if (reaped && WIFSIGNALED(wstatus))
-        hk__probe_refuse(c, "%s was killed by signal %lld before answering", who,
-                         WTERMSIG(wstatus));
+    const char *how = NULL, *abbrev = NULL;
+    int sig = 0;
+    if (reaped && WIFSIGNALED(wstatus)) {
+        how = "killed";
+        sig = WTERMSIG(wstatus);
+    } else if (reaped && WIFSTOPPED(wstatus)) {
+        how = "stopped";
+        sig = WSTOPSIG(wstatus);
+    }
+    if (how && (abbrev = sigabbrev_np(sig)) != NULL)
+        snprintf(c->reason, sizeof(c->reason), "the probe process was %s by SIG%s while it "
+                 "probed this candidate%s", how, abbrev, alone ? " alone" : "");
+    else if (how)
+        snprintf(c->reason, sizeof(c->reason), "the probe process was %s by signal %d while "
+                 "it probed this candidate%s", how, sig, alone ? " alone" : "");
     else if (reaped && WIFEXITED(wstatus))
-        hk__probe_refuse(c, "%s exited with status %lld before answering", who,
-                         WEXITSTATUS(wstatus));
+        snprintf(c->reason, sizeof(c->reason), "the probe process exited with status %d "
+                 "before it answered for this candidate", WEXITSTATUS(wstatus));
     else
-        snprintf(c->reason, sizeof(c->reason), "%s gave no answer in time", who);
+        snprintf(c->reason, sizeof(c->reason), "the probe process gave no answer in time");
     c->refused = 1;
     c->stage = HK_STAGE_PROBE;
     c->status = HK_STATUS_LOAD_FAILED;
 }
 
-/* Probes cands[0..k) with one probe process. */
-static void hk__probe_chunk(hk_loader_t *loader, hk__cand_t **cands, size_t k)
+/* One probe process for cands[0..k), parallel at a time: applies each
+ * record it sends and marks done[i] for those. When it ends without them
+ * all (it died, stopped, or passed its deadline) it is killed if need be,
+ * and *wstatus is how it ended (*reaped 0: unknown). Returns the number of
+ * candidates without a record, or -1 when it could not start (every
+ * candidate refused then). */
+static long hk__probe_round(hk_loader_t *loader, hk__cand_t **cands, size_t k,
+                            unsigned parallel, unsigned char *done, int *wstatus, int *reaped)
 {
     unsigned char *buf = NULL;
-    unsigned char done[HK__PROBE_CHUNK];
-    int rd = -1, wstatus = 0, reaped = 0;
+    int rd = -1;
     char ebuf[256];
 
-    pid_t pid = hk__probe_spawn(loader, cands, k, &rd);
+    memset(done, 0, k);
+    *wstatus = 0;
+    *reaped = 0;
+    pid_t pid = hk__probe_spawn(loader, cands, k, parallel, &rd);
     if (pid < 0) {
         strerror_r(errno, ebuf, sizeof(ebuf));
         for (size_t i = 0; i < k; i++) {
@@ -372,15 +412,14 @@ static void hk__probe_chunk(hk_loader_t *loader, hk__cand_t **cands, size_t k)
             cands[i]->stage = HK_STAGE_PROBE;
             cands[i]->status = HK_STATUS_LOAD_FAILED;
         }
-        return;
+        return -1;
     }
     /* The probe enforces each child's limit; this bounds the probe itself. */
-    size_t rounds = (k + HK__PROBE_PARALLEL - 1) / HK__PROBE_PARALLEL;
+    size_t rounds = (k + parallel - 1) / parallel;
     long long deadline = hk__now_ms() + (long long)loader->probe_timeout_ms * (long long)(rounds + 1)
                          + 2000;
-    size_t len = hk__probe_read(rd, deadline, k, &buf);
+    size_t len = hk__probe_read(rd, pid, deadline, k, &buf);
     close(rd);
-    memset(done, 0, sizeof(done));
     for (size_t off = 0; len - off >= sizeof(hk__probe_record_t);) {
         hk__probe_record_t rec;
         memcpy(&rec, buf + off, sizeof(rec));
@@ -394,21 +433,59 @@ static void hk__probe_chunk(hk_loader_t *loader, hk__cand_t **cands, size_t k)
         off += sizeof(rec) + rec.len;
     }
     free(buf);
-    int missing = 0;
+    long missing = 0;
     for (size_t i = 0; i < k; i++)
-        missing |= !done[i];
+        missing += !done[i];
+    /* How it ended, before it is killed: a stop is the candidate's doing. */
+    if (missing && hk__probe_stopped(pid)) {
+        *wstatus = W_STOPCODE(SIGSTOP); /* as waitpid would report it */
+        *reaped = 1;
+    }
     if (missing)
-        kill(pid, SIGKILL); /* it missed the deadline: its children die with it */
-    while (!reaped) {
-        pid_t w = waitpid(pid, &wstatus, 0);
-        if (w == pid)
-            reaped = 1;
-        else if (!(w < 0 && errno == EINTR))
+        kill(pid, SIGKILL); /* its children die with it */
+    for (int ws = 0;;) {
+        pid_t w = waitpid(pid, &ws, 0);
+        if (w == pid && !*reaped) {
+            *wstatus = ws;
+            *reaped = 1;
+        }
+        if (w == pid || !(w < 0 && errno == EINTR))
             break; /* ECHILD: the host reaps its children itself */
     }
-    for (size_t i = 0; i < k; i++)
-        if (!done[i])
-            hk__probe_lost(cands[i], wstatus, reaped);
+    return missing;
+}
+
+/* Probes cands[0..k). A probe process that ends before answering for every
+ * candidate (one of them killed or stopped it, say) costs only the
+ * candidate it was probing: the others are probed again in a new one, first
+ * one at a time, so that the next death names its candidate (the lowest
+ * without a record), which is refused; then the rest as before. */
+static void hk__probe_chunk(hk_loader_t *loader, hk__cand_t **cands, size_t k)
+{
+    hk__cand_t *left[HK__PROBE_CHUNK];
+    unsigned char done[HK__PROBE_CHUNK];
+    unsigned parallel = HK__PROBE_PARALLEL;
+    size_t n = k;
+    memcpy(left, cands, k * sizeof(*left));
+    while (n > 0) {
+        int wstatus = 0, reaped = 0;
+        long missing = hk__probe_round(loader, left, n, parallel, done, &wstatus, &reaped);
+        if (missing <= 0)
+            return;
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!done[i])
+                left[m++] = left[i];
+        n = m;
+        if (parallel > 1) {
+            parallel = 1;
+            continue;
+        }
+        hk__probe_lost(left[0], wstatus, reaped, 1);
+        memmove(left, left + 1, (n - 1) * sizeof(*left));
+        n--;
+        parallel = HK__PROBE_PARALLEL;
+    }
 }
 
 void hk__probe_batch(hk_loader_t *loader, hk__cand_t **cands, size_t n)

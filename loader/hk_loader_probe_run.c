@@ -110,6 +110,10 @@ static void hk__probe_child(int fd, int out, size_t count, uint32_t lo, uint32_t
     hk_plugin_t p;
     hk_load_stage_t stage = HK_STAGE_OPEN;
 
+    /* A process group of its own: a candidate that signals its group (kill
+     * with pid 0) reaches itself and what it started, not the probe and
+     * the other candidates. */
+    setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* the probe killed on timeout takes us along */
     signal(SIGCHLD, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
@@ -183,6 +187,7 @@ static int hk__child_start(hk__slot_t *s, uint32_t index, size_t count, uint32_t
         close(p[0]);
         hk__probe_child(HK__PROBE_FD_FIRST + (int)index, p[1], count, lo, hi);
     }
+    setpgid(pid, pid); /* also here, so that its group exists before any kill of it */
     close(p[1]);
     fcntl(p[0], F_SETFL, O_NONBLOCK);
     memset(s, 0, offsetof(hk__slot_t, out));
@@ -217,17 +222,26 @@ static void hk__child_drain(hk__slot_t *s)
     }
 }
 
-/* Reports a child that ended (or is killed now, at its deadline). */
+/* Reports a child that ended (or is killed now, at its deadline). Either
+ * way its process group goes first, with whatever the candidate started
+ * there; the child itself is reaped only after that, so that its group
+ * cannot have been taken over by an unrelated process meanwhile. */
 static int hk__child_finish(hk__slot_t *s, uint32_t timeout_ms)
 {
     int ws = 0;
-    pid_t w = waitpid(s->pid, &ws, WNOHANG);
-    if (w == 0 && hk__ms() - s->start_ms < (long long)timeout_ms)
+    siginfo_t info;
+    memset(&info, 0, sizeof(info));
+    if (waitid(P_PID, (id_t)s->pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0)
+        info.si_pid = s->pid; /* cannot be: it is our child; take it as ended */
+    int ended = info.si_pid == s->pid;
+    if (!ended && hk__ms() - s->start_ms < (long long)timeout_ms)
         return 0;
-    if (w == 0) {
+    kill(-s->pid, SIGKILL);
+    if (!ended)
         kill(s->pid, SIGKILL);
-        while (waitpid(s->pid, &ws, 0) < 0 && errno == EINTR)
-            ;
+    while (waitpid(s->pid, &ws, 0) < 0 && errno == EINTR)
+        ;
+    if (!ended) {
         hk__child_drain(s);
         hk__emit(s->index, HK__PROBE_TIMEOUT, 0, s->out, s->len, s->overflow);
     } else {
@@ -283,13 +297,17 @@ static int hk__arg(const char *s, unsigned long max, unsigned long *v)
 
 int hk__probe_main(int argc, char **argv)
 {
-    unsigned long lo, hi, timeout, count;
-    if (argc != 5 || !hk__arg(argv[1], 0xffffffffu, &lo) || !hk__arg(argv[2], 0xffffffffu, &hi)
+    unsigned long lo, hi, timeout, count, parallel;
+    if (argc != 6 || !hk__arg(argv[1], 0xffffffffu, &lo) || !hk__arg(argv[2], 0xffffffffu, &hi)
         || !hk__arg(argv[3], 0xffffffffu, &timeout) || !hk__arg(argv[4], HK__PROBE_CHUNK, &count)
-        || count == 0 || timeout == 0) {
+        || !hk__arg(argv[5], HK__PROBE_PARALLEL, &parallel) || count == 0 || timeout == 0
+        || parallel == 0) {
         fprintf(stderr, "hk-probe: started by the handlekit loader only\n");
         return 2;
     }
+    /* The host started us in a session of our own: no terminal signal
+     * reaches us, so its death must. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
@@ -306,7 +324,7 @@ int hk__probe_main(int argc, char **argv)
 
     size_t next = 0, done = 0;
     while (done < count) {
-        for (int i = 0; i < HK__PROBE_PARALLEL && next < count; i++) {
+        for (int i = 0; i < (int)parallel && next < count; i++) {
             if (hk__slots[i].active)
                 continue;
             if (!hk__child_start(&hk__slots[i], (uint32_t)next, count, (uint32_t)lo, (uint32_t)hi))

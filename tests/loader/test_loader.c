@@ -194,5 +194,6 @@ int hk_test_register(void)
     tl_register_hostile();
     tl_register_fork();
     tl_register_threads();
+    tl_register_probe();
     return 0;
 }

@@ -21,9 +21,13 @@
  *                           4 calls a symbol no library defines (build with
  *                           TP_UNRESOLVED, linked without -z defs), 5 hangs,
  *                           6 forks a child that exits at once, and waits
- *   TP_NEG=1..4             the entry point marks, then: 1 crashes, 2 calls
+ *   TP_NEG=1..8             the entry point marks, then: 1 crashes, 2 calls
  *                           exit(3), 3 hangs, 4 writes garbage to every
- *                           descriptor from 3 to 63 and answers normally
+ *                           descriptor from 3 to 63 and answers normally,
+ *                           5 sends SIGKILL to its process group, 6 sends
+ *                           SIGKILL to its parent process, 7 stops its parent
+ *                           (SIGSTOP) and answers normally, 8 writes
+ *                           TP_FLOOD_MIB MiB to stderr, then crashes
  *   TP_INIT_FN              defines tp_init_fn, which the build names as
  *                           DT_INIT (-Wl,-init=tp_init_fn)
  *
@@ -79,6 +83,20 @@ __attribute__((unused)) static void tp_hang(void)
 {
     for (;;)
         pause();
+}
+
+/* Writes n bytes of text lines to fd (until it fails). */
+__attribute__((unused)) static void tp_flood(int fd, size_t n)
+{
+    static char line[65536];
+    for (size_t i = 0; i < sizeof(line); i++)
+        line[i] = i % 64 == 63 ? '\n' : (char)('a' + i % 26);
+    while (n > 0) {
+        ssize_t w = write(fd, line, n < sizeof(line) ? n : sizeof(line));
+        if (w <= 0)
+            return;
+        n -= (size_t)w;
+    }
 }
 
 __attribute__((unused)) static void tp_crash(void)
@@ -309,6 +327,16 @@ TP_EXPORT hk_status_t hk_plugin_negotiate(const hk_negotiate_request_t *req,
     for (int fd = 3; fd < 64; fd++)
         if (write(fd, junk, sizeof(junk) - 1) < 0)
             continue;
+#elif TP_NEG == 5
+    kill(0, SIGKILL);
+#elif TP_NEG == 6
+    kill(getppid(), SIGKILL);
+    tp_hang();
+#elif TP_NEG == 7
+    kill(getppid(), SIGSTOP);
+#elif TP_NEG == 8
+    tp_flood(2, (size_t)TP_FLOOD_MIB << 20);
+    tp_crash();
 #endif
 #endif
     if (!req || !ans)

@@ -1,0 +1,138 @@
+/* The probe process against candidates that attack it or its host rather
+ * than just failing: signals to the process group or to the probe, a flood
+ * of standard error, a negotiation that misbehaves only when it can log.
+ * Each host runs in a child of its own process group (tl_host_run), so a
+ * candidate that reaches the host ends that child, never the suite; each
+ * test checks that the host survived and how every candidate was judged. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "hk_test.h"
+#include "test_loader_util.h"
+
+static char tmp[4096];    /* this test's directory, under HK_TEST_TMP_DIR */
+static char marker[4200]; /* $HK_TP_MARKER */
+
+static void setup(void)
+{
+    CU_ASSERT_EQUAL_FATAL(tl_mkdtemp(tmp, sizeof(tmp)), 0);
+    snprintf(marker, sizeof(marker), "%s/marker", tmp);
+    CU_ASSERT_EQUAL_FATAL(setenv("HK_TP_MARKER", marker, 1), 0);
+}
+
+static void teardown(void)
+{
+    unsetenv("HK_TP_MARKER");
+    tl_rmtree(tmp);
+}
+
+static const char *hostile(const char *file)
+{
+    static char buf[4096];
+    snprintf(buf, sizeof(buf), "%s/%s", HK_TEST_HOSTILE_DIR, file);
+    return buf;
+}
+
+/* Copies a built plugin into this test's directory as name. */
+static void put(const char *src, const char *name)
+{
+    char p[8400];
+    CU_ASSERT_EQUAL_FATAL(tl_copy(src, tmp, name, 0644, p, sizeof(p)), 0);
+}
+
+/* 1 when run has the report of tmp/name with this stage, status and
+ * reason. */
+static int has_report(const tl_host_run_t *run, const char *name, const char *stage,
+                      const char *status, const char *reason)
+{
+    char line[8600];
+    snprintf(line, sizeof(line), "report=%s/%s|%s|%s|%s", tmp, name, stage, status, reason);
+    return tl_has_line(run, line);
+}
+
+/* The good plugins every directory test holds, around the hostile ones in
+ * name order, so that candidates before and after a hostile one are probed
+ * in its company. */
+static const char *const goods[] = {"a_good.so", "b_good.so", "y_good.so", "z_good.so"};
+
+static void put_goods(void)
+{
+    for (size_t i = 0; i < sizeof(goods) / sizeof(goods[0]); i++)
+        put(tl_plugin(i % 2 ? "tp_twin1.so" : "tp_twin2.so"), goods[i]);
+}
+
+static void expect_goods_loaded(const tl_host_run_t *run)
+{
+    for (size_t i = 0; i < sizeof(goods) / sizeof(goods[0]); i++)
+        CU_ASSERT(has_report(run, goods[i], "loaded", "OK", ""));
+}
+
+/* kill(0, SIGKILL) in a negotiation: the probe and its children are in
+ * process groups of their own, so it reaches only the candidate's. The host
+ * was killed with its probe (wait status 9). */
+static void test_kill_process_group(void)
+{
+    setup();
+    put(hostile("tp_neg_killgroup.so"), "m_killgroup.so");
+    put_goods();
+    tl_host_job_t job = {.scan_dir = tmp};
+    tl_host_run_t run;
+    CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
+    CU_ASSERT(has_report(&run, "m_killgroup.so", "probe", "LOAD_FAILED",
+                         "negotiation killed by SIGKILL"));
+    expect_goods_loaded(&run);
+    CU_ASSERT(tl_has_line(&run, "plugins=4"));
+    teardown();
+}
+
+/* A candidate that kills the probe process costs only itself: the others
+ * are probed again in a new probe process, and the one that kills it
+ * alone is named. Before, every candidate of the directory was refused. */
+static void test_kill_probe(void)
+{
+    setup();
+    put(hostile("tp_neg_killprobe.so"), "m_killprobe.so");
+    put_goods();
+    tl_host_job_t job = {.scan_dir = tmp};
+    tl_host_run_t run;
+    CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
+    CU_ASSERT(has_report(&run, "m_killprobe.so", "probe", "LOAD_FAILED",
+                         "the probe process was killed by SIGKILL while it probed this "
+                         "candidate alone"));
+    expect_goods_loaded(&run);
+    CU_ASSERT(tl_has_line(&run, "plugins=4"));
+    teardown();
+}
+
+/* A candidate that stops the probe (SIGSTOP): the host sees it stopped at
+ * once instead of waiting out the probe's deadline, and it costs only that
+ * candidate. */
+static void test_stop_probe(void)
+{
+    setup();
+    put(hostile("tp_neg_stopprobe.so"), "m_stopprobe.so");
+    put_goods();
+    tl_host_job_t job = {.scan_dir = tmp};
+    tl_host_run_t run;
+    CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
+    CU_ASSERT(has_report(&run, "m_stopprobe.so", "probe", "LOAD_FAILED",
+                         "the probe process was stopped by SIGSTOP while it probed this "
+                         "candidate alone"));
+    expect_goods_loaded(&run);
+    CU_ASSERT(tl_has_line(&run, "plugins=4"));
+    CU_ASSERT(run.ms < 2000); /* the probe's own deadline is 2.6 s here */
+    teardown();
+}
+
+void tl_register_probe(void)
+{
+    CU_pSuite s = hk_test_suite("loader_probe", NULL, NULL);
+    hk_test_add(s, "kill(0, SIGKILL) in a negotiation: only that candidate dies",
+                test_kill_process_group);
+    hk_test_add(s, "a candidate that kills the probe costs only itself", test_kill_probe);
+    hk_test_add(s, "a candidate that stops the probe costs only itself", test_stop_probe);
+}
