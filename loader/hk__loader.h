@@ -280,23 +280,26 @@ hk_status_t hk__elf_check(int fd, off_t size, char *reason, size_t n);
  * with
  *   argv: hk-probe <abi_min> <abi_max> <timeout_ms> <count> <parallel>
  *   fd 3: a pipe to the host; fds 4 .. 4+count-1: the checked candidates;
- *   fds 0 and 1: /dev/null; fd 2: the host's.
+ *   fds 0 and 1: /dev/null; fd 2: the host's (a child's goes to the probe).
  * The probe (single-threaded, fresh from exec) forks one child per candidate,
  * <parallel> at a time, each in a process group of its own (killed whole
  * when the child ends). A child keeps only its candidate and a pipe of its own,
  * opens "/proc/self/fd/<n>" exactly as the host would, writes the byte
  * HK__PROBE_LOADED once the file is mapped (so a later death is blamed on the
  * negotiation, an earlier one on loading), negotiates and validates, writes
- * one hk__probe_answer_t followed by its strings, and _exits. The probe
- * relays, for each candidate, one hk__probe_record_t followed by the child's
- * bytes. The host trusts none of it: every field is checked. A probe that
+ * one hk__probe_answer_t followed by its strings, and _exits. Its stderr is
+ * a pipe to the probe, which keeps the first HK__PROBE_ERR_KEEP bytes and
+ * counts the rest. The probe relays, for each candidate, one
+ * hk__probe_record_t followed by the child's answer bytes, then its kept
+ * stderr bytes. The host trusts none of it: every field is checked. A probe that
  * ends or stops before it answered for every candidate is killed, and the
  * rest are probed again (hk_loader_probe.c). */
 #define HK__PROBE_FD_HOST 3
 #define HK__PROBE_FD_FIRST 4
 #define HK__PROBE_PARALLEL 8      /* children at a time, at most */
 #define HK__PROBE_CHUNK 64        /* candidates per probe process */
-#define HK__PROBE_OUT_MAX 16384u  /* bytes of a child's output relayed */
+#define HK__PROBE_OUT_MAX 16384u  /* bytes of a child's answer relayed */
+#define HK__PROBE_ERR_KEEP 1024u  /* bytes of a child's stderr relayed */
 #define HK__PROBE_LOADED 'L'
 #define HK__ANSWER_MAGIC 0x41504b48u /* "HKPA" */
 #define HK__RECORD_MAGIC 0x52504b48u /* "HKPR" */
@@ -322,8 +325,11 @@ typedef struct hk__probe_record {
     uint32_t index;    /* 0 .. count-1 */
     uint32_t kind;     /* HK__PROBE_* */
     int32_t code;      /* exit status, signal number, or errno (NOFORK) */
-    uint32_t len;      /* child bytes that follow, at most HK__PROBE_OUT_MAX */
+    uint32_t len;      /* answer bytes that follow, at most HK__PROBE_OUT_MAX */
     uint32_t overflow; /* 1: the child wrote more than that */
+    uint32_t err_len;  /* stderr bytes after those, at most HK__PROBE_ERR_KEEP */
+    uint32_t reserved;
+    uint64_t err_total; /* bytes the child wrote to stderr in all */
 } hk__probe_record_t;
 
 /* ---- hk_loader_probe.c: the host's side of isolation ---- */

@@ -300,6 +300,72 @@ static int hk__probe_stopped(pid_t pid)
            && info.si_pid == pid && info.si_code == CLD_STOPPED;
 }
 
+/* The bytes that follow a record's header, or -1 when it is not one. */
+static long hk__record_body(const hk__probe_record_t *rec)
+{
+    if (rec->magic != HK__RECORD_MAGIC || rec->len > HK__PROBE_OUT_MAX
+        || rec->err_len > HK__PROBE_ERR_KEEP || rec->err_total < rec->err_len)
+        return -1;
+    return (long)rec->len + (long)rec->err_len;
+}
+
+/* Writes the n bytes of text to out (room cap) as one line of printable
+ * ASCII: \n, \r, \t, \\, \" and \xNN for the rest; stops before a byte
+ * whose form would not fit. Returns how many bytes of text it took. */
+static size_t hk__escape(char *out, size_t cap, const unsigned char *text, size_t n)
+{
+    size_t k = 0, i = 0;
+    for (; i < n; i++) {
+        char piece[8];
+        unsigned char b = text[i];
+        if (b == '\n' || b == '\r' || b == '\t')
+            snprintf(piece, sizeof(piece), "\\%c", b == '\n' ? 'n' : b == '\r' ? 'r' : 't');
+        else if (b == '\\' || b == '"')
+            snprintf(piece, sizeof(piece), "\\%c", b);
+        else if (b < 0x20 || b >= 0x7f)
+            snprintf(piece, sizeof(piece), "\\x%02x", b);
+        else
+            snprintf(piece, sizeof(piece), "%c", b);
+        size_t len = strlen(piece);
+        if (k + len + 1 > cap)
+            break;
+        memcpy(out + k, piece, len);
+        k += len;
+    }
+    if (cap > 0)
+        out[k] = '\0';
+    return i;
+}
+
+/* What a refused candidate wrote to stderr in the probe, added to its
+ * reason: how much, and its start as far as the reason has room. What an
+ * answering candidate wrote is only traced. */
+static void hk__probe_stderr(hk__cand_t *c, const hk__probe_record_t *rec,
+                             const unsigned char *text)
+{
+    char shown[1200];
+    if (rec->err_total == 0)
+        return;
+    if (!c->refused) {
+        HK__TRACE(HK__TRACE_VERBOSE, "probe", "%s wrote %llu bytes to stderr in the probe, "
+                  "not shown", c->path, (unsigned long long)rec->err_total);
+        return;
+    }
+    size_t used = strlen(c->reason);
+    char *at = c->reason + used;
+    size_t room = sizeof(c->reason) - used;
+    /* The text gets what the reason has left after the rest of the line. */
+    size_t cap = room > 80 ? room - 80 : 1;
+    size_t took = hk__escape(shown, cap < sizeof(shown) ? cap : sizeof(shown), text,
+                             rec->err_len);
+    if (took == rec->err_total)
+        snprintf(at, room, "; stderr: %llu bytes: \"%s\"", (unsigned long long)rec->err_total,
+                 shown);
+    else
+        snprintf(at, room, "; stderr: %llu bytes, the first %zu: \"%s\"",
+                 (unsigned long long)rec->err_total, took, shown);
+}
+
 /* Reads the probe's records until every candidate has one, the probe ends
  * or stops, or the deadline passes. Returns the number of bytes in *buf. */
 static size_t hk__probe_read(int rd, pid_t pid, long long deadline, size_t want,
@@ -315,11 +381,12 @@ static size_t hk__probe_read(int rd, pid_t pid, long long deadline, size_t want,
         while (len - off >= sizeof(hk__probe_record_t)) {
             hk__probe_record_t rec;
             memcpy(&rec, b + off, sizeof(rec));
-            if (rec.magic != HK__RECORD_MAGIC || rec.len > HK__PROBE_OUT_MAX)
+            long body = hk__record_body(&rec);
+            if (body < 0)
                 goto out; /* the rest is unusable */
-            if (len - off - sizeof(rec) < rec.len)
+            if (len - off - sizeof(rec) < (size_t)body)
                 break;
-            off += sizeof(rec) + rec.len;
+            off += sizeof(rec) + (size_t)body;
             have++;
         }
         if (have >= want)
@@ -423,14 +490,16 @@ static long hk__probe_round(hk_loader_t *loader, hk__cand_t **cands, size_t k,
     for (size_t off = 0; len - off >= sizeof(hk__probe_record_t);) {
         hk__probe_record_t rec;
         memcpy(&rec, buf + off, sizeof(rec));
-        if (rec.magic != HK__RECORD_MAGIC || rec.len > HK__PROBE_OUT_MAX
-            || len - off - sizeof(rec) < rec.len)
+        long body = hk__record_body(&rec);
+        if (body < 0 || len - off - sizeof(rec) < (size_t)body)
             break;
         if (rec.index < k && !done[rec.index]) {
+            const unsigned char *p = buf + off + sizeof(rec);
             done[rec.index] = 1;
-            hk__probe_apply(loader, cands[rec.index], rec.index, &rec, buf + off + sizeof(rec));
+            hk__probe_apply(loader, cands[rec.index], rec.index, &rec, p);
+            hk__probe_stderr(cands[rec.index], &rec, p + rec.len);
         }
-        off += sizeof(rec) + rec.len;
+        off += sizeof(rec) + (size_t)body;
     }
     free(buf);
     long missing = 0;

@@ -22,16 +22,25 @@
 #include <time.h>
 #include <unistd.h>
 
+/* One pipe from a child: the first bytes kept (up to a cap), the rest only
+ * counted, so that a child that writes without end neither stalls nor
+ * swells the probe. */
+typedef struct hk__sink {
+    int fd;
+    int eof;
+    uint32_t len;   /* bytes kept */
+    uint64_t total; /* bytes read */
+} hk__sink_t;
+
 typedef struct hk__slot {
     int active;
     pid_t pid;
-    int rd;
-    int eof;
     uint32_t index;
     long long start_ms;
-    uint32_t len;
-    uint32_t overflow;
+    hk__sink_t ans; /* the answer pipe */
+    hk__sink_t err; /* the candidate's stderr */
     unsigned char out[HK__PROBE_OUT_MAX];
+    unsigned char errbuf[HK__PROBE_ERR_KEEP];
 } hk__slot_t;
 
 static hk__slot_t hk__slots[HK__PROBE_PARALLEL];
@@ -100,7 +109,7 @@ static void hk__answer(int out, hk_load_stage_t stage, hk_status_t status, const
 }
 
 /* One candidate, in a child of the probe. Never returns. */
-static void hk__probe_child(int fd, int out, size_t count, uint32_t lo, uint32_t hi)
+static void hk__probe_child(int fd, int out, int err, size_t count, uint32_t lo, uint32_t hi)
 {
     static char reason[HK__REASON_MAX];
     static const int crash[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS};
@@ -119,12 +128,16 @@ static void hk__probe_child(int fd, int out, size_t count, uint32_t lo, uint32_t
     signal(SIGPIPE, SIG_DFL);
     sigprocmask(SIG_SETMASK, &hk__mask_orig, NULL);
     setrlimit(RLIMIT_CORE, &no_core); /* a crash is an answer, not a core file */
-    /* Only this candidate and our own pipe: a plugin that writes to stray
-     * descriptors reaches neither the host nor another candidate's answer. */
-    close(HK__PROBE_FD_HOST);
-    for (size_t j = 0; j < count; j++)
-        if (HK__PROBE_FD_FIRST + (int)j != fd)
-            close(HK__PROBE_FD_FIRST + (int)j);
+    /* Only this candidate, our answer pipe (as fd 3, in the host pipe's
+     * place) and our stderr pipe: a plugin that reads or writes stray
+     * descriptors reaches neither the host nor another candidate's pipes. */
+    (void)count;
+    dup2(out, HK__PROBE_FD_HOST);
+    dup2(err, STDERR_FILENO);
+    out = HK__PROBE_FD_HOST;
+    if (fd > HK__PROBE_FD_FIRST)
+        close_range(HK__PROBE_FD_FIRST, (unsigned)fd - 1, 0);
+    close_range((unsigned)fd + 1, ~0u, 0);
     /* A sanitizer runtime's handlers would turn a crash into an exit status;
      * the host reports the signal. */
     for (size_t i = 0; i < sizeof(crash) / sizeof(crash[0]); i++)
@@ -159,67 +172,87 @@ static void hk__probe_child(int fd, int out, size_t count, uint32_t lo, uint32_t
     hk__answer(out, HK_STAGE_LOADED, HK_STATUS_OK, &p, "");
 }
 
-static void hk__emit(uint32_t index, uint32_t kind, int32_t code, const unsigned char *out,
-                     uint32_t len, uint32_t overflow)
+static void hk__emit(const hk__slot_t *s, uint32_t index, uint32_t kind, int32_t code)
 {
-    hk__probe_record_t rec = {HK__RECORD_MAGIC, index, kind, code, len, overflow};
+    hk__probe_record_t rec = {HK__RECORD_MAGIC, index, kind, code, 0, 0, 0, 0, 0};
+    if (s) {
+        rec.len = s->ans.len;
+        rec.overflow = s->ans.total > s->ans.len;
+        rec.err_len = s->err.len;
+        rec.err_total = s->err.total;
+    }
     if (hk__write_all(HK__PROBE_FD_HOST, &rec, sizeof(rec)) != 0
-        || hk__write_all(HK__PROBE_FD_HOST, out, len) != 0)
+        || (s && hk__write_all(HK__PROBE_FD_HOST, s->out, s->ans.len) != 0)
+        || (s && hk__write_all(HK__PROBE_FD_HOST, s->errbuf, s->err.len) != 0))
         _exit(3); /* the host is gone or gave up */
 }
 
 static int hk__child_start(hk__slot_t *s, uint32_t index, size_t count, uint32_t lo, uint32_t hi)
 {
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) != 0) {
-        hk__emit(index, HK__PROBE_NOFORK, errno, NULL, 0, 0);
+    int p[2] = {-1, -1}, e[2] = {-1, -1};
+    if (pipe2(p, O_CLOEXEC) != 0 || pipe2(e, O_CLOEXEC) != 0) {
+        int err = errno;
+        if (p[0] >= 0) {
+            close(p[0]);
+            close(p[1]);
+        }
+        hk__emit(NULL, index, HK__PROBE_NOFORK, err);
         return 0;
     }
     pid_t pid = fork();
     if (pid < 0) {
-        int e = errno;
+        int err = errno;
         close(p[0]);
         close(p[1]);
-        hk__emit(index, HK__PROBE_NOFORK, e, NULL, 0, 0);
+        close(e[0]);
+        close(e[1]);
+        hk__emit(NULL, index, HK__PROBE_NOFORK, err);
         return 0;
     }
-    if (pid == 0) {
-        close(p[0]);
-        hk__probe_child(HK__PROBE_FD_FIRST + (int)index, p[1], count, lo, hi);
-    }
+    if (pid == 0)
+        hk__probe_child(HK__PROBE_FD_FIRST + (int)index, p[1], e[1], count, lo, hi);
     setpgid(pid, pid); /* also here, so that its group exists before any kill of it */
     close(p[1]);
+    close(e[1]);
     fcntl(p[0], F_SETFL, O_NONBLOCK);
+    fcntl(e[0], F_SETFL, O_NONBLOCK);
     memset(s, 0, offsetof(hk__slot_t, out));
     s->active = 1;
     s->pid = pid;
-    s->rd = p[0];
+    s->ans.fd = p[0];
+    s->err.fd = e[0];
     s->index = index;
     s->start_ms = hk__ms();
     return 1;
 }
 
-/* Takes what the child wrote so far; sets eof at its end. */
-static void hk__child_drain(hk__slot_t *s)
+/* Takes what the child wrote on one pipe so far, keeping up to cap bytes in
+ * buf; sets eof at its end. */
+static void hk__sink_drain(hk__sink_t *k, unsigned char *buf, uint32_t cap)
 {
-    unsigned char scratch[4096];
-    while (!s->eof) {
-        unsigned char *dst = s->len < HK__PROBE_OUT_MAX ? s->out + s->len : scratch;
-        size_t room = s->len < HK__PROBE_OUT_MAX ? HK__PROBE_OUT_MAX - s->len : sizeof(scratch);
-        ssize_t got = read(s->rd, dst, room);
+    static unsigned char scratch[65536];
+    while (!k->eof) {
+        unsigned char *dst = k->len < cap ? buf + k->len : scratch;
+        size_t room = k->len < cap ? cap - k->len : sizeof(scratch);
+        ssize_t got = read(k->fd, dst, room);
         if (got < 0 && errno == EINTR)
             continue;
         if (got < 0)
             return; /* EAGAIN: nothing more for now */
         if (got == 0) {
-            s->eof = 1;
+            k->eof = 1;
             return;
         }
-        if (dst == scratch)
-            s->overflow = 1;
-        else
-            s->len += (uint32_t)got;
+        if (dst != scratch)
+            k->len += (uint32_t)got;
+        k->total += (uint64_t)got;
     }
+}
+
+static void hk__child_drain(hk__slot_t *s)
+{
+    hk__sink_drain(&s->ans, s->out, HK__PROBE_OUT_MAX);
+    hk__sink_drain(&s->err, s->errbuf, HK__PROBE_ERR_KEEP);
 }
 
 /* Reports a child that ended (or is killed now, at its deadline). Either
@@ -241,17 +274,17 @@ static int hk__child_finish(hk__slot_t *s, uint32_t timeout_ms)
         kill(s->pid, SIGKILL);
     while (waitpid(s->pid, &ws, 0) < 0 && errno == EINTR)
         ;
-    if (!ended) {
-        hk__child_drain(s);
-        hk__emit(s->index, HK__PROBE_TIMEOUT, 0, s->out, s->len, s->overflow);
-    } else {
-        hk__child_drain(s);
-        if (WIFSIGNALED(ws))
-            hk__emit(s->index, HK__PROBE_SIGNALED, WTERMSIG(ws), s->out, s->len, s->overflow);
-        else
-            hk__emit(s->index, HK__PROBE_EXITED, WEXITSTATUS(ws), s->out, s->len, s->overflow);
-    }
-    close(s->rd);
+    /* What is in the pipes now, and no more: a process the candidate let
+     * escape its group may hold them open for good. */
+    hk__child_drain(s);
+    if (!ended)
+        hk__emit(s, s->index, HK__PROBE_TIMEOUT, 0);
+    else if (WIFSIGNALED(ws))
+        hk__emit(s, s->index, HK__PROBE_SIGNALED, WTERMSIG(ws));
+    else
+        hk__emit(s, s->index, HK__PROBE_EXITED, WEXITSTATUS(ws));
+    close(s->ans.fd);
+    close(s->err.fd);
     s->active = 0;
     return 1;
 }
@@ -261,8 +294,8 @@ static int hk__child_finish(hk__slot_t *s, uint32_t timeout_ms)
  * before (or handed it to a process of its own and never closes it). */
 static void hk__wait_any(uint32_t timeout_ms)
 {
-    struct pollfd pf[HK__PROBE_PARALLEL];
-    hk__slot_t *who[HK__PROBE_PARALLEL];
+    struct pollfd pf[2 * HK__PROBE_PARALLEL];
+    hk__slot_t *who[2 * HK__PROBE_PARALLEL];
     int n = 0;
     long long wait = 1000;
     long long now = hk__ms();
@@ -273,11 +306,14 @@ static void hk__wait_any(uint32_t timeout_ms)
         long long left = s->start_ms + timeout_ms - now;
         if (left < wait)
             wait = left < 0 ? 0 : left;
-        if (s->eof)
-            continue;
-        pf[n].fd = s->rd;
-        pf[n].events = POLLIN;
-        who[n++] = s;
+        for (int k = 0; k < 2; k++) {
+            const hk__sink_t *sink = k ? &s->err : &s->ans;
+            if (sink->eof)
+                continue;
+            pf[n].fd = sink->fd;
+            pf[n].events = POLLIN;
+            who[n++] = s;
+        }
     }
     struct timespec ts = {(time_t)(wait / 1000), (long)(wait % 1000) * 1000000L};
     if (ppoll(pf, (nfds_t)n, &ts, &hk__mask_wait) <= 0)

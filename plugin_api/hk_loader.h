@@ -94,7 +94,10 @@ typedef enum hk_load_stage {
  *   probe     LOAD_FAILED; "loading killed by SIGSEGV" (a constructor or the
  *             dynamic loader), "negotiation exited with status 3",
  *             "negotiation did not answer within 2000 ms", "negotiation wrote
- *             a malformed answer: ...", or no usable probe program
+ *             a malformed answer: ...", "the probe process was killed by
+ *             SIGKILL while it probed this candidate alone", or no usable
+ *             probe program; what the candidate wrote to stderr there follows
+ *             ("; stderr: N bytes, the first 1024: \"...\"", escaped)
  *   symbol    NOT_FOUND; the reason names HK_ENTRY_SYMBOL
  *   negotiate whatever the entry point returned; the reason names it, the
  *             plugin's ABI version and the host's range ("M.m-M.m")

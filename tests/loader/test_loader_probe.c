@@ -128,6 +128,44 @@ static void test_stop_probe(void)
     teardown();
 }
 
+/* What tp_flood writes first: lines of 63 letters. */
+static void flood_text(char *out, size_t n, size_t bytes)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < bytes && k + 3 < n; i++) {
+        if (i % 64 == 63) {
+            out[k++] = '\\';
+            out[k++] = 'n';
+        } else {
+            out[k++] = (char)('a' + i % 26);
+        }
+    }
+    out[k] = '\0';
+}
+
+/* 64 MiB to stderr during negotiation, then a crash: the host's stderr gets
+ * none of it; the refusal says how much there was and shows its start. It
+ * all went to the host's stderr before. */
+static void test_stderr_flood(void)
+{
+    char prefix[8600], text[4096];
+    setup();
+    put(hostile("tp_neg_stderr.so"), "m_stderr.so");
+    put_goods();
+    tl_host_job_t job = {.scan_dir = tmp, .capture_stderr = 1, .timeout_ms = 10000};
+    tl_host_run_t run;
+    CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
+    CU_ASSERT(run.err_bytes == 0);
+    if (run.err_bytes != 0)
+        printf("\n    the host's stderr got %lld bytes: %.200s", run.err_bytes, run.err_head);
+    flood_text(text, sizeof(text), 1024);
+    snprintf(prefix, sizeof(prefix), "report=%s/m_stderr.so|probe|LOAD_FAILED|negotiation killed "
+             "by SIGSEGV; stderr: 67108864 bytes, the first 1024: \"%s", tmp, text);
+    CU_ASSERT(tl_has_line_like(&run, prefix, "\""));
+    expect_goods_loaded(&run);
+    teardown();
+}
+
 void tl_register_probe(void)
 {
     CU_pSuite s = hk_test_suite("loader_probe", NULL, NULL);
@@ -135,4 +173,6 @@ void tl_register_probe(void)
                 test_kill_process_group);
     hk_test_add(s, "a candidate that kills the probe costs only itself", test_kill_probe);
     hk_test_add(s, "a candidate that stops the probe costs only itself", test_stop_probe);
+    hk_test_add(s, "64 MiB of stderr: kept from the host, its start in the reason",
+                test_stderr_flood);
 }
