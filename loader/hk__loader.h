@@ -278,7 +278,8 @@ hk_status_t hk__elf_check(int fd, off_t size, char *reason, size_t n);
  *
  * The host starts the probe program (posix_spawn, in a session of its own)
  * with
- *   argv: hk-probe <abi_min> <abi_max> <timeout_ms> <count> <parallel>
+ *   argv: hk-probe <abi_min> <abi_max> <timeout_ms> <count> <parallel> <flags>
+ *         (flags: HK__PROBE_LOG, the host passes plugins a log callback)
  *   fd 3: a pipe to the host; fds 4 .. 4+count-1: the checked candidates;
  *   fds 0 and 1: /dev/null; fd 2: the host's (a child's goes to the probe).
  * The probe (single-threaded, fresh from exec) forks one child per candidate,
@@ -301,6 +302,7 @@ hk_status_t hk__elf_check(int fd, off_t size, char *reason, size_t n);
 #define HK__PROBE_OUT_MAX 16384u  /* bytes of a child's answer relayed */
 #define HK__PROBE_ERR_KEEP 1024u  /* bytes of a child's stderr relayed */
 #define HK__PROBE_LOADED 'L'
+#define HK__PROBE_LOG 0x1u        /* flags: negotiate with a log callback */
 #define HK__ANSWER_MAGIC 0x41504b48u /* "HKPA" */
 #define HK__RECORD_MAGIC 0x52504b48u /* "HKPR" */
 
@@ -343,6 +345,23 @@ void hk__probe_batch(hk_loader_t *loader, hk__cand_t **cands, size_t n);
 
 /* main() of the probe program (hk_probe_main.c). */
 int hk__probe_main(int argc, char **argv);
+
+/* ---- hk_loader_probe_log.c: what the probe holds a negotiation to ---- */
+
+#define HK__PROBE_LOG_LINES 256      /* log lines a negotiation may write */
+#define HK__PROBE_LOG_MSG_MAX 4096u  /* bytes of a message, its NUL included */
+
+/* Gives fake (the probe's loader record) the probe's log callback, for a
+ * negotiation on the calling thread. */
+void hk__probe_log_begin(hk_loader_t *fake);
+
+/* The threads of this process now, or -1 when unknown. */
+int hk__probe_threads(void);
+
+/* After the negotiation returned: the first rule it broke (a thread of its
+ * own still running, of the threads_before there were; a rule of the log
+ * callback), written into buf as a refusal reason, or NULL. */
+const char *hk__probe_negotiated(int threads_before, char *buf, size_t n);
 
 /* ---- hk_loader_ltdl.c: every libltdl call goes through these ---- */
 

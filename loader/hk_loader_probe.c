@@ -114,7 +114,7 @@ static pid_t hk__probe_spawn(hk_loader_t *loader, hk__cand_t **cands, size_t k,
     /* Every source descriptor is first moved above the targets, so that no
      * dup2 of the file actions overwrites a source still to be copied. */
     int base = HK__PROBE_FD_FIRST + (int)k, tmp[HK__PROBE_CHUNK + 2], ntmp = 0, pfd[2];
-    char a0[16], a1[16], a2[16], a3[16], a4[16], exe[48];
+    char a0[16], a1[16], a2[16], a3[16], a4[16], a5[16], exe[48];
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     sigset_t none, all;
@@ -154,8 +154,11 @@ static pid_t hk__probe_spawn(hk_loader_t *loader, hk__cand_t **cands, size_t k,
     snprintf(a2, sizeof(a2), "%u", (unsigned)loader->probe_timeout_ms);
     snprintf(a3, sizeof(a3), "%zu", k);
     snprintf(a4, sizeof(a4), "%u", parallel);
+    /* The plugin gets a log callback in the probe when it will get one in
+     * the host: a negotiation may behave otherwise with one. */
+    snprintf(a5, sizeof(a5), "%u", loader->log ? HK__PROBE_LOG : 0u);
     snprintf(exe, sizeof(exe), "/proc/self/fd/%d", tmp[1]);
-    char *argv[] = {"hk-probe", a0, a1, a2, a3, a4, NULL};
+    char *argv[] = {"hk-probe", a0, a1, a2, a3, a4, a5, NULL};
     err = posix_spawn(&pid, exe, &fa, &attr, argv, environ);
     if (err)
         pid = -1;
@@ -214,8 +217,9 @@ static const char *hk__probe_answer(hk__cand_t *c, size_t index, const unsigned 
     if (a.size != len || (uint64_t)a.name_len + a.version_len + a.reason_len
                              != (uint64_t)len - sizeof(a))
         return "its sizes do not add up";
-    if (a.stage > HK_STAGE_LOADED || a.stage == HK_STAGE_SCAN || a.status >= HK_STATUS__COUNT
-        || (a.stage == HK_STAGE_LOADED) != (a.status == HK_STATUS_OK))
+    /* PROBE: a rule that only the probe holds a negotiation to. */
+    if ((a.stage > HK_STAGE_LOADED && a.stage != HK_STAGE_PROBE) || a.stage == HK_STAGE_SCAN
+        || a.status >= HK_STATUS__COUNT || (a.stage == HK_STAGE_LOADED) != (a.status == HK_STATUS_OK))
         return "stage or status out of range";
     p += sizeof(a);
     if (!hk__answer_string(r->name, sizeof(r->name), p, a.name_len)

@@ -108,16 +108,17 @@ static void hk__answer(int out, hk_load_stage_t stage, hk_status_t status, const
     _exit(hk__write_all(out, buf, a.size) == 0 ? 0 : 1);
 }
 
-/* One candidate, in a child of the probe. Never returns. */
-static void hk__probe_child(int fd, int out, int err, size_t count, uint32_t lo, uint32_t hi)
+/* What the host asked for, from argv. */
+static struct {
+    uint32_t lo, hi;  /* the ABI range */
+    uint32_t flags;   /* HK__PROBE_* */
+} hk__args;
+
+/* A child's process state before any code of its candidate runs. */
+static void hk__child_setup(int fd, int out, int err)
 {
-    static char reason[HK__REASON_MAX];
     static const int crash[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS};
     struct rlimit no_core = {0, 0};
-    char name[48];
-    lt_dladvise advise;
-    hk_plugin_t p;
-    hk_load_stage_t stage = HK_STAGE_OPEN;
 
     /* A process group of its own: a candidate that signals its group (kill
      * with pid 0) reaches itself and what it started, not the probe and
@@ -131,10 +132,8 @@ static void hk__probe_child(int fd, int out, int err, size_t count, uint32_t lo,
     /* Only this candidate, our answer pipe (as fd 3, in the host pipe's
      * place) and our stderr pipe: a plugin that reads or writes stray
      * descriptors reaches neither the host nor another candidate's pipes. */
-    (void)count;
     dup2(out, HK__PROBE_FD_HOST);
     dup2(err, STDERR_FILENO);
-    out = HK__PROBE_FD_HOST;
     if (fd > HK__PROBE_FD_FIRST)
         close_range(HK__PROBE_FD_FIRST, (unsigned)fd - 1, 0);
     close_range((unsigned)fd + 1, ~0u, 0);
@@ -142,7 +141,42 @@ static void hk__probe_child(int fd, int out, int err, size_t count, uint32_t lo,
      * the host reports the signal. */
     for (size_t i = 0; i < sizeof(crash) / sizeof(crash[0]); i++)
         signal(crash[i], SIG_DFL);
+}
 
+/* Negotiates with entry as the host will: with a log callback when the
+ * host gives one, then the rules of what a negotiation may leave behind.
+ * Answers and ends the child on refusal. */
+static void hk__child_negotiate(int out, hk_negotiate_fn entry, hk_plugin_t *p)
+{
+    static char reason[HK__REASON_MAX];
+    hk_load_stage_t stage = HK_STAGE_NEGOTIATE;
+    hk_loader_t *fake = calloc(1, sizeof(*fake)); /* the ABI range and the log are read */
+    if (!fake)
+        hk__answer(out, HK_STAGE_NEGOTIATE, HK_STATUS_OUT_OF_MEMORY, NULL, "out of memory");
+    fake->abi_min = hk__args.lo;
+    fake->abi_max = hk__args.hi;
+    if (hk__args.flags & HK__PROBE_LOG)
+        hk__probe_log_begin(fake);
+    memset(p, 0, sizeof(*p));
+    int threads = hk__probe_threads();
+    hk_status_t st = hk__negotiate(fake, entry, p, &stage, reason, sizeof(reason));
+    char broke[512];
+    if (hk__probe_negotiated(threads, broke, sizeof(broke)))
+        hk__answer(out, HK_STAGE_PROBE, HK_STATUS_LOAD_FAILED, NULL, broke);
+    if (st != HK_STATUS_OK)
+        hk__answer(out, stage, st, NULL, reason);
+}
+
+/* One candidate, in a child of the probe. Never returns. */
+static void hk__probe_child(int fd, int out, int err)
+{
+    static char reason[HK__REASON_MAX];
+    char name[48];
+    lt_dladvise advise;
+    hk_plugin_t p;
+
+    hk__child_setup(fd, out, err);
+    out = HK__PROBE_FD_HOST;
     if (hk__ltdl_init(&advise) != HK_STATUS_OK)
         hk__answer(out, HK_STAGE_OPEN, HK_STATUS_INTERNAL, NULL, "libltdl cannot start");
     snprintf(name, sizeof(name), "/proc/self/fd/%d", fd);
@@ -160,15 +194,7 @@ static void hk__probe_child(int fd, int out, int err, size_t count, uint32_t lo,
     }
     hk_negotiate_fn entry;
     memcpy(&entry, &sym, sizeof(entry));
-    hk_loader_t *fake = calloc(1, sizeof(*fake)); /* only the ABI range is read */
-    if (!fake)
-        hk__answer(out, HK_STAGE_NEGOTIATE, HK_STATUS_OUT_OF_MEMORY, NULL, "out of memory");
-    fake->abi_min = lo;
-    fake->abi_max = hi;
-    memset(&p, 0, sizeof(p));
-    hk_status_t st = hk__negotiate(fake, entry, &p, &stage, reason, sizeof(reason));
-    if (st != HK_STATUS_OK)
-        hk__answer(out, stage, st, NULL, reason);
+    hk__child_negotiate(out, entry, &p);
     hk__answer(out, HK_STAGE_LOADED, HK_STATUS_OK, &p, "");
 }
 
@@ -187,7 +213,7 @@ static void hk__emit(const hk__slot_t *s, uint32_t index, uint32_t kind, int32_t
         _exit(3); /* the host is gone or gave up */
 }
 
-static int hk__child_start(hk__slot_t *s, uint32_t index, size_t count, uint32_t lo, uint32_t hi)
+static int hk__child_start(hk__slot_t *s, uint32_t index)
 {
     int p[2] = {-1, -1}, e[2] = {-1, -1};
     if (pipe2(p, O_CLOEXEC) != 0 || pipe2(e, O_CLOEXEC) != 0) {
@@ -210,7 +236,7 @@ static int hk__child_start(hk__slot_t *s, uint32_t index, size_t count, uint32_t
         return 0;
     }
     if (pid == 0)
-        hk__probe_child(HK__PROBE_FD_FIRST + (int)index, p[1], e[1], count, lo, hi);
+        hk__probe_child(HK__PROBE_FD_FIRST + (int)index, p[1], e[1]);
     setpgid(pid, pid); /* also here, so that its group exists before any kill of it */
     close(p[1]);
     close(e[1]);
@@ -333,14 +359,18 @@ static int hk__arg(const char *s, unsigned long max, unsigned long *v)
 
 int hk__probe_main(int argc, char **argv)
 {
-    unsigned long lo, hi, timeout, count, parallel;
-    if (argc != 6 || !hk__arg(argv[1], 0xffffffffu, &lo) || !hk__arg(argv[2], 0xffffffffu, &hi)
+    unsigned long lo, hi, timeout, count, parallel, flags;
+    if (argc != 7 || !hk__arg(argv[1], 0xffffffffu, &lo) || !hk__arg(argv[2], 0xffffffffu, &hi)
         || !hk__arg(argv[3], 0xffffffffu, &timeout) || !hk__arg(argv[4], HK__PROBE_CHUNK, &count)
-        || !hk__arg(argv[5], HK__PROBE_PARALLEL, &parallel) || count == 0 || timeout == 0
+        || !hk__arg(argv[5], HK__PROBE_PARALLEL, &parallel)
+        || !hk__arg(argv[6], HK__PROBE_LOG, &flags) || count == 0 || timeout == 0
         || parallel == 0) {
         fprintf(stderr, "hk-probe: started by the handlekit loader only\n");
         return 2;
     }
+    hk__args.lo = (uint32_t)lo;
+    hk__args.hi = (uint32_t)hi;
+    hk__args.flags = (uint32_t)flags;
     /* The host started us in a session of our own: no terminal signal
      * reaches us, so its death must. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -363,7 +393,7 @@ int hk__probe_main(int argc, char **argv)
         for (int i = 0; i < (int)parallel && next < count; i++) {
             if (hk__slots[i].active)
                 continue;
-            if (!hk__child_start(&hk__slots[i], (uint32_t)next, count, (uint32_t)lo, (uint32_t)hi))
+            if (!hk__child_start(&hk__slots[i], (uint32_t)next))
                 done++;
             next++;
         }

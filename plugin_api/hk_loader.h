@@ -95,8 +95,12 @@ typedef enum hk_load_stage {
  *             dynamic loader), "negotiation exited with status 3",
  *             "negotiation did not answer within 2000 ms", "negotiation wrote
  *             a malformed answer: ...", "the probe process was killed by
- *             SIGKILL while it probed this candidate alone", or no usable
- *             probe program; what the candidate wrote to stderr there follows
+ *             SIGKILL while it probed this candidate alone", "negotiation
+ *             broke the log callback's rules: ..." or "negotiation left 1
+ *             thread running after it returned" (docs/abi.md, "Negotiation":
+ *             the probe negotiates with a log callback of its own when the
+ *             host gives one), or no usable probe program; what the
+ *             candidate wrote to stderr there follows
  *             ("; stderr: N bytes, the first 1024: \"...\"", escaped)
  *   symbol    NOT_FOUND; the reason names HK_ENTRY_SYMBOL
  *   negotiate whatever the entry point returned; the reason names it, the

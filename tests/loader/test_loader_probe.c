@@ -166,6 +166,55 @@ static void test_stderr_flood(void)
     teardown();
 }
 
+/* Negotiations that misbehave only when given a log callback, opened by a
+ * host that gives one (with a callback that reads msg as the string the ABI
+ * promises): each is refused with its reason, the callback never hears
+ * from the plugin (one line per refusal, from the loader, on the host's
+ * thread), and the host survives, also past the moment a thread left behind
+ * would run in a closed module. Before, the probe negotiated without a
+ * callback, every one of them passed, and the host died, hung or got the
+ * plugin's calls. Without a callback each loads, in the probe and in the
+ * host alike. */
+static void test_negotiation_with_log(void)
+{
+    static const struct {
+        const char *file, *reason;
+    } cases[] = {
+        {"tp_neglog_crash.so", "negotiation killed by SIGSEGV"},
+        {"tp_neglog_exit.so", "negotiation exited with status 3"},
+        {"tp_neglog_hang.so", "negotiation did not answer within 300 ms"},
+        {"tp_neglog_unterminated.so", "negotiation broke the log callback's rules: a message "
+                                      "whose NUL is not in readable memory (16 bytes read)"},
+        {"tp_neglog_null.so", "negotiation broke the log callback's rules: a NULL message"},
+        {"tp_neglog_flood.so", "negotiation broke the log callback's rules: more than 256 lines"},
+        {"tp_neglog_thread.so", "negotiation broke the log callback's rules: a call from a "
+                                "thread other than the one negotiating"},
+        {"tp_neglog_after.so", "negotiation left 1 thread running after it returned"},
+    };
+    char line[8600];
+    setup();
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *path = hostile(cases[i].file);
+        int last = i + 1 == sizeof(cases) / sizeof(cases[0]);
+        tl_host_job_t job = {.open_path = path, .log = 1, .linger_ms = last ? 400 : 0,
+                             .deadline_ms = 20000};
+        tl_host_run_t run;
+        CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
+        snprintf(line, sizeof(line), "report=%s|probe|LOAD_FAILED|%s", path, cases[i].reason);
+        CU_ASSERT(tl_has_line(&run, line));
+        CU_ASSERT(tl_has_line(&run, "log_lines=1"));
+        CU_ASSERT(tl_has_line(&run, "log_foreign=0"));
+        if (last)
+            CU_ASSERT(tl_has_line(&run, "survived=1"));
+
+        tl_host_job_t quiet = {.open_path = path};
+        CU_ASSERT_EQUAL(tl_host_run(&quiet, &run), 0);
+        snprintf(line, sizeof(line), "report=%s|loaded|OK|", path);
+        CU_ASSERT(tl_has_line(&run, line));
+    }
+    teardown();
+}
+
 void tl_register_probe(void)
 {
     CU_pSuite s = hk_test_suite("loader_probe", NULL, NULL);
@@ -175,4 +224,6 @@ void tl_register_probe(void)
     hk_test_add(s, "a candidate that stops the probe costs only itself", test_stop_probe);
     hk_test_add(s, "64 MiB of stderr: kept from the host, its start in the reason",
                 test_stderr_flood);
+    hk_test_add(s, "negotiations that misbehave only with a log callback: refused",
+                test_negotiation_with_log);
 }
