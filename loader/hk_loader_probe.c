@@ -106,15 +106,23 @@ static long long hk__now_ms(void)
     return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-/* Starts the probe for cands[0..k), parallel children at a time; returns
- * its pid or -1 (errno set) and *rd, the read end of its answer pipe. */
+/* How one probe process is to run. */
+typedef struct hk__probe_how {
+    uint32_t timeout_ms; /* each child's time limit */
+    uint32_t flags;      /* HK__PROBE_* */
+    int device;          /* with HK__PROBE_VERIFY */
+    unsigned parallel;   /* children at a time */
+} hk__probe_how_t;
+
+/* Starts the probe for cands[0..k) as how says; returns its pid or -1
+ * (errno set) and *rd, the read end of its answer pipe. */
 static pid_t hk__probe_spawn(hk_loader_t *loader, hk__cand_t **cands, size_t k,
-                             unsigned parallel, int *rd)
+                             const hk__probe_how_t *how, int *rd)
 {
     /* Every source descriptor is first moved above the targets, so that no
      * dup2 of the file actions overwrites a source still to be copied. */
     int base = HK__PROBE_FD_FIRST + (int)k, tmp[HK__PROBE_CHUNK + 2], ntmp = 0, pfd[2];
-    char a0[16], a1[16], a2[16], a3[16], a4[16], a5[16], exe[48];
+    char a0[16], a1[16], a2[16], a3[16], a4[16], a5[16], a6[16], exe[48];
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     sigset_t none, all;
@@ -151,14 +159,15 @@ static pid_t hk__probe_spawn(hk_loader_t *loader, hk__cand_t **cands, size_t k,
                                         | POSIX_SPAWN_SETSID);
     snprintf(a0, sizeof(a0), "%u", (unsigned)loader->abi_min);
     snprintf(a1, sizeof(a1), "%u", (unsigned)loader->abi_max);
-    snprintf(a2, sizeof(a2), "%u", (unsigned)loader->probe_timeout_ms);
+    snprintf(a2, sizeof(a2), "%u", (unsigned)how->timeout_ms);
     snprintf(a3, sizeof(a3), "%zu", k);
-    snprintf(a4, sizeof(a4), "%u", parallel);
+    snprintf(a4, sizeof(a4), "%u", how->parallel);
     /* The plugin gets a log callback in the probe when it will get one in
      * the host: a negotiation may behave otherwise with one. */
-    snprintf(a5, sizeof(a5), "%u", loader->log ? HK__PROBE_LOG : 0u);
+    snprintf(a5, sizeof(a5), "%u", how->flags | (loader->log ? HK__PROBE_LOG : 0u));
+    snprintf(a6, sizeof(a6), "%u", (unsigned)how->device);
     snprintf(exe, sizeof(exe), "/proc/self/fd/%d", tmp[1]);
-    char *argv[] = {"hk-probe", a0, a1, a2, a3, a4, a5, NULL};
+    char *argv[] = {"hk-probe", a0, a1, a2, a3, a4, a5, a6, NULL};
     err = posix_spawn(&pid, exe, &fa, &attr, argv, environ);
     if (err)
         pid = -1;
@@ -248,17 +257,28 @@ static const char *hk__probe_answer(hk__cand_t *c, size_t index, const unsigned 
     return NULL;
 }
 
-/* Applies one record of the probe to its candidate. */
-static void hk__probe_apply(hk_loader_t *loader, hk__cand_t *c, size_t index,
-                            const hk__probe_record_t *rec, const unsigned char *p)
+/* Where a child was when it ended, from the bytes it wrote first. */
+enum { HK__PHASE_LOADING, HK__PHASE_NEGOTIATION, HK__PHASE_VERIFICATION };
+
+/* Applies one record of the probe to its candidate (timeout_ms: the
+ * child's limit). Returns the phase the child reached. */
+static int hk__probe_apply(hk__cand_t *c, size_t index, const hk__probe_record_t *rec,
+                           const unsigned char *p, uint32_t timeout_ms)
 {
+    static const char *const names[] = {"loading", "negotiation", "verification"};
     size_t len = rec->len;
-    const char *phase = "loading";
+    int at = HK__PHASE_LOADING;
     if (len > 0 && p[0] == HK__PROBE_LOADED) {
-        phase = "negotiation";
+        at = HK__PHASE_NEGOTIATION;
         p++;
         len--;
     }
+    if (at == HK__PHASE_NEGOTIATION && len > 0 && p[0] == HK__PROBE_VERIFYING) {
+        at = HK__PHASE_VERIFICATION;
+        p++;
+        len--;
+    }
+    const char *phase = names[at];
     if (rec->kind == HK__PROBE_SIGNALED) {
         const char *abbrev = sigabbrev_np(rec->code);
         if (abbrev) {
@@ -270,9 +290,9 @@ static void hk__probe_apply(hk_loader_t *loader, hk__cand_t *c, size_t index,
             hk__probe_refuse(c, "%s killed by signal %lld", phase, rec->code);
         }
     } else if (rec->kind == HK__PROBE_TIMEOUT) {
-        hk__probe_refuse(c, phase[0] == 'l' ? "%s did not finish within %lld ms"
-                                            : "%s did not answer within %lld ms",
-                         phase, loader->probe_timeout_ms);
+        hk__probe_refuse(c, at != HK__PHASE_NEGOTIATION ? "%s did not finish within %lld ms"
+                                                       : "%s did not answer within %lld ms",
+                         phase, timeout_ms);
     } else if (rec->kind == HK__PROBE_NOFORK) {
         hk__probe_refuse(c, "%s could not start: the probe cannot fork (errno %lld)", phase,
                          rec->code);
@@ -292,6 +312,7 @@ static void hk__probe_apply(hk_loader_t *loader, hk__cand_t *c, size_t index,
             c->status = HK_STATUS_LOAD_FAILED;
         }
     }
+    return at;
 }
 
 /* 1 when the probe process is stopped (a candidate sent it SIGSTOP, say):
@@ -464,7 +485,8 @@ static void hk__probe_lost(hk__cand_t *c, int wstatus, int reaped, int alone)
  * candidates without a record, or -1 when it could not start (every
  * candidate refused then). */
 static long hk__probe_round(hk_loader_t *loader, hk__cand_t **cands, size_t k,
-                            unsigned parallel, unsigned char *done, int *wstatus, int *reaped)
+                            const hk__probe_how_t *how, unsigned char *done, int *wstatus,
+                            int *reaped)
 {
     unsigned char *buf = NULL;
     int rd = -1;
@@ -473,7 +495,7 @@ static long hk__probe_round(hk_loader_t *loader, hk__cand_t **cands, size_t k,
     memset(done, 0, k);
     *wstatus = 0;
     *reaped = 0;
-    pid_t pid = hk__probe_spawn(loader, cands, k, parallel, &rd);
+    pid_t pid = hk__probe_spawn(loader, cands, k, how, &rd);
     if (pid < 0) {
         strerror_r(errno, ebuf, sizeof(ebuf));
         for (size_t i = 0; i < k; i++) {
@@ -486,8 +508,8 @@ static long hk__probe_round(hk_loader_t *loader, hk__cand_t **cands, size_t k,
         return -1;
     }
     /* The probe enforces each child's limit; this bounds the probe itself. */
-    size_t rounds = (k + parallel - 1) / parallel;
-    long long deadline = hk__now_ms() + (long long)loader->probe_timeout_ms * (long long)(rounds + 1)
+    size_t rounds = (k + how->parallel - 1) / how->parallel;
+    long long deadline = hk__now_ms() + (long long)how->timeout_ms * (long long)(rounds + 1)
                          + 2000;
     size_t len = hk__probe_read(rd, pid, deadline, k, &buf);
     close(rd);
@@ -500,7 +522,8 @@ static long hk__probe_round(hk_loader_t *loader, hk__cand_t **cands, size_t k,
         if (rec.index < k && !done[rec.index]) {
             const unsigned char *p = buf + off + sizeof(rec);
             done[rec.index] = 1;
-            hk__probe_apply(loader, cands[rec.index], rec.index, &rec, p);
+            cands[rec.index]->probe.phase = hk__probe_apply(cands[rec.index], rec.index, &rec,
+                                                            p, how->timeout_ms);
             hk__probe_stderr(cands[rec.index], &rec, p + rec.len);
         }
         off += sizeof(rec) + (size_t)body;
@@ -537,12 +560,12 @@ static void hk__probe_chunk(hk_loader_t *loader, hk__cand_t **cands, size_t k)
 {
     hk__cand_t *left[HK__PROBE_CHUNK];
     unsigned char done[HK__PROBE_CHUNK];
-    unsigned parallel = HK__PROBE_PARALLEL;
+    hk__probe_how_t how = {loader->probe_timeout_ms, 0, 0, HK__PROBE_PARALLEL};
     size_t n = k;
     memcpy(left, cands, k * sizeof(*left));
     while (n > 0) {
         int wstatus = 0, reaped = 0;
-        long missing = hk__probe_round(loader, left, n, parallel, done, &wstatus, &reaped);
+        long missing = hk__probe_round(loader, left, n, &how, done, &wstatus, &reaped);
         if (missing <= 0)
             return;
         size_t m = 0;
@@ -550,14 +573,14 @@ static void hk__probe_chunk(hk_loader_t *loader, hk__cand_t **cands, size_t k)
             if (!done[i])
                 left[m++] = left[i];
         n = m;
-        if (parallel > 1) {
-            parallel = 1;
+        if (how.parallel > 1) {
+            how.parallel = 1;
             continue;
         }
         hk__probe_lost(left[0], wstatus, reaped, 1);
         memmove(left, left + 1, (n - 1) * sizeof(*left));
         n--;
-        parallel = HK__PROBE_PARALLEL;
+        how.parallel = HK__PROBE_PARALLEL;
     }
 }
 
@@ -602,4 +625,71 @@ void hk__probe_batch(hk_loader_t *loader, hk__cand_t **cands, size_t n)
             k = 0;
         }
     }
+}
+
+/* The file of plugin as a candidate of its own, opened through the trust
+ * walk again; it must still be the file that was loaded. */
+static hk_status_t hk__verify_cand(const hk_plugin_t *plugin, hk__cand_t *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->path = plugin->path;
+    hk_status_t st = hk__trust_open(plugin->path, 0, 1, &c->fd, &c->st, NULL, c->reason,
+                                    sizeof(c->reason));
+    if (st == HK_STATUS_OK && (c->st.st_dev != plugin->dev || c->st.st_ino != plugin->ino)) {
+        snprintf(c->reason, sizeof(c->reason), "%s is no longer the file that was loaded",
+                 plugin->path);
+        st = HK_STATUS_LOAD_FAILED;
+    }
+    return st;
+}
+
+hk_status_t hk__probe_verify(hk_loader_t *loader, const hk_plugin_t *plugin, int device,
+                             char *why, size_t n)
+{
+    hk__cand_t *c = NULL;
+    hk_status_t st = HK_STATUS_OK;
+    if (loader->isolation == HK_ISOLATION_OFF)
+        return HK_STATUS_OK;
+    hk__gate_enter(loader);
+    st = hk__probe_ready(loader);
+    hk__gate_leave(loader);
+    if (st != HK_STATUS_OK) {
+        snprintf(why, n, "%s", loader->probe_error ? loader->probe_error : "no probe program");
+        return st;
+    }
+    c = calloc(1, sizeof(*c));
+    if (!c) {
+        snprintf(why, n, "out of memory");
+        return HK_STATUS_OUT_OF_MEMORY;
+    }
+    st = hk__verify_cand(plugin, c);
+    if (st != HK_STATUS_OK) {
+        snprintf(why, n, "%s", c->reason);
+        goto out;
+    }
+    uint64_t limit = (uint64_t)loader->probe_timeout_ms * HK__PROBE_VERIFY_TIMES;
+    hk__probe_how_t how = {limit > UINT32_MAX ? UINT32_MAX : (uint32_t)limit, HK__PROBE_VERIFY,
+                           device, 1};
+    unsigned char done[1];
+    int wstatus = 0, reaped = 0;
+    hk__cand_t *one[1] = {c};
+    if (hk__probe_round(loader, one, 1, &how, done, &wstatus, &reaped) > 0)
+        hk__probe_lost(c, wstatus, reaped, 1);
+    /* What the plugin reported there is for the host's own verification to
+     * find again, safely; what only a process of its own survives is not. */
+    int reported = c->refused && c->stage == HK_STAGE_VALIDATE
+                   && c->probe.phase == HK__PHASE_VERIFICATION;
+    HK__TRACE(HK__TRACE_VERBOSE, "probe", "%s %s verified in a probe process first (limit %u "
+              "ms): %s%s", plugin->name, plugin->version, how.timeout_ms,
+              !c->refused ? "passed" : reported ? "it reported a failure, the host's "
+              "verification decides: " : "refused: ", c->refused ? c->reason : "");
+    if (c->refused && !reported) {
+        snprintf(why, n, "%s", c->reason);
+        st = HK_STATUS_LOAD_FAILED;
+    }
+out:
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c);
+    return st;
 }

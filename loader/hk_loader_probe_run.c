@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -21,6 +22,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "hk_status_text.h"
 
 /* One pipe from a child: the first bytes kept (up to a cap), the rest only
  * counted, so that a child that writes without end neither stalls nor
@@ -112,6 +115,7 @@ static void hk__answer(int out, hk_load_stage_t stage, hk_status_t status, const
 static struct {
     uint32_t lo, hi;  /* the ABI range */
     uint32_t flags;   /* HK__PROBE_* */
+    int device;       /* with HK__PROBE_VERIFY: the device of the handle */
 } hk__args;
 
 /* A child's process state before any code of its candidate runs. */
@@ -150,14 +154,16 @@ static void hk__child_negotiate(int out, hk_negotiate_fn entry, hk_plugin_t *p)
 {
     static char reason[HK__REASON_MAX];
     hk_load_stage_t stage = HK_STAGE_NEGOTIATE;
-    hk_loader_t *fake = calloc(1, sizeof(*fake)); /* the ABI range and the log are read */
-    if (!fake)
+    /* The ABI range and the log are read; the verification's table copies
+     * may set its last error. */
+    hk_loader_t *fake = calloc(1, sizeof(*fake));
+    if (!fake || pthread_mutex_init(&fake->lock, NULL) != 0)
         hk__answer(out, HK_STAGE_NEGOTIATE, HK_STATUS_OUT_OF_MEMORY, NULL, "out of memory");
+    p->loader = fake;
     fake->abi_min = hk__args.lo;
     fake->abi_max = hk__args.hi;
     if (hk__args.flags & HK__PROBE_LOG)
         hk__probe_log_begin(fake);
-    memset(p, 0, sizeof(*p));
     int threads = hk__probe_threads();
     hk_status_t st = hk__negotiate(fake, entry, p, &stage, reason, sizeof(reason));
     char broke[512];
@@ -165,6 +171,42 @@ static void hk__child_negotiate(int out, hk_negotiate_fn entry, hk_plugin_t *p)
         hk__answer(out, HK_STAGE_PROBE, HK_STATUS_LOAD_FAILED, NULL, broke);
     if (st != HK_STATUS_OK)
         hk__answer(out, stage, st, NULL, reason);
+}
+
+/* The swap's verification of a negotiated plugin, as the host will run it
+ * (hk_loader_swap.c): a handle on the host's device, the workload, the
+ * destroy. What the plugin reports (a failed create, a wrong result) is
+ * answered at stage VALIDATE; the host tells it from a crash, an exit or a
+ * hang, which only a process of its own survives. */
+static void hk__child_verify(int out, hk_plugin_t *p)
+{
+    static char why[HK__REASON_MAX];
+    char began = HK__PROBE_VERIFYING;
+    hk_blas1_v1_t b;
+    hk_memory_v1_t m;
+    if (hk__write_all(out, &began, 1) != 0)
+        _exit(1);
+    if (hk_plugin_get_table(p, HK_TABLE_BLAS1_V1, &b, sizeof(b)) != HK_STATUS_OK
+        || hk_plugin_get_table(p, HK_TABLE_MEMORY_V1, &m, sizeof(m)) != HK_STATUS_OK)
+        hk__answer(out, HK_STAGE_VALIDATE, HK_STATUS_NOT_SUPPORTED, NULL,
+                   "it offers no hk.blas1/1 or no hk.memory/1 table");
+    hk_create_info_t ci = {sizeof(ci), hk__args.device, 0};
+    hk_handle_t *h = NULL;
+    hk_status_t st = p->vtable.handle_create(&ci, &h);
+    if (st != HK_STATUS_OK) {
+        const char *msg = p->vtable.last_error(NULL);
+        snprintf(why, sizeof(why), "handle_create (device %d): %s: %s", ci.device,
+                 hk_status_name(st), msg ? msg : "");
+        hk__answer(out, HK_STAGE_VALIDATE, st, NULL, why);
+    }
+    st = hk__verify_workload(&p->vtable, &b, &m, h, why, sizeof(why));
+    hk_status_t dst = p->vtable.handle_destroy(h);
+    if (st == HK_STATUS_OK && dst != HK_STATUS_OK) {
+        snprintf(why, sizeof(why), "handle_destroy: %s", hk_status_name(dst));
+        st = dst;
+    }
+    if (st != HK_STATUS_OK)
+        hk__answer(out, HK_STAGE_VALIDATE, st, NULL, why);
 }
 
 /* One candidate, in a child of the probe. Never returns. */
@@ -194,7 +236,10 @@ static void hk__probe_child(int fd, int out, int err)
     }
     hk_negotiate_fn entry;
     memcpy(&entry, &sym, sizeof(entry));
+    memset(&p, 0, sizeof(p));
     hk__child_negotiate(out, entry, &p);
+    if (hk__args.flags & HK__PROBE_VERIFY)
+        hk__child_verify(out, &p);
     hk__answer(out, HK_STAGE_LOADED, HK_STATUS_OK, &p, "");
 }
 
@@ -359,18 +404,20 @@ static int hk__arg(const char *s, unsigned long max, unsigned long *v)
 
 int hk__probe_main(int argc, char **argv)
 {
-    unsigned long lo, hi, timeout, count, parallel, flags;
-    if (argc != 7 || !hk__arg(argv[1], 0xffffffffu, &lo) || !hk__arg(argv[2], 0xffffffffu, &hi)
+    unsigned long lo, hi, timeout, count, parallel, flags, device;
+    if (argc != 8 || !hk__arg(argv[1], 0xffffffffu, &lo) || !hk__arg(argv[2], 0xffffffffu, &hi)
         || !hk__arg(argv[3], 0xffffffffu, &timeout) || !hk__arg(argv[4], HK__PROBE_CHUNK, &count)
         || !hk__arg(argv[5], HK__PROBE_PARALLEL, &parallel)
-        || !hk__arg(argv[6], HK__PROBE_LOG, &flags) || count == 0 || timeout == 0
-        || parallel == 0) {
+        || !hk__arg(argv[6], HK__PROBE_LOG | HK__PROBE_VERIFY, &flags)
+        || !hk__arg(argv[7], 0xffffffffu, &device) || count == 0 || timeout == 0
+        || parallel == 0 || ((flags & HK__PROBE_VERIFY) && count != 1)) {
         fprintf(stderr, "hk-probe: started by the handlekit loader only\n");
         return 2;
     }
     hk__args.lo = (uint32_t)lo;
     hk__args.hi = (uint32_t)hi;
     hk__args.flags = (uint32_t)flags;
+    hk__args.device = (int)(int32_t)(uint32_t)device; /* HK_DEVICE_CURRENT is -1 */
     /* The host started us in a session of our own: no terminal signal
      * reaches us, so its death must. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);

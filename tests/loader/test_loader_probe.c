@@ -215,6 +215,41 @@ static void test_negotiation_with_log(void)
     teardown();
 }
 
+/* A swap to a plugin whose handle_create or verification workload crashes,
+ * exits or hangs: the probe process verifies it first, the swap is refused
+ * with the reason, the movable handle stays on hk-cpu and works, and the
+ * host survives (it died before, the verification running in it). The
+ * control: a good one is verified there and in the host, and swapped in. */
+static void test_swap_verified_in_probe(void)
+{
+    static const struct {
+        const char *file, *version, *reason;
+    } cases[] = {
+        {"tv_create_crash.so", "1.0.6", "verification killed by SIGSEGV"},
+        {"tv_saxpy_crash.so", "1.0.7", "verification killed by SIGSEGV"},
+        {"tv_saxpy_exit.so", "1.0.8", "verification exited with status 3"},
+        {"tv_saxpy_hang.so", "1.0.9", "verification did not finish within 3000 ms"},
+    };
+    char line[8600];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *path = hostile(cases[i].file);
+        tl_host_job_t job = {.swap_to = path, .deadline_ms = 30000};
+        tl_host_run_t run;
+        CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
+        snprintf(line, sizeof(line), "swap=LOAD_FAILED|swap to %s refused: hk-cpu %s failed in "
+                 "the probe process: %s", path, cases[i].version, cases[i].reason);
+        CU_ASSERT(tl_has_line(&run, line));
+        CU_ASSERT(tl_has_line(&run, "saxpy=OK|3"));
+        CU_ASSERT(tl_has_line(&run, "bound=hk-cpu 1.0.0"));
+    }
+    tl_host_job_t job = {.swap_to = hostile("tv_good.so")};
+    tl_host_run_t run;
+    CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
+    CU_ASSERT(tl_has_line(&run, "swap=OK|"));
+    CU_ASSERT(tl_has_line(&run, "saxpy=OK|3"));
+    CU_ASSERT(tl_has_line(&run, "bound=hk-cpu 1.0.5"));
+}
+
 void tl_register_probe(void)
 {
     CU_pSuite s = hk_test_suite("loader_probe", NULL, NULL);
@@ -226,4 +261,6 @@ void tl_register_probe(void)
                 test_stderr_flood);
     hk_test_add(s, "negotiations that misbehave only with a log callback: refused",
                 test_negotiation_with_log);
+    hk_test_add(s, "a swap's verification crashes, exits, hangs: refused in the probe",
+                test_swap_verified_in_probe);
 }

@@ -18,7 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hk_blas1.h"
 #include "hk_status_text.h"
+#include "hk_swap.h"
 
 const char *tl_plugin(const char *file)
 {
@@ -163,6 +165,36 @@ static void tl_host_log(void *user, hk_log_level_t level, const char *msg)
                  msg);
 }
 
+#ifndef HK_TEST_CPU_PLUGIN /* a program whose tests swap nothing */
+#define HK_TEST_CPU_PLUGIN ""
+#endif
+
+/* A movable handle on hk-cpu, a swap to job->swap_to, then y = 2x + y
+ * through the movable handle (y[0] = 2 * 1 + 1 = 3 whichever plugin runs
+ * it), and what it is bound to. */
+static void tl_host_swap(hk_loader_t *loader, const tl_host_job_t *job, int out)
+{
+    hk_mhandle_t *mh = NULL;
+    hk_plugin_t *to = NULL;
+    hk_blas1_v1_t b;
+    float x[4] = {1, 1, 1, 1}, y[4] = {1, 1, 1, 1}, alpha = 2;
+    if (hk_mhandle_create(loader, HK_TEST_CPU_PLUGIN, NULL, &mh) != HK_STATUS_OK) {
+        dprintf(out, "mhandle=%s\n", hk_loader_last_error(loader));
+        return;
+    }
+    hk_status_t st = hk_loader_swap(loader, job->swap_to, NULL, &to);
+    dprintf(out, "swap=%s|%s\n", hk_status_name(st),
+            st == HK_STATUS_OK ? "" : hk_loader_last_error(loader));
+    st = hk_mhandle_get_table(HK_TABLE_BLAS1_V1, &b, sizeof(b));
+    if (st == HK_STATUS_OK)
+        st = b.saxpy(hk_mhandle_handle(mh), 4, &alpha, x, 1, y, 1);
+    dprintf(out, "saxpy=%s|%g\n", hk_status_name(st), (double)y[0]);
+    hk_mhandle_state_t ms = {.size = sizeof(ms)};
+    if (hk_mhandle_state(mh, &ms) == HK_STATUS_OK)
+        dprintf(out, "bound=%s %s\n", hk_plugin_name(ms.plugin), hk_plugin_version(ms.plugin));
+    hk_mhandle_destroy(mh);
+}
+
 /* The host: never returns. */
 static void tl_host_child(const tl_host_job_t *job, int out)
 {
@@ -185,6 +217,8 @@ static void tl_host_child(const tl_host_job_t *job, int out)
         hk_loader_open(loader, job->open_path, NULL);
     for (int i = 0; job->scan_dir && i < (job->scans ? job->scans : 1); i++)
         hk_loader_scan(loader);
+    if (job->swap_to)
+        tl_host_swap(loader, job, out);
     dprintf(out, "ms=%.3f\n", tl_now_ms() - t0);
     for (size_t i = 0; i < hk_loader_report_count(loader); i++) {
         const hk_load_report_t *r = hk_loader_report(loader, i);

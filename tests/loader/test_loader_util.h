@@ -52,6 +52,8 @@ typedef struct tl_host_job {
     int linger_ms;          /* after reporting: destroy the loader, then wait this
                                long before exiting ("survived=1" once done) */
     int capture_stderr;     /* the host's stderr goes to a file: see err_bytes */
+    const char *swap_to;    /* or: a movable handle on hk-cpu, swapped to this
+                               path, then saxpy through it (tl_host_swap) */
 } tl_host_job_t;
 
 typedef struct tl_host_run {
@@ -61,7 +63,9 @@ typedef struct tl_host_run {
     /* One line each: "report=<path>|<stage>|<status>|<reason>" per report,
      * "mapped=<path>" per report path mapped into the host, "plugins=<n>";
      * with job.log "log_lines=<n>" (every call of the log callback) and
-     * "log_foreign=<n>" (those from a thread other than the host's). */
+     * "log_foreign=<n>" (those from a thread other than the host's); with
+     * swap_to "swap=<status>|<last error>", "saxpy=<status>|<y[0]>" and
+     * "bound=<name> <version>". */
     char out[65536];
     long long err_bytes; /* with capture_stderr: what the host wrote there */
     char err_head[1024]; /* and its first bytes */
