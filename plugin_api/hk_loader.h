@@ -156,9 +156,11 @@ typedef struct hk_loader_options {
 
 /* hk_loader_options_t.isolation:
  * HK_ISOLATION_PROBE: every new candidate is first loaded and negotiated in a
- *   child process (the probe program, started with posix_spawn, never a bare
- *   fork of the host), one process per candidate, up to 8 at a time. Only a
- *   candidate that answered there is opened by the host. Its verdict is
+ *   child process (the probe program, started with posix_spawn in a session
+ *   of its own, never a bare fork of the host), one process per candidate,
+ *   each in a process group of its own, up to 8 at a time; a plugin about to
+ *   be swapped in is verified there too (hk_swap.h). Only a candidate that
+ *   answered there is opened by the host. Its verdict is
  *   remembered for the loader's life per file identity (device, inode, size,
  *   modification time, mode), so a rescan does not probe it again.
  * HK_ISOLATION_OFF: no child process (for hosts that may not create one);
