@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -144,6 +145,48 @@ static int expand_name(const char *in, char *out, size_t n)
     return 0;
 }
 
+static const char *file_kind(mode_t mode)
+{
+    return S_ISFIFO(mode) ? "a FIFO" : S_ISCHR(mode) ? "a character device"
+           : S_ISBLK(mode) ? "a block device" : S_ISSOCK(mode) ? "a socket"
+           : S_ISDIR(mode) ? "a directory" : "not a regular file";
+}
+
+/* Opens the trace file: never through a symbolic link as its last component
+ * (one planted by another user would make a privileged process append to a
+ * file of the link's choosing), never waiting (an open of a FIFO for
+ * writing waits for a reader), and only a regular file of this process's
+ * user. Returns the descriptor, or -1 with why filled. */
+static int open_file(const char *path, char *why, size_t n)
+{
+    struct stat st;
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW
+                  | O_NONBLOCK, 0600);
+    if (fd < 0) {
+        int err = errno, known = lstat(path, &st) == 0;
+        if (known && S_ISLNK(st.st_mode))
+            snprintf(why, n, "it is a symbolic link, which is not followed");
+        else if (known && !S_ISREG(st.st_mode))
+            snprintf(why, n, "it is %s, not a regular file", file_kind(st.st_mode));
+        else
+            snprintf(why, n, "%s", strerror(err));
+        return -1;
+    }
+    if (fstat(fd, &st) != 0)
+        snprintf(why, n, "%s", strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        snprintf(why, n, "it is %s, not a regular file", file_kind(st.st_mode));
+    else if (st.st_uid != geteuid())
+        snprintf(why, n, "it is owned by uid %lu, not by this process's user (uid %lu)",
+                 (unsigned long)st.st_uid, (unsigned long)geteuid());
+    else if (fcntl(fd, F_SETFL, O_APPEND) == 0) /* writes wait again, as to stderr */
+        return fd;
+    else
+        snprintf(why, n, "%s", strerror(errno));
+    close(fd);
+    return -1;
+}
+
 /* Once per module: the level, then, only when tracing, the output. */
 static void read_env(void)
 {
@@ -160,8 +203,8 @@ static void read_env(void)
         int fd = -1;
         if (expand_name(file, path, sizeof path) != 0)
             snprintf(why, sizeof why, "the name is longer than PATH_MAX once expanded");
-        else if ((fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0600)) < 0)
-            snprintf(why, sizeof why, "%s", strerror(errno));
+        else
+            fd = open_file(path, why, sizeof why);
         if (fd >= 0)
             trace_fd = fd;
     }

@@ -24,7 +24,9 @@
 #include <stdatomic.h>
 #include <sys/stat.h>
 
+#include "hk_blas1.h"
 #include "hk_loader.h"
+#include "hk_memory.h"
 
 /* Room for a reason that names a PATH_MAX path and a little text. */
 #define HK__REASON_MAX 4608
@@ -124,6 +126,7 @@ typedef struct hk__loader_hook {
 /* What the probe learnt about one candidate (hk_loader_probe.c). */
 typedef struct hk__probe_result {
     int answered;           /* 1: the fields below hold the probe's answer */
+    int phase;              /* how far the child got (hk_loader_probe.c) */
     hk_load_stage_t stage;  /* LOADED, or where the probe refused it */
     hk_status_t status;
     uint32_t abi;
@@ -247,6 +250,13 @@ hk_status_t hk__answer_flags(uint32_t abi, uint32_t flags, uint32_t *out, char *
 /* The loader's ABI range as text ("1.0-1.2"), for messages. */
 void hk__range_text(char *buf, size_t n, const hk_loader_t *loader);
 
+/* ---- hk_loader_verify.c ---- */
+
+/* Runs the swap's verification workload on h through the given tables.
+ * Returns OK, or the failing status with why filled. */
+hk_status_t hk__verify_workload(const hk_vtable_t *core, const hk_blas1_v1_t *b,
+                                const hk_memory_v1_t *m, hk_handle_t *h, char *why, size_t n);
+
 /* ---- hk_loader_trust.c ---- */
 
 /* Resolves path and walks it from the root with O_NOFOLLOW at each step,
@@ -276,24 +286,40 @@ hk_status_t hk__elf_check(int fd, off_t size, char *reason, size_t n);
 
 /* ---- the probe protocol (hk_loader_probe.c, hk_loader_probe_run.c) ----
  *
- * The host starts the probe program (posix_spawn) with
- *   argv: hk-probe <abi_min> <abi_max> <timeout_ms> <count>
+ * The host starts the probe program (posix_spawn, in a session of its own)
+ * with
+ *   argv: hk-probe <abi_min> <abi_max> <timeout_ms> <count> <parallel> <flags>
+ *         <device> (flags: HK__PROBE_LOG, the host passes plugins a log
+ *         callback; HK__PROBE_VERIFY, one candidate, a swap's: after the
+ *         negotiation, the swap's verification on a handle of <device>, the
+ *         child writing HK__PROBE_VERIFYING first; <device> as an unsigned
+ *         32-bit number, HK_DEVICE_CURRENT included)
  *   fd 3: a pipe to the host; fds 4 .. 4+count-1: the checked candidates;
- *   fds 0 and 1: /dev/null; fd 2: the host's.
+ *   fds 0 and 1: /dev/null; fd 2: the host's (a child's goes to the probe).
  * The probe (single-threaded, fresh from exec) forks one child per candidate,
- * a few at a time. A child keeps only its candidate and a pipe of its own,
+ * <parallel> at a time, each in a process group of its own (killed whole
+ * when the child ends). A child keeps only its candidate and a pipe of its own,
  * opens "/proc/self/fd/<n>" exactly as the host would, writes the byte
  * HK__PROBE_LOADED once the file is mapped (so a later death is blamed on the
  * negotiation, an earlier one on loading), negotiates and validates, writes
- * one hk__probe_answer_t followed by its strings, and _exits. The probe
- * relays, for each candidate, one hk__probe_record_t followed by the child's
- * bytes. The host trusts none of it: every field is checked. */
+ * one hk__probe_answer_t followed by its strings, and _exits. Its stderr is
+ * a pipe to the probe, which keeps the first HK__PROBE_ERR_KEEP bytes and
+ * counts the rest. The probe relays, for each candidate, one
+ * hk__probe_record_t followed by the child's answer bytes, then its kept
+ * stderr bytes. The host trusts none of it: every field is checked. A probe that
+ * ends or stops before it answered for every candidate is killed, and the
+ * rest are probed again (hk_loader_probe.c). */
 #define HK__PROBE_FD_HOST 3
 #define HK__PROBE_FD_FIRST 4
-#define HK__PROBE_PARALLEL 8      /* children at a time */
+#define HK__PROBE_PARALLEL 8      /* children at a time, at most */
 #define HK__PROBE_CHUNK 64        /* candidates per probe process */
-#define HK__PROBE_OUT_MAX 16384u  /* bytes of a child's output relayed */
+#define HK__PROBE_OUT_MAX 16384u  /* bytes of a child's answer relayed */
+#define HK__PROBE_ERR_KEEP 1024u  /* bytes of a child's stderr relayed */
 #define HK__PROBE_LOADED 'L'
+#define HK__PROBE_VERIFYING 'V'
+#define HK__PROBE_LOG 0x1u        /* flags: negotiate with a log callback */
+#define HK__PROBE_VERIFY 0x2u     /* flags: then run the swap's verification */
+#define HK__PROBE_VERIFY_TIMES 10 /* its time limit, in probe time limits */
 #define HK__ANSWER_MAGIC 0x41504b48u /* "HKPA" */
 #define HK__RECORD_MAGIC 0x52504b48u /* "HKPR" */
 
@@ -318,8 +344,11 @@ typedef struct hk__probe_record {
     uint32_t index;    /* 0 .. count-1 */
     uint32_t kind;     /* HK__PROBE_* */
     int32_t code;      /* exit status, signal number, or errno (NOFORK) */
-    uint32_t len;      /* child bytes that follow, at most HK__PROBE_OUT_MAX */
+    uint32_t len;      /* answer bytes that follow, at most HK__PROBE_OUT_MAX */
     uint32_t overflow; /* 1: the child wrote more than that */
+    uint32_t err_len;  /* stderr bytes after those, at most HK__PROBE_ERR_KEEP */
+    uint32_t reserved;
+    uint64_t err_total; /* bytes the child wrote to stderr in all */
 } hk__probe_record_t;
 
 /* ---- hk_loader_probe.c: the host's side of isolation ---- */
@@ -329,10 +358,38 @@ typedef struct hk__probe_record {
  * gate. */
 void hk__probe_batch(hk_loader_t *loader, hk__cand_t **cands, size_t n);
 
+/* Before a swap verifies plugin in the host, verifies it in a probe process
+ * (HK__PROBE_VERIFY) on a handle of device, with HK__PROBE_VERIFY_TIMES the
+ * probe's time limit. Returns OK when it passed there, when isolation is off,
+ * or when the plugin only reported a failure there (a failed create: a
+ * device the probe cannot use is not the plugin's fault; a wrong result:
+ * the host's own verification finds it again, safely); LOAD_FAILED, with
+ * why, when it crashed, exited, hung, answered garbage or broke a rule of
+ * negotiation there, or no probe could run. Caller holds no loader lock. */
+hk_status_t hk__probe_verify(hk_loader_t *loader, const hk_plugin_t *plugin, int device,
+                             char *why, size_t n);
+
 /* ---- hk_loader_probe_run.c: the probe program's side ---- */
 
 /* main() of the probe program (hk_probe_main.c). */
 int hk__probe_main(int argc, char **argv);
+
+/* ---- hk_loader_probe_log.c: what the probe holds a negotiation to ---- */
+
+#define HK__PROBE_LOG_LINES 256      /* log lines a negotiation may write */
+#define HK__PROBE_LOG_MSG_MAX 4096u  /* bytes of a message, its NUL included */
+
+/* Gives fake (the probe's loader record) the probe's log callback, for a
+ * negotiation on the calling thread. */
+void hk__probe_log_begin(hk_loader_t *fake);
+
+/* The threads of this process now, or -1 when unknown. */
+int hk__probe_threads(void);
+
+/* After the negotiation returned: the first rule it broke (a thread of its
+ * own still running, of the threads_before there were; a rule of the log
+ * callback), written into buf as a refusal reason, or NULL. */
+const char *hk__probe_negotiated(int threads_before, char *buf, size_t n);
 
 /* ---- hk_loader_ltdl.c: every libltdl call goes through these ---- */
 

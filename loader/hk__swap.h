@@ -1,7 +1,7 @@
 /* handlekit movable handles and swap: internals shared by
  * hk_loader_swaphold.c (held calls), hk_loader_swapstate.c (the record,
- * failures, reading the state), hk_loader_swapmod.c (modules: verification,
- * close and reopen), hk_loader_mhandle.c (handles, forwarding, call path) and
+ * failures, reading the state), hk_loader_swapmod.c (modules: close and
+ * reopen), hk_loader_mhandle.c (handles, forwarding, call path) and
  * hk_loader_swap.c (the swap), each calling only those listed before it
  * (loader/README.md). Never installed.
  *
@@ -221,10 +221,5 @@ hk_status_t hk__swap_ensure_open(hk_loader_t *loader, hk_plugin_t *plugin, char 
 /* Closes plugin's module when nothing can reach it any more (see hk_swap.h,
  * step 6), and checks that it left the process. Caller holds swap->lock. */
 void hk__swap_try_close(hk_loader_t *loader, struct hk__swap *sw, hk_plugin_t *plugin);
-
-/* Runs the verification workload on h through the given tables. Returns OK
- * or the failing status with why filled. */
-hk_status_t hk__swap_verify(const hk_vtable_t *core, const hk_blas1_v1_t *b,
-                            const hk_memory_v1_t *m, hk_handle_t *h, char *why, size_t n);
 
 #endif /* HK__SWAP_H */

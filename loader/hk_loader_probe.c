@@ -106,14 +106,23 @@ static long long hk__now_ms(void)
     return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-/* Starts the probe for cands[0..k); returns its pid or -1 (errno set) and
- * *rd, the read end of its answer pipe. */
-static pid_t hk__probe_spawn(hk_loader_t *loader, hk__cand_t **cands, size_t k, int *rd)
+/* How one probe process is to run. */
+typedef struct hk__probe_how {
+    uint32_t timeout_ms; /* each child's time limit */
+    uint32_t flags;      /* HK__PROBE_* */
+    int device;          /* with HK__PROBE_VERIFY */
+    unsigned parallel;   /* children at a time */
+} hk__probe_how_t;
+
+/* Starts the probe for cands[0..k) as how says; returns its pid or -1
+ * (errno set) and *rd, the read end of its answer pipe. */
+static pid_t hk__probe_spawn(hk_loader_t *loader, hk__cand_t **cands, size_t k,
+                             const hk__probe_how_t *how, int *rd)
 {
     /* Every source descriptor is first moved above the targets, so that no
      * dup2 of the file actions overwrites a source still to be copied. */
     int base = HK__PROBE_FD_FIRST + (int)k, tmp[HK__PROBE_CHUNK + 2], ntmp = 0, pfd[2];
-    char a0[16], a1[16], a2[16], a3[16], exe[48];
+    char a0[16], a1[16], a2[16], a3[16], a4[16], a5[16], a6[16], exe[48];
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     sigset_t none, all;
@@ -139,18 +148,26 @@ static pid_t hk__probe_spawn(hk_loader_t *loader, hk__cand_t **cands, size_t k, 
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
     /* Default handlers and no blocked signal: a host that ignores SIGSEGV or
-     * blocks SIGTERM must not pass that on to plugins' code. */
+     * blocks SIGTERM must not pass that on to plugins' code. A session of
+     * its own: a candidate that signals its process group or the probe's
+     * never reaches the host's. */
     sigemptyset(&none);
     sigfillset(&all);
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
+                                        | POSIX_SPAWN_SETSID);
     snprintf(a0, sizeof(a0), "%u", (unsigned)loader->abi_min);
     snprintf(a1, sizeof(a1), "%u", (unsigned)loader->abi_max);
-    snprintf(a2, sizeof(a2), "%u", (unsigned)loader->probe_timeout_ms);
+    snprintf(a2, sizeof(a2), "%u", (unsigned)how->timeout_ms);
     snprintf(a3, sizeof(a3), "%zu", k);
+    snprintf(a4, sizeof(a4), "%u", how->parallel);
+    /* The plugin gets a log callback in the probe when it will get one in
+     * the host: a negotiation may behave otherwise with one. */
+    snprintf(a5, sizeof(a5), "%u", how->flags | (loader->log ? HK__PROBE_LOG : 0u));
+    snprintf(a6, sizeof(a6), "%u", (unsigned)how->device);
     snprintf(exe, sizeof(exe), "/proc/self/fd/%d", tmp[1]);
-    char *argv[] = {"hk-probe", a0, a1, a2, a3, NULL};
+    char *argv[] = {"hk-probe", a0, a1, a2, a3, a4, a5, a6, NULL};
     err = posix_spawn(&pid, exe, &fa, &attr, argv, environ);
     if (err)
         pid = -1;
@@ -209,8 +226,9 @@ static const char *hk__probe_answer(hk__cand_t *c, size_t index, const unsigned 
     if (a.size != len || (uint64_t)a.name_len + a.version_len + a.reason_len
                              != (uint64_t)len - sizeof(a))
         return "its sizes do not add up";
-    if (a.stage > HK_STAGE_LOADED || a.stage == HK_STAGE_SCAN || a.status >= HK_STATUS__COUNT
-        || (a.stage == HK_STAGE_LOADED) != (a.status == HK_STATUS_OK))
+    /* PROBE: a rule that only the probe holds a negotiation to. */
+    if ((a.stage > HK_STAGE_LOADED && a.stage != HK_STAGE_PROBE) || a.stage == HK_STAGE_SCAN
+        || a.status >= HK_STATUS__COUNT || (a.stage == HK_STAGE_LOADED) != (a.status == HK_STATUS_OK))
         return "stage or status out of range";
     p += sizeof(a);
     if (!hk__answer_string(r->name, sizeof(r->name), p, a.name_len)
@@ -239,17 +257,28 @@ static const char *hk__probe_answer(hk__cand_t *c, size_t index, const unsigned 
     return NULL;
 }
 
-/* Applies one record of the probe to its candidate. */
-static void hk__probe_apply(hk_loader_t *loader, hk__cand_t *c, size_t index,
-                            const hk__probe_record_t *rec, const unsigned char *p)
+/* Where a child was when it ended, from the bytes it wrote first. */
+enum { HK__PHASE_LOADING, HK__PHASE_NEGOTIATION, HK__PHASE_VERIFICATION };
+
+/* Applies one record of the probe to its candidate (timeout_ms: the
+ * child's limit). Returns the phase the child reached. */
+static int hk__probe_apply(hk__cand_t *c, size_t index, const hk__probe_record_t *rec,
+                           const unsigned char *p, uint32_t timeout_ms)
 {
+    static const char *const names[] = {"loading", "negotiation", "verification"};
     size_t len = rec->len;
-    const char *phase = "loading";
+    int at = HK__PHASE_LOADING;
     if (len > 0 && p[0] == HK__PROBE_LOADED) {
-        phase = "negotiation";
+        at = HK__PHASE_NEGOTIATION;
         p++;
         len--;
     }
+    if (at == HK__PHASE_NEGOTIATION && len > 0 && p[0] == HK__PROBE_VERIFYING) {
+        at = HK__PHASE_VERIFICATION;
+        p++;
+        len--;
+    }
+    const char *phase = names[at];
     if (rec->kind == HK__PROBE_SIGNALED) {
         const char *abbrev = sigabbrev_np(rec->code);
         if (abbrev) {
@@ -261,9 +290,9 @@ static void hk__probe_apply(hk_loader_t *loader, hk__cand_t *c, size_t index,
             hk__probe_refuse(c, "%s killed by signal %lld", phase, rec->code);
         }
     } else if (rec->kind == HK__PROBE_TIMEOUT) {
-        hk__probe_refuse(c, phase[0] == 'l' ? "%s did not finish within %lld ms"
-                                            : "%s did not answer within %lld ms",
-                         phase, loader->probe_timeout_ms);
+        hk__probe_refuse(c, at != HK__PHASE_NEGOTIATION ? "%s did not finish within %lld ms"
+                                                       : "%s did not answer within %lld ms",
+                         phase, timeout_ms);
     } else if (rec->kind == HK__PROBE_NOFORK) {
         hk__probe_refuse(c, "%s could not start: the probe cannot fork (errno %lld)", phase,
                          rec->code);
@@ -283,11 +312,89 @@ static void hk__probe_apply(hk_loader_t *loader, hk__cand_t *c, size_t index,
             c->status = HK_STATUS_LOAD_FAILED;
         }
     }
+    return at;
 }
 
-/* Reads the probe's records until every candidate has one, the probe ends,
- * or the deadline passes. Returns the number of bytes in *buf. */
-static size_t hk__probe_read(int rd, long long deadline, size_t want, unsigned char **buf)
+/* 1 when the probe process is stopped (a candidate sent it SIGSTOP, say):
+ * it will send nothing more until killed. */
+static int hk__probe_stopped(pid_t pid)
+{
+    siginfo_t info;
+    memset(&info, 0, sizeof(info));
+    return waitid(P_PID, (id_t)pid, &info, WSTOPPED | WNOHANG | WNOWAIT) == 0
+           && info.si_pid == pid && info.si_code == CLD_STOPPED;
+}
+
+/* The bytes that follow a record's header, or -1 when it is not one. */
+static long hk__record_body(const hk__probe_record_t *rec)
+{
+    if (rec->magic != HK__RECORD_MAGIC || rec->len > HK__PROBE_OUT_MAX
+        || rec->err_len > HK__PROBE_ERR_KEEP || rec->err_total < rec->err_len)
+        return -1;
+    return (long)rec->len + (long)rec->err_len;
+}
+
+/* Writes the n bytes of text to out (room cap) as one line of printable
+ * ASCII: \n, \r, \t, \\, \" and \xNN for the rest; stops before a byte
+ * whose form would not fit. Returns how many bytes of text it took. */
+static size_t hk__escape(char *out, size_t cap, const unsigned char *text, size_t n)
+{
+    size_t k = 0, i = 0;
+    for (; i < n; i++) {
+        char piece[8];
+        unsigned char b = text[i];
+        if (b == '\n' || b == '\r' || b == '\t')
+            snprintf(piece, sizeof(piece), "\\%c", b == '\n' ? 'n' : b == '\r' ? 'r' : 't');
+        else if (b == '\\' || b == '"')
+            snprintf(piece, sizeof(piece), "\\%c", b);
+        else if (b < 0x20 || b >= 0x7f)
+            snprintf(piece, sizeof(piece), "\\x%02x", b);
+        else
+            snprintf(piece, sizeof(piece), "%c", b);
+        size_t len = strlen(piece);
+        if (k + len + 1 > cap)
+            break;
+        memcpy(out + k, piece, len);
+        k += len;
+    }
+    if (cap > 0)
+        out[k] = '\0';
+    return i;
+}
+
+/* What a refused candidate wrote to stderr in the probe, added to its
+ * reason: how much, and its start as far as the reason has room. What an
+ * answering candidate wrote is only traced. */
+static void hk__probe_stderr(hk__cand_t *c, const hk__probe_record_t *rec,
+                             const unsigned char *text)
+{
+    char shown[1200];
+    if (rec->err_total == 0)
+        return;
+    if (!c->refused) {
+        HK__TRACE(HK__TRACE_VERBOSE, "probe", "%s wrote %llu bytes to stderr in the probe, "
+                  "not shown", c->path, (unsigned long long)rec->err_total);
+        return;
+    }
+    size_t used = strlen(c->reason);
+    char *at = c->reason + used;
+    size_t room = sizeof(c->reason) - used;
+    /* The text gets what the reason has left after the rest of the line. */
+    size_t cap = room > 80 ? room - 80 : 1;
+    size_t took = hk__escape(shown, cap < sizeof(shown) ? cap : sizeof(shown), text,
+                             rec->err_len);
+    if (took == rec->err_total)
+        snprintf(at, room, "; stderr: %llu bytes: \"%s\"", (unsigned long long)rec->err_total,
+                 shown);
+    else
+        snprintf(at, room, "; stderr: %llu bytes, the first %zu: \"%s\"",
+                 (unsigned long long)rec->err_total, took, shown);
+}
+
+/* Reads the probe's records until every candidate has one, the probe ends
+ * or stops, or the deadline passes. Returns the number of bytes in *buf. */
+static size_t hk__probe_read(int rd, pid_t pid, long long deadline, size_t want,
+                             unsigned char **buf)
 {
     size_t len = 0, cap = 0, have = 0;
     unsigned char *b = NULL;
@@ -299,11 +406,12 @@ static size_t hk__probe_read(int rd, long long deadline, size_t want, unsigned c
         while (len - off >= sizeof(hk__probe_record_t)) {
             hk__probe_record_t rec;
             memcpy(&rec, b + off, sizeof(rec));
-            if (rec.magic != HK__RECORD_MAGIC || rec.len > HK__PROBE_OUT_MAX)
+            long body = hk__record_body(&rec);
+            if (body < 0)
                 goto out; /* the rest is unusable */
-            if (len - off - sizeof(rec) < rec.len)
+            if (len - off - sizeof(rec) < (size_t)body)
                 break;
-            off += sizeof(rec) + rec.len;
+            off += sizeof(rec) + (size_t)body;
             have++;
         }
         if (have >= want)
@@ -311,9 +419,13 @@ static size_t hk__probe_read(int rd, long long deadline, size_t want, unsigned c
         long long left = deadline - hk__now_ms();
         if (left <= 0)
             break;
+        /* Waits in slices, to see a stopped probe without a signal of ours
+         * (the host owns SIGCHLD). */
         struct pollfd pf = {rd, POLLIN, 0};
-        int r = poll(&pf, 1, left > 1000000 ? 1000000 : (int)left);
+        int r = poll(&pf, 1, left > 50 ? 50 : (int)left);
         if (r < 0 && errno == EINTR)
+            continue;
+        if (r == 0 && !hk__probe_stopped(pid))
             continue;
         if (r <= 0)
             break;
@@ -337,32 +449,53 @@ out:
     return len;
 }
 
-/* Why the probe process itself gave no record for a candidate. */
-static void hk__probe_lost(hk__cand_t *c, int wstatus, int reaped)
+/* Refuses c: the probe process ended or stopped (wstatus, when reaped)
+ * before it answered for c; alone: c was the only candidate in it then. */
+static void hk__probe_lost(hk__cand_t *c, int wstatus, int reaped, int alone)
 {
-    const char *who = "the probe program";
-    if (reaped && WIFSIGNALED(wstatus))
-        hk__probe_refuse(c, "%s was killed by signal %lld before answering", who,
-                         WTERMSIG(wstatus));
+    const char *how = NULL, *abbrev = NULL;
+    int sig = 0;
+    if (reaped && WIFSIGNALED(wstatus)) {
+        how = "killed";
+        sig = WTERMSIG(wstatus);
+    } else if (reaped && WIFSTOPPED(wstatus)) {
+        how = "stopped";
+        sig = WSTOPSIG(wstatus);
+    }
+    if (how && (abbrev = sigabbrev_np(sig)) != NULL)
+        snprintf(c->reason, sizeof(c->reason), "the probe process was %s by SIG%s while it "
+                 "probed this candidate%s", how, abbrev, alone ? " alone" : "");
+    else if (how)
+        snprintf(c->reason, sizeof(c->reason), "the probe process was %s by signal %d while "
+                 "it probed this candidate%s", how, sig, alone ? " alone" : "");
     else if (reaped && WIFEXITED(wstatus))
-        hk__probe_refuse(c, "%s exited with status %lld before answering", who,
-                         WEXITSTATUS(wstatus));
+        snprintf(c->reason, sizeof(c->reason), "the probe process exited with status %d "
+                 "before it answered for this candidate", WEXITSTATUS(wstatus));
     else
-        snprintf(c->reason, sizeof(c->reason), "%s gave no answer in time", who);
+        snprintf(c->reason, sizeof(c->reason), "the probe process gave no answer in time");
     c->refused = 1;
     c->stage = HK_STAGE_PROBE;
     c->status = HK_STATUS_LOAD_FAILED;
 }
 
-/* Probes cands[0..k) with one probe process. */
-static void hk__probe_chunk(hk_loader_t *loader, hk__cand_t **cands, size_t k)
+/* One probe process for cands[0..k), parallel at a time: applies each
+ * record it sends and marks done[i] for those. When it ends without them
+ * all (it died, stopped, or passed its deadline) it is killed if need be,
+ * and *wstatus is how it ended (*reaped 0: unknown). Returns the number of
+ * candidates without a record, or -1 when it could not start (every
+ * candidate refused then). */
+static long hk__probe_round(hk_loader_t *loader, hk__cand_t **cands, size_t k,
+                            const hk__probe_how_t *how, unsigned char *done, int *wstatus,
+                            int *reaped)
 {
     unsigned char *buf = NULL;
-    unsigned char done[HK__PROBE_CHUNK];
-    int rd = -1, wstatus = 0, reaped = 0;
+    int rd = -1;
     char ebuf[256];
 
-    pid_t pid = hk__probe_spawn(loader, cands, k, &rd);
+    memset(done, 0, k);
+    *wstatus = 0;
+    *reaped = 0;
+    pid_t pid = hk__probe_spawn(loader, cands, k, how, &rd);
     if (pid < 0) {
         strerror_r(errno, ebuf, sizeof(ebuf));
         for (size_t i = 0; i < k; i++) {
@@ -372,43 +505,83 @@ static void hk__probe_chunk(hk_loader_t *loader, hk__cand_t **cands, size_t k)
             cands[i]->stage = HK_STAGE_PROBE;
             cands[i]->status = HK_STATUS_LOAD_FAILED;
         }
-        return;
+        return -1;
     }
     /* The probe enforces each child's limit; this bounds the probe itself. */
-    size_t rounds = (k + HK__PROBE_PARALLEL - 1) / HK__PROBE_PARALLEL;
-    long long deadline = hk__now_ms() + (long long)loader->probe_timeout_ms * (long long)(rounds + 1)
+    size_t rounds = (k + how->parallel - 1) / how->parallel;
+    long long deadline = hk__now_ms() + (long long)how->timeout_ms * (long long)(rounds + 1)
                          + 2000;
-    size_t len = hk__probe_read(rd, deadline, k, &buf);
+    size_t len = hk__probe_read(rd, pid, deadline, k, &buf);
     close(rd);
-    memset(done, 0, sizeof(done));
     for (size_t off = 0; len - off >= sizeof(hk__probe_record_t);) {
         hk__probe_record_t rec;
         memcpy(&rec, buf + off, sizeof(rec));
-        if (rec.magic != HK__RECORD_MAGIC || rec.len > HK__PROBE_OUT_MAX
-            || len - off - sizeof(rec) < rec.len)
+        long body = hk__record_body(&rec);
+        if (body < 0 || len - off - sizeof(rec) < (size_t)body)
             break;
         if (rec.index < k && !done[rec.index]) {
+            const unsigned char *p = buf + off + sizeof(rec);
             done[rec.index] = 1;
-            hk__probe_apply(loader, cands[rec.index], rec.index, &rec, buf + off + sizeof(rec));
+            cands[rec.index]->probe.phase = hk__probe_apply(cands[rec.index], rec.index, &rec,
+                                                            p, how->timeout_ms);
+            hk__probe_stderr(cands[rec.index], &rec, p + rec.len);
         }
-        off += sizeof(rec) + rec.len;
+        off += sizeof(rec) + (size_t)body;
     }
     free(buf);
-    int missing = 0;
+    long missing = 0;
     for (size_t i = 0; i < k; i++)
-        missing |= !done[i];
+        missing += !done[i];
+    /* How it ended, before it is killed: a stop is the candidate's doing. */
+    if (missing && hk__probe_stopped(pid)) {
+        *wstatus = W_STOPCODE(SIGSTOP); /* as waitpid would report it */
+        *reaped = 1;
+    }
     if (missing)
-        kill(pid, SIGKILL); /* it missed the deadline: its children die with it */
-    while (!reaped) {
-        pid_t w = waitpid(pid, &wstatus, 0);
-        if (w == pid)
-            reaped = 1;
-        else if (!(w < 0 && errno == EINTR))
+        kill(pid, SIGKILL); /* its children die with it */
+    for (int ws = 0;;) {
+        pid_t w = waitpid(pid, &ws, 0);
+        if (w == pid && !*reaped) {
+            *wstatus = ws;
+            *reaped = 1;
+        }
+        if (w == pid || !(w < 0 && errno == EINTR))
             break; /* ECHILD: the host reaps its children itself */
     }
-    for (size_t i = 0; i < k; i++)
-        if (!done[i])
-            hk__probe_lost(cands[i], wstatus, reaped);
+    return missing;
+}
+
+/* Probes cands[0..k). A probe process that ends before answering for every
+ * candidate (one of them killed or stopped it, say) costs only the
+ * candidate it was probing: the others are probed again in a new one, first
+ * one at a time, so that the next death names its candidate (the lowest
+ * without a record), which is refused; then the rest as before. */
+static void hk__probe_chunk(hk_loader_t *loader, hk__cand_t **cands, size_t k)
+{
+    hk__cand_t *left[HK__PROBE_CHUNK];
+    unsigned char done[HK__PROBE_CHUNK];
+    hk__probe_how_t how = {loader->probe_timeout_ms, 0, 0, HK__PROBE_PARALLEL};
+    size_t n = k;
+    memcpy(left, cands, k * sizeof(*left));
+    while (n > 0) {
+        int wstatus = 0, reaped = 0;
+        long missing = hk__probe_round(loader, left, n, &how, done, &wstatus, &reaped);
+        if (missing <= 0)
+            return;
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!done[i])
+                left[m++] = left[i];
+        n = m;
+        if (how.parallel > 1) {
+            how.parallel = 1;
+            continue;
+        }
+        hk__probe_lost(left[0], wstatus, reaped, 1);
+        memmove(left, left + 1, (n - 1) * sizeof(*left));
+        n--;
+        how.parallel = HK__PROBE_PARALLEL;
+    }
 }
 
 void hk__probe_batch(hk_loader_t *loader, hk__cand_t **cands, size_t n)
@@ -452,4 +625,71 @@ void hk__probe_batch(hk_loader_t *loader, hk__cand_t **cands, size_t n)
             k = 0;
         }
     }
+}
+
+/* The file of plugin as a candidate of its own, opened through the trust
+ * walk again; it must still be the file that was loaded. */
+static hk_status_t hk__verify_cand(const hk_plugin_t *plugin, hk__cand_t *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->path = plugin->path;
+    hk_status_t st = hk__trust_open(plugin->path, 0, 1, &c->fd, &c->st, NULL, c->reason,
+                                    sizeof(c->reason));
+    if (st == HK_STATUS_OK && (c->st.st_dev != plugin->dev || c->st.st_ino != plugin->ino)) {
+        snprintf(c->reason, sizeof(c->reason), "%s is no longer the file that was loaded",
+                 plugin->path);
+        st = HK_STATUS_LOAD_FAILED;
+    }
+    return st;
+}
+
+hk_status_t hk__probe_verify(hk_loader_t *loader, const hk_plugin_t *plugin, int device,
+                             char *why, size_t n)
+{
+    hk__cand_t *c = NULL;
+    hk_status_t st = HK_STATUS_OK;
+    if (loader->isolation == HK_ISOLATION_OFF)
+        return HK_STATUS_OK;
+    hk__gate_enter(loader);
+    st = hk__probe_ready(loader);
+    hk__gate_leave(loader);
+    if (st != HK_STATUS_OK) {
+        snprintf(why, n, "%s", loader->probe_error ? loader->probe_error : "no probe program");
+        return st;
+    }
+    c = calloc(1, sizeof(*c));
+    if (!c) {
+        snprintf(why, n, "out of memory");
+        return HK_STATUS_OUT_OF_MEMORY;
+    }
+    st = hk__verify_cand(plugin, c);
+    if (st != HK_STATUS_OK) {
+        snprintf(why, n, "%s", c->reason);
+        goto out;
+    }
+    uint64_t limit = (uint64_t)loader->probe_timeout_ms * HK__PROBE_VERIFY_TIMES;
+    hk__probe_how_t how = {limit > UINT32_MAX ? UINT32_MAX : (uint32_t)limit, HK__PROBE_VERIFY,
+                           device, 1};
+    unsigned char done[1];
+    int wstatus = 0, reaped = 0;
+    hk__cand_t *one[1] = {c};
+    if (hk__probe_round(loader, one, 1, &how, done, &wstatus, &reaped) > 0)
+        hk__probe_lost(c, wstatus, reaped, 1);
+    /* What the plugin reported there is for the host's own verification to
+     * find again, safely; what only a process of its own survives is not. */
+    int reported = c->refused && c->stage == HK_STAGE_VALIDATE
+                   && c->probe.phase == HK__PHASE_VERIFICATION;
+    HK__TRACE(HK__TRACE_VERBOSE, "probe", "%s %s verified in a probe process first (limit %u "
+              "ms): %s%s", plugin->name, plugin->version, how.timeout_ms,
+              !c->refused ? "passed" : reported ? "it reported a failure, the host's "
+              "verification decides: " : "refused: ", c->refused ? c->reason : "");
+    if (c->refused && !reported) {
+        snprintf(why, n, "%s", c->reason);
+        st = HK_STATUS_LOAD_FAILED;
+    }
+out:
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c);
+    return st;
 }

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -18,20 +19,32 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "hk_status_text.h"
+
+/* One pipe from a child: the first bytes kept (up to a cap), the rest only
+ * counted, so that a child that writes without end neither stalls nor
+ * swells the probe. */
+typedef struct hk__sink {
+    int fd;
+    int eof;
+    uint32_t len;   /* bytes kept */
+    uint64_t total; /* bytes read */
+} hk__sink_t;
+
 typedef struct hk__slot {
     int active;
     pid_t pid;
-    int rd;
-    int eof;
     uint32_t index;
     long long start_ms;
-    uint32_t len;
-    uint32_t overflow;
+    hk__sink_t ans; /* the answer pipe */
+    hk__sink_t err; /* the candidate's stderr */
     unsigned char out[HK__PROBE_OUT_MAX];
+    unsigned char errbuf[HK__PROBE_ERR_KEEP];
 } hk__slot_t;
 
 static hk__slot_t hk__slots[HK__PROBE_PARALLEL];
@@ -96,36 +109,120 @@ static void hk__answer(int out, hk_load_stage_t stage, hk_status_t status, const
     memcpy(buf + sizeof(a), name, nl);
     memcpy(buf + sizeof(a) + nl, version, vl);
     memcpy(buf + sizeof(a) + nl + vl, reason, rl);
-    _exit(hk__write_all(out, buf, a.size) == 0 ? 0 : 1);
+    /* The system call itself, not _exit: a sanitizer's _exit waits a second
+     * when the plugin left a thread running, past the child's time limit. */
+    syscall(SYS_exit_group, hk__write_all(out, buf, a.size) == 0 ? 0 : 1);
+    _exit(1);
 }
 
-/* One candidate, in a child of the probe. Never returns. */
-static void hk__probe_child(int fd, int out, size_t count, uint32_t lo, uint32_t hi)
+/* What the host asked for, from argv. */
+static struct {
+    uint32_t lo, hi;  /* the ABI range */
+    uint32_t flags;   /* HK__PROBE_* */
+    int device;       /* with HK__PROBE_VERIFY: the device of the handle */
+} hk__args;
+
+/* A child's process state before any code of its candidate runs. */
+static void hk__child_setup(int fd, int out, int err)
 {
-    static char reason[HK__REASON_MAX];
     static const int crash[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS};
     struct rlimit no_core = {0, 0};
-    char name[48];
-    lt_dladvise advise;
-    hk_plugin_t p;
-    hk_load_stage_t stage = HK_STAGE_OPEN;
 
+    /* A process group of its own: a candidate that signals its group (kill
+     * with pid 0) reaches itself and what it started, not the probe and
+     * the other candidates. */
+    setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* the probe killed on timeout takes us along */
     signal(SIGCHLD, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
     sigprocmask(SIG_SETMASK, &hk__mask_orig, NULL);
     setrlimit(RLIMIT_CORE, &no_core); /* a crash is an answer, not a core file */
-    /* Only this candidate and our own pipe: a plugin that writes to stray
-     * descriptors reaches neither the host nor another candidate's answer. */
-    close(HK__PROBE_FD_HOST);
-    for (size_t j = 0; j < count; j++)
-        if (HK__PROBE_FD_FIRST + (int)j != fd)
-            close(HK__PROBE_FD_FIRST + (int)j);
+    /* Only this candidate, our answer pipe (as fd 3, in the host pipe's
+     * place) and our stderr pipe: a plugin that reads or writes stray
+     * descriptors reaches neither the host nor another candidate's pipes. */
+    dup2(out, HK__PROBE_FD_HOST);
+    dup2(err, STDERR_FILENO);
+    if (fd > HK__PROBE_FD_FIRST)
+        close_range(HK__PROBE_FD_FIRST, (unsigned)fd - 1, 0);
+    close_range((unsigned)fd + 1, ~0u, 0);
     /* A sanitizer runtime's handlers would turn a crash into an exit status;
      * the host reports the signal. */
     for (size_t i = 0; i < sizeof(crash) / sizeof(crash[0]); i++)
         signal(crash[i], SIG_DFL);
+}
 
+/* Negotiates with entry as the host will: with a log callback when the
+ * host gives one, then the rules of what a negotiation may leave behind.
+ * Answers and ends the child on refusal. */
+static void hk__child_negotiate(int out, hk_negotiate_fn entry, hk_plugin_t *p)
+{
+    static char reason[HK__REASON_MAX];
+    hk_load_stage_t stage = HK_STAGE_NEGOTIATE;
+    /* The ABI range and the log are read; the verification's table copies
+     * may set its last error. */
+    hk_loader_t *fake = calloc(1, sizeof(*fake));
+    if (!fake || pthread_mutex_init(&fake->lock, NULL) != 0)
+        hk__answer(out, HK_STAGE_NEGOTIATE, HK_STATUS_OUT_OF_MEMORY, NULL, "out of memory");
+    p->loader = fake;
+    fake->abi_min = hk__args.lo;
+    fake->abi_max = hk__args.hi;
+    if (hk__args.flags & HK__PROBE_LOG)
+        hk__probe_log_begin(fake);
+    int threads = hk__probe_threads();
+    hk_status_t st = hk__negotiate(fake, entry, p, &stage, reason, sizeof(reason));
+    char broke[512];
+    if (hk__probe_negotiated(threads, broke, sizeof(broke)))
+        hk__answer(out, HK_STAGE_PROBE, HK_STATUS_LOAD_FAILED, NULL, broke);
+    if (st != HK_STATUS_OK)
+        hk__answer(out, stage, st, NULL, reason);
+}
+
+/* The swap's verification of a negotiated plugin, as the host will run it
+ * (hk_loader_swap.c): a handle on the host's device, the workload, the
+ * destroy. What the plugin reports (a failed create, a wrong result) is
+ * answered at stage VALIDATE; the host tells it from a crash, an exit or a
+ * hang, which only a process of its own survives. */
+static void hk__child_verify(int out, hk_plugin_t *p)
+{
+    static char why[HK__REASON_MAX];
+    char began = HK__PROBE_VERIFYING;
+    hk_blas1_v1_t b;
+    hk_memory_v1_t m;
+    if (hk__write_all(out, &began, 1) != 0)
+        _exit(1);
+    if (hk_plugin_get_table(p, HK_TABLE_BLAS1_V1, &b, sizeof(b)) != HK_STATUS_OK
+        || hk_plugin_get_table(p, HK_TABLE_MEMORY_V1, &m, sizeof(m)) != HK_STATUS_OK)
+        hk__answer(out, HK_STAGE_VALIDATE, HK_STATUS_NOT_SUPPORTED, NULL,
+                   "it offers no hk.blas1/1 or no hk.memory/1 table");
+    hk_create_info_t ci = {sizeof(ci), hk__args.device, 0};
+    hk_handle_t *h = NULL;
+    hk_status_t st = p->vtable.handle_create(&ci, &h);
+    if (st != HK_STATUS_OK) {
+        const char *msg = p->vtable.last_error(NULL);
+        snprintf(why, sizeof(why), "handle_create (device %d): %s: %s", ci.device,
+                 hk_status_name(st), msg ? msg : "");
+        hk__answer(out, HK_STAGE_VALIDATE, st, NULL, why);
+    }
+    st = hk__verify_workload(&p->vtable, &b, &m, h, why, sizeof(why));
+    hk_status_t dst = p->vtable.handle_destroy(h);
+    if (st == HK_STATUS_OK && dst != HK_STATUS_OK) {
+        snprintf(why, sizeof(why), "handle_destroy: %s", hk_status_name(dst));
+        st = dst;
+    }
+    if (st != HK_STATUS_OK)
+        hk__answer(out, HK_STAGE_VALIDATE, st, NULL, why);
+}
+
+/* One candidate, in a child of the probe. Never returns. */
+static void hk__probe_child(int fd, int out, int err)
+{
+    static char reason[HK__REASON_MAX];
+    char name[48];
+    lt_dladvise advise;
+    hk_plugin_t p;
+
+    hk__child_setup(fd, out, err);
+    out = HK__PROBE_FD_HOST;
     if (hk__ltdl_init(&advise) != HK_STATUS_OK)
         hk__answer(out, HK_STAGE_OPEN, HK_STATUS_INTERNAL, NULL, "libltdl cannot start");
     snprintf(name, sizeof(name), "/proc/self/fd/%d", fd);
@@ -143,101 +240,126 @@ static void hk__probe_child(int fd, int out, size_t count, uint32_t lo, uint32_t
     }
     hk_negotiate_fn entry;
     memcpy(&entry, &sym, sizeof(entry));
-    hk_loader_t *fake = calloc(1, sizeof(*fake)); /* only the ABI range is read */
-    if (!fake)
-        hk__answer(out, HK_STAGE_NEGOTIATE, HK_STATUS_OUT_OF_MEMORY, NULL, "out of memory");
-    fake->abi_min = lo;
-    fake->abi_max = hi;
     memset(&p, 0, sizeof(p));
-    hk_status_t st = hk__negotiate(fake, entry, &p, &stage, reason, sizeof(reason));
-    if (st != HK_STATUS_OK)
-        hk__answer(out, stage, st, NULL, reason);
+    hk__child_negotiate(out, entry, &p);
+    if (hk__args.flags & HK__PROBE_VERIFY)
+        hk__child_verify(out, &p);
     hk__answer(out, HK_STAGE_LOADED, HK_STATUS_OK, &p, "");
 }
 
-static void hk__emit(uint32_t index, uint32_t kind, int32_t code, const unsigned char *out,
-                     uint32_t len, uint32_t overflow)
+static void hk__emit(const hk__slot_t *s, uint32_t index, uint32_t kind, int32_t code)
 {
-    hk__probe_record_t rec = {HK__RECORD_MAGIC, index, kind, code, len, overflow};
+    hk__probe_record_t rec = {HK__RECORD_MAGIC, index, kind, code, 0, 0, 0, 0, 0};
+    if (s) {
+        rec.len = s->ans.len;
+        rec.overflow = s->ans.total > s->ans.len;
+        rec.err_len = s->err.len;
+        rec.err_total = s->err.total;
+    }
     if (hk__write_all(HK__PROBE_FD_HOST, &rec, sizeof(rec)) != 0
-        || hk__write_all(HK__PROBE_FD_HOST, out, len) != 0)
+        || (s && hk__write_all(HK__PROBE_FD_HOST, s->out, s->ans.len) != 0)
+        || (s && hk__write_all(HK__PROBE_FD_HOST, s->errbuf, s->err.len) != 0))
         _exit(3); /* the host is gone or gave up */
 }
 
-static int hk__child_start(hk__slot_t *s, uint32_t index, size_t count, uint32_t lo, uint32_t hi)
+static int hk__child_start(hk__slot_t *s, uint32_t index)
 {
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) != 0) {
-        hk__emit(index, HK__PROBE_NOFORK, errno, NULL, 0, 0);
+    int p[2] = {-1, -1}, e[2] = {-1, -1};
+    if (pipe2(p, O_CLOEXEC) != 0 || pipe2(e, O_CLOEXEC) != 0) {
+        int err = errno;
+        if (p[0] >= 0) {
+            close(p[0]);
+            close(p[1]);
+        }
+        hk__emit(NULL, index, HK__PROBE_NOFORK, err);
         return 0;
     }
     pid_t pid = fork();
     if (pid < 0) {
-        int e = errno;
+        int err = errno;
         close(p[0]);
         close(p[1]);
-        hk__emit(index, HK__PROBE_NOFORK, e, NULL, 0, 0);
+        close(e[0]);
+        close(e[1]);
+        hk__emit(NULL, index, HK__PROBE_NOFORK, err);
         return 0;
     }
-    if (pid == 0) {
-        close(p[0]);
-        hk__probe_child(HK__PROBE_FD_FIRST + (int)index, p[1], count, lo, hi);
-    }
+    if (pid == 0)
+        hk__probe_child(HK__PROBE_FD_FIRST + (int)index, p[1], e[1]);
+    setpgid(pid, pid); /* also here, so that its group exists before any kill of it */
     close(p[1]);
+    close(e[1]);
     fcntl(p[0], F_SETFL, O_NONBLOCK);
+    fcntl(e[0], F_SETFL, O_NONBLOCK);
     memset(s, 0, offsetof(hk__slot_t, out));
     s->active = 1;
     s->pid = pid;
-    s->rd = p[0];
+    s->ans.fd = p[0];
+    s->err.fd = e[0];
     s->index = index;
     s->start_ms = hk__ms();
     return 1;
 }
 
-/* Takes what the child wrote so far; sets eof at its end. */
-static void hk__child_drain(hk__slot_t *s)
+/* Takes what the child wrote on one pipe so far, keeping up to cap bytes in
+ * buf; sets eof at its end. */
+static void hk__sink_drain(hk__sink_t *k, unsigned char *buf, uint32_t cap)
 {
-    unsigned char scratch[4096];
-    while (!s->eof) {
-        unsigned char *dst = s->len < HK__PROBE_OUT_MAX ? s->out + s->len : scratch;
-        size_t room = s->len < HK__PROBE_OUT_MAX ? HK__PROBE_OUT_MAX - s->len : sizeof(scratch);
-        ssize_t got = read(s->rd, dst, room);
+    static unsigned char scratch[65536];
+    while (!k->eof) {
+        unsigned char *dst = k->len < cap ? buf + k->len : scratch;
+        size_t room = k->len < cap ? cap - k->len : sizeof(scratch);
+        ssize_t got = read(k->fd, dst, room);
         if (got < 0 && errno == EINTR)
             continue;
         if (got < 0)
             return; /* EAGAIN: nothing more for now */
         if (got == 0) {
-            s->eof = 1;
+            k->eof = 1;
             return;
         }
-        if (dst == scratch)
-            s->overflow = 1;
-        else
-            s->len += (uint32_t)got;
+        if (dst != scratch)
+            k->len += (uint32_t)got;
+        k->total += (uint64_t)got;
     }
 }
 
-/* Reports a child that ended (or is killed now, at its deadline). */
+static void hk__child_drain(hk__slot_t *s)
+{
+    hk__sink_drain(&s->ans, s->out, HK__PROBE_OUT_MAX);
+    hk__sink_drain(&s->err, s->errbuf, HK__PROBE_ERR_KEEP);
+}
+
+/* Reports a child that ended (or is killed now, at its deadline). Either
+ * way its process group goes first, with whatever the candidate started
+ * there; the child itself is reaped only after that, so that its group
+ * cannot have been taken over by an unrelated process meanwhile. */
 static int hk__child_finish(hk__slot_t *s, uint32_t timeout_ms)
 {
     int ws = 0;
-    pid_t w = waitpid(s->pid, &ws, WNOHANG);
-    if (w == 0 && hk__ms() - s->start_ms < (long long)timeout_ms)
+    siginfo_t info;
+    memset(&info, 0, sizeof(info));
+    if (waitid(P_PID, (id_t)s->pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0)
+        info.si_pid = s->pid; /* cannot be: it is our child; take it as ended */
+    int ended = info.si_pid == s->pid;
+    if (!ended && hk__ms() - s->start_ms < (long long)timeout_ms)
         return 0;
-    if (w == 0) {
+    kill(-s->pid, SIGKILL);
+    if (!ended)
         kill(s->pid, SIGKILL);
-        while (waitpid(s->pid, &ws, 0) < 0 && errno == EINTR)
-            ;
-        hk__child_drain(s);
-        hk__emit(s->index, HK__PROBE_TIMEOUT, 0, s->out, s->len, s->overflow);
-    } else {
-        hk__child_drain(s);
-        if (WIFSIGNALED(ws))
-            hk__emit(s->index, HK__PROBE_SIGNALED, WTERMSIG(ws), s->out, s->len, s->overflow);
-        else
-            hk__emit(s->index, HK__PROBE_EXITED, WEXITSTATUS(ws), s->out, s->len, s->overflow);
-    }
-    close(s->rd);
+    while (waitpid(s->pid, &ws, 0) < 0 && errno == EINTR)
+        ;
+    /* What is in the pipes now, and no more: a process the candidate let
+     * escape its group may hold them open for good. */
+    hk__child_drain(s);
+    if (!ended)
+        hk__emit(s, s->index, HK__PROBE_TIMEOUT, 0);
+    else if (WIFSIGNALED(ws))
+        hk__emit(s, s->index, HK__PROBE_SIGNALED, WTERMSIG(ws));
+    else
+        hk__emit(s, s->index, HK__PROBE_EXITED, WEXITSTATUS(ws));
+    close(s->ans.fd);
+    close(s->err.fd);
     s->active = 0;
     return 1;
 }
@@ -247,8 +369,8 @@ static int hk__child_finish(hk__slot_t *s, uint32_t timeout_ms)
  * before (or handed it to a process of its own and never closes it). */
 static void hk__wait_any(uint32_t timeout_ms)
 {
-    struct pollfd pf[HK__PROBE_PARALLEL];
-    hk__slot_t *who[HK__PROBE_PARALLEL];
+    struct pollfd pf[2 * HK__PROBE_PARALLEL];
+    hk__slot_t *who[2 * HK__PROBE_PARALLEL];
     int n = 0;
     long long wait = 1000;
     long long now = hk__ms();
@@ -259,11 +381,14 @@ static void hk__wait_any(uint32_t timeout_ms)
         long long left = s->start_ms + timeout_ms - now;
         if (left < wait)
             wait = left < 0 ? 0 : left;
-        if (s->eof)
-            continue;
-        pf[n].fd = s->rd;
-        pf[n].events = POLLIN;
-        who[n++] = s;
+        for (int k = 0; k < 2; k++) {
+            const hk__sink_t *sink = k ? &s->err : &s->ans;
+            if (sink->eof)
+                continue;
+            pf[n].fd = sink->fd;
+            pf[n].events = POLLIN;
+            who[n++] = s;
+        }
     }
     struct timespec ts = {(time_t)(wait / 1000), (long)(wait % 1000) * 1000000L};
     if (ppoll(pf, (nfds_t)n, &ts, &hk__mask_wait) <= 0)
@@ -283,13 +408,23 @@ static int hk__arg(const char *s, unsigned long max, unsigned long *v)
 
 int hk__probe_main(int argc, char **argv)
 {
-    unsigned long lo, hi, timeout, count;
-    if (argc != 5 || !hk__arg(argv[1], 0xffffffffu, &lo) || !hk__arg(argv[2], 0xffffffffu, &hi)
+    unsigned long lo, hi, timeout, count, parallel, flags, device;
+    if (argc != 8 || !hk__arg(argv[1], 0xffffffffu, &lo) || !hk__arg(argv[2], 0xffffffffu, &hi)
         || !hk__arg(argv[3], 0xffffffffu, &timeout) || !hk__arg(argv[4], HK__PROBE_CHUNK, &count)
-        || count == 0 || timeout == 0) {
+        || !hk__arg(argv[5], HK__PROBE_PARALLEL, &parallel)
+        || !hk__arg(argv[6], HK__PROBE_LOG | HK__PROBE_VERIFY, &flags)
+        || !hk__arg(argv[7], 0xffffffffu, &device) || count == 0 || timeout == 0
+        || parallel == 0 || ((flags & HK__PROBE_VERIFY) && count != 1)) {
         fprintf(stderr, "hk-probe: started by the handlekit loader only\n");
         return 2;
     }
+    hk__args.lo = (uint32_t)lo;
+    hk__args.hi = (uint32_t)hi;
+    hk__args.flags = (uint32_t)flags;
+    hk__args.device = (int)(int32_t)(uint32_t)device; /* HK_DEVICE_CURRENT is -1 */
+    /* The host started us in a session of our own: no terminal signal
+     * reaches us, so its death must. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
@@ -306,10 +441,10 @@ int hk__probe_main(int argc, char **argv)
 
     size_t next = 0, done = 0;
     while (done < count) {
-        for (int i = 0; i < HK__PROBE_PARALLEL && next < count; i++) {
+        for (int i = 0; i < (int)parallel && next < count; i++) {
             if (hk__slots[i].active)
                 continue;
-            if (!hk__child_start(&hk__slots[i], (uint32_t)next, count, (uint32_t)lo, (uint32_t)hi))
+            if (!hk__child_start(&hk__slots[i], (uint32_t)next))
                 done++;
             next++;
         }

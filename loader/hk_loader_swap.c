@@ -188,6 +188,15 @@ static hk_status_t hk__validate(hk__job_t *job)
     if (job->nmovers && HK__HAS(job->movers[0].mh->bound, device)
         && job->movers[0].mh->bound.device >= 0)
         ci.device = job->movers[0].mh->bound.device;
+    /* In a probe process first: a crash, exit or hang of the new plugin
+     * there refuses the swap; here it would end the host. */
+    char first[512];
+    st = hk__probe_verify(job->loader, to, ci.device, first, sizeof(first));
+    if (st != HK_STATUS_OK) {
+        snprintf(job->why, sizeof(job->why), "%s %s failed in the probe process: %s", to->name,
+                 to->version, first);
+        return st;
+    }
     const hk_vtable_t *vt = &job->fresh.core;
     hk_handle_t *h = NULL;
     st = vt->handle_create(&ci, &h);
@@ -212,7 +221,8 @@ static hk_status_t hk__validate(hk__job_t *job)
     }
     if (st == HK_STATUS_OK) {
         char what[512];
-        st = hk__swap_verify(vt, &job->fresh.blas1, &job->fresh.memory, h, what, sizeof(what));
+        st = hk__verify_workload(vt, &job->fresh.blas1, &job->fresh.memory, h, what,
+                                 sizeof(what));
         if (st != HK_STATUS_OK)
             snprintf(job->why, sizeof(job->why), "%s %s failed verification: %s", to->name,
                      to->version, what);

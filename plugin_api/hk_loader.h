@@ -98,7 +98,14 @@ typedef enum hk_load_stage {
  *   probe     LOAD_FAILED; "loading killed by SIGSEGV" (a constructor or the
  *             dynamic loader), "negotiation exited with status 3",
  *             "negotiation did not answer within 2000 ms", "negotiation wrote
- *             a malformed answer: ...", or no usable probe program
+ *             a malformed answer: ...", "the probe process was killed by
+ *             SIGKILL while it probed this candidate alone", "negotiation
+ *             broke the log callback's rules: ..." or "negotiation left 1
+ *             thread running after it returned" (docs/abi.md, "Negotiation":
+ *             the probe negotiates with a log callback of its own when the
+ *             host gives one), or no usable probe program; what the
+ *             candidate wrote to stderr there follows
+ *             ("; stderr: N bytes, the first 1024: \"...\"", escaped)
  *   symbol    NOT_FOUND; the reason names HK_ENTRY_SYMBOL
  *   negotiate whatever the entry point returned; the reason names it, the
  *             plugin's ABI version and the host's range ("M.m-M.m")
@@ -157,9 +164,11 @@ typedef struct hk_loader_options {
 
 /* hk_loader_options_t.isolation:
  * HK_ISOLATION_PROBE: every new candidate is first loaded and negotiated in a
- *   child process (the probe program, started with posix_spawn, never a bare
- *   fork of the host), one process per candidate, up to 8 at a time. Only a
- *   candidate that answered there is opened by the host. Its verdict is
+ *   child process (the probe program, started with posix_spawn in a session
+ *   of its own, never a bare fork of the host), one process per candidate,
+ *   each in a process group of its own, up to 8 at a time; a plugin about to
+ *   be swapped in is verified there too (hk_swap.h). Only a candidate that
+ *   answered there is opened by the host. Its verdict is
  *   remembered for the loader's life per file identity (device, inode, size,
  *   modification time, mode), so a rescan does not probe it again.
  * HK_ISOLATION_OFF: no child process (for hosts that may not create one);

@@ -19,9 +19,11 @@
  *      HK_PLUGIN_MEMORY_CUDA flag, or for a plugin without one the device
  *      its handles report through handle_info (-1: host memory);
  *   3. verifies the new plugin: a handle is created and a small workload runs
- *      through its hk.memory/1 and hk.blas1/1 tables, every result checked
- *      (that handle lives until step 6, so that what the plugin's first
- *      handle loaded stays loaded for the new handles);
+ *      through its hk.memory/1 and hk.blas1/1 tables, every result checked,
+ *      first in a probe process when isolation is on (a crash, exit or hang
+ *      there refuses the swap), then in the host (that handle lives until
+ *      step 6, so that what the plugin's first handle loaded stays loaded
+ *      for the new handles);
  *   4. creates, for every movable handle that moves, a handle of the new
  *      plugin with the same state: the same create flags; the same device
  *      and context (a handle bound to a primary context is made with that
@@ -189,7 +191,8 @@ typedef struct hk_swap_options {
  *                  the old implementation offers; the memory domains differ
  *                  or one is unknown; a handle's device or context cannot be
  *                  bound again
- *   LOAD_FAILED    the verification workload computed a wrong result
+ *   LOAD_FAILED    the verification workload computed a wrong result, or
+ *                  crashed, exited or hung in the probe process
  *   the status of the new plugin's handle_create, set_stream,
  *                  set_pointer_mode or a table slot when one fails
  *   OUT_OF_MEMORY

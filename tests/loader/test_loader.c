@@ -195,5 +195,6 @@ int hk_test_register(void)
     tl_register_trust();
     tl_register_fork();
     tl_register_threads();
+    tl_register_probe();
     return 0;
 }

@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -17,8 +19,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hk_blas1.h"
 #include "hk_status_text.h"
 #include "hk_test.h"
+#include "hk_swap.h"
 
 const char *tl_plugin(const char *file)
 {
@@ -145,11 +149,60 @@ static double tl_now_ms(void)
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
+/* The log callback of the host child, written as a host writes one: it
+ * takes msg as the string the ABI promises (strlen), and counts. */
+static atomic_long tl_log_lines, tl_log_foreign;
+static pthread_t tl_host_thread;
+static char tl_log_first[8][160];
+
+static void tl_host_log(void *user, hk_log_level_t level, const char *msg)
+{
+    (void)user;
+    long n = atomic_fetch_add(&tl_log_lines, 1);
+    if (!pthread_equal(pthread_self(), tl_host_thread))
+        atomic_fetch_add(&tl_log_foreign, 1);
+    size_t len = strlen(msg);
+    if (n < 8)
+        snprintf(tl_log_first[n], sizeof(tl_log_first[n]), "%d|%zu|%.100s", (int)level, len,
+                 msg);
+}
+
+#ifndef HK_TEST_CPU_PLUGIN /* a program whose tests swap nothing */
+#define HK_TEST_CPU_PLUGIN ""
+#endif
+
+/* A movable handle on hk-cpu, a swap to job->swap_to, then y = 2x + y
+ * through the movable handle (y[0] = 2 * 1 + 1 = 3 whichever plugin runs
+ * it), and what it is bound to. */
+static void tl_host_swap(hk_loader_t *loader, const tl_host_job_t *job, int out)
+{
+    hk_mhandle_t *mh = NULL;
+    hk_plugin_t *to = NULL;
+    hk_blas1_v1_t b;
+    float x[4] = {1, 1, 1, 1}, y[4] = {1, 1, 1, 1}, alpha = 2;
+    if (hk_mhandle_create(loader, HK_TEST_CPU_PLUGIN, NULL, &mh) != HK_STATUS_OK) {
+        dprintf(out, "mhandle=%s\n", hk_loader_last_error(loader));
+        return;
+    }
+    hk_status_t st = hk_loader_swap(loader, job->swap_to, NULL, &to);
+    dprintf(out, "swap=%s|%s\n", hk_status_name(st),
+            st == HK_STATUS_OK ? "" : hk_loader_last_error(loader));
+    st = hk_mhandle_get_table(HK_TABLE_BLAS1_V1, &b, sizeof(b));
+    if (st == HK_STATUS_OK)
+        st = b.saxpy(hk_mhandle_handle(mh), 4, &alpha, x, 1, y, 1);
+    dprintf(out, "saxpy=%s|%g\n", hk_status_name(st), (double)y[0]);
+    hk_mhandle_state_t ms = {.size = sizeof(ms)};
+    if (hk_mhandle_state(mh, &ms) == HK_STATUS_OK)
+        dprintf(out, "bound=%s %s\n", hk_plugin_name(ms.plugin), hk_plugin_version(ms.plugin));
+    hk_mhandle_destroy(mh);
+}
+
 /* The host: never returns. */
 static void tl_host_child(const tl_host_job_t *job, int out)
 {
     hk_loader_options_t o;
     hk_loader_t *loader = NULL;
+    tl_host_thread = pthread_self();
     memset(&o, 0, sizeof(o));
     o.size = sizeof(o);
     o.ignore_env = 1;
@@ -157,6 +210,8 @@ static void tl_host_child(const tl_host_job_t *job, int out)
     o.isolation = job->isolation;
     o.probe_timeout_ms = job->timeout_ms ? job->timeout_ms : 300;
     o.probe_path = job->probe_path;
+    if (job->log)
+        o.log = tl_host_log;
     double t0 = tl_now_ms();
     if (hk_loader_create(&o, &loader) != HK_STATUS_OK)
         _exit(90);
@@ -164,6 +219,8 @@ static void tl_host_child(const tl_host_job_t *job, int out)
         hk_loader_open(loader, job->open_path, NULL);
     for (int i = 0; job->scan_dir && i < (job->scans ? job->scans : 1); i++)
         hk_loader_scan(loader);
+    if (job->swap_to)
+        tl_host_swap(loader, job, out);
     dprintf(out, "ms=%.3f\n", tl_now_ms() - t0);
     for (size_t i = 0; i < hk_loader_report_count(loader); i++) {
         const hk_load_report_t *r = hk_loader_report(loader, i);
@@ -174,7 +231,38 @@ static void tl_host_child(const tl_host_job_t *job, int out)
             dprintf(out, "mapped=%s\n", r->path);
     }
     dprintf(out, "plugins=%zu\n", hk_loader_plugin_count(loader));
+    if (job->linger_ms) {
+        hk_loader_destroy(loader);
+        struct timespec ts = {job->linger_ms / 1000, (job->linger_ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0)
+            ;
+        dprintf(out, "survived=1\n");
+    }
+    if (job->log) {
+        dprintf(out, "log_lines=%ld\nlog_foreign=%ld\n", atomic_load(&tl_log_lines),
+                atomic_load(&tl_log_foreign));
+        for (long i = 0; i < 8 && i < atomic_load(&tl_log_lines); i++)
+            dprintf(out, "log=%s\n", tl_log_first[i]);
+    }
     _exit(0);
+}
+
+/* The host child's stderr, when captured: a file in the build tree. */
+static int tl_stderr_file(char *path, size_t n)
+{
+    if (mkdir(HK_TEST_TMP_DIR, 0755) != 0 && errno != EEXIST)
+        return -1;
+    snprintf(path, n, "%s/host-stderr-XXXXXX", HK_TEST_TMP_DIR);
+    return mkstemp(path);
+}
+
+static void tl_stderr_read(int fd, tl_host_run_t *run)
+{
+    struct stat st;
+    if (fstat(fd, &st) == 0)
+        run->err_bytes = st.st_size;
+    ssize_t got = pread(fd, run->err_head, sizeof(run->err_head) - 1, 0);
+    run->err_head[got > 0 ? got : 0] = '\0';
 }
 
 int tl_host_run(const tl_host_job_t *job, tl_host_run_t *run)
@@ -183,6 +271,12 @@ int tl_host_run(const tl_host_job_t *job, tl_host_run_t *run)
     size_t len = 0;
     memset(run, 0, sizeof(*run));
     run->wstatus = -1;
+    char errpath[4200];
+    int errfd = -1;
+    if (job->capture_stderr && (errfd = tl_stderr_file(errpath, sizeof(errpath))) < 0)
+        return -1;
+    if (errfd >= 0)
+        unlink(errpath);
     if (pipe(p) != 0)
         return -1;
     fflush(NULL);
@@ -190,9 +284,13 @@ int tl_host_run(const tl_host_job_t *job, tl_host_run_t *run)
     if (pid < 0)
         return -1;
     if (pid == 0) {
+        setpgid(0, 0);
         close(p[0]);
+        if (errfd >= 0)
+            dup2(errfd, 2);
         tl_host_child(job, p[1]);
     }
+    setpgid(pid, pid); /* also here: before the child gets to it, a kill would miss */
     close(p[1]);
     run->pid = pid;
     double deadline = tl_now_ms() + (job->deadline_ms ? job->deadline_ms : 60000);
@@ -213,7 +311,7 @@ int tl_host_run(const tl_host_job_t *job, tl_host_run_t *run)
         if (waitpid(pid, &ws, WNOHANG) == pid)
             break;
         if (tl_now_ms() > deadline) {
-            kill(pid, SIGKILL);
+            kill(-pid, SIGKILL); /* and what it started in its group */
             waitpid(pid, &ws, 0);
             ws = -1;
             break;
@@ -221,6 +319,10 @@ int tl_host_run(const tl_host_job_t *job, tl_host_run_t *run)
         usleep(200);
     }
     run->wstatus = ws;
+    if (errfd >= 0) {
+        tl_stderr_read(errfd, run);
+        close(errfd);
+    }
     const char *ms = strstr(run->out, "ms=");
     run->ms = ms ? atof(ms + 3) : -1;
     if (ws != 0)

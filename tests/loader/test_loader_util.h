@@ -48,6 +48,12 @@ typedef struct tl_host_job {
     uint32_t timeout_ms;    /* probe_timeout_ms; 0 → 300 */
     const char *probe_path; /* may be NULL */
     int deadline_ms;        /* the child is killed after this; 0 → 60000 */
+    int log;                /* pass a log callback as a host does (tl_host_log) */
+    int linger_ms;          /* after reporting: destroy the loader, then wait this
+                               long before exiting ("survived=1" once done) */
+    int capture_stderr;     /* the host's stderr goes to a file: see err_bytes */
+    const char *swap_to;    /* or: a movable handle on hk-cpu, swapped to this
+                               path, then saxpy through it (tl_host_swap) */
 } tl_host_job_t;
 
 typedef struct tl_host_run {
@@ -55,12 +61,19 @@ typedef struct tl_host_run {
     pid_t pid;      /* the host's pid */
     double ms;      /* how long create + open or scans took in the host */
     /* One line each: "report=<path>|<stage>|<status>|<reason>" per report,
-     * "mapped=<path>" per report path mapped into the host, "plugins=<n>". */
+     * "mapped=<path>" per report path mapped into the host, "plugins=<n>";
+     * with job.log "log_lines=<n>" (every call of the log callback) and
+     * "log_foreign=<n>" (those from a thread other than the host's); with
+     * swap_to "swap=<status>|<last error>", "saxpy=<status>|<y[0]>" and
+     * "bound=<name> <version>". */
     char out[65536];
+    long long err_bytes; /* with capture_stderr: what the host wrote there */
+    char err_head[1024]; /* and its first bytes */
 } tl_host_run_t;
 
-/* Runs job in a child with a deadline. Returns 0 when the child exited with
- * status 0. */
+/* Runs job in a child with a deadline. The child is the leader of a
+ * process group of its own, so that a plugin that signals its group reaches
+ * no further than the host. Returns 0 when the child exited with status 0. */
 int tl_host_run(const tl_host_job_t *job, tl_host_run_t *run);
 
 /* 1 when run's output has exactly this line. */
@@ -91,5 +104,6 @@ void tl_register_hostile(void);
 void tl_register_fork(void);
 void tl_register_threads(void);
 void tl_register_trust(void);
+void tl_register_probe(void);
 
 #endif /* TEST_LOADER_UTIL_H */

@@ -21,9 +21,21 @@
  *                           4 calls a symbol no library defines (build with
  *                           TP_UNRESOLVED, linked without -z defs), 5 hangs,
  *                           6 forks a child that exits at once, and waits
- *   TP_NEG=1..4             the entry point marks, then: 1 crashes, 2 calls
+ *   TP_NEG=1..8             the entry point marks, then: 1 crashes, 2 calls
  *                           exit(3), 3 hangs, 4 writes garbage to every
- *                           descriptor from 3 to 63 and answers normally
+ *                           descriptor from 3 to 63 and answers normally,
+ *                           5 sends SIGKILL to its process group, 6 sends
+ *                           SIGKILL to its parent process, 7 stops its parent
+ *                           (SIGSTOP) and answers normally, 8 writes
+ *                           TP_FLOOD_MIB MiB to stderr, then crashes
+ *   TP_NEGLOG=1..8          the entry point, only when the host gives it a log
+ *                           callback: 1 crashes, 2 calls exit(3), 3 hangs,
+ *                           4 logs a message whose end is unmapped memory with
+ *                           no NUL before it, 5 logs a NULL message, 6 logs
+ *                           100000 lines, 7 logs from a thread it starts and
+ *                           joins, 8 starts a thread that logs after the entry
+ *                           point returned, every millisecond for 300 ms
+ *                           (built unload-safe: the host may close it meanwhile)
  *   TP_INIT_FN              defines tp_init_fn, which the build names as
  *                           DT_INIT (-Wl,-init=tp_init_fn)
  *
@@ -59,7 +71,7 @@
 
 #define TP_EXPORT __attribute__((visibility("default")))
 
-#if defined(TP_CTOR) || defined(TP_NEG) || defined(TP_INIT_FN)
+#if defined(TP_CTOR) || defined(TP_NEG) || defined(TP_NEGLOG) || defined(TP_INIT_FN)
 static void tp_mark(const char *what)
 {
     const char *path = getenv("HK_TP_MARKER");
@@ -81,10 +93,91 @@ __attribute__((unused)) static void tp_hang(void)
         pause();
 }
 
+/* Writes n bytes of text lines to fd (until it fails). */
+__attribute__((unused)) static void tp_flood(int fd, size_t n)
+{
+    static char line[65536];
+    for (size_t i = 0; i < sizeof(line); i++)
+        line[i] = i % 64 == 63 ? '\n' : (char)('a' + i % 26);
+    while (n > 0) {
+        ssize_t w = write(fd, line, n < sizeof(line) ? n : sizeof(line));
+        if (w <= 0)
+            return;
+        n -= (size_t)w;
+    }
+}
+
 __attribute__((unused)) static void tp_crash(void)
 {
     *(volatile int *)(uintptr_t)16 = 1;
     raise(SIGSEGV); /* should the store not fault */
+}
+#endif
+
+#ifdef TP_NEGLOG
+#include <pthread.h>
+#include <sys/mman.h>
+
+static hk_log_fn tp_log;
+static void *tp_log_user;
+
+static void tp_sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+__attribute__((unused)) static void *tp_log_thread(void *arg)
+{
+    if (arg) /* the entry point has returned by then */
+        tp_sleep_ms(20);
+    for (int i = 0; i < (arg ? 300 : 1); i++) {
+        tp_log(tp_log_user, HK_LOG_INFO, "from a thread of the plugin");
+        if (arg)
+            tp_sleep_ms(1);
+    }
+    return NULL;
+}
+
+/* What the entry point does when it was given a log callback. */
+static void tp_neglog(const hk_negotiate_request_t *req)
+{
+    tp_log = req->log;
+    tp_log_user = req->log_user;
+#if TP_NEGLOG == 1
+    tp_crash();
+#elif TP_NEGLOG == 2
+    exit(3);
+#elif TP_NEGLOG == 3
+    tp_hang();
+#elif TP_NEGLOG == 4
+    long page = sysconf(_SC_PAGESIZE);
+    char *two = mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    if (two == MAP_FAILED)
+        return;
+    munmap(two + page, (size_t)page);
+    memset(two + page - 16, 'A', 16);
+    tp_log(tp_log_user, HK_LOG_WARN, two + page - 16);
+#elif TP_NEGLOG == 5
+    tp_log(tp_log_user, HK_LOG_WARN, NULL);
+#elif TP_NEGLOG == 6
+    char line[32];
+    for (int i = 0; i < 100000; i++) {
+        snprintf(line, sizeof(line), "line %d", i);
+        tp_log(tp_log_user, HK_LOG_INFO, line);
+    }
+#elif TP_NEGLOG == 7
+    pthread_t t;
+    if (pthread_create(&t, NULL, tp_log_thread, NULL) == 0)
+        pthread_join(t, NULL);
+#elif TP_NEGLOG == 8
+    static int after_return = 1;
+    pthread_t t;
+    if (pthread_create(&t, NULL, tp_log_thread, &after_return) == 0)
+        pthread_detach(t);
+#endif
 }
 #endif
 
@@ -309,7 +402,23 @@ TP_EXPORT hk_status_t hk_plugin_negotiate(const hk_negotiate_request_t *req,
     for (int fd = 3; fd < 64; fd++)
         if (write(fd, junk, sizeof(junk) - 1) < 0)
             continue;
+#elif TP_NEG == 5
+    kill(0, SIGKILL);
+#elif TP_NEG == 6
+    kill(getppid(), SIGKILL);
+    tp_hang();
+#elif TP_NEG == 7
+    kill(getppid(), SIGSTOP);
+#elif TP_NEG == 8
+    tp_flood(2, (size_t)TP_FLOOD_MIB << 20);
+    tp_crash();
 #endif
+#endif
+#ifdef TP_NEGLOG
+    if (req && req->log) {
+        tp_mark("negotiate");
+        tp_neglog(req);
+    }
 #endif
     if (!req || !ans)
         return HK_STATUS_NULL_POINTER;

@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,6 +20,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cuda.h>
@@ -27,6 +30,10 @@
 
 extern char **environ;
 
+/* A child still running after this long is killed (and fails). */
+#define TR_DEADLINE_S 60
+#define TR_DEADLINE_TEXT "60 s"
+
 /* ---- running a child ---- */
 
 typedef struct tr_run {
@@ -35,6 +42,7 @@ typedef struct tr_run {
     char *err;       /* everything the child wrote to stderr (through a pipe) */
     char *out;       /* its stdout (through a file) */
     char *trace;     /* the trace file's contents; NULL when there is no file */
+    int timed_out;   /* killed after TR_DEADLINE_S */
     char file[PATH_MAX];
 } tr_run_t;
 
@@ -54,6 +62,51 @@ static char *read_all_fd(int fd)
             cap *= 2;
         }
         n = read(fd, buf + len, cap - len - 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    if (buf)
+        buf[len] = '\0';
+    return buf;
+}
+
+/* Reads fd to EOF (the child's end closes when it exits), but kills the
+ * child when it has not ended within TR_DEADLINE_S: a child blocked for
+ * good (in an open, say) fails its test instead of hanging the suite. */
+static char *read_until(int fd, pid_t pid, int *timed_out)
+{
+    struct timespec t0, now;
+    size_t len = 0, cap = 65536;
+    char *buf = malloc(cap);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    *timed_out = 0;
+    while (buf) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long left = TR_DEADLINE_S * 1000L - ((now.tv_sec - t0.tv_sec) * 1000L
+                                             + (now.tv_nsec - t0.tv_nsec) / 1000000L);
+        if (left <= 0) {
+            kill(pid, SIGKILL);
+            *timed_out = 1;
+            break;
+        }
+        struct pollfd pf = {fd, POLLIN, 0};
+        int r = poll(&pf, 1, (int)left);
+        if (r <= 0) {
+            if (r < 0 && errno != EINTR)
+                break;
+            continue;
+        }
+        if (len + 1 == cap) {
+            char *grown = realloc(buf, cap * 2);
+            if (!grown)
+                break;
+            buf = grown;
+            cap *= 2;
+        }
+        ssize_t n = read(fd, buf + len, cap - len - 1);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -131,7 +184,7 @@ static int spawn(const char *prog, char *const argv[], const char *const *set, c
         close(pipefd[0]);
         return -1;
     }
-    run->err = read_all_fd(pipefd[0]); /* to EOF: the child's end closes when it exits */
+    run->err = read_until(pipefd[0], run->pid, &run->timed_out);
     close(pipefd[0]);
     while (waitpid(run->pid, &run->status, 0) < 0 && errno == EINTR) {
     }
@@ -169,7 +222,8 @@ static void child(tr_run_t *run, const char *scenario, const char *level, const 
     CU_ASSERT_EQUAL_FATAL(spawn(self, argv, set, name ? file : NULL, run), 0);
     int passed = WIFEXITED(run->status) && WEXITSTATUS(run->status) == 0;
     if (!passed)
-        printf("\n  child %s failed (wait status %d):\n%s\n%s\n", scenario, run->status,
+        printf("\n  child %s failed (wait status %d%s):\n%s\n%s\n", scenario, run->status,
+               run->timed_out ? ", killed after " TR_DEADLINE_TEXT : "",
                run->out ? run->out : "", run->err ? run->err : "");
     CU_ASSERT(passed);
 }
@@ -475,6 +529,77 @@ static void t_stderr_and_fallback(void)
     run_free(&r);
 }
 
+/* Writes text into a new file path with mode; 0 on success. */
+static int write_file(const char *path, const char *text, mode_t mode)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (fd < 0)
+        return -1;
+    ssize_t n = write(fd, text, strlen(text));
+    return close(fd) == 0 && n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+/* Runs the loader scenario with HK_TRACE_FILE=path and checks that the
+ * file was refused with one line saying why, and that the lines went to
+ * stderr instead. */
+static void refused_file(const char *path, const char *why)
+{
+    tr_run_t r;
+    char v_file[PATH_MAX + 32], line[PATH_MAX + 256];
+    snprintf(v_file, sizeof v_file, "HK_TRACE_FILE=%s", path);
+    child(&r, "loader", "1", NULL, v_file);
+    CU_ASSERT_FALSE(r.timed_out);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r.err);
+    snprintf(line, sizeof line, "loader trace: cannot open HK_TRACE_FILE %s: %s; tracing to "
+             "stderr", path, why);
+    CU_ASSERT_EQUAL(lines_with(r.err, line, (const char *)NULL), 1);
+    if (lines_with(r.err, line, (const char *)NULL) != 1)
+        printf("\n  expected once: %s\n  stderr: %.300s\n", line, r.err);
+    HAS(r.err, "loader load: loaded ", "/tp_good.so");
+    run_free(&r);
+}
+
+/* HK_TRACE_FILE naming what is not a regular file of this process's user:
+ * a symbolic link (another user's where the test can make one, pointing at
+ * a file of ours, which must stay as it was), a FIFO that nobody reads (an
+ * open for writing would wait for a reader for good) and a file of another
+ * user. Each is refused, said once, and the trace goes to stderr. */
+static void t_file_refused(void)
+{
+    char victim[PATH_MAX], link[PATH_MAX], fifo[PATH_MAX], foreign[PATH_MAX], why[128];
+    snprintf(victim, sizeof victim, "%s/victim.log", tmp_dir);
+    snprintf(link, sizeof link, "%s/planted.log", tmp_dir);
+    snprintf(fifo, sizeof fifo, "%s/fifo.log", tmp_dir);
+    snprintf(foreign, sizeof foreign, "%s/foreign.log", tmp_dir);
+    CU_ASSERT_EQUAL_FATAL(write_file(victim, "kept\n", 0600), 0);
+    CU_ASSERT_EQUAL_FATAL(symlink(victim, link), 0);
+    if (geteuid() == 0)
+        CU_ASSERT_EQUAL(lchown(link, 65534, 65534), 0);
+    refused_file(link, "it is a symbolic link, which is not followed");
+    char *after = read_file(victim);
+    CU_ASSERT(after && strcmp(after, "kept\n") == 0);
+    free(after);
+
+    CU_ASSERT_EQUAL_FATAL(mkfifo(fifo, 0600), 0);
+    refused_file(fifo, "it is a FIFO, not a regular file");
+
+    if (geteuid() == 0) {
+        CU_ASSERT_EQUAL_FATAL(write_file(foreign, "", 0666), 0);
+        CU_ASSERT_EQUAL_FATAL(chown(foreign, 65534, 65534), 0);
+        snprintf(why, sizeof why, "it is owned by uid 65534, not by this process's user "
+                 "(uid 0)");
+        refused_file(foreign, why);
+        struct stat st;
+        CU_ASSERT(stat(foreign, &st) == 0 && st.st_size == 0);
+    } else {
+        printf("\n  (a file of another user: needs root to make one; not run) ");
+    }
+    unlink(foreign);
+    unlink(fifo);
+    unlink(link);
+    unlink(victim);
+}
+
 static void t_level_names(void)
 {
     tr_run_t r;
@@ -642,6 +767,8 @@ int hk_test_register(void)
             no_dev);
     hk_test_add(s, "stderr by default; a file that cannot be opened: one line, then stderr",
                 t_stderr_and_fallback);
+    hk_test_add(s, "HK_TRACE_FILE a link, a FIFO, another user's file: refused, then stderr",
+                t_file_refused);
     skip_if(hk_test_add(s, "level names; an unknown value traces decisions and says so",
                         t_level_names), one_dev);
     skip_if(hk_test_add(s, "set-user-ID (AT_SECURE): both variables ignored",

@@ -1,0 +1,266 @@
+/* The probe process against candidates that attack it or its host rather
+ * than just failing: signals to the process group or to the probe, a flood
+ * of standard error, a negotiation that misbehaves only when it can log.
+ * Each host runs in a child of its own process group (tl_host_run), so a
+ * candidate that reaches the host ends that child, never the suite; each
+ * test checks that the host survived and how every candidate was judged. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "hk_test.h"
+#include "test_loader_util.h"
+
+static char tmp[4096];    /* this test's directory, under HK_TEST_TMP_DIR */
+static char marker[4200]; /* $HK_TP_MARKER */
+
+static void setup(void)
+{
+    CU_ASSERT_EQUAL_FATAL(tl_mkdtemp(tmp, sizeof(tmp)), 0);
+    snprintf(marker, sizeof(marker), "%s/marker", tmp);
+    CU_ASSERT_EQUAL_FATAL(setenv("HK_TP_MARKER", marker, 1), 0);
+}
+
+static void teardown(void)
+{
+    unsetenv("HK_TP_MARKER");
+    tl_rmtree(tmp);
+}
+
+static const char *hostile(const char *file)
+{
+    static char buf[4096];
+    snprintf(buf, sizeof(buf), "%s/%s", HK_TEST_HOSTILE_DIR, file);
+    return buf;
+}
+
+/* Copies a built plugin into this test's directory as name. */
+static void put(const char *src, const char *name)
+{
+    char p[8400];
+    CU_ASSERT_EQUAL_FATAL(tl_copy(src, tmp, name, 0644, p, sizeof(p)), 0);
+}
+
+/* 1 when run has the report of tmp/name with this stage, status and
+ * reason. */
+static int has_report(const tl_host_run_t *run, const char *name, const char *stage,
+                      const char *status, const char *reason)
+{
+    char line[8600];
+    snprintf(line, sizeof(line), "report=%s/%s|%s|%s|%s", tmp, name, stage, status, reason);
+    return tl_has_line(run, line);
+}
+
+/* The good plugins every directory test holds, around the hostile ones in
+ * name order, so that candidates before and after a hostile one are probed
+ * in its company. */
+static const char *const goods[] = {"a_good.so", "b_good.so", "y_good.so", "z_good.so"};
+
+static void put_goods(void)
+{
+    for (size_t i = 0; i < sizeof(goods) / sizeof(goods[0]); i++)
+        put(tl_plugin(i % 2 ? "tp_twin1.so" : "tp_twin2.so"), goods[i]);
+}
+
+static void expect_goods_loaded(const tl_host_run_t *run)
+{
+    for (size_t i = 0; i < sizeof(goods) / sizeof(goods[0]); i++)
+        CU_ASSERT(has_report(run, goods[i], "loaded", "OK", ""));
+}
+
+/* kill(0, SIGKILL) in a negotiation: the probe and its children are in
+ * process groups of their own, so it reaches only the candidate's. The host
+ * was killed with its probe (wait status 9). */
+static void test_kill_process_group(void)
+{
+    setup();
+    put(hostile("tp_neg_killgroup.so"), "m_killgroup.so");
+    put_goods();
+    tl_host_job_t job = {.scan_dir = tmp};
+    tl_host_run_t run;
+    CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
+    CU_ASSERT(has_report(&run, "m_killgroup.so", "probe", "LOAD_FAILED",
+                         "negotiation killed by SIGKILL"));
+    expect_goods_loaded(&run);
+    CU_ASSERT(tl_has_line(&run, "plugins=4"));
+    teardown();
+}
+
+/* A candidate that kills the probe process costs only itself: the others
+ * are probed again in a new probe process, and the one that kills it
+ * alone is named. Before, every candidate of the directory was refused. */
+static void test_kill_probe(void)
+{
+    setup();
+    put(hostile("tp_neg_killprobe.so"), "m_killprobe.so");
+    put_goods();
+    tl_host_job_t job = {.scan_dir = tmp};
+    tl_host_run_t run;
+    CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
+    CU_ASSERT(has_report(&run, "m_killprobe.so", "probe", "LOAD_FAILED",
+                         "the probe process was killed by SIGKILL while it probed this "
+                         "candidate alone"));
+    expect_goods_loaded(&run);
+    CU_ASSERT(tl_has_line(&run, "plugins=4"));
+    teardown();
+}
+
+/* A candidate that stops the probe (SIGSTOP): the host sees it stopped at
+ * once instead of waiting out the probe's deadline, and it costs only that
+ * candidate. */
+static void test_stop_probe(void)
+{
+    setup();
+    put(hostile("tp_neg_stopprobe.so"), "m_stopprobe.so");
+    put_goods();
+    tl_host_job_t job = {.scan_dir = tmp};
+    tl_host_run_t run;
+    CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
+    CU_ASSERT(has_report(&run, "m_stopprobe.so", "probe", "LOAD_FAILED",
+                         "the probe process was stopped by SIGSTOP while it probed this "
+                         "candidate alone"));
+    expect_goods_loaded(&run);
+    CU_ASSERT(tl_has_line(&run, "plugins=4"));
+    CU_ASSERT(run.ms < 2000); /* the probe's own deadline is 2.6 s here */
+    teardown();
+}
+
+/* What tp_flood writes first: lines of 63 letters. */
+static void flood_text(char *out, size_t n, size_t bytes)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < bytes && k + 3 < n; i++) {
+        if (i % 64 == 63) {
+            out[k++] = '\\';
+            out[k++] = 'n';
+        } else {
+            out[k++] = (char)('a' + i % 26);
+        }
+    }
+    out[k] = '\0';
+}
+
+/* 64 MiB to stderr during negotiation, then a crash: the host's stderr gets
+ * none of it; the refusal says how much there was and shows its start. It
+ * all went to the host's stderr before. */
+static void test_stderr_flood(void)
+{
+    char prefix[8600], text[4096];
+    setup();
+    put(hostile("tp_neg_stderr.so"), "m_stderr.so");
+    put_goods();
+    tl_host_job_t job = {.scan_dir = tmp, .capture_stderr = 1, .timeout_ms = 10000};
+    tl_host_run_t run;
+    CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
+    CU_ASSERT(run.err_bytes == 0);
+    if (run.err_bytes != 0)
+        printf("\n    the host's stderr got %lld bytes: %.200s", run.err_bytes, run.err_head);
+    flood_text(text, sizeof(text), 1024);
+    snprintf(prefix, sizeof(prefix), "report=%s/m_stderr.so|probe|LOAD_FAILED|negotiation killed "
+             "by SIGSEGV; stderr: 67108864 bytes, the first 1024: \"%s", tmp, text);
+    CU_ASSERT(tl_has_line_like(&run, prefix, "\""));
+    expect_goods_loaded(&run);
+    teardown();
+}
+
+/* Negotiations that misbehave only when given a log callback, opened by a
+ * host that gives one (with a callback that reads msg as the string the ABI
+ * promises): each is refused with its reason, the callback never hears
+ * from the plugin (one line per refusal, from the loader, on the host's
+ * thread), and the host survives, also past the moment a thread left behind
+ * would run in a closed module. Before, the probe negotiated without a
+ * callback, every one of them passed, and the host died, hung or got the
+ * plugin's calls. Without a callback each loads, in the probe and in the
+ * host alike. */
+static void test_negotiation_with_log(void)
+{
+    static const struct {
+        const char *file, *reason;
+    } cases[] = {
+        {"tp_neglog_crash.so", "negotiation killed by SIGSEGV"},
+        {"tp_neglog_exit.so", "negotiation exited with status 3"},
+        {"tp_neglog_hang.so", "negotiation did not answer within 300 ms"},
+        {"tp_neglog_unterminated.so", "negotiation broke the log callback's rules: a message "
+                                      "whose NUL is not in readable memory (16 bytes read)"},
+        {"tp_neglog_null.so", "negotiation broke the log callback's rules: a NULL message"},
+        {"tp_neglog_flood.so", "negotiation broke the log callback's rules: more than 256 lines"},
+        {"tp_neglog_thread.so", "negotiation broke the log callback's rules: a call from a "
+                                "thread other than the one negotiating"},
+        {"tp_neglog_after.so", "negotiation left 1 thread running after it returned"},
+    };
+    char line[8600];
+    setup();
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *path = hostile(cases[i].file);
+        int last = i + 1 == sizeof(cases) / sizeof(cases[0]);
+        tl_host_job_t job = {.open_path = path, .log = 1, .linger_ms = last ? 400 : 0,
+                             .deadline_ms = 20000};
+        tl_host_run_t run;
+        CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
+        snprintf(line, sizeof(line), "report=%s|probe|LOAD_FAILED|%s", path, cases[i].reason);
+        CU_ASSERT(tl_has_line(&run, line));
+        CU_ASSERT(tl_has_line(&run, "log_lines=1"));
+        CU_ASSERT(tl_has_line(&run, "log_foreign=0"));
+        if (last)
+            CU_ASSERT(tl_has_line(&run, "survived=1"));
+
+        tl_host_job_t quiet = {.open_path = path};
+        CU_ASSERT_EQUAL(tl_host_run(&quiet, &run), 0);
+        snprintf(line, sizeof(line), "report=%s|loaded|OK|", path);
+        CU_ASSERT(tl_has_line(&run, line));
+    }
+    teardown();
+}
+
+/* A swap to a plugin whose handle_create or verification workload crashes,
+ * exits or hangs: the probe process verifies it first, the swap is refused
+ * with the reason, the movable handle stays on hk-cpu and works, and the
+ * host survives (it died before, the verification running in it). The
+ * control: a good one is verified there and in the host, and swapped in. */
+static void test_swap_verified_in_probe(void)
+{
+    static const struct {
+        const char *file, *version, *reason;
+    } cases[] = {
+        {"tv_create_crash.so", "1.0.6", "verification killed by SIGSEGV"},
+        {"tv_saxpy_crash.so", "1.0.7", "verification killed by SIGSEGV"},
+        {"tv_saxpy_exit.so", "1.0.8", "verification exited with status 3"},
+        {"tv_saxpy_hang.so", "1.0.9", "verification did not finish within 3000 ms"},
+    };
+    char line[8600];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *path = hostile(cases[i].file);
+        tl_host_job_t job = {.swap_to = path, .deadline_ms = 30000};
+        tl_host_run_t run;
+        CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
+        snprintf(line, sizeof(line), "swap=LOAD_FAILED|swap to %s refused: hk-cpu %s failed in "
+                 "the probe process: %s", path, cases[i].version, cases[i].reason);
+        CU_ASSERT(tl_has_line(&run, line));
+        CU_ASSERT(tl_has_line(&run, "saxpy=OK|3"));
+        CU_ASSERT(tl_has_line(&run, "bound=hk-cpu 1.0.0"));
+    }
+    tl_host_job_t job = {.swap_to = hostile("tv_good.so")};
+    tl_host_run_t run;
+    CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
+    CU_ASSERT(tl_has_line(&run, "swap=OK|"));
+    CU_ASSERT(tl_has_line(&run, "saxpy=OK|3"));
+    CU_ASSERT(tl_has_line(&run, "bound=hk-cpu 1.0.5"));
+}
+
+void tl_register_probe(void)
+{
+    CU_pSuite s = hk_test_suite("loader_probe", NULL, NULL);
+    hk_test_add(s, "kill(0, SIGKILL) in a negotiation: only that candidate dies",
+                test_kill_process_group);
+    hk_test_add(s, "a candidate that kills the probe costs only itself", test_kill_probe);
+    hk_test_add(s, "a candidate that stops the probe costs only itself", test_stop_probe);
+    hk_test_add(s, "64 MiB of stderr: kept from the host, its start in the reason",
+                test_stderr_flood);
+    hk_test_add(s, "negotiations that misbehave only with a log callback: refused",
+                test_negotiation_with_log);
+    hk_test_add(s, "a swap's verification crashes, exits, hangs: refused in the probe",
+                test_swap_verified_in_probe);
+}
