@@ -92,8 +92,12 @@ struct hk__swap {
     /* the last swap's steps (hk_swap_state_t) */
     atomic_uint_fast64_t last_open_ns, last_verify_ns, last_create_ns, last_commit_ns;
     atomic_uint_fast64_t last_close_ns;
-    /* calls held (see "Holding"): how often, the last and longest hold */
-    atomic_uint_fast64_t holds, last_hold_ns, max_hold_ns;
+    /* calls held (see "Holding"): how often, the last and longest hold,
+     * and how many the hold limit ended */
+    atomic_uint_fast64_t holds, last_hold_ns, max_hold_ns, holds_cut;
+    /* handle_destroy calls of swaps that failed, and the last one's status */
+    atomic_uint_fast64_t destroys_failed;
+    atomic_int last_destroy_status;
 };
 
 /* ---- the call path ---- */
@@ -161,25 +165,33 @@ static inline hk__binding_t *hk__mh_bound(hk_mhandle_t *mh)
  * are held only when a step is kept waiting. */
 #define HK__HOLD_AFTER_DEFAULT_US 20000u
 #define HK__HOLD_AFTER_MAX_US (INT64_C(86400) * 1000000) /* a day */
+/* The hold limit when hk_swap_options_t.hold_max_us is 0: what the driver
+ * work of a held step takes once launches pause (up to about 3.6 ms
+ * measured on an H200), with room to spare, and short enough for a caller
+ * to take as a hiccup rather than an outage. */
+#define HK__HOLD_MAX_DEFAULT_US 5000u
 
 /* The watchdog of one swap step: when the step runs longer than after_ns
- * (0: never), every movable handle of sw is held until hk__guard_end. */
+ * (0: never), every movable handle of sw is held until hk__guard_end, or
+ * for max_ns at most (0: no limit), after which the step goes on without
+ * holding them again (cut). */
 typedef struct hk__guard {
     struct hk__swap *sw;
-    uint64_t after_ns, t_begin, t_held;
+    uint64_t after_ns, max_ns, t_begin, t_held, held_ns;
     pthread_mutex_t m;
     pthread_cond_t cv;
     pthread_t tid;
-    int started, done, held;
+    int started, done, held, cut;
 } hk__guard_t;
 
 /* Starts the watchdog (without one, when no thread can be made, the step
  * just runs unguarded). Caller holds swap->lock for the whole step. */
-void hk__guard_begin(hk__guard_t *g, struct hk__swap *sw, uint64_t after_ns);
+void hk__guard_begin(hk__guard_t *g, struct hk__swap *sw, uint64_t after_ns, uint64_t max_ns);
 
 /* Ends the step: releases a hold, records its time, stops the watchdog.
- * Returns the hold's length in ns (0: no hold). */
-uint64_t hk__guard_end(hk__guard_t *g);
+ * Returns the hold's length in ns (0: no hold); *cut (may be NULL) tells
+ * whether the hold limit ended it. */
+uint64_t hk__guard_end(hk__guard_t *g, int *cut);
 
 /* ---- hk_loader_swapstate.c ---- */
 

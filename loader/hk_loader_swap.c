@@ -49,6 +49,9 @@ typedef struct hk_swap_prepared {
     pthread_t owner;
     uint64_t t_commit; /* when hk_loader_swap_commit was called */
     uint64_t hold_after_ns; /* steps running longer hold the calls; 0: never */
+    uint64_t hold_max_ns;   /* the longest a hold lasts; 0: no limit */
+    unsigned destroys_failed; /* this swap's handle_destroy calls that failed */
+    char destroy_why[256];    /* the last of them */
     char request[256]; /* for messages, cut */
     char why[768];
 } hk__job_t;
@@ -77,6 +80,28 @@ static int hk__dom_of_info(const hk_handle_info_t *info)
     if (!HK__HAS(*info, device))
         return HK__DOM_UNKNOWN;
     return info->device < 0 ? HK__DOM_HOST : HK__DOM_CUDA;
+}
+
+/* Destroys raw, a handle the swap made or leaves behind (what: "an old
+ * handle", "the verification handle"...), through plugin's vtable vt. The
+ * handle is gone whatever the status; a failure is counted for
+ * hk_swap_state_t, kept for the swap's last error and logged. */
+static void hk__destroy(hk__job_t *job, const hk_vtable_t *vt, const hk_plugin_t *plugin,
+                        hk_handle_t *raw, const char *what)
+{
+    hk_status_t st = vt->handle_destroy(raw);
+    if (st == HK_STATUS_OK)
+        return;
+    atomic_fetch_add(&job->sw->destroys_failed, 1);
+    atomic_store(&job->sw->last_destroy_status, (int)st);
+    job->destroys_failed++;
+    snprintf(job->destroy_why, sizeof(job->destroy_why), "%s %s handle_destroy of %s: %s (%s)",
+             plugin->name, plugin->version, what, hk_status_name(st), hk_status_string(st));
+    if (job->loader->log) {
+        char line[320];
+        snprintf(line, sizeof(line), "swap: %s", job->destroy_why);
+        job->loader->log(job->loader->log_user, HK_LOG_WARN, line);
+    }
 }
 
 /* The movable handles that move: those not on the new plugin yet and, with
@@ -145,16 +170,18 @@ static hk_status_t hk__check_domains(hk__job_t *job, int dom_new)
     return HK_STATUS_OK;
 }
 
-/* The memory domain of a handle made with ci, from its handle_info. */
-static int hk__dom_of_handle(const hk_vtable_t *vt, const hk_create_info_t *ci)
+/* The memory domain of a handle of the new plugin made with ci, from its
+ * handle_info. */
+static int hk__dom_of_handle(hk__job_t *job, const hk_create_info_t *ci)
 {
+    const hk_vtable_t *vt = &job->fresh.core;
     hk_handle_t *h = NULL;
     hk_handle_info_t info = {.size = sizeof(info)};
     if (vt->handle_create(ci, &h) != HK_STATUS_OK)
         return HK__DOM_UNKNOWN;
     if (!vt->handle_info || vt->handle_info(h, &info) != HK_STATUS_OK)
         info.size = 0;
-    vt->handle_destroy(h);
+    hk__destroy(job, vt, job->to, h, "a handle asked for its memory domain");
     return hk__dom_of_info(&info);
 }
 
@@ -195,7 +222,7 @@ static hk_status_t hk__validate(hk__job_t *job)
         /* It may have no such device because it works in another domain:
          * that is the better reason to give. */
         hk_create_info_t dflt = {sizeof(dflt), HK_DEVICE_CURRENT, 0};
-        int dom = hk__dom_of_handle(vt, &dflt);
+        int dom = hk__dom_of_handle(job, &dflt);
         if (dom != HK__DOM_UNKNOWN && hk__check_domains(job, dom) != HK_STATUS_OK)
             return HK_STATUS_NOT_SUPPORTED;
     }
@@ -331,14 +358,8 @@ static void hk__drop_verify_handle(hk__job_t *job)
 {
     if (!job->vh)
         return;
-    hk_status_t st = job->fresh.core.handle_destroy(job->vh);
+    hk__destroy(job, &job->fresh.core, job->to, job->vh, "the verification handle");
     job->vh = NULL;
-    if (st != HK_STATUS_OK && job->loader->log) {
-        char line[256];
-        snprintf(line, sizeof(line), "swap: %s handle_destroy of the verification handle: %s",
-                 job->to->name, hk_status_name(st));
-        job->loader->log(job->loader->log_user, HK_LOG_WARN, line);
-    }
 }
 
 /* Waits until no call runs on the old bindings (a call in flight on a
@@ -362,13 +383,7 @@ static void hk__drain(hk__job_t *job)
     struct hk__swap *sw = job->sw;
     for (size_t i = 0; i < job->nmovers; i++) {
         hk__binding_t *old = job->movers[i].old;
-        hk_status_t st = old->core.handle_destroy(old->raw);
-        if (st != HK_STATUS_OK && job->loader->log) {
-            char line[256];
-            snprintf(line, sizeof(line), "swap: %s handle_destroy of an old handle: %s",
-                     old->plugin->name, hk_status_name(st));
-            job->loader->log(job->loader->log_user, HK_LOG_WARN, line);
-        }
+        hk__destroy(job, &old->core, old->plugin, old->raw, "an old handle");
         pthread_mutex_lock(&sw->list_lock);
         old->raw = NULL;
         old->plugin = NULL;
@@ -459,20 +474,33 @@ static void hk__abandon(hk__job_t *job)
 {
     for (size_t i = 0; i < job->nmovers; i++)
         if (job->movers[i].raw)
-            job->fresh.core.handle_destroy(job->movers[i].raw);
+            hk__destroy(job, &job->fresh.core, job->to, job->movers[i].raw,
+                        "a new handle of the swap given up");
     hk__drop_verify_handle(job);
     if (job->reopened) /* leave it closed, as it was */
         hk__swap_try_close(job->loader, job->sw, job->to);
 }
 
+/* Starts the watchdog of a step with the job's hold time and limit. */
+static void hk__guard_start(hk__job_t *job, hk__guard_t *g)
+{
+    hk__guard_begin(g, job->sw, job->hold_after_ns, job->hold_max_ns);
+}
+
 /* Ends a guarded step, and says so in the trace when it held the calls. */
 static void hk__guard_done(hk__job_t *job, hk__guard_t *g, const char *step)
 {
-    uint64_t held = hk__guard_end(g);
-    if (held)
+    int cut = 0;
+    uint64_t held = hk__guard_end(g, &cut);
+    if (held && !cut)
         HK__TRACE(HK__TRACE_DECISIONS, "swap", "%s ran past %.1f ms (the driver kept it "
                   "waiting?): calls through movable handles were held for %.1f ms until it "
                   "ended", step, (double)job->hold_after_ns / 1e6, (double)held / 1e6);
+    else if (held)
+        HK__TRACE(HK__TRACE_DECISIONS, "swap", "%s ran past %.1f ms: calls through movable "
+                  "handles were held for %.1f ms, the hold limit, then released; the step "
+                  "went on without holding them", step, (double)job->hold_after_ns / 1e6,
+                  (double)held / 1e6);
 }
 
 /* After the switch: drain, destroy and close what the handles left. */
@@ -490,7 +518,7 @@ static void hk__finish(hk__job_t *job)
         olds[i] = job->movers[i].old->plugin;
     hk__drain_wait(job);
     hk__guard_t g;
-    hk__guard_begin(&g, job->sw, job->hold_after_ns);
+    hk__guard_start(job, &g);
     hk__drain(job);
     uint64_t t_drained = hk__now_ns();
     HK__TRACE(HK__TRACE_DECISIONS, "swap", "drained: no call runs on the %zu old binding%s any "
@@ -508,7 +536,7 @@ static void hk__finish(hk__job_t *job)
 static hk_status_t hk__prepare_guarded(hk__job_t *job, const char *request)
 {
     hk__guard_t g;
-    hk__guard_begin(&g, job->sw, job->hold_after_ns);
+    hk__guard_start(job, &g);
     hk_status_t st = hk__prepare(job, request);
     hk__guard_done(job, &g, "the prepare (verification, new handles)");
     return st;
@@ -517,7 +545,7 @@ static hk_status_t hk__prepare_guarded(hk__job_t *job, const char *request)
 static void hk__abandon_guarded(hk__job_t *job)
 {
     hk__guard_t g;
-    hk__guard_begin(&g, job->sw, job->hold_after_ns);
+    hk__guard_start(job, &g);
     hk__abandon(job);
     hk__guard_done(job, &g, "giving up the swap");
 }
@@ -545,7 +573,7 @@ static hk_status_t hk__job_begin(hk_loader_t *loader, const char *request,
         return HK_STATUS_NULL_POINTER;
     if (!request)
         return hk__swap_fail(loader, HK_STATUS_NULL_POINTER, "swap refused: request is NULL");
-    hk_swap_options_t o = {sizeof(o), NULL, 0};
+    hk_swap_options_t o = {sizeof(o), NULL, 0, 0};
     if (opts) {
         if (opts->size < sizeof(uint32_t))
             return hk__swap_fail(loader, HK_STATUS_INVALID_VALUE,
@@ -573,6 +601,11 @@ static hk_status_t hk__job_begin(hk_loader_t *loader, const char *request,
     job->hold_after_ns = hold_us < 0    ? 0
                          : hold_us == 0 ? HK__HOLD_AFTER_DEFAULT_US * 1000u
                                         : (uint64_t)hold_us * 1000u;
+    int64_t max_us = o.hold_max_us > HK__HOLD_AFTER_MAX_US ? HK__HOLD_AFTER_MAX_US
+                                                           : o.hold_max_us;
+    job->hold_max_ns = max_us < 0    ? 0
+                       : max_us == 0 ? HK__HOLD_MAX_DEFAULT_US * 1000u
+                                     : (uint64_t)max_us * 1000u;
     job->t[0] = t0;
     job->owner = pthread_self();
     snprintf(job->request, sizeof(job->request), "%s", request);
@@ -587,13 +620,21 @@ static hk_status_t hk__job_begin(hk_loader_t *loader, const char *request,
 static hk_status_t hk__job_end(hk__job_t *job, hk_status_t st, hk_plugin_t **to)
 {
     struct hk__swap *sw = job->sw;
+    char destroys[400] = "";
+    if (job->destroys_failed)
+        snprintf(destroys, sizeof(destroys), "%u handle_destroy call%s failed; the last: %s",
+                 job->destroys_failed, job->destroys_failed == 1 ? "" : "s", job->destroy_why);
     if (st != HK_STATUS_OK) {
         atomic_fetch_add(&sw->failed, 1);
         HK__TRACE(HK__TRACE_DECISIONS, "swap", "to \"%s\" refused: %s: %s; every handle stays "
                   "on its implementation", job->request, hk_status_name(st), job->why);
-        hk__swap_fail(job->loader, st, "swap to %s refused: %s", job->request, job->why);
-    } else if (to) {
-        *to = job->to;
+        hk__swap_fail(job->loader, st, "swap to %s refused: %s%s%s", job->request, job->why,
+                      destroys[0] ? "; " : "", destroys);
+    } else {
+        if (destroys[0])
+            hk__swap_fail(job->loader, st, "swap to %s: %s", job->request, destroys);
+        if (to)
+            *to = job->to;
     }
     atomic_store(&sw->phase, HK_SWAP_IDLE);
     pthread_mutex_unlock(&sw->lock);

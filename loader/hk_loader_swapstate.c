@@ -128,6 +128,9 @@ hk_status_t hk_loader_swap_state(hk_loader_t *loader, hk_swap_state_t *state)
         s.holds = atomic_load(&sw->holds);
         s.last_hold_ns = atomic_load(&sw->last_hold_ns);
         s.max_hold_ns = atomic_load(&sw->max_hold_ns);
+        s.holds_cut = atomic_load(&sw->holds_cut);
+        s.destroys_failed = atomic_load(&sw->destroys_failed);
+        s.last_destroy_status = (hk_status_t)atomic_load(&sw->last_destroy_status);
         pthread_mutex_lock(&sw->list_lock);
         s.handles = sw->nhandles;
         for (size_t i = 0; i < sw->nhandles; i++)

@@ -49,7 +49,11 @@
  * (hk_swap_options_t.hold_after_us, 20 ms by default), the calls through
  * every movable handle of the loader wait at their next call boundary until
  * that step ends (calls in flight finish first), and hk_swap_state_t counts
- * the hold. A step that ends in time holds nothing.
+ * the hold. A step that ends in time holds nothing. A hold never lasts
+ * longer than the hold limit (hk_swap_options_t.hold_max_us, 5 ms by
+ * default): then the calls are released and the step goes on without
+ * holding them (a step whose driver work needed the launches to pause waits
+ * until they do, as without holding); the swap's outcome does not change.
  *
  * A plugin whose module a swap closed stays in the loader's lists (its name,
  * version, path and reports remain valid), but its vtable copy reads as all
@@ -171,6 +175,14 @@ typedef struct hk_swap_options {
      * (see "Held calls" above). 0: the default, 20000 (20 ms); negative:
      * never hold; above a day: a day. */
     int64_t hold_after_us;
+    /* The hold limit, in microseconds (added after the fields above): a
+     * hold never lasts longer. When it is reached, every held call is
+     * released and the step goes on without holding them again (see "Held
+     * calls" above): the swap's outcome is the same, only a step the driver
+     * keeps waiting then waits until the launches pause. 0: the default,
+     * 5000 (5 ms); negative: no limit (a hold lasts until its step ends);
+     * above a day: a day. */
+    int64_t hold_max_us;
 } hk_swap_options_t;
 
 /* Binds movable handles to the plugin that request resolves to (see the file
@@ -194,7 +206,11 @@ typedef struct hk_swap_options {
  *                  set_pointer_mode or a table slot when one fails
  *   OUT_OF_MEMORY
  * On failure nothing moved; hk_loader_last_error starts with "swap to
- * <request> refused: " and says why. */
+ * <request> refused: " and says why. A handle_destroy that fails during a
+ * swap (the handle is gone anyway) does not change its status; it is
+ * counted in hk_swap_state_t (destroys_failed, last_destroy_status) and
+ * named in hk_loader_last_error: "swap to <request>: N handle_destroy
+ * call(s) failed; the last: ...", after the reason of a refusal. */
 hk_status_t hk_loader_swap(hk_loader_t *loader, const char *request,
                            const hk_swap_options_t *opts, hk_plugin_t **to);
 
@@ -274,6 +290,13 @@ typedef struct hk_swap_state {
     uint64_t holds;           /* steps that held the calls, over this loader's swaps */
     uint64_t last_hold_ns;    /* how long the last hold lasted */
     uint64_t max_hold_ns;     /* the longest hold */
+    /* Added after the fields above. */
+    uint64_t holds_cut;       /* holds ended by the hold limit (hold_max_us) */
+    uint64_t destroys_failed; /* handle_destroy calls of swaps that failed: old
+                                 handles, verification handles, the new handles
+                                 of a refused swap (each handle is gone anyway) */
+    hk_status_t last_destroy_status; /* the last of those failures' status;
+                                        HK_STATUS_OK when none */
 } hk_swap_state_t;
 
 /* Fills min(state->size, sizeof) bytes of *state. Never waits for a running

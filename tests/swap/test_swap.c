@@ -701,6 +701,7 @@ int hk_test_register(void)
     swp_register_basic();
     swp_register_reopen();
     swp_register_load();
+    swp_register_hold();
     swp_register_host();
     return 0;
 }
