@@ -51,7 +51,8 @@ typedef struct hk_swap_prepared {
     uint64_t hold_after_ns; /* steps running longer hold the calls; 0: never */
     uint64_t hold_max_ns;   /* the longest a hold lasts; 0: no limit */
     unsigned destroys_failed; /* this swap's handle_destroy calls that failed */
-    char destroy_why[256];    /* the last of them */
+    unsigned unloads_failed;  /* and unloads of libraries of movable handles */
+    char destroy_why[512];    /* the last of them */
     char request[256]; /* for messages, cut */
     char why[768];
 } hk__job_t;
@@ -98,7 +99,7 @@ static void hk__destroy(hk__job_t *job, const hk_vtable_t *vt, const hk_plugin_t
     snprintf(job->destroy_why, sizeof(job->destroy_why), "%s %s handle_destroy of %s: %s (%s)",
              plugin->name, plugin->version, what, hk_status_name(st), hk_status_string(st));
     if (job->loader->log) {
-        char line[320];
+        char line[sizeof(job->destroy_why) + 8];
         snprintf(line, sizeof(line), "swap: %s", job->destroy_why);
         job->loader->log(job->loader->log_user, HK_LOG_WARN, line);
     }
@@ -137,13 +138,19 @@ static const char *hk__lacking(const hk__binding_t *old, const hk__binding_t *ne
 {
 #define HK__SLOT(TBL, NAME)                  \
     if (old->TBL.NAME && !neu->TBL.NAME)     \
-        return #NAME;
+        return #TBL "." #NAME;
 #define HK__BLAS1(name, minor, params, args) HK__SLOT(blas1, name)
 #define HK__MEMORY(name, minor, params, args) HK__SLOT(memory, name)
+#define HK__KERNELS(name, minor, params, args) HK__SLOT(kernels, name)
+#define HK__CUDA(name, minor, params, args) HK__SLOT(cuda, name)
     HK__SLOT(core, set_stream) HK__SLOT(core, get_stream) HK__SLOT(core, set_pointer_mode)
     HK__SLOT(core, get_pointer_mode) HK__SLOT(core, handle_info) HK__SLOT(core, synchronize)
     HK_BLAS1_V1_SLOTS(HK__BLAS1)
     HK_MEMORY_V1_SLOTS(HK__MEMORY)
+    HK_KERNELS_V1_SLOTS(HK__KERNELS)
+    HK_CUDA_V1_SLOTS(HK__CUDA)
+#undef HK__CUDA
+#undef HK__KERNELS
 #undef HK__MEMORY
 #undef HK__BLAS1
 #undef HK__SLOT
@@ -317,13 +324,45 @@ static hk_status_t hk__make_new(hk__job_t *job, hk__mover_t *mv)
     return HK_STATUS_NOT_SUPPORTED;
 }
 
+/* The libraries loaded through the movers: into the new implementation,
+ * with their kernels, in the new handles' contexts (hk_loader_swapkern.c). */
+static hk_status_t hk__libraries(hk__job_t *job)
+{
+    hk_plugin_t **from = calloc(job->nmovers ? job->nmovers : 1, sizeof(*from));
+    hk_handle_t **news = calloc(job->nmovers ? job->nmovers : 1, sizeof(*news));
+    hk_status_t st = HK_STATUS_OUT_OF_MEMORY;
+    size_t nfrom = 0;
+    if (!from || !news) {
+        snprintf(job->why, sizeof(job->why), "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < job->nmovers; i++) {
+        hk_plugin_t *p = job->movers[i].old->plugin;
+        size_t k = 0;
+        while (k < nfrom && from[k] != p)
+            k++;
+        if (k == nfrom)
+            from[nfrom++] = p;
+        news[i] = job->movers[i].raw;
+    }
+    st = hk__kern_prepare(job->sw, &job->fresh, job->vh, from, nfrom, news, job->nmovers,
+                          job->why, sizeof(job->why));
+out:
+    free(from);
+    free(news);
+    return st;
+}
+
 /* Switches every mover at a call boundary. Settings changed since
  * hk__make_new are given to the new handle first; a failure there switches
- * nothing. */
+ * nothing. The libraries' new implementation is published just before. */
 static hk_status_t hk__commit(hk__job_t *job)
 {
-    hk_status_t st = HK_STATUS_OK;
     const hk_vtable_t *vt = &job->fresh.core;
+    hk_status_t st = hk__kern_commit_begin(job->sw, &job->fresh, job->vh, job->why,
+                                           sizeof(job->why));
+    if (st != HK_STATUS_OK)
+        return st;
     for (size_t i = 0; i < job->nmovers; i++)
         pthread_mutex_lock(&job->movers[i].mh->lock);
     for (size_t i = 0; i < job->nmovers && st == HK_STATUS_OK; i++) {
@@ -338,6 +377,7 @@ static hk_status_t hk__commit(hk__job_t *job)
     }
     if (st == HK_STATUS_OK) {
         pthread_mutex_lock(&job->sw->list_lock);
+        hk__kern_publish(job->sw, job->to);
         for (size_t i = 0; i < job->nmovers; i++) {
             hk_mhandle_t *mh = job->movers[i].mh;
             hk__binding_t *spare = job->movers[i].old == &mh->slot[0] ? &mh->slot[1] : &mh->slot[0];
@@ -350,6 +390,7 @@ static hk_status_t hk__commit(hk__job_t *job)
     }
     for (size_t i = job->nmovers; i-- > 0;)
         pthread_mutex_unlock(&job->movers[i].mh->lock);
+    hk__kern_commit_end(job->sw);
     return st;
 }
 
@@ -376,13 +417,38 @@ static void hk__drain_wait(hk__job_t *job)
     }
 }
 
+/* Counts unloads of libraries of movable handles that failed (why: the
+ * last one's line). */
+static void hk__unloads_failed(hk__job_t *job, unsigned failed, const char *why)
+{
+    if (!failed)
+        return;
+    job->unloads_failed += failed;
+    snprintf(job->destroy_why, sizeof(job->destroy_why), "%s", why);
+}
+
+/* Whether mover i is the last of the movers on its old implementation. */
+static int hk__last_of_its_plugin(const hk__job_t *job, size_t i)
+{
+    for (size_t k = i + 1; k < job->nmovers; k++)
+        if (job->movers[k].old->plugin == job->movers[i].old->plugin)
+            return 0;
+    return 1;
+}
+
 /* Destroys the drained old handles and empties their bindings; then
- * destroys the verification handle. */
+ * destroys the verification handle. The libraries of movable handles are
+ * unloaded from an old implementation through the last of its handles, the
+ * others destroyed first (they would keep the libraries BUSY). */
 static void hk__drain(hk__job_t *job)
 {
     struct hk__swap *sw = job->sw;
     for (size_t i = 0; i < job->nmovers; i++) {
         hk__binding_t *old = job->movers[i].old;
+        if (hk__last_of_its_plugin(job, i)) {
+            char why[512];
+            hk__unloads_failed(job, hk__kern_drop(sw, old, why, sizeof(why)), why);
+        }
         hk__destroy(job, &old->core, old->plugin, old->raw, "an old handle");
         pthread_mutex_lock(&sw->list_lock);
         old->raw = NULL;
@@ -408,30 +474,6 @@ static void hk__close_old(hk__job_t *job, hk_plugin_t **olds)
     }
     for (size_t k = 0; k < n; k++)
         hk__swap_try_close(job->loader, job->sw, olds[k]);
-}
-
-/* Records the times of a swap that succeeded: t[] of the job (call, opened,
- * verified, new handles made, switched), the commit call of a prepared swap
- * (else 0), then drained and closed. */
-static void hk__record_times(struct hk__swap *sw, const uint64_t t[5], uint64_t t_commit,
-                             uint64_t t_drained, uint64_t t_closed)
-{
-    uint64_t t_switch = t[4] - t[0], t_drain = t_drained - t[4];
-    atomic_store(&sw->last_open_ns, t[1] - t[0]);
-    atomic_store(&sw->last_verify_ns, t[2] - t[1]);
-    atomic_store(&sw->last_create_ns, t[3] - t[2]);
-    atomic_store(&sw->last_commit_ns, t[4] - t[3]);
-    if (t_commit) { /* prepared beforehand: the switch counts from the commit */
-        t_switch = t[4] - t_commit;
-        atomic_store(&sw->last_commit_ns, t_switch);
-    }
-    atomic_store(&sw->last_close_ns, t_closed - t_drained);
-    atomic_store(&sw->last_switch_ns, t_switch);
-    atomic_store(&sw->last_drain_ns, t_drain);
-    if (t_switch > atomic_load(&sw->max_switch_ns))
-        atomic_store(&sw->max_switch_ns, t_switch);
-    if (t_drain > atomic_load(&sw->max_drain_ns))
-        atomic_store(&sw->max_drain_ns, t_drain);
 }
 
 /* Everything up to the switch, timed step by step into job->t[1..3]; on
@@ -464,6 +506,8 @@ static hk_status_t hk__prepare(hk__job_t *job, const char *request)
                   "workload on a handle of its own", job->to->name, job->to->version);
     for (size_t i = 0; i < job->nmovers && st == HK_STATUS_OK; i++)
         st = hk__make_new(job, &job->movers[i]);
+    if (st == HK_STATUS_OK)
+        st = hk__libraries(job);
     job->t[3] = hk__now_ns();
     return st;
 }
@@ -472,6 +516,9 @@ static hk_status_t hk__prepare(hk__job_t *job, const char *request)
  * go, a module this swap opened again is closed again; nothing moved. */
 static void hk__abandon(hk__job_t *job)
 {
+    char why[512];
+    hk__unloads_failed(job, hk__kern_abandon(job->sw, &job->fresh, job->vh, why, sizeof(why)),
+                       why);
     for (size_t i = 0; i < job->nmovers; i++)
         if (job->movers[i].raw)
             hk__destroy(job, &job->fresh.core, job->to, job->movers[i].raw,
@@ -513,6 +560,7 @@ static void hk__finish(hk__job_t *job)
               (double)(job->t[4] - (job->t_commit ? job->t_commit : job->t[0])) / 1e3,
               job->t_commit ? "commit" : "swap");
     atomic_fetch_add(&job->sw->generation, 1);
+    hk__kern_settle(job->sw); /* the libraries' new implementation is theirs now */
     hk_plugin_t **olds = calloc(job->nmovers ? job->nmovers : 1, sizeof(*olds));
     for (size_t i = 0; olds && i < job->nmovers; i++)
         olds[i] = job->movers[i].old->plugin;
@@ -528,7 +576,7 @@ static void hk__finish(hk__job_t *job)
         hk__close_old(job, olds);
     hk__guard_done(job, &g, "destroying the old handles and closing their modules");
     free(olds);
-    hk__record_times(job->sw, job->t, job->t_commit, t_drained, hk__now_ns());
+    hk__swap_record_times(job->sw, job->t, job->t_commit, t_drained, hk__now_ns());
 }
 
 /* The steps that may load or unload code in a device context, each under
@@ -620,10 +668,15 @@ static hk_status_t hk__job_begin(hk_loader_t *loader, const char *request,
 static hk_status_t hk__job_end(hk__job_t *job, hk_status_t st, hk_plugin_t **to)
 {
     struct hk__swap *sw = job->sw;
-    char destroys[400] = "";
-    if (job->destroys_failed)
-        snprintf(destroys, sizeof(destroys), "%u handle_destroy call%s failed; the last: %s",
-                 job->destroys_failed, job->destroys_failed == 1 ? "" : "s", job->destroy_why);
+    char destroys[700] = "", counts[96] = "";
+    unsigned d = job->destroys_failed, u = job->unloads_failed;
+    if (d)
+        snprintf(counts, sizeof(counts), "%u handle_destroy call%s", d, d > 1 ? "s" : "");
+    if (u)
+        snprintf(counts + strlen(counts), sizeof(counts) - strlen(counts),
+                 "%s%u library unload%s", d ? " and " : "", u, u > 1 ? "s" : "");
+    if (d || u)
+        snprintf(destroys, sizeof(destroys), "%s failed; the last: %s", counts, job->destroy_why);
     if (st != HK_STATUS_OK) {
         atomic_fetch_add(&sw->failed, 1);
         HK__TRACE(HK__TRACE_DECISIONS, "swap", "to \"%s\" refused: %s: %s; every handle stays "

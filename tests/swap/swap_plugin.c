@@ -15,6 +15,10 @@
  *                          waits for a long kernel in its context would)
  *   SWP_DESTROY_FAILS      handle_destroy destroys the handle and returns
  *                          HK_STATUS_INTERNAL
+ *   SWP_KERNELS_LOAD_FAILS hk.kernels/1's load refuses every image with
+ *                          HK_STATUS_NOT_SUPPORTED (as for an image without
+ *                          code for the device); with hk-cuda inside
+ *   SWP_NO_KERNELS         no hk.kernels/1 table; with hk-cuda inside
  * Every handle_create and handle_destroy logs "swp-create NAME VERSION" or
  * "swp-destroy NAME VERSION" at HK_LOG_DEBUG through the host's log callback,
  * so a test sees whether any code of the plugin ran. */
@@ -23,6 +27,7 @@
 #include <time.h>
 
 #include "hk_blas1.h"
+#include "hk_kernels.h"
 
 #ifndef SWP_NAME
 #define SWP_NAME "hk-cpu"
@@ -121,9 +126,34 @@ static hk_status_t swp_sscal(hk_handle_t *h, int64_t n, const float *alpha, floa
 }
 #endif
 
+#ifdef SWP_KERNELS_LOAD_FAILS
+static hk_kernels_v1_t kernels;
+
+static hk_status_t swp_load(hk_handle_t *h, const void *image, size_t size, hk_library_t **out)
+{
+    (void)h, (void)image, (void)size;
+    if (out)
+        *out = NULL;
+    return HK_STATUS_NOT_SUPPORTED;
+}
+#endif
+
 static hk_status_t swp_get_table(const char *name, const void **table)
 {
+#ifdef SWP_NO_KERNELS
+    if (name && table && strcmp(name, HK_TABLE_KERNELS_V1) == 0) {
+        *table = NULL;
+        return HK_STATUS_NOT_FOUND;
+    }
+#endif
     hk_status_t st = inner->get_table(name, table);
+#ifdef SWP_KERNELS_LOAD_FAILS
+    if (st == HK_STATUS_OK && name && strcmp(name, HK_TABLE_KERNELS_V1) == 0) {
+        kernels = *(const hk_kernels_v1_t *)*table;
+        kernels.load = swp_load;
+        *table = &kernels;
+    }
+#endif
     if (st == HK_STATUS_OK && name && strcmp(name, HK_TABLE_BLAS1_V1) == 0) {
         inner_blas = *table;
         blas = *inner_blas;
