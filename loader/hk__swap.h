@@ -1,7 +1,9 @@
 /* handlekit movable handles and swap: internals shared by
  * hk_loader_swaphold.c (held calls), hk_loader_swapstate.c (the record,
- * failures, reading the state), hk_loader_swapmod.c (modules: close and
- * reopen), hk_loader_mhandle.c (handles, forwarding, call path) and
+ * failures, reading the state), hk_loader_swapkern.c (libraries and kernels
+ * loaded through movable handles), hk_loader_swapmod.c (modules: close and
+ * reopen), hk_loader_mhandle.c (handles: memory, create, destroy),
+ * hk_loader_swapfwd.c (the forwarding vtable and tables) and
  * hk_loader_swap.c (the swap), each calling only those listed before it
  * (loader/README.md). Never installed.
  *
@@ -19,14 +21,18 @@
  * the swap after the next one, when the same rule has kept every call out.
  *
  * Locks. swap->lock serialises swaps, creates and destroys of movable
- * handles, module closes and reopens; it is held for a whole swap, drain
- * included. swap->list_lock guards the handle and module arrays and every
- * write of a binding's fields; it is only held for short reads and writes,
- * so state queries never wait for a swap. mh->lock guards a handle's
- * settings (stream, pointer mode) and its message buffer; a swap holds the
- * locks of the handles it moves while it switches them. Order: swap->lock,
- * then mh->lock (in the swap's list order), then list_lock, then the
- * loader's gate or lock. */
+ * handles, loads and unloads of libraries through them, module closes and
+ * reopens; it is held for a whole swap, drain included. swap->kern_lock
+ * guards the libraries' list, their kernels and implementations (the
+ * switch holds it, so that a kernel found meanwhile is found in the new
+ * implementation too); it is never held across a call that may wait.
+ * swap->list_lock guards the handle and module arrays and every write of a
+ * binding's fields; it is only held for short reads and writes, so state
+ * queries never wait for a swap. mh->lock guards a handle's settings
+ * (stream, pointer mode) and its message buffers; a swap holds the locks of
+ * the handles it moves while it switches them. Order: swap->lock, then
+ * kern_lock, then mh->lock (in the swap's list order), then list_lock, then
+ * the loader's gate or lock. */
 #ifndef HK__SWAP_H
 #define HK__SWAP_H
 
@@ -36,6 +42,8 @@
 
 #include "hk__loader.h"
 #include "hk_blas1.h"
+#include "hk_cuda.h"
+#include "hk_kernels.h"
 #include "hk_memory.h"
 #include "hk_swap.h"
 
@@ -52,6 +60,8 @@ typedef struct hk__binding {
     hk_vtable_t core;              /* copies taken when the binding was made */
     hk_blas1_v1_t blas1;
     hk_memory_v1_t memory;
+    hk_kernels_v1_t kernels;
+    hk_cuda_v1_t cuda;
 } hk__binding_t;
 
 struct hk_mhandle {
@@ -69,6 +79,12 @@ struct hk_mhandle {
     uint64_t settings_gen;       /* bumped by every successful setter */
     hk__binding_t *held_from;    /* while held: the binding cur had (list_lock) */
     char msg[HK__MH_MSG];
+    /* The loader's own refusal of the last failed call on the handle (a
+     * kernel that is not the loader's, a slot the implementation lacks),
+     * which last_error gives while own_err is set; a call the plugin
+     * refuses clears it. Written under lock. */
+    atomic_int own_err;
+    char own_msg[HK__MH_MSG];
 };
 
 /* Per plugin that movable handles used: its module's state. */
@@ -81,7 +97,9 @@ typedef struct hk__swap_module {
 
 struct hk__swap {
     pthread_mutex_t lock;
+    pthread_mutex_t kern_lock;
     pthread_mutex_t list_lock;
+    struct hk__mlib *libs; /* libraries loaded through movable handles (kern_lock) */
     hk_mhandle_t **handles;
     size_t nhandles, caphandles;
     hk__swap_module_t **modules;
@@ -92,11 +110,43 @@ struct hk__swap {
     /* the last swap's steps (hk_swap_state_t) */
     atomic_uint_fast64_t last_open_ns, last_verify_ns, last_create_ns, last_commit_ns;
     atomic_uint_fast64_t last_close_ns;
-    /* calls held (see "Holding"): how often, the last and longest hold */
-    atomic_uint_fast64_t holds, last_hold_ns, max_hold_ns;
+    /* calls held (see "Holding"): how often, the last and longest hold,
+     * and how many the hold limit ended */
+    atomic_uint_fast64_t holds, last_hold_ns, max_hold_ns, holds_cut;
+    /* handle_destroy calls of swaps that failed, and the last one's status */
+    atomic_uint_fast64_t destroys_failed;
+    atomic_int last_destroy_status;
+    /* libraries live, and unloads from an implementation left that failed */
+    atomic_uint_fast64_t libraries, unloads_failed;
 };
 
 /* ---- the call path ---- */
+
+/* The pool of movable handles (hk_loader_mhandle.c): chunks never given
+ * back while the process runs, so that a handle's memory stays the loader's
+ * after its destroy. */
+#define HK__POOL_MAX 24
+extern hk_mhandle_t *hk__pool_base[HK__POOL_MAX]; /* written once, before publication */
+extern size_t hk__pool_len[HK__POOL_MAX];
+extern atomic_size_t hk__pool_chunks;
+
+/* The live movable handle h names, or NULL: h must point at a handle of a
+ * chunk (never read otherwise) whose magic says live. */
+static inline hk_mhandle_t *hk__mh_of(const void *h)
+{
+    uintptr_t p = (uintptr_t)h;
+    size_t n = atomic_load_explicit(&hk__pool_chunks, memory_order_acquire);
+    for (size_t i = 0; i < n; i++) {
+        uintptr_t base = (uintptr_t)hk__pool_base[i];
+        if (p < base || p - base >= hk__pool_len[i] * sizeof(hk_mhandle_t))
+            continue;
+        if ((p - base) % sizeof(hk_mhandle_t) != 0)
+            return NULL;
+        hk_mhandle_t *mh = (hk_mhandle_t *)(uintptr_t)h;
+        return atomic_load_explicit(&mh->magic, memory_order_relaxed) == HK__MH_LIVE ? mh : NULL;
+    }
+    return NULL;
+}
 
 /* What a held movable handle's cur points at; never called through. */
 extern hk__binding_t hk__held;
@@ -161,25 +211,33 @@ static inline hk__binding_t *hk__mh_bound(hk_mhandle_t *mh)
  * are held only when a step is kept waiting. */
 #define HK__HOLD_AFTER_DEFAULT_US 20000u
 #define HK__HOLD_AFTER_MAX_US (INT64_C(86400) * 1000000) /* a day */
+/* The hold limit when hk_swap_options_t.hold_max_us is 0: what the driver
+ * work of a held step takes once launches pause (up to about 3.6 ms
+ * measured on an H200), with room to spare, and short enough for a caller
+ * to take as a hiccup rather than an outage. */
+#define HK__HOLD_MAX_DEFAULT_US 5000u
 
 /* The watchdog of one swap step: when the step runs longer than after_ns
- * (0: never), every movable handle of sw is held until hk__guard_end. */
+ * (0: never), every movable handle of sw is held until hk__guard_end, or
+ * for max_ns at most (0: no limit), after which the step goes on without
+ * holding them again (cut). */
 typedef struct hk__guard {
     struct hk__swap *sw;
-    uint64_t after_ns, t_begin, t_held;
+    uint64_t after_ns, max_ns, t_begin, t_held, held_ns;
     pthread_mutex_t m;
     pthread_cond_t cv;
     pthread_t tid;
-    int started, done, held;
+    int started, done, held, cut;
 } hk__guard_t;
 
 /* Starts the watchdog (without one, when no thread can be made, the step
  * just runs unguarded). Caller holds swap->lock for the whole step. */
-void hk__guard_begin(hk__guard_t *g, struct hk__swap *sw, uint64_t after_ns);
+void hk__guard_begin(hk__guard_t *g, struct hk__swap *sw, uint64_t after_ns, uint64_t max_ns);
 
 /* Ends the step: releases a hold, records its time, stops the watchdog.
- * Returns the hold's length in ns (0: no hold). */
-uint64_t hk__guard_end(hk__guard_t *g);
+ * Returns the hold's length in ns (0: no hold); *cut (may be NULL) tells
+ * whether the hold limit ended it. */
+uint64_t hk__guard_end(hk__guard_t *g, int *cut);
 
 /* ---- hk_loader_swapstate.c ---- */
 
@@ -193,12 +251,22 @@ struct hk__swap *hk__swap_get(hk_loader_t *loader);
 hk_status_t hk__swap_fail(hk_loader_t *loader, hk_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Records the times of a swap that succeeded: t[] (call, opened,
+ * verified, new handles made, switched), the commit call of a prepared swap
+ * (else 0), then drained and closed. */
+void hk__swap_record_times(struct hk__swap *sw, const uint64_t t[5], uint64_t t_commit,
+                           uint64_t t_drained, uint64_t t_closed);
+
 /* The calling thread's last failure of a movable-handle function ("" when
  * none), and the setter of it. */
 const char *hk__mh_thread_msg(void);
 void hk__mh_thread_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- hk_loader_mhandle.c ---- */
+
+/* Records "fn: not a live movable handle" (or NULL) as this thread's line.
+ * Returns HK_STATUS_INVALID_HANDLE. */
+hk_status_t hk__mh_not_live(const void *h, const char *fn);
 
 /* Fills b (an empty slot) with plugin, raw and copies of its tables. Caller
  * holds list_lock, or the binding is not yet reachable. */
@@ -207,6 +275,92 @@ void hk__binding_fill(hk__binding_t *b, hk_plugin_t *plugin, hk_handle_t *raw);
 /* Copies a plugin table clamped into the zeroed *dst of size bytes; 0 when
  * the plugin has no such table. */
 int hk__table_copy(const hk_vtable_t *core, const char *name, void *dst, size_t size);
+
+/* ---- hk_loader_swapkern.c: libraries and kernels of movable handles ----
+ *
+ * A library loaded through a movable handle is the loader's (hk__mlib_t): it
+ * keeps the image, and the library the implementation made of it, in each
+ * implementation it is loaded in: the one its handles run on, and during a
+ * swap the new one too (HK__IMPLS). Its kernels (hk__mkern_t) keep the
+ * implementation's kernel for each. Both are objects of registries
+ * (common/hk__registry.h), so a pointer that is not one of them is told
+ * apart without being read through. A launch finds the kernel of the
+ * implementation its binding names without a lock: the implementation's
+ * plugin is published (release) after its kernels, and a kernel's slot
+ * state is read again after its fields, so that a kernel unloaded meanwhile
+ * is not taken for another one that reuses its memory. */
+
+#define HK__IMPLS 2
+
+typedef struct hk__mkern {
+    _Atomic(struct hk__mlib *) lib;
+    _Atomic(hk_kernel_t *) k[HK__IMPLS]; /* the kernel in lib->impl[i]; NULL: not found */
+    char *name;
+    struct hk__mkern *next; /* lib->kernels, under kern_lock */
+} hk__mkern_t;
+
+typedef struct hk__mlib {
+    _Atomic(hk_loader_t *) loader;
+    struct {
+        _Atomic(hk_plugin_t *) plugin; /* launches find it here; NULL: not (yet) */
+        hk_library_t *lib;              /* the implementation's library; NULL: none */
+        int by_swap;                    /* loaded by the running swap */
+    } impl[HK__IMPLS];
+    unsigned char *image; /* the loader's copy */
+    size_t size;
+    hk__mkern_t *kernels;  /* under kern_lock */
+    struct hk__mlib *next; /* sw->libs, under kern_lock */
+} hk__mlib_t;
+
+/* The kernel to give plugin's slots for kernel (a kernel pointer a program
+ * got from a movable handle of loader), or NULL when kernel is not a live
+ * kernel of loader's or its library is not loaded in plugin. No lock. */
+hk_kernel_t *hk__kern_resolve(const hk_loader_t *loader, const hk_plugin_t *plugin,
+                              const void *kernel);
+
+/* Why hk__kern_resolve gave NULL, as "<slot>: ..." in why. */
+void hk__kern_why(const hk_loader_t *loader, const hk_plugin_t *plugin, const void *kernel,
+                  const char *slot, char *why, size_t n);
+
+/* The slots that make and unmake the loader's objects, through binding b of
+ * a movable handle of loader, entered by the caller. A refusal of the
+ * loader's own fills why (else why[0] is NUL and the plugin's last error
+ * says it). load and unload: the caller holds sw->lock. get_kernel sets
+ * *retry (nothing done) when a swap moved mh off b meanwhile: enter again. */
+hk_status_t hk__kern_load(struct hk__swap *sw, hk_loader_t *loader, const hk__binding_t *b,
+                          const void *image, size_t size, hk_library_t **out, char *why,
+                          size_t n);
+hk_status_t hk__kern_unload(struct hk__swap *sw, hk_loader_t *loader, const hk__binding_t *b,
+                            hk_library_t *lib, char *why, size_t n);
+hk_status_t hk__kern_get(struct hk__swap *sw, hk_mhandle_t *mh, const hk__binding_t *b,
+                         hk_library_t *lib, const char *name, hk_kernel_t **out, char *why,
+                         size_t n, int *retry);
+
+/* Unloads every library from b's implementation through b's handle when no
+ * movable handle runs on that implementation any more (b is one that is
+ * about to be destroyed); a library left in no implementation is freed.
+ * Caller holds sw->lock. Returns the unloads that failed (the library is
+ * forgotten anyway), the last one's line in why. */
+unsigned hk__kern_drop(struct hk__swap *sw, const hk__binding_t *b, char *why, size_t n);
+
+/* What a swap to `to` (tables fresh, verification handle vh; the movers'
+ * old implementations from[nfrom] and new handles news[nnews]) does with
+ * the libraries: the prepare loads each one whose handles move into `to`,
+ * finds its kernels there and their functions in every new handle's
+ * context; the commit finds kernels found since (under kern_lock, which it
+ * keeps until hk__kern_commit_end) and publishes `to` just before the
+ * switch; abandon unloads what the swap loaded; settle ends the swap's
+ * claim on it. Caller holds sw->lock. A refusal fills why. */
+hk_status_t hk__kern_prepare(struct hk__swap *sw, const hk__binding_t *fresh, hk_handle_t *vh,
+                             hk_plugin_t *const *from, size_t nfrom, hk_handle_t *const *news,
+                             size_t nnews, char *why, size_t n);
+hk_status_t hk__kern_commit_begin(struct hk__swap *sw, const hk__binding_t *fresh,
+                                  hk_handle_t *vh, char *why, size_t n);
+void hk__kern_publish(struct hk__swap *sw, hk_plugin_t *to);
+void hk__kern_commit_end(struct hk__swap *sw);
+unsigned hk__kern_abandon(struct hk__swap *sw, const hk__binding_t *fresh, hk_handle_t *vh,
+                          char *why, size_t n);
+void hk__kern_settle(struct hk__swap *sw);
 
 /* ---- hk_loader_swapmod.c ---- */
 

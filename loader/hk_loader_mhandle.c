@@ -1,6 +1,6 @@
-/* handlekit movable handles: their memory, create and destroy, and the
- * forwarding vtable and tables that send every call to the implementation a
- * handle is bound to (see hk__swap.h for the call path's protocol). */
+/* handlekit movable handles: their memory, their bindings, create and
+ * destroy, and their state (see hk__swap.h for the call path's protocol;
+ * the forwarding vtable and tables are in hk_loader_swapfwd.c). */
 #include "hk__swap.h"
 
 #include <stdio.h>
@@ -16,12 +16,10 @@
  * magic word) without reading memory we did not hand out. Chunk k holds
  * 16 << k handles, so a lookup scans a handful of chunks at most. */
 
-#define HK__POOL_MAX 24
-
 static pthread_mutex_t hk__pool_lock = PTHREAD_MUTEX_INITIALIZER;
-static hk_mhandle_t *hk__pool_base[HK__POOL_MAX]; /* written once, before publication */
-static size_t hk__pool_len[HK__POOL_MAX];
-static atomic_size_t hk__pool_chunks;
+hk_mhandle_t *hk__pool_base[HK__POOL_MAX]; /* written once, before publication */
+size_t hk__pool_len[HK__POOL_MAX];
+atomic_size_t hk__pool_chunks;
 static hk_mhandle_t *hk__pool_free; /* under hk__pool_lock */
 
 static hk_mhandle_t *hk__pool_get(void)
@@ -60,36 +58,11 @@ static void hk__pool_put(hk_mhandle_t *mh)
     pthread_mutex_unlock(&hk__pool_lock);
 }
 
-/* The live movable handle h names, or NULL: h must point at a handle of a
- * chunk (never read otherwise) whose magic says live. */
-static inline hk_mhandle_t *hk__mh_of(const void *h)
-{
-    uintptr_t p = (uintptr_t)h;
-    size_t n = atomic_load_explicit(&hk__pool_chunks, memory_order_acquire);
-    for (size_t i = 0; i < n; i++) {
-        uintptr_t base = (uintptr_t)hk__pool_base[i];
-        if (p < base || p - base >= hk__pool_len[i] * sizeof(hk_mhandle_t))
-            continue;
-        if ((p - base) % sizeof(hk_mhandle_t) != 0)
-            return NULL;
-        hk_mhandle_t *mh = (hk_mhandle_t *)(uintptr_t)h;
-        return atomic_load_explicit(&mh->magic, memory_order_relaxed) == HK__MH_LIVE ? mh : NULL;
-    }
-    return NULL;
-}
-
-static hk_status_t hk__mh_not_live(const void *h, const char *fn)
+hk_status_t hk__mh_not_live(const void *h, const char *fn)
 {
     hk__mh_thread_error("%s: %s", fn, h ? "not a live movable handle (destroyed or foreign)"
                                         : "handle is NULL");
     return HK_STATUS_INVALID_HANDLE;
-}
-
-static hk_status_t hk__mh_missing(const hk__binding_t *b, const char *fn)
-{
-    hk__mh_thread_error("%s: %s %s does not offer this slot", fn, hk_plugin_name(b->plugin),
-                        hk_plugin_version(b->plugin));
-    return HK_STATUS_NOT_SUPPORTED;
 }
 
 /* ---- bindings ---- */
@@ -117,6 +90,8 @@ void hk__binding_fill(hk__binding_t *b, hk_plugin_t *plugin, hk_handle_t *raw)
     b->core = plugin->vtable;
     hk__table_copy(&b->core, HK_TABLE_BLAS1_V1, &b->blas1, sizeof(b->blas1));
     hk__table_copy(&b->core, HK_TABLE_MEMORY_V1, &b->memory, sizeof(b->memory));
+    hk__table_copy(&b->core, HK_TABLE_KERNELS_V1, &b->kernels, sizeof(b->kernels));
+    hk__table_copy(&b->core, HK_TABLE_CUDA_V1, &b->cuda, sizeof(b->cuda));
 }
 
 /* ---- create and destroy ---- */
@@ -178,6 +153,8 @@ static hk_status_t hk__mh_make(hk_loader_t *loader, struct hk__swap *sw, hk_plug
     mh->mode = HK_POINTER_MODE_HOST;
     mh->settings_gen = 0;
     mh->msg[0] = '\0';
+    mh->own_msg[0] = '\0';
+    atomic_store(&mh->own_err, 0);
     atomic_store(&mh->generation, 0);
     atomic_store(&mh->slot[0].inflight, 0);
     atomic_store(&mh->slot[1].inflight, 0);
@@ -280,10 +257,17 @@ hk_status_t hk_mhandle_destroy(hk_mhandle_t *handle)
     pthread_mutex_lock(&sw->list_lock);
     hk__mh_list_remove(sw, mh);
     pthread_mutex_unlock(&sw->list_lock);
+    /* The last movable handle on its implementation: the libraries loaded
+     * through movable handles go from there with it. */
+    char why[512];
+    unsigned unloads = hk__kern_drop(sw, b, why, sizeof(why));
     hk_status_t st = b->core.handle_destroy(b->raw);
     if (st != HK_STATUS_OK)
         hk__mh_thread_error("hk_mhandle_destroy: %s handle_destroy: %s",
                             hk_plugin_name(b->plugin), hk_status_name(st));
+    else if (unloads)
+        hk__mh_thread_error("hk_mhandle_destroy: %u unload(s) failed; the last: %s", unloads,
+                            why);
     b->raw = NULL;
     b->plugin = NULL;
     pthread_mutex_destroy(&mh->lock);
@@ -295,230 +279,6 @@ hk_status_t hk_mhandle_destroy(hk_mhandle_t *handle)
 hk_handle_t *hk_mhandle_handle(hk_mhandle_t *mh)
 {
     return (hk_handle_t *)(void *)mh;
-}
-
-/* ---- forwarding ---- */
-
-#define HK__FWD(TBL, NAME, PARAMS, ARGS)                                                       \
-    static hk_status_t hk__fw_##NAME PARAMS                                                    \
-    {                                                                                          \
-        hk_mhandle_t *mh = hk__mh_of(h);                                                       \
-        if (!mh)                                                                               \
-            return hk__mh_not_live(h, #NAME);                                                  \
-        hk__binding_t *b = hk__mh_enter(mh);                                                   \
-        hk_status_t st = b->TBL.NAME ? b->TBL.NAME ARGS : hk__mh_missing(b, #NAME);            \
-        hk__mh_leave(b);                                                                       \
-        return st;                                                                             \
-    }
-
-/* Tables' slots take the handle first and the rest as they came. */
-#define HK__ARGS(...) __VA_ARGS__
-#define HK__FWD_BLAS1(name, minor, params, args) \
-    HK__FWD(blas1, name, params, (b->raw, HK__ARGS args))
-#define HK__FWD_MEMORY(name, minor, params, args) \
-    HK__FWD(memory, name, params, (b->raw, HK__ARGS args))
-HK_BLAS1_V1_SLOTS(HK__FWD_BLAS1)
-HK_MEMORY_V1_SLOTS(HK__FWD_MEMORY)
-
-HK__FWD(core, get_stream, (hk_handle_t *h, void **stream), (b->raw, stream))
-HK__FWD(core, get_pointer_mode, (hk_handle_t *h, hk_pointer_mode_t *mode), (b->raw, mode))
-HK__FWD(core, handle_info, (hk_handle_t *h, hk_handle_info_t *info), (b->raw, info))
-HK__FWD(core, synchronize, (hk_handle_t *h), (b->raw))
-
-/* Setters run under the handle's lock, which a swap holds while it switches
- * the handle: a setting is either given to the old handle before the swap
- * reads it, or to the new one. */
-static hk_status_t hk__fw_set_stream(hk_handle_t *h, void *stream)
-{
-    hk_mhandle_t *mh = hk__mh_of(h);
-    if (!mh)
-        return hk__mh_not_live(h, "set_stream");
-    hk__binding_t *b = hk__mh_enter_locked(mh);
-    hk_status_t st = b->core.set_stream ? b->core.set_stream(b->raw, stream)
-                                        : hk__mh_missing(b, "set_stream");
-    hk__mh_leave(b);
-    if (st == HK_STATUS_OK) {
-        mh->stream = stream;
-        mh->settings_gen++;
-    }
-    pthread_mutex_unlock(&mh->lock);
-    return st;
-}
-
-static hk_status_t hk__fw_set_pointer_mode(hk_handle_t *h, hk_pointer_mode_t mode)
-{
-    hk_mhandle_t *mh = hk__mh_of(h);
-    if (!mh)
-        return hk__mh_not_live(h, "set_pointer_mode");
-    hk__binding_t *b = hk__mh_enter_locked(mh);
-    hk_status_t st = b->core.set_pointer_mode ? b->core.set_pointer_mode(b->raw, mode)
-                                              : hk__mh_missing(b, "set_pointer_mode");
-    hk__mh_leave(b);
-    if (st == HK_STATUS_OK) {
-        mh->mode = mode;
-        mh->settings_gen++;
-    }
-    pthread_mutex_unlock(&mh->lock);
-    return st;
-}
-
-static const char *hk__fw_last_error(const hk_handle_t *h)
-{
-    hk_mhandle_t *mh = hk__mh_of(h);
-    if (!mh)
-        return hk__mh_thread_msg();
-    hk__binding_t *b = hk__mh_enter_locked(mh);
-    snprintf(mh->msg, sizeof(mh->msg), "%s", b->core.last_error(b->raw));
-    hk__mh_leave(b);
-    pthread_mutex_unlock(&mh->lock);
-    return mh->msg;
-}
-
-hk_status_t hk_mhandle_last_error_copy(hk_mhandle_t *handle, char *buf, size_t len)
-{
-    if (!buf || len == 0)
-        return HK_STATUS_NULL_POINTER;
-    hk_mhandle_t *mh = hk__mh_of(handle);
-    if (!mh) {
-        snprintf(buf, len, "%s", hk__mh_thread_msg());
-        return handle ? HK_STATUS_INVALID_HANDLE : HK_STATUS_OK;
-    }
-    /* under mh->lock: the plugin's text is only stable between calls */
-    hk__binding_t *b = hk__mh_enter_locked(mh);
-    snprintf(buf, len, "%s", b->core.last_error(b->raw));
-    hk__mh_leave(b);
-    pthread_mutex_unlock(&mh->lock);
-    return HK_STATUS_OK;
-}
-
-/* The vtable's copy-out form (ABI 1.2 rules, docs/abi.md "Errors"). */
-static hk_status_t hk__fw_last_error_copy(const hk_handle_t *h, char *buf, size_t len,
-                                          size_t *needed)
-{
-    char text[1024];
-    if (needed)
-        *needed = 0;
-    if (len > 0 && !buf)
-        return HK_STATUS_NULL_POINTER;
-    hk_mhandle_t *mh = hk__mh_of(h);
-    if (!mh && h) {
-        if (len > 0)
-            buf[0] = '\0';
-        return HK_STATUS_INVALID_HANDLE;
-    }
-    if (!mh) {
-        snprintf(text, sizeof(text), "%s", hk__mh_thread_msg());
-    } else {
-        /* under mh->lock: the plugin's text is only stable between calls */
-    hk__binding_t *b = hk__mh_enter_locked(mh);
-        snprintf(text, sizeof(text), "%s", b->core.last_error(b->raw));
-        hk__mh_leave(b);
-        pthread_mutex_unlock(&mh->lock);
-    }
-    if (len > 0)
-        snprintf(buf, len, "%s", text);
-    if (needed)
-        *needed = strlen(text) + 1;
-    return HK_STATUS_OK;
-}
-
-static hk_status_t hk__fw_create(const hk_create_info_t *info, hk_handle_t **out)
-{
-    (void)info;
-    if (!out)
-        return HK_STATUS_NULL_POINTER;
-    *out = NULL;
-    hk__mh_thread_error("handle_create: movable handles are made with hk_mhandle_create");
-    return HK_STATUS_NOT_SUPPORTED;
-}
-
-static hk_status_t hk__fw_destroy(hk_handle_t *h)
-{
-    return hk_mhandle_destroy((hk_mhandle_t *)(void *)h);
-}
-
-#define HK__FW_SLOT(name, minor, params, args) .name = hk__fw_##name,
-static const hk_blas1_v1_t hk__fw_blas1 = {
-    .size = sizeof(hk_blas1_v1_t),
-    HK_BLAS1_V1_SLOTS(HK__FW_SLOT)
-};
-
-static const hk_memory_v1_t hk__fw_memory = {
-    .size = sizeof(hk_memory_v1_t),
-    HK_MEMORY_V1_SLOTS(HK__FW_SLOT)
-};
-
-static const struct {
-    const char *name;
-    const void *table;
-    size_t size;
-} hk__fw_tables[] = {
-    {HK_TABLE_BLAS1_V1, &hk__fw_blas1, sizeof(hk__fw_blas1)},
-    {HK_TABLE_MEMORY_V1, &hk__fw_memory, sizeof(hk__fw_memory)},
-};
-#define HK__FW_NTABLES (sizeof(hk__fw_tables) / sizeof(hk__fw_tables[0]))
-
-static hk_status_t hk__fw_get_table(const char *name, const void **table)
-{
-    if (!name || !table)
-        return HK_STATUS_NULL_POINTER;
-    for (size_t i = 0; i < HK__FW_NTABLES; i++) {
-        if (strcmp(hk__fw_tables[i].name, name) == 0) {
-            *table = hk__fw_tables[i].table;
-            return HK_STATUS_OK;
-        }
-    }
-    *table = NULL;
-    return HK_STATUS_NOT_FOUND;
-}
-
-static hk_status_t hk__fw_enum_tables(size_t index, const char **name)
-{
-    if (!name)
-        return HK_STATUS_NULL_POINTER;
-    if (index >= HK__FW_NTABLES)
-        return HK_STATUS_NOT_FOUND;
-    *name = hk__fw_tables[index].name;
-    return HK_STATUS_OK;
-}
-
-static const hk_vtable_t hk__fw_vtable = {
-    .size = sizeof(hk_vtable_t),
-    .handle_create = hk__fw_create,
-    .handle_destroy = hk__fw_destroy,
-    .set_stream = hk__fw_set_stream,
-    .get_stream = hk__fw_get_stream,
-    .set_pointer_mode = hk__fw_set_pointer_mode,
-    .get_pointer_mode = hk__fw_get_pointer_mode,
-    .last_error = hk__fw_last_error,
-    .get_table = hk__fw_get_table,
-    .enum_tables = hk__fw_enum_tables,
-    .handle_info = hk__fw_handle_info,
-    .synchronize = hk__fw_synchronize,
-    .last_error_copy = hk__fw_last_error_copy,
-};
-
-const hk_vtable_t *hk_mhandle_vtable(void)
-{
-    return &hk__fw_vtable;
-}
-
-hk_status_t hk_mhandle_get_table(const char *name, void *table, size_t size)
-{
-    if (!name || !table)
-        return HK_STATUS_NULL_POINTER;
-    if (size < sizeof(size_t))
-        return HK_STATUS_INVALID_VALUE;
-    for (size_t i = 0; i < HK__FW_NTABLES; i++) {
-        if (strcmp(hk__fw_tables[i].name, name) == 0) {
-            size_t n = size < hk__fw_tables[i].size ? size : hk__fw_tables[i].size;
-            memset(table, 0, size);
-            memcpy(table, hk__fw_tables[i].table, n);
-            memcpy(table, &n, sizeof(n));
-            return HK_STATUS_OK;
-        }
-    }
-    return HK_STATUS_NOT_FOUND;
 }
 
 hk_status_t hk_mhandle_state(hk_mhandle_t *handle, hk_mhandle_state_t *state)

@@ -49,6 +49,10 @@ typedef struct hk_swap_prepared {
     pthread_t owner;
     uint64_t t_commit; /* when hk_loader_swap_commit was called */
     uint64_t hold_after_ns; /* steps running longer hold the calls; 0: never */
+    uint64_t hold_max_ns;   /* the longest a hold lasts; 0: no limit */
+    unsigned destroys_failed; /* this swap's handle_destroy calls that failed */
+    unsigned unloads_failed;  /* and unloads of libraries of movable handles */
+    char destroy_why[512];    /* the last of them */
     char request[256]; /* for messages, cut */
     char why[768];
 } hk__job_t;
@@ -77,6 +81,28 @@ static int hk__dom_of_info(const hk_handle_info_t *info)
     if (!HK__HAS(*info, device))
         return HK__DOM_UNKNOWN;
     return info->device < 0 ? HK__DOM_HOST : HK__DOM_CUDA;
+}
+
+/* Destroys raw, a handle the swap made or leaves behind (what: "an old
+ * handle", "the verification handle"...), through plugin's vtable vt. The
+ * handle is gone whatever the status; a failure is counted for
+ * hk_swap_state_t, kept for the swap's last error and logged. */
+static void hk__destroy(hk__job_t *job, const hk_vtable_t *vt, const hk_plugin_t *plugin,
+                        hk_handle_t *raw, const char *what)
+{
+    hk_status_t st = vt->handle_destroy(raw);
+    if (st == HK_STATUS_OK)
+        return;
+    atomic_fetch_add(&job->sw->destroys_failed, 1);
+    atomic_store(&job->sw->last_destroy_status, (int)st);
+    job->destroys_failed++;
+    snprintf(job->destroy_why, sizeof(job->destroy_why), "%s %s handle_destroy of %s: %s (%s)",
+             plugin->name, plugin->version, what, hk_status_name(st), hk_status_string(st));
+    if (job->loader->log) {
+        char line[sizeof(job->destroy_why) + 8];
+        snprintf(line, sizeof(line), "swap: %s", job->destroy_why);
+        job->loader->log(job->loader->log_user, HK_LOG_WARN, line);
+    }
 }
 
 /* The movable handles that move: those not on the new plugin yet and, with
@@ -112,13 +138,19 @@ static const char *hk__lacking(const hk__binding_t *old, const hk__binding_t *ne
 {
 #define HK__SLOT(TBL, NAME)                  \
     if (old->TBL.NAME && !neu->TBL.NAME)     \
-        return #NAME;
+        return #TBL "." #NAME;
 #define HK__BLAS1(name, minor, params, args) HK__SLOT(blas1, name)
 #define HK__MEMORY(name, minor, params, args) HK__SLOT(memory, name)
+#define HK__KERNELS(name, minor, params, args) HK__SLOT(kernels, name)
+#define HK__CUDA(name, minor, params, args) HK__SLOT(cuda, name)
     HK__SLOT(core, set_stream) HK__SLOT(core, get_stream) HK__SLOT(core, set_pointer_mode)
     HK__SLOT(core, get_pointer_mode) HK__SLOT(core, handle_info) HK__SLOT(core, synchronize)
     HK_BLAS1_V1_SLOTS(HK__BLAS1)
     HK_MEMORY_V1_SLOTS(HK__MEMORY)
+    HK_KERNELS_V1_SLOTS(HK__KERNELS)
+    HK_CUDA_V1_SLOTS(HK__CUDA)
+#undef HK__CUDA
+#undef HK__KERNELS
 #undef HK__MEMORY
 #undef HK__BLAS1
 #undef HK__SLOT
@@ -145,16 +177,18 @@ static hk_status_t hk__check_domains(hk__job_t *job, int dom_new)
     return HK_STATUS_OK;
 }
 
-/* The memory domain of a handle made with ci, from its handle_info. */
-static int hk__dom_of_handle(const hk_vtable_t *vt, const hk_create_info_t *ci)
+/* The memory domain of a handle of the new plugin made with ci, from its
+ * handle_info. */
+static int hk__dom_of_handle(hk__job_t *job, const hk_create_info_t *ci)
 {
+    const hk_vtable_t *vt = &job->fresh.core;
     hk_handle_t *h = NULL;
     hk_handle_info_t info = {.size = sizeof(info)};
     if (vt->handle_create(ci, &h) != HK_STATUS_OK)
         return HK__DOM_UNKNOWN;
     if (!vt->handle_info || vt->handle_info(h, &info) != HK_STATUS_OK)
         info.size = 0;
-    vt->handle_destroy(h);
+    hk__destroy(job, vt, job->to, h, "a handle asked for its memory domain");
     return hk__dom_of_info(&info);
 }
 
@@ -204,7 +238,7 @@ static hk_status_t hk__validate(hk__job_t *job)
         /* It may have no such device because it works in another domain:
          * that is the better reason to give. */
         hk_create_info_t dflt = {sizeof(dflt), HK_DEVICE_CURRENT, 0};
-        int dom = hk__dom_of_handle(vt, &dflt);
+        int dom = hk__dom_of_handle(job, &dflt);
         if (dom != HK__DOM_UNKNOWN && hk__check_domains(job, dom) != HK_STATUS_OK)
             return HK_STATUS_NOT_SUPPORTED;
     }
@@ -300,13 +334,45 @@ static hk_status_t hk__make_new(hk__job_t *job, hk__mover_t *mv)
     return HK_STATUS_NOT_SUPPORTED;
 }
 
+/* The libraries loaded through the movers: into the new implementation,
+ * with their kernels, in the new handles' contexts (hk_loader_swapkern.c). */
+static hk_status_t hk__libraries(hk__job_t *job)
+{
+    hk_plugin_t **from = calloc(job->nmovers ? job->nmovers : 1, sizeof(*from));
+    hk_handle_t **news = calloc(job->nmovers ? job->nmovers : 1, sizeof(*news));
+    hk_status_t st = HK_STATUS_OUT_OF_MEMORY;
+    size_t nfrom = 0;
+    if (!from || !news) {
+        snprintf(job->why, sizeof(job->why), "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < job->nmovers; i++) {
+        hk_plugin_t *p = job->movers[i].old->plugin;
+        size_t k = 0;
+        while (k < nfrom && from[k] != p)
+            k++;
+        if (k == nfrom)
+            from[nfrom++] = p;
+        news[i] = job->movers[i].raw;
+    }
+    st = hk__kern_prepare(job->sw, &job->fresh, job->vh, from, nfrom, news, job->nmovers,
+                          job->why, sizeof(job->why));
+out:
+    free(from);
+    free(news);
+    return st;
+}
+
 /* Switches every mover at a call boundary. Settings changed since
  * hk__make_new are given to the new handle first; a failure there switches
- * nothing. */
+ * nothing. The libraries' new implementation is published just before. */
 static hk_status_t hk__commit(hk__job_t *job)
 {
-    hk_status_t st = HK_STATUS_OK;
     const hk_vtable_t *vt = &job->fresh.core;
+    hk_status_t st = hk__kern_commit_begin(job->sw, &job->fresh, job->vh, job->why,
+                                           sizeof(job->why));
+    if (st != HK_STATUS_OK)
+        return st;
     for (size_t i = 0; i < job->nmovers; i++)
         pthread_mutex_lock(&job->movers[i].mh->lock);
     for (size_t i = 0; i < job->nmovers && st == HK_STATUS_OK; i++) {
@@ -321,6 +387,7 @@ static hk_status_t hk__commit(hk__job_t *job)
     }
     if (st == HK_STATUS_OK) {
         pthread_mutex_lock(&job->sw->list_lock);
+        hk__kern_publish(job->sw, job->to);
         for (size_t i = 0; i < job->nmovers; i++) {
             hk_mhandle_t *mh = job->movers[i].mh;
             hk__binding_t *spare = job->movers[i].old == &mh->slot[0] ? &mh->slot[1] : &mh->slot[0];
@@ -333,6 +400,7 @@ static hk_status_t hk__commit(hk__job_t *job)
     }
     for (size_t i = job->nmovers; i-- > 0;)
         pthread_mutex_unlock(&job->movers[i].mh->lock);
+    hk__kern_commit_end(job->sw);
     return st;
 }
 
@@ -341,14 +409,8 @@ static void hk__drop_verify_handle(hk__job_t *job)
 {
     if (!job->vh)
         return;
-    hk_status_t st = job->fresh.core.handle_destroy(job->vh);
+    hk__destroy(job, &job->fresh.core, job->to, job->vh, "the verification handle");
     job->vh = NULL;
-    if (st != HK_STATUS_OK && job->loader->log) {
-        char line[256];
-        snprintf(line, sizeof(line), "swap: %s handle_destroy of the verification handle: %s",
-                 job->to->name, hk_status_name(st));
-        job->loader->log(job->loader->log_user, HK_LOG_WARN, line);
-    }
 }
 
 /* Waits until no call runs on the old bindings (a call in flight on a
@@ -365,20 +427,39 @@ static void hk__drain_wait(hk__job_t *job)
     }
 }
 
+/* Counts unloads of libraries of movable handles that failed (why: the
+ * last one's line). */
+static void hk__unloads_failed(hk__job_t *job, unsigned failed, const char *why)
+{
+    if (!failed)
+        return;
+    job->unloads_failed += failed;
+    snprintf(job->destroy_why, sizeof(job->destroy_why), "%s", why);
+}
+
+/* Whether mover i is the last of the movers on its old implementation. */
+static int hk__last_of_its_plugin(const hk__job_t *job, size_t i)
+{
+    for (size_t k = i + 1; k < job->nmovers; k++)
+        if (job->movers[k].old->plugin == job->movers[i].old->plugin)
+            return 0;
+    return 1;
+}
+
 /* Destroys the drained old handles and empties their bindings; then
- * destroys the verification handle. */
+ * destroys the verification handle. The libraries of movable handles are
+ * unloaded from an old implementation through the last of its handles, the
+ * others destroyed first (they would keep the libraries BUSY). */
 static void hk__drain(hk__job_t *job)
 {
     struct hk__swap *sw = job->sw;
     for (size_t i = 0; i < job->nmovers; i++) {
         hk__binding_t *old = job->movers[i].old;
-        hk_status_t st = old->core.handle_destroy(old->raw);
-        if (st != HK_STATUS_OK && job->loader->log) {
-            char line[256];
-            snprintf(line, sizeof(line), "swap: %s handle_destroy of an old handle: %s",
-                     old->plugin->name, hk_status_name(st));
-            job->loader->log(job->loader->log_user, HK_LOG_WARN, line);
+        if (hk__last_of_its_plugin(job, i)) {
+            char why[512];
+            hk__unloads_failed(job, hk__kern_drop(sw, old, why, sizeof(why)), why);
         }
+        hk__destroy(job, &old->core, old->plugin, old->raw, "an old handle");
         pthread_mutex_lock(&sw->list_lock);
         old->raw = NULL;
         old->plugin = NULL;
@@ -403,30 +484,6 @@ static void hk__close_old(hk__job_t *job, hk_plugin_t **olds)
     }
     for (size_t k = 0; k < n; k++)
         hk__swap_try_close(job->loader, job->sw, olds[k]);
-}
-
-/* Records the times of a swap that succeeded: t[] of the job (call, opened,
- * verified, new handles made, switched), the commit call of a prepared swap
- * (else 0), then drained and closed. */
-static void hk__record_times(struct hk__swap *sw, const uint64_t t[5], uint64_t t_commit,
-                             uint64_t t_drained, uint64_t t_closed)
-{
-    uint64_t t_switch = t[4] - t[0], t_drain = t_drained - t[4];
-    atomic_store(&sw->last_open_ns, t[1] - t[0]);
-    atomic_store(&sw->last_verify_ns, t[2] - t[1]);
-    atomic_store(&sw->last_create_ns, t[3] - t[2]);
-    atomic_store(&sw->last_commit_ns, t[4] - t[3]);
-    if (t_commit) { /* prepared beforehand: the switch counts from the commit */
-        t_switch = t[4] - t_commit;
-        atomic_store(&sw->last_commit_ns, t_switch);
-    }
-    atomic_store(&sw->last_close_ns, t_closed - t_drained);
-    atomic_store(&sw->last_switch_ns, t_switch);
-    atomic_store(&sw->last_drain_ns, t_drain);
-    if (t_switch > atomic_load(&sw->max_switch_ns))
-        atomic_store(&sw->max_switch_ns, t_switch);
-    if (t_drain > atomic_load(&sw->max_drain_ns))
-        atomic_store(&sw->max_drain_ns, t_drain);
 }
 
 /* Everything up to the switch, timed step by step into job->t[1..3]; on
@@ -459,6 +516,8 @@ static hk_status_t hk__prepare(hk__job_t *job, const char *request)
                   "workload on a handle of its own", job->to->name, job->to->version);
     for (size_t i = 0; i < job->nmovers && st == HK_STATUS_OK; i++)
         st = hk__make_new(job, &job->movers[i]);
+    if (st == HK_STATUS_OK)
+        st = hk__libraries(job);
     job->t[3] = hk__now_ns();
     return st;
 }
@@ -467,22 +526,38 @@ static hk_status_t hk__prepare(hk__job_t *job, const char *request)
  * go, a module this swap opened again is closed again; nothing moved. */
 static void hk__abandon(hk__job_t *job)
 {
+    char why[512];
+    hk__unloads_failed(job, hk__kern_abandon(job->sw, &job->fresh, job->vh, why, sizeof(why)),
+                       why);
     for (size_t i = 0; i < job->nmovers; i++)
         if (job->movers[i].raw)
-            job->fresh.core.handle_destroy(job->movers[i].raw);
+            hk__destroy(job, &job->fresh.core, job->to, job->movers[i].raw,
+                        "a new handle of the swap given up");
     hk__drop_verify_handle(job);
     if (job->reopened) /* leave it closed, as it was */
         hk__swap_try_close(job->loader, job->sw, job->to);
 }
 
+/* Starts the watchdog of a step with the job's hold time and limit. */
+static void hk__guard_start(hk__job_t *job, hk__guard_t *g)
+{
+    hk__guard_begin(g, job->sw, job->hold_after_ns, job->hold_max_ns);
+}
+
 /* Ends a guarded step, and says so in the trace when it held the calls. */
 static void hk__guard_done(hk__job_t *job, hk__guard_t *g, const char *step)
 {
-    uint64_t held = hk__guard_end(g);
-    if (held)
+    int cut = 0;
+    uint64_t held = hk__guard_end(g, &cut);
+    if (held && !cut)
         HK__TRACE(HK__TRACE_DECISIONS, "swap", "%s ran past %.1f ms (the driver kept it "
                   "waiting?): calls through movable handles were held for %.1f ms until it "
                   "ended", step, (double)job->hold_after_ns / 1e6, (double)held / 1e6);
+    else if (held)
+        HK__TRACE(HK__TRACE_DECISIONS, "swap", "%s ran past %.1f ms: calls through movable "
+                  "handles were held for %.1f ms, the hold limit, then released; the step "
+                  "went on without holding them", step, (double)job->hold_after_ns / 1e6,
+                  (double)held / 1e6);
 }
 
 /* After the switch: drain, destroy and close what the handles left. */
@@ -495,12 +570,13 @@ static void hk__finish(hk__job_t *job)
               (double)(job->t[4] - (job->t_commit ? job->t_commit : job->t[0])) / 1e3,
               job->t_commit ? "commit" : "swap");
     atomic_fetch_add(&job->sw->generation, 1);
+    hk__kern_settle(job->sw); /* the libraries' new implementation is theirs now */
     hk_plugin_t **olds = calloc(job->nmovers ? job->nmovers : 1, sizeof(*olds));
     for (size_t i = 0; olds && i < job->nmovers; i++)
         olds[i] = job->movers[i].old->plugin;
     hk__drain_wait(job);
     hk__guard_t g;
-    hk__guard_begin(&g, job->sw, job->hold_after_ns);
+    hk__guard_start(job, &g);
     hk__drain(job);
     uint64_t t_drained = hk__now_ns();
     HK__TRACE(HK__TRACE_DECISIONS, "swap", "drained: no call runs on the %zu old binding%s any "
@@ -510,7 +586,7 @@ static void hk__finish(hk__job_t *job)
         hk__close_old(job, olds);
     hk__guard_done(job, &g, "destroying the old handles and closing their modules");
     free(olds);
-    hk__record_times(job->sw, job->t, job->t_commit, t_drained, hk__now_ns());
+    hk__swap_record_times(job->sw, job->t, job->t_commit, t_drained, hk__now_ns());
 }
 
 /* The steps that may load or unload code in a device context, each under
@@ -518,7 +594,7 @@ static void hk__finish(hk__job_t *job)
 static hk_status_t hk__prepare_guarded(hk__job_t *job, const char *request)
 {
     hk__guard_t g;
-    hk__guard_begin(&g, job->sw, job->hold_after_ns);
+    hk__guard_start(job, &g);
     hk_status_t st = hk__prepare(job, request);
     hk__guard_done(job, &g, "the prepare (verification, new handles)");
     return st;
@@ -527,7 +603,7 @@ static hk_status_t hk__prepare_guarded(hk__job_t *job, const char *request)
 static void hk__abandon_guarded(hk__job_t *job)
 {
     hk__guard_t g;
-    hk__guard_begin(&g, job->sw, job->hold_after_ns);
+    hk__guard_start(job, &g);
     hk__abandon(job);
     hk__guard_done(job, &g, "giving up the swap");
 }
@@ -555,7 +631,7 @@ static hk_status_t hk__job_begin(hk_loader_t *loader, const char *request,
         return HK_STATUS_NULL_POINTER;
     if (!request)
         return hk__swap_fail(loader, HK_STATUS_NULL_POINTER, "swap refused: request is NULL");
-    hk_swap_options_t o = {sizeof(o), NULL, 0};
+    hk_swap_options_t o = {sizeof(o), NULL, 0, 0};
     if (opts) {
         if (opts->size < sizeof(uint32_t))
             return hk__swap_fail(loader, HK_STATUS_INVALID_VALUE,
@@ -583,6 +659,11 @@ static hk_status_t hk__job_begin(hk_loader_t *loader, const char *request,
     job->hold_after_ns = hold_us < 0    ? 0
                          : hold_us == 0 ? HK__HOLD_AFTER_DEFAULT_US * 1000u
                                         : (uint64_t)hold_us * 1000u;
+    int64_t max_us = o.hold_max_us > HK__HOLD_AFTER_MAX_US ? HK__HOLD_AFTER_MAX_US
+                                                           : o.hold_max_us;
+    job->hold_max_ns = max_us < 0    ? 0
+                       : max_us == 0 ? HK__HOLD_MAX_DEFAULT_US * 1000u
+                                     : (uint64_t)max_us * 1000u;
     job->t[0] = t0;
     job->owner = pthread_self();
     snprintf(job->request, sizeof(job->request), "%s", request);
@@ -597,13 +678,26 @@ static hk_status_t hk__job_begin(hk_loader_t *loader, const char *request,
 static hk_status_t hk__job_end(hk__job_t *job, hk_status_t st, hk_plugin_t **to)
 {
     struct hk__swap *sw = job->sw;
+    char destroys[700] = "", counts[96] = "";
+    unsigned d = job->destroys_failed, u = job->unloads_failed;
+    if (d)
+        snprintf(counts, sizeof(counts), "%u handle_destroy call%s", d, d > 1 ? "s" : "");
+    if (u)
+        snprintf(counts + strlen(counts), sizeof(counts) - strlen(counts),
+                 "%s%u library unload%s", d ? " and " : "", u, u > 1 ? "s" : "");
+    if (d || u)
+        snprintf(destroys, sizeof(destroys), "%s failed; the last: %s", counts, job->destroy_why);
     if (st != HK_STATUS_OK) {
         atomic_fetch_add(&sw->failed, 1);
         HK__TRACE(HK__TRACE_DECISIONS, "swap", "to \"%s\" refused: %s: %s; every handle stays "
                   "on its implementation", job->request, hk_status_name(st), job->why);
-        hk__swap_fail(job->loader, st, "swap to %s refused: %s", job->request, job->why);
-    } else if (to) {
-        *to = job->to;
+        hk__swap_fail(job->loader, st, "swap to %s refused: %s%s%s", job->request, job->why,
+                      destroys[0] ? "; " : "", destroys);
+    } else {
+        if (destroys[0])
+            hk__swap_fail(job->loader, st, "swap to %s: %s", job->request, destroys);
+        if (to)
+            *to = job->to;
     }
     atomic_store(&sw->phase, HK_SWAP_IDLE);
     pthread_mutex_unlock(&sw->lock);

@@ -11,7 +11,10 @@
  * time makes the callers of movable handles wait at their next call
  * boundary until it ends: a pause of a few milliseconds instead of a swap
  * that never ends. Steps that end in time hold nothing, and calls then
- * never wait. */
+ * never wait. A hold lasts the hold limit at most: a step still running
+ * then is slow for another reason than the launches (a plugin's create or
+ * destroy that takes seconds), and holding on would only stop the callers
+ * for as long; it goes on without holding them. */
 #include "hk__swap.h"
 
 #include <errno.h>
@@ -77,30 +80,41 @@ static void hk__release_all(hk__guard_t *g)
     g->held = 0;
 }
 
+/* Waits on g->cv until the monotonic time deadline; 1 when it came and the
+ * step is not done. Caller holds g->m. */
+static int hk__guard_wait(hk__guard_t *g, uint64_t deadline)
+{
+    struct timespec ts = {(time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u)};
+    while (!g->done)
+        if (pthread_cond_timedwait(&g->cv, &g->m, &ts) == ETIMEDOUT)
+            return !g->done;
+    return 0;
+}
+
 static void *hk__guard_main(void *arg)
 {
     hk__guard_t *g = arg;
-    uint64_t deadline = g->t_begin + g->after_ns;
-    struct timespec ts = {(time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u)};
     pthread_mutex_lock(&g->m);
-    while (!g->done) {
-        int rc = pthread_cond_timedwait(&g->cv, &g->m, &ts);
-        if (rc == ETIMEDOUT && !g->done) {
-            hk__hold_all(g);
-            break;
+    if (hk__guard_wait(g, g->t_begin + g->after_ns)) {
+        hk__hold_all(g);
+        if (g->max_ns && hk__guard_wait(g, g->t_held + g->max_ns)) {
+            g->held_ns = hk__hold_now_ns() - g->t_held;
+            hk__release_all(g);
+            g->cut = 1;
         }
     }
     pthread_mutex_unlock(&g->m);
     return NULL;
 }
 
-void hk__guard_begin(hk__guard_t *g, struct hk__swap *sw, uint64_t after_ns)
+void hk__guard_begin(hk__guard_t *g, struct hk__swap *sw, uint64_t after_ns, uint64_t max_ns)
 {
     g->sw = sw;
     g->after_ns = after_ns;
+    g->max_ns = max_ns;
     g->t_begin = hk__hold_now_ns();
-    g->t_held = 0;
-    g->started = g->done = g->held = 0;
+    g->t_held = g->held_ns = 0;
+    g->started = g->done = g->held = g->cut = 0;
     if (after_ns == 0)
         return;
     pthread_condattr_t ca;
@@ -123,18 +137,21 @@ void hk__guard_begin(hk__guard_t *g, struct hk__swap *sw, uint64_t after_ns)
     g->started = 1;
 }
 
-uint64_t hk__guard_end(hk__guard_t *g)
+uint64_t hk__guard_end(hk__guard_t *g, int *cut)
 {
+    if (cut)
+        *cut = 0;
     if (!g->started)
         return 0;
-    uint64_t held_ns = 0;
     pthread_mutex_lock(&g->m);
     g->done = 1;
     pthread_cond_signal(&g->cv);
-    if (g->held) {
-        held_ns = hk__hold_now_ns() - g->t_held;
+    if (g->held) { /* still held: not cut */
+        g->held_ns = hk__hold_now_ns() - g->t_held;
         hk__release_all(g);
     }
+    uint64_t held_ns = g->held_ns;
+    int was_cut = g->cut;
     pthread_mutex_unlock(&g->m);
     pthread_join(g->tid, NULL);
     pthread_mutex_destroy(&g->m);
@@ -143,9 +160,13 @@ uint64_t hk__guard_end(hk__guard_t *g)
     if (held_ns) {
         struct hk__swap *sw = g->sw;
         atomic_fetch_add(&sw->holds, 1);
+        if (was_cut)
+            atomic_fetch_add(&sw->holds_cut, 1);
         atomic_store(&sw->last_hold_ns, held_ns);
         if (held_ns > atomic_load(&sw->max_hold_ns))
             atomic_store(&sw->max_hold_ns, held_ns);
     }
+    if (cut)
+        *cut = was_cut;
     return held_ns;
 }

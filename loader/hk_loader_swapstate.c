@@ -1,8 +1,8 @@
 /* handlekit live swap: its record, made on first use and freed with the
  * loader through the hooks it registers; the failure lines of movable
- * handles and swaps; reading the state (hk_loader_swap_state,
- * hk_plugin_swap_state) without waiting for a running swap, and the names of
- * its phases and module states. */
+ * handles and swaps; the times of the last swap; reading the state
+ * (hk_loader_swap_state, hk_plugin_swap_state) without waiting for a
+ * running swap, and the names of its phases and module states. */
 #include "hk__swap.h"
 
 #include <stdarg.h>
@@ -55,7 +55,10 @@ static void hk__swap_free(hk_loader_t *loader)
         free(sw->modules[i]);
     free(sw->modules);
     free(sw->handles);
+    /* sw->libs is empty: a library goes with the last movable handle on its
+     * implementation, and the loader is destroyed only without them. */
     pthread_mutex_destroy(&sw->lock);
+    pthread_mutex_destroy(&sw->kern_lock);
     pthread_mutex_destroy(&sw->list_lock);
     free(sw);
     atomic_store(&loader->swap, NULL);
@@ -75,11 +78,13 @@ struct hk__swap *hk__swap_get(hk_loader_t *loader)
     if (!sw)
         return NULL;
     pthread_mutex_init(&sw->lock, NULL);
+    pthread_mutex_init(&sw->kern_lock, NULL);
     pthread_mutex_init(&sw->list_lock, NULL);
     struct hk__swap *expected = NULL;
     if (!atomic_compare_exchange_strong(&loader->swap, &expected, sw)) {
         /* Another thread made it first. */
         pthread_mutex_destroy(&sw->lock);
+        pthread_mutex_destroy(&sw->kern_lock);
         pthread_mutex_destroy(&sw->list_lock);
         free(sw);
         return expected;
@@ -97,6 +102,29 @@ hk_status_t hk__swap_fail(hk_loader_t *loader, hk_status_t st, const char *fmt, 
     snprintf(hk__mh_msg, sizeof(hk__mh_msg), "%s", line);
     hk__loader_keep_error(loader, line, "out of memory");
     return st;
+}
+
+/* ---- times ---- */
+
+void hk__swap_record_times(struct hk__swap *sw, const uint64_t t[5], uint64_t t_commit,
+                           uint64_t t_drained, uint64_t t_closed)
+{
+    uint64_t t_switch = t[4] - t[0], t_drain = t_drained - t[4];
+    atomic_store(&sw->last_open_ns, t[1] - t[0]);
+    atomic_store(&sw->last_verify_ns, t[2] - t[1]);
+    atomic_store(&sw->last_create_ns, t[3] - t[2]);
+    atomic_store(&sw->last_commit_ns, t[4] - t[3]);
+    if (t_commit) { /* prepared beforehand: the switch counts from the commit */
+        t_switch = t[4] - t_commit;
+        atomic_store(&sw->last_commit_ns, t_switch);
+    }
+    atomic_store(&sw->last_close_ns, t_closed - t_drained);
+    atomic_store(&sw->last_switch_ns, t_switch);
+    atomic_store(&sw->last_drain_ns, t_drain);
+    if (t_switch > atomic_load(&sw->max_switch_ns))
+        atomic_store(&sw->max_switch_ns, t_switch);
+    if (t_drain > atomic_load(&sw->max_drain_ns))
+        atomic_store(&sw->max_drain_ns, t_drain);
 }
 
 /* ---- reading the state ---- */
@@ -128,6 +156,11 @@ hk_status_t hk_loader_swap_state(hk_loader_t *loader, hk_swap_state_t *state)
         s.holds = atomic_load(&sw->holds);
         s.last_hold_ns = atomic_load(&sw->last_hold_ns);
         s.max_hold_ns = atomic_load(&sw->max_hold_ns);
+        s.holds_cut = atomic_load(&sw->holds_cut);
+        s.destroys_failed = atomic_load(&sw->destroys_failed);
+        s.libraries = atomic_load(&sw->libraries);
+        s.unloads_failed = atomic_load(&sw->unloads_failed);
+        s.last_destroy_status = (hk_status_t)atomic_load(&sw->last_destroy_status);
         pthread_mutex_lock(&sw->list_lock);
         s.handles = sw->nhandles;
         for (size_t i = 0; i < sw->nhandles; i++)

@@ -6,8 +6,9 @@
  * implementation while other threads keep calling. A host uses a movable
  * handle like a plugin handle: hk_mhandle_vtable() and hk_mhandle_get_table()
  * give a core vtable and tables of the plugin types (hk_vtable_t,
- * hk_blas1_v1_t, hk_memory_v1_t) whose slots forward to the current
- * implementation, and hk_mhandle_handle() is the handle to pass to them.
+ * hk_blas1_v1_t, hk_memory_v1_t, hk_kernels_v1_t, hk_cuda_v1_t) whose slots
+ * forward to the current implementation, and hk_mhandle_handle() is the
+ * handle to pass to them.
  *
  * The loader knows every movable handle and counts the calls in flight on
  * each, with atomics only: the call path takes no lock, and waits for a swap
@@ -30,7 +31,10 @@
  *      device given explicitly; one bound to another context, a user or green
  *      context, is made with HK_DEVICE_CURRENT and so needs that context
  *      current on the thread that swaps); the same stream and pointer mode;
- *      the new handle must report the same device and context ID;
+ *      the new handle must report the same device and context ID; and
+ *      loads every library loaded through those handles (see "User
+ *      kernels") into the new plugin, finds the same kernels there and their
+ *      functions in each new handle's context;
  *   5. switches every handle at a call boundary: calls already in flight
  *      finish on the old handle, calls that start later run on the new one;
  *   6. waits until the old handles have no call in flight, destroys them
@@ -38,9 +42,32 @@
  *      no movable handle is bound to it, no call is in flight in it, nobody
  *      holds hk_plugin_acquire on it, and it declared HK_PLUGIN_UNLOAD_SAFE;
  *      the module is then checked to be gone from the process
- *      (/proc/self/maps).
+ *      (/proc/self/maps). The libraries are unloaded from an old plugin
+ *      through the last of its old handles, before it is destroyed.
  * A failure in steps 1-4 changes nothing: every handle keeps its
  * implementation, and the loader's last error says why.
+ *
+ * User kernels. The forwarding hk.kernels/1 gives the program the loader's
+ * own library and kernel objects (hk_library_t, hk_kernel_t): the loader
+ * keeps each library's image and maps its objects to those of the
+ * implementation a handle runs on, so a kernel stays valid, and its
+ * launches right, across any number of swaps. A library loaded through a
+ * movable handle serves the loader's movable handles that run on the same
+ * implementation (a plugin's library serves that plugin's handles); a swap
+ * takes it along with the handles, and a new plugin that cannot load its
+ * image (no hk.kernels/1 table, no code for the device) refuses the swap.
+ * The rules of hk_kernels.h hold for the loader's objects: a pointer that is
+ * not a live object of this loader's movable handles (NULL aside: NULL_POINTER)
+ * gives INVALID_VALUE without being read through, and the plugin's own
+ * statuses (BUSY while other handles that launched the library's kernels
+ * live, NOT_FOUND...) come through. A launch takes no lock: it counts itself
+ * in flight on the handle like every call and finds the implementation's
+ * kernel with atomic reads. unload unloads the library from the handle's
+ * implementation and frees the loader's copy; destroying the last movable
+ * handle on an implementation unloads the libraries from it, and a library
+ * left in none is freed (its objects are then not live). load and unload
+ * wait for a running swap, as creates do; get_kernel, launch and the
+ * queries never do.
  *
  * Held calls. A CUDA driver lets launches into a context share what loading
  * code into the context and making a stream there need alone: while other
@@ -51,7 +78,11 @@
  * (hk_swap_options_t.hold_after_us, 20 ms by default), the calls through
  * every movable handle of the loader wait at their next call boundary until
  * that step ends (calls in flight finish first), and hk_swap_state_t counts
- * the hold. A step that ends in time holds nothing.
+ * the hold. A step that ends in time holds nothing. A hold never lasts
+ * longer than the hold limit (hk_swap_options_t.hold_max_us, 5 ms by
+ * default): then the calls are released and the step goes on without
+ * holding them (a step whose driver work needed the launches to pause waits
+ * until they do, as without holding); the swap's outcome does not change.
  *
  * A plugin whose module a swap closed stays in the loader's lists (its name,
  * version, path and reports remain valid), but its vtable copy reads as all
@@ -112,8 +143,10 @@ hk_status_t hk_mhandle_create_on(hk_plugin_t *plugin, const hk_create_info_t *in
  * handle that is not live, BUSY (and destroys nothing) when it sees a call in
  * flight on it, else the status of the plugin's handle_destroy (the movable
  * handle is gone in every case but INVALID_HANDLE and BUSY). A destroy waits
- * for a swap that is running on its loader. The module of the plugin stays
- * open (only a swap closes modules, and hk_loader_destroy). */
+ * for a swap that is running on its loader. The last movable handle on its
+ * implementation first unloads from it the libraries loaded through movable
+ * handles (see "User kernels"). The module of the plugin stays open (only a
+ * swap closes modules, and hk_loader_destroy). */
 hk_status_t hk_mhandle_destroy(hk_mhandle_t *mh);
 
 /* The handle to pass to the forwarding vtable and tables: mh itself, typed
@@ -127,15 +160,20 @@ hk_handle_t *hk_mhandle_handle(hk_mhandle_t *mh);
  * and given to the next implementation at a swap. handle_destroy is
  * hk_mhandle_destroy; handle_create returns HK_STATUS_NOT_SUPPORTED (movable
  * handles are made with hk_mhandle_create); get_table and enum_tables offer
- * the forwarding tables. last_error returns a copy owned by the movable
- * handle, valid until the next last_error on it from any thread (NULL or
- * not live: this thread's last failure of a movable-handle function). A
- * slot the current implementation lacks returns HK_STATUS_NOT_SUPPORTED. A
+ * the forwarding tables (all four, whatever the implementation offers).
+ * last_error returns a copy owned by the movable handle, valid until the
+ * next last_error on it from any thread (NULL or not live: this thread's
+ * last failure of a movable-handle function); after a call the loader
+ * refused itself (a slot the implementation lacks, a kernel that is not
+ * the loader's) it is the loader's line, after one the implementation
+ * refused, the implementation's. A slot the current implementation lacks
+ * returns HK_STATUS_NOT_SUPPORTED. A
  * handle that is not live gives HK_STATUS_INVALID_HANDLE; the loader
  * recognises its own handles from its records and reads no other memory. */
 const hk_vtable_t *hk_mhandle_vtable(void);
 
-/* Copies the forwarding table named name ("hk.blas1/1", "hk.memory/1") into
+/* Copies the forwarding table named name ("hk.blas1/1", "hk.memory/1",
+ * "hk.kernels/1", "hk.cuda/1"; see "User kernels" above) into
  * the caller's table of size bytes: min(size, the loader's sizeof) bytes, the
  * rest zeroed, and the copy's size field set to the bytes copied. Returns
  * NULL_POINTER (name or table NULL), INVALID_VALUE (size smaller than the
@@ -173,6 +211,14 @@ typedef struct hk_swap_options {
      * (see "Held calls" above). 0: the default, 20000 (20 ms); negative:
      * never hold; above a day: a day. */
     int64_t hold_after_us;
+    /* The hold limit, in microseconds (added after the fields above): a
+     * hold never lasts longer. When it is reached, every held call is
+     * released and the step goes on without holding them again (see "Held
+     * calls" above): the swap's outcome is the same, only a step the driver
+     * keeps waiting then waits until the launches pause. 0: the default,
+     * 5000 (5 ms); negative: no limit (a hold lasts until its step ends);
+     * above a day: a day. */
+    int64_t hold_max_us;
 } hk_swap_options_t;
 
 /* Binds movable handles to the plugin that request resolves to (see the file
@@ -190,14 +236,22 @@ typedef struct hk_swap_options {
  *   NOT_SUPPORTED  the new plugin lacks hk.blas1/1 or hk.memory/1, or a slot
  *                  the old implementation offers; the memory domains differ
  *                  or one is unknown; a handle's device or context cannot be
- *                  bound again
+ *                  bound again; it offers no hk.kernels/1 that could take the
+ *                  libraries loaded through the handles that move
  *   LOAD_FAILED    the verification workload computed a wrong result, or
  *                  crashed, exited or hung in the probe process
  *   the status of the new plugin's handle_create, set_stream,
- *                  set_pointer_mode or a table slot when one fails
+ *                  set_pointer_mode or a table slot when one fails (its
+ *                  hk.kernels/1 load of a library's image, say: "<name>
+ *                  <version> cannot load a library loaded through movable
+ *                  handles ...")
  *   OUT_OF_MEMORY
  * On failure nothing moved; hk_loader_last_error starts with "swap to
- * <request> refused: " and says why. */
+ * <request> refused: " and says why. A handle_destroy that fails during a
+ * swap (the handle is gone anyway) does not change its status; it is
+ * counted in hk_swap_state_t (destroys_failed, last_destroy_status) and
+ * named in hk_loader_last_error: "swap to <request>: N handle_destroy
+ * call(s) failed; the last: ...", after the reason of a refusal. */
 hk_status_t hk_loader_swap(hk_loader_t *loader, const char *request,
                            const hk_swap_options_t *opts, hk_plugin_t **to);
 
@@ -214,7 +268,8 @@ typedef struct hk_swap_prepared hk_swap_prepared_t;
  * handle keeps running its current implementation and settings may change
  * (they are given to the new handles at the commit), but creates, destroys
  * and other swaps of this loader's movable handles wait: the calling thread
- * must make none of those before it commits or cancels. Returns what
+ * must make none of those (nor a load or unload of a library through a
+ * movable handle) before it commits or cancels. Returns what
  * hk_loader_swap returns (NULL_POINTER also for prepared NULL); on failure
  * *prepared is NULL and nothing is left to cancel. */
 hk_status_t hk_loader_swap_prepare(hk_loader_t *loader, const char *request,
@@ -277,6 +332,17 @@ typedef struct hk_swap_state {
     uint64_t holds;           /* steps that held the calls, over this loader's swaps */
     uint64_t last_hold_ns;    /* how long the last hold lasted */
     uint64_t max_hold_ns;     /* the longest hold */
+    /* Added after the fields above. */
+    uint64_t holds_cut;       /* holds ended by the hold limit (hold_max_us) */
+    uint64_t destroys_failed; /* handle_destroy calls of swaps that failed: old
+                                 handles, verification handles, the new handles
+                                 of a refused swap (each handle is gone anyway) */
+    uint64_t libraries;       /* libraries loaded through movable handles, live */
+    uint64_t unloads_failed;  /* unloads of those from an implementation that no
+                                 movable handle runs on any more that failed (the
+                                 library is forgotten anyway) */
+    hk_status_t last_destroy_status; /* the last failed destroy's status;
+                                        HK_STATUS_OK when none */
 } hk_swap_state_t;
 
 /* Fills min(state->size, sizeof) bytes of *state. Never waits for a running

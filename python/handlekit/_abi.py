@@ -219,7 +219,8 @@ class MhandleState(Structure):
 
 
 class SwapOptions(Structure):
-    _fields_ = [('size', c_uint32), ('from', c_char_p), ('hold_after_us', c_int64)]
+    _fields_ = [('size', c_uint32), ('from', c_char_p), ('hold_after_us', c_int64),
+                ('hold_max_us', c_int64)]
 
 
 class SwapState(Structure):
@@ -228,7 +229,9 @@ class SwapState(Structure):
             'generation', 'failed', 'modules_closed', 'handles', 'inflight', 'draining',
             'last_switch_ns', 'last_drain_ns', 'max_switch_ns', 'max_drain_ns', 'last_open_ns',
             'last_verify_ns', 'last_create_ns', 'last_commit_ns', 'last_close_ns', 'holds',
-            'last_hold_ns', 'max_hold_ns')]
+            'last_hold_ns', 'max_hold_ns', 'holds_cut', 'destroys_failed', 'libraries',
+            'unloads_failed')] + [
+        ('last_destroy_status', c_int)]
 
 
 class SwapPluginState(Structure):

@@ -96,8 +96,7 @@ class KernelLibrary:
         if tbl is None or not tbl.load:
             raise HandlekitError(_abi.Status.NOT_SUPPORTED,
                                  'hk.kernels/1: %s offers no kernels table through this handle '
-                                 '(a CPU plugin, or a movable handle, which forwards only '
-                                 'hk.blas1/1 and hk.memory/1)' % handle.plugin.name)
+                                 '(a CPU plugin)' % handle.plugin.name)
         data = _image(image)
         buf = ctypes.create_string_buffer(data, len(data))
         out = c_void_p()

@@ -1,6 +1,7 @@
 """A movable handle on hk-cuda over the simulated driver, moved by a swap to
 another build of hk-cuda (tests/swap) with its stream and pointer mode:
-device arrays made before the swap stay usable and every result stays right.
+device arrays made before the swap stay usable and every result stays right,
+and a kernel of pykernels.cu loaded through it launches right after it.
 Runs when HK_TEST_SIMCUDA names the simulated driver."""
 import ctypes
 import os
@@ -18,6 +19,7 @@ import handlekit as hk
 SIM = os.environ.get('HK_TEST_SIMCUDA')
 PLUGINS = os.environ.get('HK_TEST_PLUGIN_DIR')
 SWAP = os.environ.get('HK_TEST_SWAP_PLUGINS')
+_emulations = None
 
 
 def setUpModule():
@@ -79,6 +81,27 @@ class CudaSwap(unittest.TestCase):
                     a.free()
         self.assertEqual(self.old.swap_state()['module'], 'closed')
 
-    def test_kernels_need_a_plugin_handle(self):
+    def test_kernels_follow_the_swap(self):
+        from kernelcases import kernels_dir
+        from simkernels import Emulations
+        d = kernels_dir()
+        if d is None:
+            self.skipTest('the kernels of pykernels.cu are not built (no CUDA toolkit)')
+        global _emulations
+        _emulations = _emulations or Emulations(SIM)  # kept: the driver calls them
         with self.loader.mhandle(self.old, device=0) as m:
-            self.assertIsNone(m.table('hk.kernels/1', hk._abi.KernelsV1))
+            with open(os.path.join(d, 'pykernels.fatbin'), 'rb') as f:
+                lib = m.load_library(f.read())
+            k = lib['hkpy_axpy']
+            n = 8
+            x, y = self.DA(m, np.arange(n, dtype=np.float32)), self.DA(m, np.ones(n, np.float32))
+            try:
+                k(1, n, (np.int64(n), np.float32(1), x, y))
+                self.assertIs(self.loader.swap(self.new), self.new)
+                k(1, n, (np.int64(n), np.float32(1), x, y))  # the same kernel, the new build
+                np.testing.assert_array_equal(y.numpy(), 1 + 2 * np.arange(n, dtype=np.float32))
+                lib.unload()
+            finally:
+                for a in (x, y):
+                    a.free()
+        self.assertEqual(self.old.swap_state()['module'], 'closed')

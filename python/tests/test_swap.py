@@ -79,7 +79,12 @@ class Swap(unittest.TestCase):
             m.pointer_mode = 'host'
             self.check_ops(m)
             self.assertTrue(m.table('hk.memory/1', hk._abi.MemoryV1).alloc)  # forwarded
-            self.assertIsNone(m.table('hk.kernels/1', hk._abi.KernelsV1))
+            # forwarded too, but hk-cpu has no kernels: the loader says so
+            self.assertTrue(m.table('hk.kernels/1', hk._abi.KernelsV1).load)
+            with self.assertRaises(hk.HandlekitError) as e:
+                m.load_library(b'.version 8.0\n')
+            self.assertEqual(e.exception.status, hk._abi.Status.NOT_SUPPORTED)
+            self.assertIn('does not offer this slot', e.exception.reason)
         st = self.loader.swap_state()
         self.assertEqual((st['phase'], st['generation'], st['failed'], st['handles']),
                          ('idle', 1, 0, 0))

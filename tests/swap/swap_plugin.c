@@ -11,6 +11,14 @@
  *   SWP_SLOW_FIRST_CREATE_MS  the first handle_create after the module was
  *                          loaded takes this long (as a driver that keeps a
  *                          first kernel load waiting would make it)
+ *   SWP_SLOW_DESTROY_MS    every handle_destroy takes this long (as one that
+ *                          waits for a long kernel in its context would)
+ *   SWP_DESTROY_FAILS      handle_destroy destroys the handle and returns
+ *                          HK_STATUS_INTERNAL
+ *   SWP_KERNELS_LOAD_FAILS hk.kernels/1's load refuses every image with
+ *                          HK_STATUS_NOT_SUPPORTED (as for an image without
+ *                          code for the device); with hk-cuda inside
+ *   SWP_NO_KERNELS         no hk.kernels/1 table; with hk-cuda inside
  * Every handle_create and handle_destroy logs "swp-create NAME VERSION" or
  * "swp-destroy NAME VERSION" at HK_LOG_DEBUG through the host's log callback,
  * so a test sees whether any code of the plugin ran. */
@@ -19,6 +27,7 @@
 #include <time.h>
 
 #include "hk_blas1.h"
+#include "hk_kernels.h"
 
 #ifndef SWP_NAME
 #define SWP_NAME "hk-cpu"
@@ -45,6 +54,15 @@ static void say(const char *what)
         host_log(host_log_user, HK_LOG_DEBUG, what);
 }
 
+#if defined(SWP_SLOW_FIRST_CREATE_MS) || defined(SWP_SLOW_DESTROY_MS)
+static void swp_sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+#endif
+
 static hk_status_t swp_create(const hk_create_info_t *info, hk_handle_t **out)
 {
     say("swp-create " SWP_NAME " " SWP_VERSION);
@@ -56,12 +74,8 @@ static hk_status_t swp_create(const hk_create_info_t *info, hk_handle_t **out)
 #else
 #ifdef SWP_SLOW_FIRST_CREATE_MS
     static int created;
-    if (!__atomic_exchange_n(&created, 1, __ATOMIC_ACQ_REL)) {
-        struct timespec ts = {SWP_SLOW_FIRST_CREATE_MS / 1000,
-                              (SWP_SLOW_FIRST_CREATE_MS % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) != 0)
-            ;
-    }
+    if (!__atomic_exchange_n(&created, 1, __ATOMIC_ACQ_REL))
+        swp_sleep_ms(SWP_SLOW_FIRST_CREATE_MS);
 #endif
     return inner->handle_create(info, out);
 #endif
@@ -70,7 +84,15 @@ static hk_status_t swp_create(const hk_create_info_t *info, hk_handle_t **out)
 static hk_status_t swp_destroy(hk_handle_t *h)
 {
     say("swp-destroy " SWP_NAME " " SWP_VERSION);
-    return inner->handle_destroy(h);
+#ifdef SWP_SLOW_DESTROY_MS
+    swp_sleep_ms(SWP_SLOW_DESTROY_MS);
+#endif
+    hk_status_t st = inner->handle_destroy(h);
+#ifdef SWP_DESTROY_FAILS
+    if (st == HK_STATUS_OK)
+        st = HK_STATUS_INTERNAL;
+#endif
+    return st;
 }
 
 #ifdef SWP_INFO_DEVICE
@@ -104,9 +126,34 @@ static hk_status_t swp_sscal(hk_handle_t *h, int64_t n, const float *alpha, floa
 }
 #endif
 
+#ifdef SWP_KERNELS_LOAD_FAILS
+static hk_kernels_v1_t kernels;
+
+static hk_status_t swp_load(hk_handle_t *h, const void *image, size_t size, hk_library_t **out)
+{
+    (void)h, (void)image, (void)size;
+    if (out)
+        *out = NULL;
+    return HK_STATUS_NOT_SUPPORTED;
+}
+#endif
+
 static hk_status_t swp_get_table(const char *name, const void **table)
 {
+#ifdef SWP_NO_KERNELS
+    if (name && table && strcmp(name, HK_TABLE_KERNELS_V1) == 0) {
+        *table = NULL;
+        return HK_STATUS_NOT_FOUND;
+    }
+#endif
     hk_status_t st = inner->get_table(name, table);
+#ifdef SWP_KERNELS_LOAD_FAILS
+    if (st == HK_STATUS_OK && name && strcmp(name, HK_TABLE_KERNELS_V1) == 0) {
+        kernels = *(const hk_kernels_v1_t *)*table;
+        kernels.load = swp_load;
+        *table = &kernels;
+    }
+#endif
     if (st == HK_STATUS_OK && name && strcmp(name, HK_TABLE_BLAS1_V1) == 0) {
         inner_blas = *table;
         blas = *inner_blas;

@@ -4,6 +4,8 @@
 #define SWAP_TEST_H
 
 #include "hk_blas1.h"
+#include "hk_cuda.h"
+#include "hk_kernels.h"
 #include "hk_memory.h"
 #include "hk_swap.h"
 #include "hk_test.h"
@@ -35,13 +37,34 @@ uint64_t swp_now_ns(void);
 
 /* The forwarding tables of movable handles. */
 void swp_tables(hk_blas1_v1_t *blas, hk_memory_v1_t *mem);
+void swp_kernel_tables(hk_kernels_v1_t *kernels, hk_cuda_v1_t *cuda);
 
 void swp_register_basic(void);
 void swp_register_reopen(void);
 void swp_register_load(void);
+void swp_register_hold(void);
 void swp_register_host(void);
 void swp_register_unload(void); /* test_swap_unload.c, in test_swap_cuda */
 void swp_register_flood(void);  /* test_swap_flood.c, in test_swap_cuda */
+
+/* test_swap_kernels.c and test_swap_kernels_more.c, in test_swap_cuda: a
+ * program's kernels (swap_kernels_gpu.cu) through movable handles. */
+void swp_register_kernels(void);
+void swp_register_kernels_more(CU_pSuite s);
+extern hk_kernels_v1_t Kt; /* the forwarding tables (swk_setup fills them) */
+extern hk_cuda_v1_t Ct;
+/* Registers the kernels' emulations on the simulated driver: 1 there, 0 on
+ * a real driver, -1 when that failed. */
+int swk_setup(void);
+/* The kernels as a fatbin and as PTX (its size counts the NUL). */
+const void *swk_fatbin(size_t *size);
+const void *swk_ptx(size_t *size);
+/* y += a * x (n floats, device memory) by kernel k, on mh's stream. */
+hk_status_t swk_axpy(hk_mhandle_t *mh, hk_kernel_t *k, int n, float a, void *dx, void *dy);
+/* CUDA devices (0 without a driver), and the simulated driver's live
+ * libraries (-1 on a real driver). */
+int swk_devices(void);
+int swk_live_libraries(void);
 
 #define SWP_A HK_SWAP_CPU_A
 #define SWP_B HK_SWAP_CPU_B

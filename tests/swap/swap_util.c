@@ -139,3 +139,9 @@ void swp_tables(hk_blas1_v1_t *blas, hk_memory_v1_t *mem)
     hk_mhandle_get_table(HK_TABLE_BLAS1_V1, blas, sizeof *blas);
     hk_mhandle_get_table(HK_TABLE_MEMORY_V1, mem, sizeof *mem);
 }
+
+void swp_kernel_tables(hk_kernels_v1_t *kernels, hk_cuda_v1_t *cuda)
+{
+    hk_mhandle_get_table(HK_TABLE_KERNELS_V1, kernels, sizeof *kernels);
+    hk_mhandle_get_table(HK_TABLE_CUDA_V1, cuda, sizeof *cuda);
+}

@@ -159,7 +159,11 @@ static void test_forwarding(void)
     CU_ASSERT_PTR_NOT_NULL(table);
     CU_ASSERT_EQUAL(vt->enum_tables(1, &name), HK_STATUS_OK);
     CU_ASSERT_STRING_EQUAL(name, HK_TABLE_MEMORY_V1);
-    CU_ASSERT_EQUAL(vt->enum_tables(2, &name), HK_STATUS_NOT_FOUND);
+    CU_ASSERT_EQUAL(vt->enum_tables(2, &name), HK_STATUS_OK);
+    CU_ASSERT_STRING_EQUAL(name, HK_TABLE_KERNELS_V1);
+    CU_ASSERT_EQUAL(vt->enum_tables(3, &name), HK_STATUS_OK);
+    CU_ASSERT_STRING_EQUAL(name, HK_TABLE_CUDA_V1);
+    CU_ASSERT_EQUAL(vt->enum_tables(4, &name), HK_STATUS_NOT_FOUND);
     CU_ASSERT_EQUAL(lstate(f.loader).handles, 3);
     CU_ASSERT_EQUAL(pstate(f.a).handles, 2);
     CU_ASSERT_EQUAL(pstate(f.b).handles, 1);
@@ -701,6 +705,7 @@ int hk_test_register(void)
     swp_register_basic();
     swp_register_reopen();
     swp_register_load();
+    swp_register_hold();
     swp_register_host();
     return 0;
 }

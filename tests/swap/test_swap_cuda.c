@@ -353,6 +353,7 @@ int hk_test_register(void)
 {
     swp_register_unload(); /* first: it needs the builds mapped by nobody else */
     swp_register_flood();  /* its own loader, every handle gone at its end */
+    swp_register_kernels(); /* their own loaders too */
     CU_pSuite s = hk_test_suite("swap hk-cuda", suite_init, suite_clean);
     CU_pTest t[] = {
         hk_test_add(s, "handles keep device and primary context; the old build is closed",

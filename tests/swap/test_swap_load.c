@@ -364,7 +364,8 @@ static void *setter_work(void *arg)
 }
 
 /* swp_slow's first handle (the verification's) takes 150 ms, as a driver that
- * keeps a first kernel load waiting makes it: with a hold time of 20 ms the
+ * keeps a first kernel load waiting makes it: with a hold time of 20 ms and
+ * no hold limit (test_swap_hold.c tests the limit), the
  * calls through both movable handles are held until the prepare ends (their
  * longest gap shows it), every call before and after is right, and the hold
  * is counted; with holding switched off the same swap holds nothing. A
@@ -391,7 +392,7 @@ static void test_slow_step_holds_calls(void)
     nanosleep(&settle, NULL);
     unsigned long long before[2] = {atomic_load(&w[0].calls), atomic_load(&w[1].calls)};
 
-    hk_swap_options_t o = {.size = sizeof o, .hold_after_us = 20000};
+    hk_swap_options_t o = {.size = sizeof o, .hold_after_us = 20000, .hold_max_us = -1};
     uint64_t t0 = swp_now_ns();
     CU_ASSERT_EQUAL(hk_loader_swap(loader, SWP_DOUBLE("swp_slow"), &o, NULL), HK_STATUS_OK);
     uint64_t took = swp_now_ns() - t0;
