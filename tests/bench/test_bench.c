@@ -1,0 +1,10 @@
+/* test_bench: hk-bench's parts that need no GPU (tests/bench/SConscript). */
+#include "hk_test.h"
+
+void hkb_test_register_lat(void);
+
+int hk_test_register(void)
+{
+    hkb_test_register_lat();
+    return 0;
+}
