@@ -2,9 +2,11 @@
 #include "hk_test.h"
 
 void hkb_test_register_lat(void);
+void hkb_test_register_p8(void);
 
 int hk_test_register(void)
 {
     hkb_test_register_lat();
+    hkb_test_register_p8();
     return 0;
 }
