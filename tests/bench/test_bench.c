@@ -3,10 +3,12 @@
 
 void hkb_test_register_lat(void);
 void hkb_test_register_p8(void);
+void hkb_test_register_bare(void);
 
 int hk_test_register(void)
 {
     hkb_test_register_lat();
     hkb_test_register_p8();
+    hkb_test_register_bare();
     return 0;
 }
