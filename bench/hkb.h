@@ -211,13 +211,35 @@ int hkb_raw_launch_pdl(hkb_raw_t *r, cudaStream_t stream);
  * is not CUDA_SUCCESS; 0 otherwise. */
 int hkb_raw_cu_ok(int r, const char *what);
 
+/* The driver entry point name of the given CUDA version, through the
+ * runtime. Returns 0, or -1 with the reason recorded. */
+int hkb_raw_entry(const char *name, int version, void **fn);
+
+/* ---- the floor of P8 (hkb_floor.c) ------------------------------------------ */
+
+typedef struct hkb_floor {
+    double load_us, load_max_us;     /* load + every kernel's function: median, max */
+    double unload_us, unload_max_us; /* cuLibraryUnload */
+    unsigned kernels;
+    int lazy; /* the driver loads modules lazily (CUDA_MODULE_LOADING) */
+} hkb_floor_t;
+
+/* reps times, in the current context with nothing else running: loads the
+ * embedded kernels fatbin (hk-cuda's, the same bytes in both builds) with
+ * cuLibraryLoadData and takes every kernel's CUfunction in the context
+ * (cuLibraryEnumerateKernels, cuKernelGetFunction), timed from the load
+ * call until the last function is there; then cuLibraryUnload, timed apart.
+ * Returns 0 or -1. */
+int hkb_load_floor(int reps, hkb_floor_t *f);
+
 /* ---- rows and output (hkb_report.c) ---------------------------------------- */
 
 typedef enum {
     HKB_TARGET_NONE,     /* informational */
     HKB_TARGET_RATIO_GE, /* ok when ratio >= target */
     HKB_TARGET_RATIO_LE, /* ok when ratio <= target */
-    HKB_TARGET_VALUE_LE  /* ok when the hk value <= target (same unit) */
+    HKB_TARGET_VALUE_LE, /* ok when the hk value <= target (same unit) */
+    HKB_TARGET_EXTRA_LE  /* ok when hk - ref <= target (same unit) */
 } hkb_target_kind_t;
 
 typedef struct hkb_row {

@@ -37,15 +37,20 @@ static struct {
 
 static pthread_mutex_t drv_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int drv_sym(const char *name, void **fn)
+int hkb_raw_entry(const char *name, int version, void **fn)
 {
     enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    HKB_CUDA(cudaGetDriverEntryPointByVersion(name, fn, 12000, cudaEnableDefault, &q), fail);
+    HKB_CUDA(cudaGetDriverEntryPointByVersion(name, fn, version, cudaEnableDefault, &q), fail);
     if (q != cudaDriverEntryPointSuccess || !*fn)
         return hkb_fail("driver entry point %s not found (query result %d)", name, (int)q);
     return 0;
 fail:
     return -1;
+}
+
+static int drv_sym(const char *name, void **fn)
+{
+    return hkb_raw_entry(name, 12000, fn);
 }
 
 int hkb_raw_cu_ok(int r, const char *what)

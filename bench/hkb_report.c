@@ -40,6 +40,8 @@ static const char *verdict(const hkb_row_t *r)
         return r->ratio <= r->target ? "ok" : "MISS";
     case HKB_TARGET_VALUE_LE:
         return r->hk <= r->target ? "ok" : "MISS";
+    case HKB_TARGET_EXTRA_LE:
+        return r->hk - r->ref <= r->target ? "ok" : "MISS";
     default:
         return "info";
     }
@@ -56,6 +58,9 @@ static void fmt_target(const hkb_row_t *r, char *buf, size_t len)
         break;
     case HKB_TARGET_VALUE_LE:
         snprintf(buf, len, "<=%g%s", r->target, r->unit);
+        break;
+    case HKB_TARGET_EXTRA_LE:
+        snprintf(buf, len, "<=+%g%s", r->target, r->unit);
         break;
     default:
         snprintf(buf, len, "-");
@@ -78,7 +83,7 @@ static void fmt_val(double v, char *buf, size_t len)
 
 void hkb_report_header(void)
 {
-    printf("%-3s %-10s %-4s %-5s %-7s %10s %10s %7s %-10s %-4s %7s %8s  %s\n", "id", "op",
+    printf("%-3s %-18s %-4s %-5s %-7s %10s %10s %7s %-10s %-4s %7s %8s  %s\n", "id", "op",
            "prec", "n", "unit", "hk", "ref", "ratio", "target", "res", "cublas", "err", "note");
     fflush(stdout);
 }
@@ -113,7 +118,7 @@ int hkb_report_add(const hkb_row_t *row)
         snprintf(err, sizeof err, "-");
     else
         snprintf(err, sizeof err, "%.1e", row->err);
-    printf("%-3s %-10s %-4s %-5s %-7s %10s %10s %7s %-10s %-4s %7s %8s  %s\n", row->id, row->op,
+    printf("%-3s %-18s %-4s %-5s %-7s %10s %10s %7s %-10s %-4s %7s %8s  %s\n", row->id, row->op,
            row->prec, row->n, row->unit, hk, ref, ratio, tgt, verdict(row), cub, err, row->note);
     fflush(stdout);
     return 0;

@@ -1,46 +1,41 @@
 /* hk-bench: P8 and P9, live swap (docs/swap.md).
  *
- * P8: 8 threads call saxpy through movable handles on hk-cuda, one stream
- * each, while the main thread swaps every handle between two builds of
- * hk-cuda (the measured hk-cuda.so and its second build, hk-cuda-1.0.1.so of
- * tests/swap) back and forth, each swap prepared (hk_loader_swap_prepare:
- * resolving and reopening the module, verifying it, making the new handles)
- * and then committed. Reported: the time from the commit call until every
- * handle runs the new implementation (the loader's last_switch_ns), median
- * and max; each step's median and both calls' (a one-call hk_loader_swap
- * takes about prepare + switch); and the longest call
- * any thread saw while swapping against the longest in an equal time without
- * swaps right after (each call timed around the op alone; every 64 calls the
- * thread waits for its stream, untimed, so no call waits for a full queue).
- * Every call's status is checked, and at the end every y must be back to 0
- * (x = 1, alternately + and - 1).
+ * P8: the floor first: the driver's own time to load hk-cuda's kernels into
+ * the idle context (hkb_floor.c). Then two workloads, flood and service
+ * (hkb_p8.h: 8 threads call through movable handles, a stream each, while
+ * the main thread swaps every handle between the measured hk-cuda.so and its
+ * second build, hk-cuda-1.0.1.so of tests/swap, 50 times, each swap prepared
+ * and then committed, then as long again without swaps). Rows per workload:
+ * the switch (the loader's last_switch_ns, from the commit call), each step
+ * of the swaps, the holds, and p50, p99, p99.9 and the longest of the calls
+ * that overlapped a swap against those of the time without swaps; a line
+ * names the steps of the swap in which the longest call ran.
  *
  * P9: P3's method (hkb_enqueue.c) through a movable handle: host enqueue time
  * per call through the loader's forwarding table against a raw cuLaunchKernel
  * of the same kernel, and against the direct call of the same hk-cuda on the
  * same stream, interleaved batch by batch. */
 #include <math.h>
-#include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "hk_loader.h"
 #include "hk_status_text.h"
 #include "hk_swap.h"
 #include "hkb.h"
+#include "hkb_p8.h"
 
 #define P8_THREADS 8
 #define P8_SWAPS 50
-#define P8_N (INT64_C(1) << 12)
-#define P8_BATCH 64 /* calls between two waits for the stream; even, so y returns to 0 */
+#define P8_QUICK_SWAPS 20
 #define P8_GAP_US 2000
 #define P8_SWITCH_TARGET_US 1000.0
-#define P8_EXTRA_TARGET_US 100.0
+#define P8_SERVICE_P999_US 100.0 /* extra p99.9 of a service call */
+#define P8_SERVICE_MAX_US 1000.0 /* extra longest service call */
+#define P8_FLOOD_MAX_US 500.0    /* extra longest flood call */
 #define P9_TARGET 1.05
 #define P9_EXTRA_TARGET_NS 25.0
 
@@ -98,12 +93,6 @@ static int open_plugin(hk_loader_t *loader, const char *path, hk_plugin_t **p)
         return 0;
     return hkb_fail("cannot load %s (`scons mode=release bench` builds both builds of "
                     "hk-cuda; or pass --plugin-b PATH)", hk_loader_last_error(loader));
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 /* ---- P9 ---- */
@@ -199,201 +188,206 @@ out:
 
 /* ---- P8 ---- */
 
-typedef struct p8_worker {
-    pthread_t tid;
-    int index, device, started;
-    const hkb_plugin_t *fwd;
-    hk_mhandle_t *mh;
-    cudaStream_t stream;
-    float *x, *y;
-    uint64_t calls[2]; /* [0] without swaps, [1] while swapping */
-    double max_ns[2];
-    atomic_int ready; /* 1 running, -1 failed */
-} p8_worker_t;
-
-static atomic_int p8_stop, p8_swapping;
-
-static void *p8_work(void *arg)
+/* Each worker on the bench's device, with a stream of its own. */
+static int p8_stream_create(void *ctx, void **stream, char *why, size_t len)
 {
-    p8_worker_t *w = arg;
-    hk_handle_t *h = hk_mhandle_handle(w->mh);
-    const float alpha[2] = {1.0f, -1.0f};
-    hkb_where("P8 thread %d", w->index);
-    if (hkb__cuda_ok(cudaSetDevice(w->device), "cudaSetDevice", __FILE__, __LINE__) != 0)
-        goto failed;
-    atomic_store(&w->ready, 1);
-    while (!atomic_load(&p8_stop)) {
-        for (int i = 0; i < P8_BATCH; i++) {
-            int during = atomic_load_explicit(&p8_swapping, memory_order_relaxed);
-            double t0 = hkb_now_ns();
-            hk_status_t st = w->fwd->blas.saxpy(h, P8_N, &alpha[i & 1], w->x, 1, w->y, 1);
-            double ns = hkb_now_ns() - t0;
-            if (hkb_hk_ok(w->fwd, h, st, "saxpy through a movable handle") != 0)
-                goto failed;
-            w->calls[during]++;
-            if (ns > w->max_ns[during])
-                w->max_ns[during] = ns;
-        }
-        if (hkb_hk_ok(w->fwd, h, w->fwd->vt.synchronize(h), "synchronize") != 0)
-            goto failed;
+    const int *device = ctx;
+    cudaStream_t s = NULL;
+    cudaError_t e = cudaSetDevice(*device);
+    if (e == cudaSuccess)
+        e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        snprintf(why, len, "cudaStreamCreateWithFlags: %s", cudaGetErrorName(e));
+        return -1;
     }
-    return NULL;
-failed:
-    atomic_store(&w->ready, -1);
-    return NULL;
+    *stream = s;
+    return 0;
 }
 
-/* A worker's handle on plugin a (device dev), stream, x = 1 and y = 0. */
-static int p8_worker_init(p8_worker_t *w, hk_plugin_t *a, const hkb_plugin_t *fwd, int dev)
+static void p8_stream_destroy(void *ctx, void *stream)
 {
-    static float ones[P8_N];
-    for (int i = 0; i < P8_N; i++)
-        ones[i] = 1.0f;
-    w->fwd = fwd;
-    w->device = dev;
-    hk_create_info_t ci = {sizeof ci, dev, 0};
-    HKB_TRY(hkb_hk_ok(fwd, NULL, hk_mhandle_create_on(a, &ci, &w->mh), "hk_mhandle_create_on"),
-            fail);
-    HKB_CUDA(cudaSetDevice(dev), fail);
-    HKB_CUDA(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking), fail);
-    hk_handle_t *h = hk_mhandle_handle(w->mh);
-    HKB_TRY(hkb_hk_ok(fwd, h, fwd->vt.set_stream(h, (void *)w->stream), "set_stream"), fail);
-    HKB_CUDA(cudaMalloc((void **)&w->x, sizeof ones), fail);
-    HKB_CUDA(cudaMalloc((void **)&w->y, sizeof ones), fail);
-    HKB_CUDA(cudaMemcpy(w->x, ones, sizeof ones, cudaMemcpyHostToDevice), fail);
-    HKB_CUDA(cudaMemset(w->y, 0, sizeof ones), fail);
+    (void)ctx;
+    (void)hkb__cuda_ok(cudaStreamDestroy((cudaStream_t)stream), "cudaStreamDestroy", __FILE__,
+                       __LINE__);
+}
+
+/* The device current in the worker thread, as in a program that uses it. */
+static int p8_thread_init(void *ctx, char *why, size_t len)
+{
+    cudaError_t e = cudaSetDevice(*(const int *)ctx);
+    if (e == cudaSuccess)
+        return 0;
+    snprintf(why, len, "cudaSetDevice: %s", cudaGetErrorName(e));
+    return -1;
+}
+
+/* Median and longest of step k over the committed swaps (NAN when none). */
+static int p8_step(const hkb_p8_result_t *r, int k, double *med, double *max)
+{
+    double *v = malloc((size_t)r->swaps * sizeof *v);
+    size_t n = 0;
+    if (!v)
+        return hkb_fail("out of host memory");
+    for (int i = 0; i < r->swaps; i++)
+        if (r->swap[i].ok)
+            v[n++] = r->swap[i].us[k];
+    *max = NAN;
+    for (size_t i = 0; i < n; i++)
+        *max = isnan(*max) || v[i] > *max ? v[i] : *max;
+    *med = n ? hkb_median(v, n) : NAN;
+    free(v);
     return 0;
+}
+
+static int p8_add(const char *op, hkb_p8_load_t load, double hk, double ref,
+                  hkb_target_kind_t kind, double target, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
+static int p8_add(const char *op, hkb_p8_load_t load, double hk, double ref,
+                  hkb_target_kind_t kind, double target, const char *fmt, ...)
+{
+    hkb_row_t row;
+    char name[sizeof row.op];
+    va_list ap;
+    snprintf(name, sizeof name, "%s/%s", op, hkb_p8_load_name(load));
+    hkb_row_set(&row, "P8", name, "-", 0, "us", hk, ref, kind, target);
+    va_start(ap, fmt);
+    vsnprintf(row.note, sizeof row.note, fmt, ap);
+    va_end(ap);
+    return hkb_report_add(&row);
+}
+
+/* The switch, then each step of the swaps (median; the note the longest). */
+static int p8_step_rows(const hkb_p8_result_t *r, hkb_p8_load_t load)
+{
+    static const char *const names[HKB_P8_STEPS] = {
+        "open", "verify", "new-handle", "commit", "drain", "close", "switch", "prepare-call",
+        "commit-call"};
+    double med, max;
+    int stayed = 0;
+    for (int i = 0; i < r->swaps; i++)
+        stayed += r->swap[i].ok && r->swap[i].module_stayed;
+    HKB_TRY(p8_step(r, HKB_P8_SWITCH, &med, &max), fail);
+    HKB_TRY(p8_add("switch", load, med, 0.0, HKB_TARGET_VALUE_LE, P8_SWITCH_TARGET_US,
+                   "from commit; %d swaps, %d refused", r->swaps - r->refused, r->refused),
+            fail);
+    HKB_TRY(p8_add("switch-max", load, max, 0.0, HKB_TARGET_VALUE_LE, P8_SWITCH_TARGET_US,
+                   "old module not gone: %d of %d", stayed, r->swaps - r->refused),
+            fail);
+    for (int k = 0; k < HKB_P8_STEPS; k++) {
+        if (k == HKB_P8_SWITCH)
+            continue;
+        HKB_TRY(p8_step(r, k, &med, &max), fail);
+        HKB_TRY(p8_add(names[k], load, med, 0.0, HKB_TARGET_NONE, 0.0, "%s median; max %.0f us",
+                       k >= HKB_P8_PREPARE_CALL ? "whole call" : "step", max),
+                fail);
+    }
+    return p8_add("hold-max", load, r->max_hold_us, 0.0, HKB_TARGET_NONE, 0.0,
+                  "calls held by %llu steps of %d swaps", (unsigned long long)r->holds,
+                  r->swaps);
 fail:
     return -1;
 }
 
-/* Checks y (every element back to 0) and frees the worker. */
-static int p8_worker_fini(p8_worker_t *w)
+/* The calls' times during the swaps (hk) against the quiet time (ref). */
+static int p8_call_rows(const hkb_p8_result_t *r, hkb_p8_load_t load, int worst)
 {
-    static float y[P8_N];
-    int rc = 0;
-    if (w->y && w->stream) {
-        rc = hkb__cuda_ok(cudaStreamSynchronize(w->stream), "cudaStreamSynchronize", __FILE__,
-                          __LINE__);
-        if (rc == 0)
-            rc = hkb__cuda_ok(cudaMemcpy(y, w->y, sizeof y, cudaMemcpyDeviceToHost),
-                              "cudaMemcpy", __FILE__, __LINE__);
-        for (int i = 0; rc == 0 && i < P8_N; i++)
-            if (y[i] != 0.0f)
-                rc = hkb_fail("P8 thread %d: y[%d] is %g after an even number of +x and -x, "
-                              "expected 0", w->index, i, (double)y[i]);
+    hk__lat_summary_t d, q, o;
+    int svc = load == HKB_P8_SERVICE;
+    hk__lat_summarize(&r->lat[HKB_P8_DURING], &d);
+    hk__lat_summarize(&r->lat[HKB_P8_QUIET], &q);
+    hk__lat_summarize(&r->lat[HKB_P8_OTHER], &o);
+    if (d.count == 0 || q.count == 0)
+        return hkb_fail("P8 %s: no call %s", hkb_p8_load_name(load),
+                        d.count ? "in the time without swaps" : "overlapped a swap");
+    HKB_TRY(p8_add("p50", load, d.p50_us, q.p50_us, HKB_TARGET_NONE, 0.0,
+                   "extra %+.1f us; %.3g calls swapping", d.p50_us - q.p50_us, (double)d.count),
+            fail);
+    HKB_TRY(p8_add("p99", load, d.p99_us, q.p99_us, HKB_TARGET_NONE, 0.0,
+                   "extra %+.1f us; %.3g calls quiet", d.p99_us - q.p99_us, (double)q.count),
+            fail);
+    HKB_TRY(p8_add("p99.9", load, d.p999_us, q.p999_us,
+                   svc ? HKB_TARGET_EXTRA_LE : HKB_TARGET_NONE, svc ? P8_SERVICE_P999_US : 0.0,
+                   "extra %+.1f us", d.p999_us - q.p999_us),
+            fail);
+    HKB_TRY(p8_add("max", load, d.max_us, q.max_us, HKB_TARGET_EXTRA_LE,
+                   svc ? P8_SERVICE_MAX_US : P8_FLOOD_MAX_US, "extra %+.1f us; in swap %d",
+                   d.max_us - q.max_us, worst),
+            fail);
+    return p8_add("other-max", load, o.max_us, q.max_us, HKB_TARGET_NONE, 0.0,
+                  "between swaps: p99.9 %.1f us, %.3g calls", o.p999_us, (double)o.count);
+fail:
+    return -1;
+}
+
+/* One line on the swap with the longest call: where its time went. */
+static int p8_worst(const hkb_p8_result_t *r, hkb_p8_load_t load)
+{
+    int worst = 0;
+    for (int i = 1; i < r->swaps; i++)
+        if (r->swap[i].longest_call_us > r->swap[worst].longest_call_us)
+            worst = i;
+    const hkb_p8_swap_t *s = &r->swap[worst];
+    if (!s->ok) {
+        printf("P8 %s: longest call %.0f us in swap %d (refused)\n", hkb_p8_load_name(load),
+               s->longest_call_us, worst);
+    } else {
+        printf("P8 %s: longest call %.0f us in swap %d: open %.0f, verify %.0f (held %.0f), "
+               "new handles %.0f, switch %.1f, drain %.0f, close %.0f (held %.0f); "
+               "prepare call %.0f, commit call %.0f us\n",
+               hkb_p8_load_name(load), s->longest_call_us, worst, s->us[HKB_P8_OPEN],
+               s->us[HKB_P8_VERIFY], s->hold_prepare_us, s->us[HKB_P8_CREATE],
+               s->us[HKB_P8_SWITCH], s->us[HKB_P8_DRAIN], s->us[HKB_P8_CLOSE], s->hold_commit_us,
+               s->us[HKB_P8_PREPARE_CALL], s->us[HKB_P8_COMMIT_CALL]);
     }
-    if (w->mh && hkb_hk_ok(w->fwd, NULL, hk_mhandle_destroy(w->mh), "hk_mhandle_destroy") != 0)
-        rc = -1;
-    if (w->x)
-        (void)hkb__cuda_ok(cudaFree(w->x), "cudaFree", __FILE__, __LINE__);
-    if (w->y)
-        (void)hkb__cuda_ok(cudaFree(w->y), "cudaFree", __FILE__, __LINE__);
-    if (w->stream)
-        (void)hkb__cuda_ok(cudaStreamDestroy(w->stream), "cudaStreamDestroy", __FILE__, __LINE__);
+    if (r->refused)
+        printf("P8 %s: %d of %d swaps refused; the first: %s\n", hkb_p8_load_name(load),
+               r->refused, r->swaps, r->refusal);
+    fflush(stdout);
+    return worst;
+}
+
+/* One workload: the run, then its rows. */
+static int p8_load(const char *path_a, const char *path_b, const hkb_opts_t *o,
+                   hkb_p8_load_t load)
+{
+    int device = o->device;
+    hkb_p8_setup_t s = {.load = load, .path_a = path_a, .path_b = path_b, .device = device,
+                        .threads = P8_THREADS, .swaps = o->quick ? P8_QUICK_SWAPS : P8_SWAPS,
+                        .gap_us = P8_GAP_US, .stream_create = p8_stream_create,
+                        .stream_destroy = p8_stream_destroy, .thread_init = p8_thread_init,
+                        .ctx = &device};
+    hkb_p8_result_t r;
+    char why[512];
+    hkb_where("P8 %s", hkb_p8_load_name(load));
+    if (hkb_p8_run(&s, &r, why, sizeof why) != 0)
+        return hkb_fail("%s", why);
+    printf("P8 %s: %s <-> %s, %d threads, %.2f s swapping, %.2f s quiet\n",
+           hkb_p8_load_name(load), r.name_a, r.name_b, P8_THREADS, r.swapping_s, r.quiet_s);
+    int worst = p8_worst(&r, load);
+    int rc = p8_step_rows(&r, load);
+    if (rc == 0)
+        rc = p8_call_rows(&r, load, worst);
+    hkb_p8_result_free(&r);
     return rc;
 }
 
-/* Step k of the last swap, in us: open, verify, new handles (the prepare),
- * commit, drain, close; then the switch (from the commit call until every
- * handle runs the new implementation), the whole prepare call and the whole
- * commit call. */
-enum { P8_OPEN, P8_VERIFY, P8_CREATE, P8_COMMIT, P8_DRAIN, P8_CLOSE, P8_SWITCH, P8_PREPARE,
-       P8_WALL, P8_STEPS };
-
-/* What the swaps held (docs/swap.md, "Held calls"). */
-typedef struct p8_holds {
-    uint64_t steps;   /* steps that held the calls */
-    double longest_us;
-} p8_holds_t;
-
-static int p8_swaps(hk_loader_t *loader, const char *pa, const char *pb, hk_plugin_t *a,
-                    hk_plugin_t *b, int swaps, double *steps, int *stayed, p8_holds_t *held)
+/* The floor: the driver's own time to load the new build's code into the
+ * idle context, and to unload it. */
+static int p8_floor_rows(const hkb_opts_t *o)
 {
-    for (int i = 0; i < swaps; i++) {
-        const char *to = (i % 2) ? pa : pb;
-        /* Prepared first (the module opened, verified, the new handles
-         * made: milliseconds on a GPU), then committed: the switch is what
-         * the callers see. */
-        hk_swap_prepared_t *prep = NULL;
-        double t0 = hkb_now_ns();
-        hk_status_t st = hk_loader_swap_prepare(loader, to, NULL, &prep);
-        double t1 = hkb_now_ns();
-        if (st == HK_STATUS_OK)
-            st = hk_loader_swap_commit(prep, NULL);
-        double wall = hkb_now_ns() - t1;
-        if (st != HK_STATUS_OK)
-            return hkb_fail("swap %d to %s: %s", i, to, hk_loader_last_error(loader));
-        hk_swap_state_t s = {.size = sizeof s};
-        hk_loader_swap_state(loader, &s);
-        const uint64_t v[P8_PREPARE] = {s.last_open_ns,   s.last_verify_ns, s.last_create_ns,
-                                        s.last_commit_ns, s.last_drain_ns,  s.last_close_ns,
-                                        s.last_switch_ns};
-        for (int k = 0; k < P8_PREPARE; k++)
-            steps[k * swaps + i] = (double)v[k] / 1e3;
-        steps[P8_PREPARE * swaps + i] = (t1 - t0) / 1e3;
-        held->steps = s.holds;
-        held->longest_us = (double)s.max_hold_ns / 1e3;
-        steps[P8_WALL * swaps + i] = wall / 1e3;
-        hk_swap_plugin_state_t ps = {.size = sizeof ps};
-        hk_plugin_swap_state((i % 2) ? b : a, &ps);
-        *stayed += ps.module != HK_MODULE_CLOSED;
-        struct timespec gap = {0, P8_GAP_US * 1000L};
-        nanosleep(&gap, NULL);
-    }
-    return 0;
-}
-
-static int p8_rows(double *steps, int swaps, const p8_worker_t *w, int stayed,
-                   const p8_holds_t *held)
-{
-    static const char *const names[P8_STEPS] = {"open",   "verify", "new-handle",
-                                                "commit", "drain",  "close",
-                                                "switch", "prepare-call", "commit-call"};
-    double med[P8_STEPS], max[P8_STEPS], longest[2] = {0.0, 0.0};
-    uint64_t calls[2] = {0, 0};
+    hkb_floor_t f;
     hkb_row_t row;
-    for (int k = 0; k < P8_STEPS; k++) {
-        qsort(&steps[k * swaps], (size_t)swaps, sizeof *steps, cmp_double);
-        med[k] = steps[k * swaps + swaps / 2];
-        max[k] = steps[k * swaps + swaps - 1];
-    }
-    for (int t = 0; t < P8_THREADS; t++)
-        for (int d = 0; d < 2; d++) {
-            calls[d] += w[t].calls[d];
-            longest[d] = w[t].max_ns[d] > longest[d] ? w[t].max_ns[d] : longest[d];
-        }
-    hkb_row_set(&row, "P8", "switch", "-", 0, "us", med[P8_SWITCH], 0.0, HKB_TARGET_VALUE_LE,
-                P8_SWITCH_TARGET_US);
-    snprintf(row.note, sizeof row.note, "from commit; median of %d swaps, %d thr", swaps,
-             P8_THREADS);
+    hkb_where("P8 floor");
+    HKB_CUDA(cudaSetDevice(o->device), fail);
+    HKB_CUDA(cudaDeviceSynchronize(), fail);
+    HKB_TRY(hkb_load_floor(o->quick ? 5 : 20, &f), fail);
+    hkb_row_set(&row, "P8", "floor-load", "-", 0, "us", f.load_us, 0.0, HKB_TARGET_NONE, 0.0);
+    snprintf(row.note, sizeof row.note, "%u kernels, %s; max %.0f us", f.kernels,
+             f.lazy ? "lazy" : "eager", f.load_max_us);
     HKB_TRY(hkb_report_add(&row), fail);
-    hkb_row_set(&row, "P8", "switch-max", "-", 0, "us", max[P8_SWITCH], 0.0, HKB_TARGET_VALUE_LE,
-                P8_SWITCH_TARGET_US);
-    snprintf(row.note, sizeof row.note, "old module not gone: %d of %d", stayed, swaps);
-    HKB_TRY(hkb_report_add(&row), fail);
-    for (int k = 0; k < P8_STEPS; k++) {
-        if (k == P8_SWITCH)
-            continue;
-        hkb_row_set(&row, "P8", names[k], "-", 0, "us", med[k], 0.0, HKB_TARGET_NONE, 0.0);
-        snprintf(row.note, sizeof row.note, "%s median; max %.0f us",
-                 k >= P8_PREPARE ? "whole call" : "step", max[k]);
-        HKB_TRY(hkb_report_add(&row), fail);
-    }
-    hkb_row_set(&row, "P8", "call-max", "-", 0, "us", longest[1] / 1e3, longest[0] / 1e3,
-                HKB_TARGET_NONE, 0.0);
-    snprintf(row.note, sizeof row.note, "swapping vs not; %.2g and %.2g calls",
-             (double)calls[1], (double)calls[0]);
-    HKB_TRY(hkb_report_add(&row), fail);
-    hkb_row_set(&row, "P8", "hold-max", "-", 0, "us", held->longest_us, 0.0, HKB_TARGET_NONE,
+    hkb_row_set(&row, "P8", "floor-unload", "-", 0, "us", f.unload_us, 0.0, HKB_TARGET_NONE,
                 0.0);
-    snprintf(row.note, sizeof row.note, "calls held by %llu steps of %d swaps",
-             (unsigned long long)held->steps, swaps);
-    HKB_TRY(hkb_report_add(&row), fail);
-    hkb_row_set(&row, "P8", "call-extra", "-", 0, "us", (longest[1] - longest[0]) / 1e3, 0.0,
-                HKB_TARGET_VALUE_LE, P8_EXTRA_TARGET_US);
-    snprintf(row.note, sizeof row.note, "longest call %.0f us swapping, %.0f not",
-             longest[1] / 1e3, longest[0] / 1e3);
+    snprintf(row.note, sizeof row.note, "cuLibraryUnload; max %.0f us", f.unload_max_us);
     return hkb_report_add(&row);
 fail:
     return -1;
@@ -401,64 +395,12 @@ fail:
 
 int hkb_fig_swap(const char *path_a, const char *path_b, const hkb_opts_t *o)
 {
-    int swaps = o->quick ? 20 : P8_SWAPS, rc = -1, stayed = 0, running = 0, st = -1;
-    p8_holds_t held = {0, 0.0};
-    double t0 = 0.0, busy = 0.0;
-    hk_loader_t *loader = NULL;
-    hk_plugin_t *a = NULL, *b = NULL;
-    hkb_plugin_t fwd;
-    static p8_worker_t w[P8_THREADS];
-    double *steps = calloc((size_t)swaps * P8_STEPS, sizeof *steps);
-
-    hkb_where("P8 set-up");
-    memset(w, 0, sizeof w);
-    atomic_store(&p8_stop, 0);
-    atomic_store(&p8_swapping, 0);
-    if (!steps)
-        return hkb_fail("out of host memory");
-    HKB_TRY(open_loader(&loader), out);
-    HKB_TRY(open_plugin(loader, path_a, &a), out);
-    HKB_TRY(open_plugin(loader, path_b, &b), out);
-    printf("P8: %s %s <-> %s %s (%s)\n", hk_plugin_name(a), hk_plugin_version(a),
-           hk_plugin_name(b), hk_plugin_version(b), hk_plugin_path(b));
-    fflush(stdout);
-    HKB_TRY(forwarding_plugin(&fwd, path_a), out);
-    for (int t = 0; t < P8_THREADS; t++) {
-        w[t].index = t;
-        HKB_TRY(p8_worker_init(&w[t], a, &fwd, o->device), out);
-    }
-    for (; running < P8_THREADS; running++)
-        if (pthread_create(&w[running].tid, NULL, p8_work, &w[running]) != 0) {
-            hkb_fail("cannot start a thread");
-            goto stop;
-        }
-    for (int t = 0; t < P8_THREADS; t++)
-        while (atomic_load(&w[t].ready) == 0)
-            sched_yield();
-    hkb_where("P8 swaps");
-    atomic_store(&p8_swapping, 1);
-    t0 = hkb_now_ns();
-    st = p8_swaps(loader, path_a, path_b, a, b, swaps, steps, &stayed, &held);
-    busy = hkb_now_ns() - t0;
-    atomic_store(&p8_swapping, 0);
-    if (st == 0) { /* as long again without swaps: the baseline of the call times */
-        struct timespec quiet = {(time_t)(busy / 1e9), (long)fmod(busy, 1e9)};
-        nanosleep(&quiet, NULL);
-    }
-stop:
-    atomic_store(&p8_stop, 1);
-    for (int t = 0; t < running; t++)
-        pthread_join(w[t].tid, NULL);
-    if (running == P8_THREADS && !hkb_failure())
-        rc = p8_rows(steps, swaps, w, stayed, &held);
+    int rc = -1;
+    HKB_TRY(p8_floor_rows(o), out);
+    HKB_TRY(p8_load(path_a, path_b, o, HKB_P8_FLOOD), out);
+    HKB_TRY(p8_load(path_a, path_b, o, HKB_P8_SERVICE), out);
+    rc = 0;
 out:
-    atomic_store(&p8_stop, 1);
-    for (int t = 0; t < P8_THREADS; t++)
-        if (p8_worker_fini(&w[t]) != 0)
-            rc = -1;
-    if (loader && hk_loader_destroy(loader) != HK_STATUS_OK && rc == 0)
-        rc = hkb_fail("loader destroy: %s", hk_loader_last_error(loader));
-    free(steps);
     hkb_where("%s", "");
     return rc;
 }

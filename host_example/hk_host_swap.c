@@ -1,9 +1,15 @@
 /* hk-host swap: worker threads call through movable handles, every result
  * checked, while the main thread swaps the implementation between two
  * plugins every few milliseconds. One progress line on a terminal, a summary
- * line at the end and a second line with the swaps' time step by step;
- * exits 1 on any wrong or failed call or refused swap. Works in any memory
- * domain: data goes through hk.memory/1. */
+ * line at the end, a line with the swaps' time step by step, and two with
+ * the calls' times (p50, p99, p99.9, longest) during the swaps and outside
+ * them; exits 1 on any wrong or failed call or refused swap. Works in any
+ * memory domain: data goes through hk.memory/1.
+ *
+ * Each call is timed around the call alone into a histogram of its thread
+ * (common/hk__lat.h: no lock, a few instructions); a swap's window runs from
+ * just before the swap call (or its prepare) until it (or the commit) has
+ * returned, and a call is "during" when any part of it overlaps one. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -13,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hk__lat.h"
 #include "hk_blas1.h"
 #include "hk_host.h"
 #include "hk_memory.h"
@@ -33,9 +40,20 @@ typedef struct hkh_worker {
     atomic_ullong calls, wrong, failed;
     char first[320];  /* the first failure, written by the worker only */
     atomic_int ready; /* 1: set up, -1: set-up failed */
+    hk__lat_t lat[2]; /* the calls' times: [0] outside the swaps, [1] during one */
 } hkh_worker_t;
 
 static atomic_int hkh_stop;
+static hk__lat_windows_t hkh_windows;
+
+/* st = call, timed and classed by the swaps' windows. */
+#define HKH_TIMED(w, st, call)                                                                 \
+    do {                                                                                       \
+        uint64_t before_ = hk__lat_mark(&hkh_windows), t0_ = hk__lat_now_ns();                 \
+        (st) = (call);                                                                         \
+        uint64_t t1_ = hk__lat_now_ns(), after_ = hk__lat_mark(&hkh_windows);                  \
+        hk__lat_add(&(w)->lat[hk__lat_overlaps(before_, after_)], t1_ - t0_);                  \
+    } while (0)
 static hk_blas1_v1_t hkh_blas;
 static hk_memory_v1_t hkh_mem;
 
@@ -152,13 +170,14 @@ static void *hkh_work(void *arg)
     atomic_store(&w->ready, 1);
     for (int up = 1; !atomic_load(&hkh_stop); up = !up) {
         float alpha = up ? 1.0f : -1.0f, r = 0.0f;
-        hk_status_t st = hkh_blas.saxpy(h, w->n, &alpha, dx, 1, dy, 1);
+        hk_status_t st;
+        HKH_TIMED(w, st, hkh_blas.saxpy(h, w->n, &alpha, dx, 1, dy, 1));
         atomic_fetch_add(&w->calls, 1);
         if (st != HK_STATUS_OK) {
             hkh_worker_fail(w, "saxpy", st);
             break;
         }
-        st = hkh_mem.copy_to_host(h, y, dy, bytes);
+        HKH_TIMED(w, st, hkh_mem.copy_to_host(h, y, dy, bytes));
         atomic_fetch_add(&w->calls, 1);
         if (st != HK_STATUS_OK) {
             hkh_worker_fail(w, "copy_to_host", st);
@@ -169,7 +188,7 @@ static void *hkh_work(void *arg)
                 atomic_fetch_add(&w->wrong, 1);
                 break;
             }
-        st = hkh_blas.sdot(h, w->n, dx, 1, dy, 1, &r);
+        HKH_TIMED(w, st, hkh_blas.sdot(h, w->n, dx, 1, dy, 1, &r));
         atomic_fetch_add(&w->calls, 1);
         if (st != HK_STATUS_OK) {
             hkh_worker_fail(w, "sdot", st);
@@ -249,6 +268,27 @@ static void hkh_print_steps(uint64_t *steps, long n)
     free(col);
 }
 
+/* The last two lines: the calls' times during the swaps and outside them,
+ * over every thread (read after the threads ended). */
+static void hkh_print_times(const hkh_worker_t *w, long n)
+{
+    static const char *const when[2] = {"outside swaps", "during swaps"};
+    hk__lat_t *all = calloc(2, sizeof *all);
+    if (!all)
+        return;
+    for (long i = 0; i < n; i++)
+        for (int c = 0; c < 2; c++)
+            hk__lat_merge(&all[c], &w[i].lat[c]);
+    for (int c = 1; c >= 0; c--) {
+        hk__lat_summary_t s;
+        hk__lat_summarize(&all[c], &s);
+        printf("swap: call time %s (%llu calls): p50 %.1f, p99 %.1f, p99.9 %.1f, longest %.1f "
+               "us\n", when[c], (unsigned long long)s.count, s.p50_us, s.p99_us, s.p999_us,
+               s.max_us);
+    }
+    free(all);
+}
+
 /* One swap to request: in one call, or prepared and then committed. */
 static hk_status_t hkh_swap_once(hk_loader_t *loader, const char *request, int prepared)
 {
@@ -269,7 +309,10 @@ static long hkh_swap_loop(hk_loader_t *loader, const hkh_swap_opts_t *o, hkh_wor
     *done = 0;
     for (long i = 0; i < o->swaps; i++) {
         const char *to = (i % 2) ? o->a : o->b;
-        if (hkh_swap_once(loader, to, o->prepared) != HK_STATUS_OK) {
+        hk__lat_window_open(&hkh_windows);
+        hk_status_t st = hkh_swap_once(loader, to, o->prepared);
+        hk__lat_window_close(&hkh_windows);
+        if (st != HK_STATUS_OK) {
             if (refused++ == 0)
                 hkh_fail("swap: %s", hk_loader_last_error(loader));
         } else if (steps) {
@@ -363,7 +406,10 @@ int hkh_cmd_swap(const hkh_opts_t *opts)
     hkh_worker_t *w = calloc((size_t)o.threads, sizeof(*w));
     uint64_t *steps = calloc((size_t)o.swaps + 1, STEPS * sizeof(*steps));
     long started = 0, refused = 0, done = 0;
+    if (w)
+        hk__lat_prefault(w, (size_t)o.threads * sizeof(*w));
     atomic_store(&hkh_stop, 0);
+    hk__lat_windows_init(&hkh_windows);
     rc = w ? hkh_start(loader, &o, w, &started) : 1;
     if (rc == 0)
         refused = hkh_swap_loop(loader, &o, w, steps, &done);
@@ -387,6 +433,7 @@ int hkh_cmd_swap(const hkh_opts_t *opts)
                open, total);
         if (steps)
             hkh_print_steps(steps, done);
+        hkh_print_times(w, started);
         rc = (t[1] || t[2] || refused) ? 1 : 0;
     }
     free(steps);

@@ -40,7 +40,7 @@ class Compare(unittest.TestCase):
     def test_same_file_is_no_regression(self):
         rc, out, err = compare(OLD, OLD)
         self.assertEqual(rc, 0, err)
-        self.assertIn('summary: 10 compared: 0 worse, 0 better, 10 same;', out)
+        self.assertIn('summary: 13 compared: 0 worse, 0 better, 13 same;', out)
 
     def test_default_tolerance_flags_worse_rows_and_exits_1(self):
         rc, out, err = compare(OLD, NEW)
@@ -53,8 +53,12 @@ class Compare(unittest.TestCase):
         self.assertEqual(v[('P2', 'dot/dev')], 'WORSE')  # lower is better: +7.4 %
         self.assertEqual(v[('P3', 'axpy')], 'same')      # +1.5 %
         self.assertEqual(v[('P4', 'create')], 'same')    # +26 %: P4's spread is 50 %
-        self.assertIn('summary: 8 compared: 2 worse, 2 better, 4 same; 1 only in OLD, '
-                      '1 only in NEW, 1 without a ratio', out)
+        self.assertEqual(v[('P8', 'p50/service')], 'WORSE')    # +26 %: P8's is 25 %
+        self.assertEqual(v[('P8', 'p99.9/service')], 'same')   # +28 %: its tails' 100 %
+        self.assertEqual(v[('P8', 'max/flood')], 'same')       # -55 %
+        self.assertEqual(v[('P8', 'switch/flood')], 'no ratio')
+        self.assertIn('summary: 11 compared: 3 worse, 2 better, 6 same; 1 only in OLD, '
+                      '1 only in NEW, 2 without a ratio', out)
 
     def test_rows_of_one_file_or_without_ratio_are_not_regressions(self):
         rc, out, _ = compare(OLD, NEW, '--tolerance', '30')
@@ -74,7 +78,8 @@ class Compare(unittest.TestCase):
         self.assertEqual(v[('P1', 'axpy')], 'WORSE')
         self.assertEqual(v[('P2', 'dot/dev')], 'WORSE')
         self.assertEqual(v[('P4', 'create')], 'WORSE')
-        self.assertIn(' 4 worse,', out)
+        self.assertEqual(v[('P8', 'p99.9/service')], 'WORSE')  # the tails too
+        self.assertIn(' 6 worse,', out)
 
     def test_per_figure_tolerance(self):
         rc, out, _ = compare(OLD, NEW, '--tolerance', 'P1=10')
@@ -83,7 +88,25 @@ class Compare(unittest.TestCase):
         self.assertEqual(v[('P1', 'axpy')], 'same')
         self.assertEqual(v[('P2', 'dot/dev')], 'WORSE')
         rc, out, _ = compare(OLD, NEW, '--tolerance', 'P1=10', '--tolerance', 'P2=10')
+        self.assertEqual(rc, 1, out)  # P8's p50, +26 %
+        rc, out, _ = compare(OLD, NEW, '--tolerance', 'P1=10', '--tolerance', 'P2=10',
+                             '--tolerance', 'P8=30')
         self.assertEqual(rc, 0, out)
+
+    def test_p8_figure_tolerance_covers_its_tails(self):
+        # P8=27 replaces both of P8's tolerances: p50 +26 % is now within,
+        # the tail's +28 % no longer is.
+        rc, out, _ = compare(OLD, NEW, '--tolerance', 'P8=27')
+        v = verdicts(out)
+        self.assertEqual(v[('P8', 'p50/service')], 'same')
+        self.assertEqual(v[('P8', 'p99.9/service')], 'WORSE')
+        self.assertEqual(v[('P8', 'max/flood')], 'BETTER')  # -55 %, lower is better
+        self.assertEqual(rc, 1)
+        # "<=+100us" targets an extra time: lower is better, read the other way.
+        rc, out, _ = compare(NEW, OLD, '--tolerance', 'P8=10')
+        v = verdicts(out)
+        self.assertEqual(v[('P8', 'p99.9/service')], 'BETTER')
+        self.assertEqual(v[('P8', 'max/flood')], 'WORSE')
 
     def test_direction_from_target_or_unit(self):
         # P4 create has target <=20us; create0 none ("-") but unit us: both

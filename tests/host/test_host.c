@@ -454,7 +454,7 @@ static void test_bench(void)
              "--only P1 --csv new.csv --compare " HK_TEST_BENCH_OLD " --plot figs", dir);
     expect(run, cmd, 1, "hk-bench: --quick --only P1 --csv new.csv\n",
            "P1  axpy       f32  2^26        1.02     0.9442    -7.5%    5%  WORSE\n",
-           "summary: 8 compared: 2 worse,", NULL);
+           "summary: 11 compared: 3 worse,", NULL);
     static const char *const made[] = {"new.csv", "figs/p1.svg", "figs/p2.svg"};
     for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, made[i]);

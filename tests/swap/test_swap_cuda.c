@@ -343,6 +343,8 @@ static void test_host_swap(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "wrong 0, failed 0, swaps 20 of 20 (0 refused)"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "modules still open: 1 of 2"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "swap: time by step"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\nswap: call time during swaps ("));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\nswap: call time outside swaps ("));
     if (st != 0 || !strstr(out, "modules still open: 1 of 2"))
         fprintf(stderr, "\n%s\n", out);
     const char *sum = strstr(out, "swap: calls");

@@ -48,6 +48,27 @@ static int has(const char *out, const char *needle)
     return ok;
 }
 
+/* The two lines of call times: their numbers in order, and the calls of
+ * both adding up to the summary's count. */
+static void check_times(const char *out)
+{
+    const char *d = out ? strstr(out, "\nswap: call time during swaps (") : NULL;
+    const char *o = out ? strstr(out, "\nswap: call time outside swaps (") : NULL;
+    unsigned long long calls = 0, n[2] = {0, 0};
+    double v[2][4];
+    CU_ASSERT_FATAL(d != NULL && o != NULL && d < o);
+    CU_ASSERT_EQUAL(sscanf(strstr(out, "swap: calls "), "swap: calls %llu", &calls), 1);
+    for (int i = 0; i < 2; i++) {
+        const char *line = strchr((i ? o : d) + 1, '(');
+        CU_ASSERT_EQUAL(sscanf(line, "(%llu calls): p50 %lf, p99 %lf, p99.9 %lf, longest %lf us",
+                               &n[i], &v[i][0], &v[i][1], &v[i][2], &v[i][3]), 5);
+        CU_ASSERT(v[i][0] > 0.0 && v[i][0] <= v[i][1] && v[i][1] <= v[i][2] &&
+                  v[i][2] <= v[i][3]);
+    }
+    CU_ASSERT(n[0] > 0 && n[1] > 0);
+    CU_ASSERT_EQUAL(n[0] + n[1], calls);
+}
+
 static void test_host_swap(void)
 {
     char *out;
@@ -59,6 +80,7 @@ static void test_host_swap(void)
     CU_ASSERT(has(out, "modules still open: 1 of 2"));
     CU_ASSERT(has(out, "\nswap: time by step, median (slowest switch, "));
     CU_ASSERT(has(out, ", drain "));
+    check_times(out);
     CU_ASSERT(out && !strchr(out, '\r')); /* no progress line off a terminal */
     printf("\n    %s    ", out && strrchr(out, '\n') ? strstr(out, "swap: calls") : "");
     free(out);
@@ -71,6 +93,7 @@ static void test_host_swap_prepared(void)
     CU_ASSERT_EQUAL(rc, 0);
     CU_ASSERT(has(out, "wrong 0, failed 0, swaps 40 of 40 (0 refused)"));
     CU_ASSERT(has(out, "modules still open: 1 of 2"));
+    check_times(out);
     printf("\n    %s    ", out && strrchr(out, '\n') ? strstr(out, "swap: calls") : "");
     free(out);
 }
