@@ -8,16 +8,17 @@
 # fails the step unless its library is not installed), optionally
 # compute-sanitizer over the GPU suites, and the benchmark.
 #
-# usage: tools/gpu-check.sh [-q] [-s] [-B] OUT_DIR
+# usage: tools/gpu-check.sh [-q] [-s] [-B] [-L] OUT_DIR
 #   -q  quick benchmark (hk-bench --quick)
 #   -B  no benchmark
+#   -L  leave out the two long validations of hk-cuda (about 5 minutes)
 #   -s  also run compute-sanitizer memcheck/racecheck/initcheck on the GPU suites
 # Every log goes to OUT_DIR; the summary is printed last. Exit status is the
 # number of steps that failed.
 set -u
-quick=""; sanitize=0; bench=1
-while getopts qsB o; do
-    case $o in q) quick="--quick";; s) sanitize=1;; B) bench=0;; *) exit 2;; esac
+quick=""; sanitize=0; bench=1; long=1
+while getopts qsBL o; do
+    case $o in q) quick="--quick";; s) sanitize=1;; B) bench=0;; L) long=0;; *) exit 2;; esac
 done
 shift $((OPTIND - 1))
 out=${1:?usage: tools/gpu-check.sh [-q] [-s] OUT_DIR}
@@ -69,8 +70,10 @@ step hk-host-swap-cuda  $rel/bin/hk-host swap -p $rel/plugins/hk-cuda.so \
 step hk-host-swap-cuda-prepared $rel/bin/hk-host swap -p $rel/plugins/hk-cuda.so \
     -q $rel/tests/swap_plugins/hk-cuda-1.0.1.so -t 8 -k 100 -P
 step hk-validate-example $rel/bin/hk-validate $dbg/tests/kit/example/hk-example.so
+if [ $long -eq 1 ]; then
 step hk-validate-cuda   $rel/bin/hk-validate $rel/plugins/hk-cuda.so
 step hk-validate-cmp    $rel/bin/hk-validate --compare $rel/plugins/hk-cpu.so $rel/plugins/hk-cuda.so
+fi
 # The Python package against PyTorch and CuPy, where the machine has them.
 step python-gpu env HK_LOADER_LIBRARY=$rel/stage/usr/local/lib/libhkloader.so.1 PYTHONPATH=python \
     python3 python/tests/run.py test_gpu
