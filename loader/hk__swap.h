@@ -219,25 +219,30 @@ static inline hk__binding_t *hk__mh_bound(hk_mhandle_t *mh)
 
 /* The watchdog of one swap step: when the step runs longer than after_ns
  * (0: never), every movable handle of sw is held until hk__guard_end, or
- * for max_ns at most (0: no limit), after which the step goes on without
- * holding them again (cut). */
+ * for max_ns at most (0: no limit); a hold so cut lets the calls run for
+ * after_ns, then holds them again, until the step ends. */
 typedef struct hk__guard {
     struct hk__swap *sw;
     uint64_t after_ns, max_ns, t_begin, t_held, held_ns;
     pthread_mutex_t m;
     pthread_cond_t cv;
     pthread_t tid;
-    int started, done, held, cut;
+    int started, done, held;
+    unsigned cut, holds; /* holds cut by max_ns; holds in all */
 } hk__guard_t;
 
 /* Starts the watchdog (without one, when no thread can be made, the step
  * just runs unguarded). Caller holds swap->lock for the whole step. */
 void hk__guard_begin(hk__guard_t *g, struct hk__swap *sw, uint64_t after_ns, uint64_t max_ns);
 
-/* Ends the step: releases a hold, records its time, stops the watchdog.
- * Returns the hold's length in ns (0: no hold); *cut (may be NULL) tells
- * whether the hold limit ended it. */
-uint64_t hk__guard_end(hk__guard_t *g, int *cut);
+/* Ends the step: releases a hold, records the holds, stops the watchdog.
+ * Returns the longest hold's length in ns (0: no hold); *holds and *cut
+ * (each may be NULL) receive how many holds there were and how many of
+ * them the hold limit ended. */
+uint64_t hk__guard_end(hk__guard_t *g, unsigned *holds, unsigned *cut);
+
+/* hk__guard_end, and a trace line naming step when it held the calls. */
+void hk__guard_done(hk__guard_t *g, const char *step);
 
 /* ---- hk_loader_swapstate.c ---- */
 

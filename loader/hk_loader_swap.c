@@ -42,6 +42,7 @@ typedef struct hk_swap_prepared {
      * plugin's kernels), so the new handles reuse it, and its destroy (which
      * may wait for the device) is not on the switch's clock. */
     hk_handle_t *vh;
+    hk_create_info_t ci; /* where the verification handle is made */
     uint64_t t[5]; /* call, opened, verified, new handles made, switched */
     /* Made by hk_loader_swap_prepare: committed (or cancelled) later, by the
      * thread that prepared it (it holds the swap lock meanwhile). */
@@ -192,8 +193,9 @@ static int hk__dom_of_handle(hk__job_t *job, const hk_create_info_t *ci)
     return hk__dom_of_info(&info);
 }
 
-/* The new plugin's tables, domain, and a verified workload on a handle of
- * it, made on the device of the first handle that moves. */
+/* The new plugin's tables and domain, and the verification workload on a
+ * handle of it in a probe process, on the device of the first handle that
+ * moves (hk__validate_here repeats it in this process). */
 static hk_status_t hk__validate(hk__job_t *job)
 {
     hk_plugin_t *to = job->to;
@@ -218,22 +220,30 @@ static hk_status_t hk__validate(hk__job_t *job)
         }
     }
 
-    hk_create_info_t ci = {sizeof(ci), HK_DEVICE_CURRENT, 0};
+    job->ci = (hk_create_info_t){sizeof(job->ci), HK_DEVICE_CURRENT, 0};
     if (job->nmovers && HK__HAS(job->movers[0].mh->bound, device)
         && job->movers[0].mh->bound.device >= 0)
-        ci.device = job->movers[0].mh->bound.device;
+        job->ci.device = job->movers[0].mh->bound.device;
     /* In a probe process first: a crash, exit or hang of the new plugin
      * there refuses the swap; here it would end the host. */
     char first[512];
-    st = hk__probe_verify(job->loader, to, ci.device, first, sizeof(first));
-    if (st != HK_STATUS_OK) {
+    st = hk__probe_verify(job->loader, to, job->ci.device, first, sizeof(first));
+    if (st != HK_STATUS_OK)
         snprintf(job->why, sizeof(job->why), "%s %s failed in the probe process: %s", to->name,
                  to->version, first);
-        return st;
-    }
+    return st;
+}
+
+/* The verification in this process: a handle of the new plugin on the
+ * movable handles' device, and the workload on it. */
+static hk_status_t hk__validate_here(hk__job_t *job)
+{
+    hk_plugin_t *to = job->to;
+    int dom_new = hk__dom_of_flags(to->flags);
+    hk_create_info_t ci = job->ci;
     const hk_vtable_t *vt = &job->fresh.core;
     hk_handle_t *h = NULL;
-    st = vt->handle_create(&ci, &h);
+    hk_status_t st = vt->handle_create(&ci, &h);
     if (st != HK_STATUS_OK && dom_new == HK__DOM_UNKNOWN && ci.device != HK_DEVICE_CURRENT) {
         /* It may have no such device because it works in another domain:
          * that is the better reason to give. */
@@ -509,7 +519,14 @@ static hk_status_t hk__prepare(hk__job_t *job, const char *request)
               "handle%s to move%s%s", request, job->to->name, job->to->version, job->to->path,
               job->nmovers, job->nmovers == 1 ? "" : "s", job->from ? ", those of " : "",
               job->from ? job->from : "");
-    st = hk__validate(job);
+    return hk__validate(job);
+}
+
+/* The prepare's steps in this process, which may load code into a device
+ * context: verification, new handles, the libraries loaded through them. */
+static hk_status_t hk__prepare_here(hk__job_t *job)
+{
+    hk_status_t st = hk__validate_here(job);
     job->t[2] = hk__now_ns();
     if (st == HK_STATUS_OK)
         HK__TRACE(HK__TRACE_DECISIONS, "swap", "verified %s %s: tables, memory domain and the "
@@ -544,22 +561,6 @@ static void hk__guard_start(hk__job_t *job, hk__guard_t *g)
     hk__guard_begin(g, job->sw, job->hold_after_ns, job->hold_max_ns);
 }
 
-/* Ends a guarded step, and says so in the trace when it held the calls. */
-static void hk__guard_done(hk__job_t *job, hk__guard_t *g, const char *step)
-{
-    int cut = 0;
-    uint64_t held = hk__guard_end(g, &cut);
-    if (held && !cut)
-        HK__TRACE(HK__TRACE_DECISIONS, "swap", "%s ran past %.1f ms (the driver kept it "
-                  "waiting?): calls through movable handles were held for %.1f ms until it "
-                  "ended", step, (double)job->hold_after_ns / 1e6, (double)held / 1e6);
-    else if (held)
-        HK__TRACE(HK__TRACE_DECISIONS, "swap", "%s ran past %.1f ms: calls through movable "
-                  "handles were held for %.1f ms, the hold limit, then released; the step "
-                  "went on without holding them", step, (double)job->hold_after_ns / 1e6,
-                  (double)held / 1e6);
-}
-
 /* After the switch: drain, destroy and close what the handles left. */
 static void hk__finish(hk__job_t *job)
 {
@@ -584,7 +585,7 @@ static void hk__finish(hk__job_t *job)
               job->nmovers == 1 ? "" : "s", (double)(t_drained - job->t[4]) / 1e3);
     if (olds) /* without the list the old modules just stay open */
         hk__close_old(job, olds);
-    hk__guard_done(job, &g, "destroying the old handles and closing their modules");
+    hk__guard_done(&g, "destroying the old handles and closing their modules");
     free(olds);
     hk__swap_record_times(job->sw, job->t, job->t_commit, t_drained, hk__now_ns());
 }
@@ -593,10 +594,17 @@ static void hk__finish(hk__job_t *job)
  * the hold watchdog (hk__swap.h, "Holding"). */
 static hk_status_t hk__prepare_guarded(hk__job_t *job, const char *request)
 {
+    /* What runs before (the checks, the probe process's verification) loads
+     * no code here: holding the calls would not speed it up. */
+    hk_status_t st = hk__prepare(job, request);
+    if (st != HK_STATUS_OK) {
+        job->t[2] = job->t[3] = hk__now_ns();
+        return st;
+    }
     hk__guard_t g;
     hk__guard_start(job, &g);
-    hk_status_t st = hk__prepare(job, request);
-    hk__guard_done(job, &g, "the prepare (verification, new handles)");
+    st = hk__prepare_here(job);
+    hk__guard_done(&g, "the prepare (verification, new handles)");
     return st;
 }
 
@@ -605,7 +613,7 @@ static void hk__abandon_guarded(hk__job_t *job)
     hk__guard_t g;
     hk__guard_start(job, &g);
     hk__abandon(job);
-    hk__guard_done(job, &g, "giving up the swap");
+    hk__guard_done(&g, "giving up the swap");
 }
 
 /* Commits a prepared job: switch, then drain and close; on failure nothing

@@ -12,10 +12,15 @@
  * boundary until it ends: a pause of a few milliseconds instead of a swap
  * that never ends. Steps that end in time hold nothing, and calls then
  * never wait. A hold lasts the hold limit at most: a step still running
- * then is slow for another reason than the launches (a plugin's create or
- * destroy that takes seconds), and holding on would only stop the callers
- * for as long; it goes on without holding them. */
+ * then may be slow for another reason than the launches (a plugin's create
+ * or destroy that takes seconds), and holding on would stop the callers for
+ * as long. So the calls run again for the hold time, then are held again for
+ * the limit at most, and so on: no caller waits longer than the limit at a
+ * time, and driver work that needs the launches to pause still gets its
+ * turn in every hold, which a step that simply went on without holding
+ * would not get under launches that never pause. */
 #include "hk__swap.h"
+#include "hk__trace.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -91,17 +96,33 @@ static int hk__guard_wait(hk__guard_t *g, uint64_t deadline)
     return 0;
 }
 
+/* Ends the hold under way: counts it, keeps the longest, releases the
+ * calls. Caller holds g->m. */
+static void hk__guard_release(hk__guard_t *g)
+{
+    uint64_t held = hk__hold_now_ns() - g->t_held;
+    if (held > g->held_ns)
+        g->held_ns = held;
+    g->holds++;
+    hk__release_all(g);
+}
+
+/* Holds once the step has run for after_ns; a hold that reaches max_ns is
+ * cut: the calls run for another after_ns, then are held again, and so on
+ * until the step ends. Each hold gives the driver work that waits for the
+ * launches to pause its turn; between them the callers run. */
 static void *hk__guard_main(void *arg)
 {
     hk__guard_t *g = arg;
     pthread_mutex_lock(&g->m);
-    if (hk__guard_wait(g, g->t_begin + g->after_ns)) {
+    uint64_t from = g->t_begin;
+    while (hk__guard_wait(g, from + g->after_ns)) {
         hk__hold_all(g);
-        if (g->max_ns && hk__guard_wait(g, g->t_held + g->max_ns)) {
-            g->held_ns = hk__hold_now_ns() - g->t_held;
-            hk__release_all(g);
-            g->cut = 1;
-        }
+        if (!g->max_ns || !hk__guard_wait(g, g->t_held + g->max_ns))
+            break; /* held until the step ends (hk__guard_end releases) */
+        hk__guard_release(g);
+        g->cut++;
+        from = hk__hold_now_ns();
     }
     pthread_mutex_unlock(&g->m);
     return NULL;
@@ -114,7 +135,8 @@ void hk__guard_begin(hk__guard_t *g, struct hk__swap *sw, uint64_t after_ns, uin
     g->max_ns = max_ns;
     g->t_begin = hk__hold_now_ns();
     g->t_held = g->held_ns = 0;
-    g->started = g->done = g->held = g->cut = 0;
+    g->started = g->done = g->held = 0;
+    g->cut = g->holds = 0;
     if (after_ns == 0)
         return;
     pthread_condattr_t ca;
@@ -137,8 +159,10 @@ void hk__guard_begin(hk__guard_t *g, struct hk__swap *sw, uint64_t after_ns, uin
     g->started = 1;
 }
 
-uint64_t hk__guard_end(hk__guard_t *g, int *cut)
+uint64_t hk__guard_end(hk__guard_t *g, unsigned *holds, unsigned *cut)
 {
+    if (holds)
+        *holds = 0;
     if (cut)
         *cut = 0;
     if (!g->started)
@@ -146,27 +170,41 @@ uint64_t hk__guard_end(hk__guard_t *g, int *cut)
     pthread_mutex_lock(&g->m);
     g->done = 1;
     pthread_cond_signal(&g->cv);
-    if (g->held) { /* still held: not cut */
-        g->held_ns = hk__hold_now_ns() - g->t_held;
-        hk__release_all(g);
-    }
+    if (g->held) /* held when the step ended: this hold was not cut */
+        hk__guard_release(g);
     uint64_t held_ns = g->held_ns;
-    int was_cut = g->cut;
+    unsigned n = g->holds, was_cut = g->cut;
     pthread_mutex_unlock(&g->m);
     pthread_join(g->tid, NULL);
     pthread_mutex_destroy(&g->m);
     pthread_cond_destroy(&g->cv);
     g->started = 0;
-    if (held_ns) {
+    if (n) {
         struct hk__swap *sw = g->sw;
-        atomic_fetch_add(&sw->holds, 1);
-        if (was_cut)
-            atomic_fetch_add(&sw->holds_cut, 1);
+        atomic_fetch_add(&sw->holds, n);
+        atomic_fetch_add(&sw->holds_cut, was_cut);
         atomic_store(&sw->last_hold_ns, held_ns);
         if (held_ns > atomic_load(&sw->max_hold_ns))
             atomic_store(&sw->max_hold_ns, held_ns);
     }
+    if (holds)
+        *holds = n;
     if (cut)
         *cut = was_cut;
     return held_ns;
+}
+
+void hk__guard_done(hk__guard_t *g, const char *step)
+{
+    unsigned holds = 0, cut = 0;
+    uint64_t after_ns = g->after_ns, held = hk__guard_end(g, &holds, &cut);
+    if (held && !cut)
+        HK__TRACE(HK__TRACE_DECISIONS, "swap", "%s ran past %.1f ms (the driver kept it "
+                  "waiting?): calls through movable handles were held for %.1f ms until it "
+                  "ended", step, (double)after_ns / 1e6, (double)held / 1e6);
+    else if (held)
+        HK__TRACE(HK__TRACE_DECISIONS, "swap", "%s ran past %.1f ms: calls through movable "
+                  "handles were held %u time%s, %u of them cut by the hold limit; the longest "
+                  "hold %.1f ms", step, (double)after_ns / 1e6, holds, holds == 1 ? "" : "s",
+                  cut, (double)held / 1e6);
 }

@@ -80,9 +80,10 @@
  * that step ends (calls in flight finish first), and hk_swap_state_t counts
  * the hold. A step that ends in time holds nothing. A hold never lasts
  * longer than the hold limit (hk_swap_options_t.hold_max_us, 5 ms by
- * default): then the calls are released and the step goes on without
- * holding them (a step whose driver work needed the launches to pause waits
- * until they do, as without holding); the swap's outcome does not change.
+ * default): then the calls are released, and held again one hold time
+ * later if the step still runs, and so on until it ends (driver work that
+ * needs the launches to pause gets its turn in each hold); the swap's
+ * outcome does not change.
  *
  * A plugin whose module a swap closed stays in the loader's lists (its name,
  * version, path and reports remain valid), but its vtable copy reads as all
@@ -213,11 +214,10 @@ typedef struct hk_swap_options {
     int64_t hold_after_us;
     /* The hold limit, in microseconds (added after the fields above): a
      * hold never lasts longer. When it is reached, every held call is
-     * released and the step goes on without holding them again (see "Held
-     * calls" above): the swap's outcome is the same, only a step the driver
-     * keeps waiting then waits until the launches pause. 0: the default,
-     * 5000 (5 ms); negative: no limit (a hold lasts until its step ends);
-     * above a day: a day. */
+     * released; a step still running one hold time later holds them again,
+     * and so on (see "Held calls" above): the swap's outcome is the same.
+     * 0: the default, 5000 (5 ms); negative: no limit (a hold lasts until
+     * its step ends); above a day: a day. */
     int64_t hold_max_us;
 } hk_swap_options_t;
 
@@ -329,8 +329,8 @@ typedef struct hk_swap_state {
     uint64_t last_close_ns;   /* after the drain: closing the old modules and
                                  checking that they left the process */
     /* Held calls (see "Held calls" above; added after the fields above). */
-    uint64_t holds;           /* steps that held the calls, over this loader's swaps */
-    uint64_t last_hold_ns;    /* how long the last hold lasted */
+    uint64_t holds;           /* holds of the calls, over this loader's swaps */
+    uint64_t last_hold_ns;    /* the longest hold of the last step that held */
     uint64_t max_hold_ns;     /* the longest hold */
     /* Added after the fields above. */
     uint64_t holds_cut;       /* holds ended by the hold limit (hold_max_us) */

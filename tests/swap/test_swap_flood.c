@@ -109,20 +109,17 @@ static int finished_within(swap_call_t *c, long ms)
     return atomic_load(&c->done);
 }
 
-static void test_flood_swap(void)
+/* The movable handles on device 0's primary context, each with a stream of
+ * its own and its data placed; then the threads flood. */
+static void flood_start(hk_loader_t *loader, fworker_t *w, int *running)
 {
-    void (*quiet)(unsigned) = (void (*)(unsigned))dlsym(RTLD_DEFAULT, "simcuda_quiet_loads");
-    CUdevice dev = 0;
     CUcontext primary = NULL, popped = NULL;
+    CUdevice dev = 0;
+    swp_tables(&Fb, &Fm);
+    memset(w, 0, FT * sizeof *w);
+    atomic_store(&fstop, 0);
     CU_ASSERT_EQUAL_FATAL(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
     CU_ASSERT_EQUAL_FATAL(cuDevicePrimaryCtxRetain(&primary, dev), CUDA_SUCCESS);
-    hk_loader_t *loader = swp_loader();
-    CU_ASSERT_PTR_NOT_NULL_FATAL(loader);
-    swp_tables(&Fb, &Fm);
-    static fworker_t w[FT];
-    memset(w, 0, sizeof w);
-    atomic_store(&fstop, 0);
-    int running = 0;
     CU_ASSERT_EQUAL_FATAL(cuCtxPushCurrent(primary), CUDA_SUCCESS);
     for (int t = 0; t < FT; t++) {
         hk_create_info_t on0 = {sizeof on0, 0, 0};
@@ -135,11 +132,47 @@ static void test_flood_swap(void)
         CU_ASSERT_FATAL(place(&w[t]));
     }
     CU_ASSERT_EQUAL(cuCtxPopCurrent(&popped), CUDA_SUCCESS);
+    for (*running = 0; *running < FT; (*running)++)
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&w[*running].tid, NULL, flood, &w[*running]), 0);
+    sleep_ms(100);
+}
+
+static void flood_stop(fworker_t *w, int *running)
+{
+    atomic_store(&fstop, 1);
+    for (; *running > 0; (*running)--)
+        pthread_join(w[*running - 1].tid, NULL);
+}
+
+/* Every result right, nothing failed; the handles, streams and loader go. */
+static void flood_end(hk_loader_t *loader, fworker_t *w)
+{
+    unsigned long long calls = 0, failed = 0;
+    for (int t = 0; t < FT; t++) {
+        calls += atomic_load(&w[t].calls);
+        failed += atomic_load(&w[t].failed);
+        CU_ASSERT(y_is_zero_and_free(&w[t]));
+        CU_ASSERT_EQUAL(hk_mhandle_destroy(w[t].mh), HK_STATUS_OK);
+        CU_ASSERT_EQUAL(cuStreamDestroy(w[t].stream), CUDA_SUCCESS);
+    }
+    CU_ASSERT(calls > 0);
+    CU_ASSERT_EQUAL(failed, 0);
+    CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
+    CUdevice dev = 0;
+    CU_ASSERT_EQUAL(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cuDevicePrimaryCtxRelease(dev), CUDA_SUCCESS);
+}
+
+static void test_flood_swap(void)
+{
+    void (*quiet)(unsigned) = (void (*)(unsigned))dlsym(RTLD_DEFAULT, "simcuda_quiet_loads");
+    hk_loader_t *loader = swp_loader();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(loader);
+    static fworker_t w[FT];
+    int running = 0;
     if (quiet)
         quiet(50000); /* the driver's behaviour: loads wait for 50 ms without a launch */
-    for (; running < FT; running++)
-        CU_ASSERT_EQUAL_FATAL(pthread_create(&w[running].tid, NULL, flood, &w[running]), 0);
-    sleep_ms(100);
+    flood_start(loader, w, &running);
 
     /* Holding (the default hold time): the swap gets through while the
      * launches go on. Bounded: if it does not, the launches stop so that it
@@ -154,11 +187,8 @@ static void test_flood_swap(void)
     int through = finished_within(&c1, 20000);
     double took = (double)(swp_now_ns() - t0) / 1e6;
     CU_ASSERT(through);
-    if (!through) {
-        atomic_store(&fstop, 1);
-        for (; running > 0; running--)
-            pthread_join(w[running - 1].tid, NULL);
-    }
+    if (!through)
+        flood_stop(w, &running);
     pthread_join(sw1, NULL);
     CU_ASSERT_EQUAL(c1.st, HK_STATUS_OK);
     if (c1.st != HK_STATUS_OK)
@@ -168,7 +198,7 @@ static void test_flood_swap(void)
     if (quiet)
         CU_ASSERT(s.holds >= 1); /* on a GPU, a load that got in by luck needs none */
     uint64_t holds = s.holds;
-    printf("\n    held swap under launches without pause: %.1f ms, %llu step(s) held (%llu cut "
+    printf("\n    held swap under launches without pause: %.1f ms, %llu hold(s) (%llu cut "
            "by the hold limit), longest hold %.1f ms\n    ", took, (unsigned long long)s.holds,
            (unsigned long long)s.holds_cut, s.max_hold_ns / 1e6);
 
@@ -182,9 +212,7 @@ static void test_flood_swap(void)
     int waited = !finished_within(&c, 300);
     if (quiet)
         CU_ASSERT(waited);
-    atomic_store(&fstop, 1);
-    for (int t = 0; t < running; t++)
-        pthread_join(w[t].tid, NULL);
+    flood_stop(w, &running);
     t0 = swp_now_ns();
     CU_ASSERT(finished_within(&c, 10000));
     printf("without holding: still waiting after 300 ms: %s%s; done %.1f ms after the "
@@ -199,21 +227,54 @@ static void test_flood_swap(void)
     CU_ASSERT_EQUAL(c.st, HK_STATUS_OK);
     CU_ASSERT_EQUAL(hk_loader_swap_state(loader, &s), HK_STATUS_OK);
     CU_ASSERT_EQUAL(s.holds, holds);
-
-    unsigned long long calls = 0, failed = 0;
-    for (int t = 0; t < FT; t++) {
-        calls += atomic_load(&w[t].calls);
-        failed += atomic_load(&w[t].failed);
-        CU_ASSERT(y_is_zero_and_free(&w[t]));
-        CU_ASSERT_EQUAL(hk_mhandle_destroy(w[t].mh), HK_STATUS_OK);
-        CU_ASSERT_EQUAL(cuStreamDestroy(w[t].stream), CUDA_SUCCESS);
-    }
-    CU_ASSERT(calls > 0);
-    CU_ASSERT_EQUAL(failed, 0);
-    CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
+    flood_end(loader, w);
     if (quiet)
         quiet(0);
-    CU_ASSERT_EQUAL(cuDevicePrimaryCtxRelease(dev), CUDA_SUCCESS);
+}
+
+/* Holds cut by the hold limit, under launches that never pause: the swap
+ * still ends while they go on, because the calls are held again (for the
+ * limit at most) until the step that waits for a pause got its turn. Here
+ * the hold time is 1 us, so that a hold begins at once and, where the
+ * swap's steps were one, would be cut before the step that loads code
+ * began. Ten swaps back and forth; the launches stop only afterwards (or
+ * after 10 s of a swap not ending, and the test fails). */
+static void test_flood_cut(void)
+{
+    void (*quiet)(unsigned) = (void (*)(unsigned))dlsym(RTLD_DEFAULT, "simcuda_quiet_loads");
+    hk_loader_t *loader = swp_loader();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(loader);
+    static fworker_t w[FT];
+    int running = 0;
+    if (quiet)
+        quiet(2000); /* 2 ms without a launch: less than a hold of 5 ms */
+    flood_start(loader, w, &running);
+    hk_swap_options_t o = {.size = sizeof o, .hold_after_us = 1, .hold_max_us = 5000};
+    int all = 1;
+    for (int i = 0; i < 10 && all; i++) {
+        swap_call_t c = {loader, i % 2 ? HK_SWAP_CUDA_A : HK_SWAP_CUDA_B, o, 0, 0};
+        pthread_t sw;
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&sw, NULL, swap_thread, &c), 0);
+        all = finished_within(&c, 10000);
+        CU_ASSERT(all);
+        if (!all) {
+            flood_stop(w, &running);
+            if (quiet)
+                quiet(0);
+        }
+        pthread_join(sw, NULL);
+        CU_ASSERT_EQUAL(c.st, HK_STATUS_OK);
+    }
+    hk_swap_state_t s = {.size = sizeof s};
+    CU_ASSERT_EQUAL(hk_loader_swap_state(loader, &s), HK_STATUS_OK);
+    printf("\n    10 swaps, hold time 1 us, limit 5 ms: %llu hold(s), %llu cut, longest "
+           "%.1f ms\n    ", (unsigned long long)s.holds, (unsigned long long)s.holds_cut,
+           s.max_hold_ns / 1e6);
+    CU_ASSERT(s.max_hold_ns < 5000000u + 250000000u); /* the limit, and a loaded machine */
+    flood_stop(w, &running);
+    flood_end(loader, w);
+    if (quiet)
+        quiet(0);
 }
 
 void swp_register_flood(void)
@@ -221,7 +282,11 @@ void swp_register_flood(void)
     CU_pSuite s = hk_test_suite("swap hk-cuda under launches without pause", NULL, NULL);
     CU_pTest t = hk_test_add(s, "the swap holds the calls and gets through; without holding "
                                 "it waits for the launches", test_flood_swap);
+    CU_pTest t2 = hk_test_add(s, "holds cut by the limit come again until the swap is through",
+                              test_flood_cut);
     int n = 0;
-    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGetCount(&n) != CUDA_SUCCESS || n < 1)
+    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGetCount(&n) != CUDA_SUCCESS || n < 1) {
         hk_test_skip(t, "needs a CUDA driver with a device");
+        hk_test_skip(t2, "needs a CUDA driver with a device");
+    }
 }

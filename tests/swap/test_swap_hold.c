@@ -4,7 +4,9 @@
  * every handle_destroy of swp_slowdestroy take 600 ms, far past the hold
  * time (20 ms here): each such step holds the calls, and the hold limit
  * (5 ms here) must release them long before the step ends, with the swap
- * going on to its usual outcome. swp_baddestroy's handle_destroy fails
+ * going on to its usual outcome; the calls are held again 20 ms later, and
+ * so on, so that driver work waiting for the launches to pause gets a turn
+ * in every hold. swp_baddestroy's handle_destroy fails
  * (after destroying the handle). */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -134,7 +136,9 @@ static void swap_past_the_limit(hold_fixture_t *f, const char *to, const char *w
            gap[0] / 1e6, gap[1] / 1e6, during);
     CU_ASSERT(took >= SLOW_NS - SLOW_NS / 20); /* the step was slow */
     CU_ASSERT(s.holds > before.holds);
-    CU_ASSERT(s.holds_cut > before.holds_cut);
+    /* Held again and again while the step runs: one cut hold every 25 ms of
+     * a 600 ms step, at least half of them on a loaded machine. */
+    CU_ASSERT(s.holds_cut - before.holds_cut >= 12);
     CU_ASSERT(s.last_hold_ns >= 5000000u && s.last_hold_ns < 5000000u + SLACK_NS);
     for (int i = 0; i < 2; i++)
         CU_ASSERT(gap[i] < 5000000u + SLACK_NS);
