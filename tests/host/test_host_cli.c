@@ -150,9 +150,17 @@ static void test_help_everywhere(void)
     expect(run_out, HK_TEST_HOST " validate --help", 0, "usage: hk-validate PLUGIN.so", NULL);
 #endif
     /* hk-bench, where it is built (beside hk-host: nvcc and cuBLAS) */
-    char *copy = strdup(HK_TEST_HOST), bench[1100];
+    char *copy = strdup(HK_TEST_HOST), bench[1100], probe[1100];
     snprintf(bench, sizeof bench, "%s/hk-bench", dirname(copy));
+    snprintf(probe, sizeof probe, "%s/hk-probe", copy);
     free(copy);
+    /* hk-probe, which only the loader starts, still answers a help request */
+    snprintf(cmd, sizeof cmd, "%s --help", probe);
+    expect(run_out, cmd, 0, "usage: hk-probe", NULL);
+    snprintf(cmd, sizeof cmd, "%s -h", probe);
+    expect(run_out, cmd, 0, "usage: hk-probe", NULL);
+    snprintf(cmd, sizeof cmd, "%s x", probe);
+    expect(run_err, cmd, 2, "hk-probe: started by the handlekit loader only", NULL);
     if (access(bench, X_OK) == 0) {
         snprintf(cmd, sizeof cmd, "%s --help", bench);
         expect(run_out, cmd, 0, "usage: hk-bench [--quick]", NULL);
