@@ -132,14 +132,17 @@ static void swap_past_the_limit(hold_fixture_t *f, const char *to, const char *w
         atomic_load(&f->w[0].calls) + atomic_load(&f->w[1].calls) - calls0;
     printf("\n    %s: swap %.0f ms, %llu hold(s) cut, longest hold %.1f ms, longest wait of a "
            "caller %.1f / %.1f ms, %llu calls meanwhile", what, took / 1e6,
-           (unsigned long long)(s.holds_cut - before.holds_cut), s.last_hold_ns / 1e6,
+           (unsigned long long)(s.holds_cut - before.holds_cut), s.max_hold_ns / 1e6,
            gap[0] / 1e6, gap[1] / 1e6, during);
     CU_ASSERT(took >= SLOW_NS - SLOW_NS / 20); /* the step was slow */
     CU_ASSERT(s.holds > before.holds);
     /* Held again and again while the step runs: one cut hold every 25 ms of
      * a 600 ms step, at least half of them on a loaded machine. */
     CU_ASSERT(s.holds_cut - before.holds_cut >= 12);
-    CU_ASSERT(s.last_hold_ns >= 5000000u && s.last_hold_ns < 5000000u + SLACK_NS);
+    /* Every hold so far within the limit, and one reached it. (The last
+     * step that held may be another one, shorter: a loaded machine can take
+     * longer than the hold time to drain and close.) */
+    CU_ASSERT(s.max_hold_ns >= 5000000u && s.max_hold_ns < 5000000u + SLACK_NS);
     for (int i = 0; i < 2; i++)
         CU_ASSERT(gap[i] < 5000000u + SLACK_NS);
     CU_ASSERT(during > 0);
