@@ -197,12 +197,26 @@ hk_status_t hk_kit_bind(int device, const hk_kit_ops_t *ops, void *user, hk_kit_
 
 /* [not-concurrent with any other call on b] The destroy half: waits for the
  * work of the binding's context (cuCtxSynchronize), calls ops->release if the
- * incarnation it armed is still alive, releases every primary retain it holds
- * (also after a reset), drops its library references, frees every arm and b.
- * Goes on past a failing step and returns the first failure, whose message is
- * then the create message (b is gone). The caller's context is left as it
- * was. In a fork() child it only frees host memory. */
+ * incarnation it armed is still alive, gives back every primary retain it
+ * holds (also after a reset; while the primary is alive, one of them goes to
+ * the kit, which keeps one per device until hk_kit_trim or the plugin's
+ * unload, see docs/contexts.md), drops its library references, frees every
+ * arm and b. Goes on past a failing step and returns the first failure, whose
+ * message is then the create message (b is gone). The caller's context is
+ * left as it was. In a fork() child it only frees host memory. */
 hk_status_t hk_kit_unbind(hk_kit_bind_t *b);
+
+/* [thread-safe] Gives back the primary retains the kit keeps between handles
+ * (one per device where a handle bound a primary and was destroyed while it
+ * was alive), so that a primary nobody else retains is torn down now rather
+ * than at unload; the next handle there builds it again. Live handles keep
+ * their own retains. The module's unload (the kit's destructor) does the
+ * same. A kept retain whose context was reset since still counts and is given
+ * back once; one somebody else released already is forgotten. Returns OK, or
+ * the status of a release the driver refused twice (that retain stays kept,
+ * for a later trim), with the reason in the create message
+ * (hk_kit_last_error(NULL)). In a fork() child it does nothing. */
+hk_status_t hk_kit_trim(void);
 
 /* One call's state, filled by hk_kit_begin: read it, do not change it. */
 typedef struct hk_kit_call {

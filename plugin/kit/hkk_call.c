@@ -231,7 +231,14 @@ hk_status_t hk_kit_unbind(hk_kit_bind_t *h)
     int gone = r == CUDA_ERROR_CONTEXT_IS_DESTROYED || (r == CUDA_SUCCESS && a && !freed);
     if (freed)
         st = free_made(h, a);
-    int held = h->owns_primary;
+    int held = h->owns_primary, kept = 0;
+    /* The last retain on a live primary goes to the kit, which keeps one per
+     * device (hkk_keep.c), unless it holds one already. */
+    if (freed && h->is_primary && h->owns_primary > 0 &&
+        hkk_keep_primary(h->cudev, h->device, id)) {
+        h->owns_primary--;
+        kept = 1;
+    }
     /* The handle's retains survive a reset (only the runtime's own is dropped). */
     while (h->owns_primary > 0) {
         r = hk_kit_give_back_primary(h->cudev);
@@ -247,7 +254,7 @@ hk_status_t hk_kit_unbind(hk_kit_bind_t *h)
     if (st != HK_STATUS_OK) /* the binding's message goes with it */
         hk_kit_fail(NULL, st, "%s", h->err);
     if (hk__tracing(HK__TRACE_DECISIONS))
-        hkk_trace_unbound(h, held - h->owns_primary, freed, gone, st);
+        hkk_trace_unbound(h, held - h->owns_primary - kept, kept, freed, gone, st);
     pthread_mutex_destroy(&h->lock);
     pthread_mutex_destroy(&h->errlock);
     free(h);

@@ -2,7 +2,8 @@
  *
  * Files by concern: hkk_driver.c (opening the driver, entry points, fork),
  * hkk_error.c (messages, the handle registry), hkk_bind.c (binding at create,
- * primaries, give-backs), hkk_call.c (the per-call guard, re-arm, streams,
+ * primaries, give-backs), hkk_keep.c (the primary retain kept per device
+ * between handles, trim), hkk_call.c (the per-call guard, re-arm, streams,
  * unbind, checked mode), hkk_library.c (libraries, kernels, launch),
  * hkk_image.c (images checked before the driver reads them), hkk_params.c (a
  * launch's arguments against the kernel's parameters), hkk_trace.c (the
@@ -113,8 +114,22 @@ hk_status_t hkk_arm(hk_kit_bind_t *b, hk_kit_bind_t *err_to);
 /* Frees every arm's host memory (ops->free_arm) and clears b->arm. */
 void hkk_free_arms(hk_kit_bind_t *b);
 
+/* Devices (by CUdevice value) whose primary the kit remembers and keeps a
+ * retain of; a device beyond them is served, just not remembered. */
+#define HK__KIT_DEVICES 64
+
 /* cuDevicePrimaryCtxRetain, learning the primary's pointer (hkk_bind.c). */
 CUresult hkk_retain_primary(CUdevice dev, CUcontext *p);
+
+/* dev's primary context pointer, once a retain of ours learnt it; else NULL. */
+CUcontext hkk_known_primary(CUdevice dev);
+
+/* ---- the kept primary retains (hkk_keep.c) ---- */
+
+/* Offered one retain of dev's primary (ordinal: its ordinal) that a handle
+ * gives back while the primary is alive in incarnation id: returns 1 when the
+ * kit keeps it (it held none for dev), 0 when the caller must release it. */
+int hkk_keep_primary(CUdevice dev, int ordinal, unsigned long long id);
 
 /* Drops b's references on libraries (hkk_library.c); frees the sets. */
 void hkk_libs_drop(hk_kit_bind_t *b);
@@ -151,9 +166,10 @@ void hkk_trace_switch(const hk_kit_bind_t *b, CUcontext prev, int pushed, int r)
 /* b was re-armed after a reset; old_id: the incarnation that was gone. */
 void hkk_trace_rearmed(const hk_kit_bind_t *b, unsigned long long old_id);
 
-/* b's destroy: released primary retains given back, freed (what it made was
- * freed), gone (its context was reset or destroyed), st its status. */
-void hkk_trace_unbound(hk_kit_bind_t *b, int released, int freed, int gone,
+/* b's destroy: released primary retains given back, kept (its last one
+ * went to the kit, hkk_keep.c), freed (what it made was freed), gone (its
+ * context was reset or destroyed), st its status. */
+void hkk_trace_unbound(hk_kit_bind_t *b, int released, int kept, int freed, int gone,
                        hk_status_t st);
 
 /* ---- images (hkk_image.c) ---- */
