@@ -360,6 +360,7 @@ static hk_status_t bind_new(int device, const hk_kit_ops_t *ops, void *user, hk_
     pthread_mutex_init(&b->errlock, NULL);
     b->ops = ops;
     b->user = user;
+    hkk_streams_forget(b);
     hk_status_t st = context_bind(b, device);
     if (st != HK_STATUS_OK) {
         pthread_mutex_destroy(&b->lock);

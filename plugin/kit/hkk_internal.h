@@ -38,6 +38,7 @@
     X(cuCtxPushCurrent, 4000)                 \
     X(cuCtxPopCurrent, 4000)                  \
     X(cuCtxSynchronize, 2000)                 \
+    X(cuStreamSynchronize, 2000)              \
     X(cuCtxGetDevice, 2000)                   \
     X(cuCtxGetId, 12000)                      \
     X(cuStreamGetCtx, 9020)                   \
@@ -99,13 +100,45 @@ struct hk_kit_bind {
     atomic_int user_stream; /* a real stream (dies with its context) */
     _Atomic(unsigned long long) stream_id; /* a real stream's ID; 0: unknown or special */
     _Atomic(hkk_libset_t *) libs;
-    pthread_mutex_t lock; /* re-arm, owns_primary, libs (slow paths only) */
+    /* The streams the live incarnation's calls ran on, for destroy's wait
+     * (hkk_call.c, docs/contexts.md "Destroy"). A call compares its stream
+     * with used_last, or for the per-thread stream its thread's note with
+     * serial, without a lock; a change is noted under lock. serial is new
+     * for every binding and every re-arm. */
+    _Atomic(CUstream) used_last; /* HKK_NO_STREAM until a call ran */
+    atomic_ullong serial;
+    int used_other;               /* under lock: calls ran on other streams too */
+    unsigned long long pt_thread; /* under lock: 0, the one thread (hkk_thread_serial)
+                                     whose per-thread stream calls ran on, or ~0 */
+    CUstream rel_stream;          /* during ops->release: frees in order on it */
+    int rel_ordered;
+    pthread_mutex_t lock; /* re-arm, owns_primary, libs, streams used (slow paths only) */
     pthread_mutex_t errlock;
     char err[HK__KIT_MSG_LEN];
 };
 
 /* Reads one whole stream setting. [handle-safe] */
 void hkk_stream_read(hk_kit_bind_t *b, CUstream *s, unsigned long long *id);
+
+/* used_last before any call ran (no stream has this value). */
+#define HKK_NO_STREAM ((CUstream)~(uintptr_t)0)
+
+/* Forgets the streams used: at bind and after a re-arm (the old
+ * incarnation's streams died with it). Caller holds b->lock or owns b. */
+void hkk_streams_forget(hk_kit_bind_t *b);
+
+/* Notes that a call of b runs on s (hkk_wait.c); called by hk_kit_begin when
+ * s is not the stream noted last (for the per-thread stream: when this
+ * thread has not noted it for b's incarnation, hkk_pt_noted). */
+void hkk_note_stream_slow(hk_kit_bind_t *b, CUstream s);
+int hkk_pt_noted(hk_kit_bind_t *b);
+
+/* Destroy's wait, b's context current (hkk_wait.c): for the one stream its
+ * calls ran on when it can (then ops->release frees in order on it,
+ * hk_kit_release_stream), else for the context; and, after ops->release,
+ * for the stream-ordered frees. Each returns the first failure. */
+hk_status_t hkk_wait_used(hk_kit_bind_t *b);
+hk_status_t hkk_wait_freed(hk_kit_bind_t *b);
 
 /* Makes and publishes a new arm for the binding's context, which is current
  * (hkk_bind.c): its ID, then ops->arm. */

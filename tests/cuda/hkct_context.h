@@ -112,6 +112,10 @@ void hkct_add_scenarios(CU_pSuite s, const hkct_scenario_t *t, size_t n, const c
 extern const hkct_scenario_t hkct_call_scenarios[];
 extern const size_t hkct_call_scenario_count;
 
+/* What destroy waits for (test_cuda_destroy.c). */
+extern const hkct_scenario_t hkct_destroy_scenarios[];
+extern const size_t hkct_destroy_scenario_count;
+
 /* Defines test function name, which runs its body with nothing current and
  * hk-cuda freshly opened (the kit keeps no primary retain yet), and empties
  * the thread's context stack again afterwards. */
