@@ -176,8 +176,13 @@ typedef struct hk_kit_ops {
     hk_status_t (*arm)(hk_kit_bind_t *b, void *user, unsigned long long ctx_id,
                        hk_kit_bind_t *err_to, hk_kit_arm_t **out);
     /* Frees the device memory of a, made in the incarnation that is current,
-     * alive, and synchronised (hk_kit_unbind). Tries every block; returns the
-     * first failure recorded with hk_kit_fail(b, ...). May be NULL. */
+     * alive, and whose work through the handle is done (hk_kit_unbind).
+     * When hk_kit_release_stream(b, &s) says so, frees in stream order on s
+     * (cuMemFreeAsync; the kit waits for s afterwards), which, unlike
+     * cuMemFree, does not wait for other threads' launches to pause
+     * (docs/contexts.md fact 30); otherwise at once. Tries every block;
+     * returns the first failure recorded with hk_kit_fail(b, ...). May be
+     * NULL. */
     hk_status_t (*release)(hk_kit_bind_t *b, void *user, hk_kit_arm_t *a);
     /* Frees the host memory of a (and a itself). May be NULL when arm is. */
     void (*free_arm)(void *user, hk_kit_arm_t *a);
@@ -196,13 +201,35 @@ typedef struct hk_kit_ops {
 hk_status_t hk_kit_bind(int device, const hk_kit_ops_t *ops, void *user, hk_kit_bind_t **out);
 
 /* [not-concurrent with any other call on b] The destroy half: waits for the
- * work of the binding's context (cuCtxSynchronize), calls ops->release if the
- * incarnation it armed is still alive, releases every primary retain it holds
- * (also after a reset), drops its library references, frees every arm and b.
- * Goes on past a failing step and returns the first failure, whose message is
- * then the create message (b is gone). The caller's context is left as it
- * was. In a fork() child it only frees host memory. */
+ * work issued through the binding (the one stream its calls ran on, with
+ * cuStreamSynchronize, when it can; else its whole context with
+ * cuCtxSynchronize: docs/contexts.md, "Destroy"), calls ops->release if the
+ * incarnation it armed is still alive, gives back every primary retain it
+ * holds (also after a reset; while the primary is alive, one of them goes to
+ * the kit, which keeps one per device until hk_kit_trim or the plugin's
+ * unload, see docs/contexts.md), drops its library references, frees every
+ * arm and b. Goes on past a failing step and returns the first failure, whose
+ * message is then the create message (b is gone). The caller's context is
+ * left as it was. In a fork() child it only frees host memory. */
 hk_status_t hk_kit_unbind(hk_kit_bind_t *b);
+
+/* [thread-safe] Gives back the primary retains the kit keeps between handles
+ * (one per device where a handle bound a primary and was destroyed while it
+ * was alive), so that a primary nobody else retains is torn down now rather
+ * than at unload; the next handle there builds it again. Live handles keep
+ * their own retains. The module's unload (the kit's destructor) does the
+ * same. A kept retain whose context was reset since still counts and is given
+ * back once; one somebody else released already is forgotten. Returns OK, or
+ * the status of a release the driver refused twice (that retain stays kept,
+ * for a later trim), with the reason in the create message
+ * (hk_kit_last_error(NULL)). In a fork() child it does nothing. */
+hk_status_t hk_kit_trim(void);
+
+/* [not-concurrent] Within ops->release only: 1 with *s the stream on which
+ * to free in stream order (cuMemFreeAsync), which the kit waits for after
+ * release; 0 when the frees must be done at once (cuMemFree): the kit
+ * waited for the whole context, or for nothing it could name. */
+int hk_kit_release_stream(const hk_kit_bind_t *b, struct CUstream_st **s);
 
 /* One call's state, filled by hk_kit_begin: read it, do not change it. */
 typedef struct hk_kit_call {

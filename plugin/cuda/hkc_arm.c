@@ -48,7 +48,7 @@ static hk_status_t arm(hk_kit_bind_t *b, void *user, unsigned long long ctx_id,
     if (st == HK_STATUS_OK)
         st = hkc_ws_reserve(a, eh);
     if (st != HK_STATUS_OK) {
-        hkc_ws_free(a);
+        hkc_ws_free(a, 0, NULL);
         hkc_arm_free(a);
         return st;
     }
@@ -56,17 +56,22 @@ static hk_status_t arm(hk_kit_bind_t *b, void *user, unsigned long long ctx_id,
     return HK_STATUS_OK;
 }
 
-/* Destroy: the context is current, alive and synchronised. Every block is
- * tried; the first failure is returned, its message in the binding (the
- * handle's own link to it may not be set yet when a create fails late). */
+/* Destroy: the context is current and alive, the handle's work done. The
+ * workspaces are freed in stream order where the kit says so: cuMemFree would
+ * wait for other threads' launches to pause (docs/contexts.md fact 30). Every
+ * block is tried; the first failure is returned, its message in the binding
+ * (the handle's own link to it may not be set yet when a create fails late). */
 static hk_status_t release(hk_kit_bind_t *b, void *user, hk_kit_arm_t *base)
 {
     hk_handle_t *h = user;
     hkc_arm_t *a = (hkc_arm_t *)base;
     hk_status_t st = HK_STATUS_OK;
-    CUresult r = hkc_ws_free(a);
+    CUstream s = NULL;
+    int ordered = hk_kit_release_stream(b, &s);
+    CUresult r = hkc_ws_free(a, ordered, s);
     if (r != CUDA_SUCCESS)
-        st = hk_kit_fail_cu(b, r, "destroy: cuMemFree of the handle's workspaces");
+        st = hk_kit_fail_cu(b, r, ordered ? "destroy: cuMemFreeAsync of the handle's workspaces"
+                                          : "destroy: cuMemFree of the handle's workspaces");
     /* A word made in an earlier incarnation died with it. */
     if (h->slot && h->slot_ctx == a->base.ctx_id) {
         r = hkc_give_back_host(h->slot);

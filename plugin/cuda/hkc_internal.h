@@ -32,6 +32,7 @@
     X(cuStreamSynchronize, 2000)              \
     X(cuMemAlloc, 3020)                       \
     X(cuMemFree, 3020)                        \
+    X(cuMemFreeAsync, 11020)                  \
     X(cuMemHostAlloc, 2020)                   \
     X(cuMemHostGetDevicePointer, 3020)        \
     X(cuMemFreeHost, 2000)                    \
@@ -266,9 +267,10 @@ hk_status_t hkc_ws_get(hkc_call_t *c, hkc_ws_t **out);
 /* Makes the arm's first slab of workspaces; its context is current. */
 hk_status_t hkc_ws_reserve(hkc_arm_t *a, hk_handle_t *err_to);
 
-/* Frees the device memory of an arm's workspaces; its context is current and
- * alive. Returns the first failure (every block is tried). */
-CUresult hkc_ws_free(hkc_arm_t *a);
+/* Frees the device memory of an arm's workspaces, in stream order on s when
+ * ordered (destroy, hk_kit_release_stream), else at once; its context is
+ * current and alive. Returns the first failure (every block is tried). */
+CUresult hkc_ws_free(hkc_arm_t *a, int ordered, CUstream s);
 
 /* Frees an arm's host memory (its workspace records and tables) and the arm. */
 void hkc_arm_free(hkc_arm_t *a);

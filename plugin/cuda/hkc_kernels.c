@@ -377,15 +377,28 @@ hk_status_t hkc_ws_get(hkc_call_t *c, hkc_ws_t **out)
     return HK_STATUS_OK;
 }
 
-CUresult hkc_ws_free(hkc_arm_t *a)
+/* cuMemFreeAsync on stream, in relaxed capture mode (stream is not
+ * capturing: the kit checked). */
+static CUresult relaxed_free_async(CUdeviceptr p, CUstream stream)
+{
+    int mode;
+    CUresult r = hkc_relax(&mode);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = hkc_cu.cuMemFreeAsync(p, stream);
+    hkc_relaxed_end(mode);
+    return r;
+}
+
+CUresult hkc_ws_free(hkc_arm_t *a, int ordered, CUstream stream)
 {
     CUresult first = CUDA_SUCCESS;
     for (hkc_slab_t *s = a ? a->slabs : NULL; s; s = s->next) {
         if (!s->base)
             continue;
-        CUresult r = hkc_relaxed_free(s->base);
+        CUresult r = ordered ? relaxed_free_async(s->base, stream) : hkc_relaxed_free(s->base);
         if (r != CUDA_SUCCESS) /* a give-back is tried twice (plugin/cuda/README.md) */
-            r = hkc_relaxed_free(s->base);
+            r = ordered ? relaxed_free_async(s->base, stream) : hkc_relaxed_free(s->base);
         if (r == CUDA_SUCCESS)
             s->base = 0;
         else if (first == CUDA_SUCCESS)

@@ -117,18 +117,17 @@ static hk_status_t device_ordinal(CUdevice dev, int *ordinal)
  * once learnt, a current context is told from its device's primary by
  * pointer: no retain, which would activate an inactive primary, and no race
  * with threads that activate or release it between two queries. */
-#define HK__KNOWN_PRIMARIES 64
-static _Atomic(CUcontext) known_primaries[HK__KNOWN_PRIMARIES];
+static _Atomic(CUcontext) known_primaries[HK__KIT_DEVICES];
 
-static CUcontext known_primary(CUdevice dev)
+CUcontext hkk_known_primary(CUdevice dev)
 {
-    return dev >= 0 && dev < HK__KNOWN_PRIMARIES ? atomic_load(&known_primaries[dev]) : NULL;
+    return dev >= 0 && dev < HK__KIT_DEVICES ? atomic_load(&known_primaries[dev]) : NULL;
 }
 
 CUresult hkk_retain_primary(CUdevice dev, CUcontext *p)
 {
     CUresult r = KCU.cuDevicePrimaryCtxRetain(p, dev);
-    if (r == CUDA_SUCCESS && dev >= 0 && dev < HK__KNOWN_PRIMARIES)
+    if (r == CUDA_SUCCESS && dev >= 0 && dev < HK__KIT_DEVICES)
         atomic_store(&known_primaries[dev], *p);
     return r;
 }
@@ -180,7 +179,7 @@ static hk_status_t bind_dead_current(hk_kit_bind_t *h, CUcontext cur)
         r = KCU.cuDeviceGet(&d, i);
         if (r != CUDA_SUCCESS)
             return hk_kit_fail_cu(NULL, r, "cuDeviceGet");
-        CUcontext known = known_primary(d);
+        CUcontext known = hkk_known_primary(d);
         if (known && known != cur)
             continue;
         hk_status_t st = bind_if_primary(h, d, cur, &bound);
@@ -234,7 +233,7 @@ static hk_status_t classify_current(hk_kit_bind_t *h, CUcontext cur)
         return hk_kit_fail_cu(NULL, r, "cuCtxGetDevice of the current context");
     h->cudev = dev;
     h->ctx = cur;
-    CUcontext known = known_primary(dev);
+    CUcontext known = hkk_known_primary(dev);
     bind_why = WHY_KNOWN;
     if (known && known != cur)
         return HK_STATUS_OK; /* a user or green context: not ours to retain */
@@ -361,6 +360,7 @@ static hk_status_t bind_new(int device, const hk_kit_ops_t *ops, void *user, hk_
     pthread_mutex_init(&b->errlock, NULL);
     b->ops = ops;
     b->user = user;
+    hkk_streams_forget(b);
     hk_status_t st = context_bind(b, device);
     if (st != HK_STATUS_OK) {
         pthread_mutex_destroy(&b->lock);

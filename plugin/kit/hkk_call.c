@@ -10,6 +10,16 @@
 
 /* ---- the per-call guard ---- */
 
+/* The stream a call runs on, noted for destroy's wait (hkk_wait.c): a
+ * compare when it is the one noted last. */
+static inline void note_stream(hk_kit_bind_t *h, CUstream s)
+{
+    if (s == CU_STREAM_PER_THREAD
+            ? !hkk_pt_noted(h)
+            : atomic_load_explicit(&h->used_last, memory_order_relaxed) != s)
+        hkk_note_stream_slow(h, s);
+}
+
 /* A binding as its trace lines name it: the user pointer given to
  * hk_kit_bind (hk-cuda's handle), else the binding. */
 #define WHO(b) ((b)->user ? (b)->user : (void *)(b))
@@ -82,6 +92,8 @@ static hk_status_t recover(hk_kit_bind_t *h, hk_kit_call_t *c)
             hkk_trace_switch(h, c->prev, 1, CUDA_SUCCESS);
     }
     st = hkk_arm(h, h);
+    if (st == HK_STATUS_OK)
+        hkk_streams_forget(h); /* the old incarnation's died with it */
     if (st != HK_STATUS_OK && c->switched) {
         hk_kit_pop_current(); /* refused twice: the arm's failure is the one reported */
         c->switched = 0;
@@ -133,6 +145,7 @@ hk_status_t hk_kit_begin(hk_kit_bind_t *h, hk_kit_call_t *c)
     }
     c->arm = a;
     hkk_stream_read(h, &c->stream, &c->stream_id);
+    note_stream(h, c->stream);
     return HK_STATUS_OK;
 }
 
@@ -165,15 +178,10 @@ static hk_status_t free_made(hk_kit_bind_t *h, hk_kit_arm_t *a)
         r = KCU.cuCtxPushCurrent(h->ctx); /* without it nothing below can be freed */
     if (r != CUDA_SUCCESS)
         return hk_kit_fail_cu(h, r, "destroy: cuCtxPushCurrent of the handle's context");
-    /* Work on any stream the handle used may still read what the plugin
-     * made (a workspace, a result word). A failed synchronisation means the
-     * context can run no more work (an earlier fault), so the frees still go
-     * ahead. */
-    r = KCU.cuCtxSynchronize();
-    if (r != CUDA_SUCCESS)
-        r = KCU.cuCtxSynchronize();
-    if (r != CUDA_SUCCESS)
-        st = hk_kit_fail_cu(h, r, "destroy: cuCtxSynchronize waiting for the handle's work");
+    /* Work on the streams the handle used may still read what the plugin
+     * made (a workspace, a result word). A failed wait means no more work
+     * runs there (an earlier fault), so the frees still go ahead, at once. */
+    st = hkk_wait_used(h);
     if (h->ops && h->ops->release) {
         /* The first failure is the one reported: keep its message if the
          * plugin's release records another. */
@@ -186,6 +194,9 @@ static hk_status_t free_made(hk_kit_bind_t *h, hk_kit_arm_t *a)
         else if (rst != HK_STATUS_OK)
             hk_kit_fail(h, st, "%s", first);
     }
+    hk_status_t wst = hkk_wait_freed(h);
+    if (st == HK_STATUS_OK)
+        st = wst;
     r = hk_kit_pop_current();
     if (r != CUDA_SUCCESS && st == HK_STATUS_OK)
         st = hk_kit_fail_cu(h, r, "destroy: cuCtxPopCurrent restoring the caller's context");
@@ -231,7 +242,14 @@ hk_status_t hk_kit_unbind(hk_kit_bind_t *h)
     int gone = r == CUDA_ERROR_CONTEXT_IS_DESTROYED || (r == CUDA_SUCCESS && a && !freed);
     if (freed)
         st = free_made(h, a);
-    int held = h->owns_primary;
+    int held = h->owns_primary, kept = 0;
+    /* The last retain on a live primary goes to the kit, which keeps one per
+     * device (hkk_keep.c), unless it holds one already. */
+    if (freed && h->is_primary && h->owns_primary > 0 &&
+        hkk_keep_primary(h->cudev, h->device, id)) {
+        h->owns_primary--;
+        kept = 1;
+    }
     /* The handle's retains survive a reset (only the runtime's own is dropped). */
     while (h->owns_primary > 0) {
         r = hk_kit_give_back_primary(h->cudev);
@@ -247,7 +265,7 @@ hk_status_t hk_kit_unbind(hk_kit_bind_t *h)
     if (st != HK_STATUS_OK) /* the binding's message goes with it */
         hk_kit_fail(NULL, st, "%s", h->err);
     if (hk__tracing(HK__TRACE_DECISIONS))
-        hkk_trace_unbound(h, held - h->owns_primary, freed, gone, st);
+        hkk_trace_unbound(h, held - h->owns_primary - kept, kept, freed, gone, st);
     pthread_mutex_destroy(&h->lock);
     pthread_mutex_destroy(&h->errlock);
     free(h);

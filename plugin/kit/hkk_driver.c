@@ -411,8 +411,9 @@ hk_status_t hk_kit_driver_take(const hk_kit_entry_t *entries, size_t count)
  * the acquire rule). Otherwise it
  * unloads the kernel libraries still loaded (none can be running: every
  * handle synchronised its context when it was destroyed, so the driver does
- * not wait, although this runs inside dlclose), frees the kit's registries,
- * and gives back the driver reference (the driver stays mapped:
+ * not wait, although this runs inside dlclose), gives back the primary
+ * retains the kit keeps (hkk_keep.c), frees the kit's registries, and gives
+ * back the driver reference (the driver stays mapped:
  * RTLD_NODELETE). */
 __attribute__((destructor)) static void kit_unload(void)
 {
@@ -421,6 +422,8 @@ __attribute__((destructor)) static void kit_unload(void)
         return;
     if (atomic_load(&drv_ready) && hkk_libraries_fini() > 0)
         return; /* the driver refused an unload: keep the reference it needs */
+    if (atomic_load(&drv_ready))
+        (void)hk_kit_trim(); /* refused twice: that retain is the driver's to account for */
     pthread_mutex_lock(&drv_lock);
     atomic_store(&drv_ready, 0);
     memset(&hkk_cu, 0, sizeof hkk_cu);

@@ -2,7 +2,8 @@
  *
  * Files by concern: hkk_driver.c (opening the driver, entry points, fork),
  * hkk_error.c (messages, the handle registry), hkk_bind.c (binding at create,
- * primaries, give-backs), hkk_call.c (the per-call guard, re-arm, streams,
+ * primaries, give-backs), hkk_keep.c (the primary retain kept per device
+ * between handles, trim), hkk_call.c (the per-call guard, re-arm, streams,
  * unbind, checked mode), hkk_library.c (libraries, kernels, launch),
  * hkk_image.c (images checked before the driver reads them), hkk_params.c (a
  * launch's arguments against the kernel's parameters), hkk_trace.c (the
@@ -37,6 +38,7 @@
     X(cuCtxPushCurrent, 4000)                 \
     X(cuCtxPopCurrent, 4000)                  \
     X(cuCtxSynchronize, 2000)                 \
+    X(cuStreamSynchronize, 2000)              \
     X(cuCtxGetDevice, 2000)                   \
     X(cuCtxGetId, 12000)                      \
     X(cuStreamGetCtx, 9020)                   \
@@ -98,13 +100,45 @@ struct hk_kit_bind {
     atomic_int user_stream; /* a real stream (dies with its context) */
     _Atomic(unsigned long long) stream_id; /* a real stream's ID; 0: unknown or special */
     _Atomic(hkk_libset_t *) libs;
-    pthread_mutex_t lock; /* re-arm, owns_primary, libs (slow paths only) */
+    /* The streams the live incarnation's calls ran on, for destroy's wait
+     * (hkk_call.c, docs/contexts.md "Destroy"). A call compares its stream
+     * with used_last, or for the per-thread stream its thread's note with
+     * serial, without a lock; a change is noted under lock. serial is new
+     * for every binding and every re-arm. */
+    _Atomic(CUstream) used_last; /* HKK_NO_STREAM until a call ran */
+    atomic_ullong serial;
+    int used_other;               /* under lock: calls ran on other streams too */
+    unsigned long long pt_thread; /* under lock: 0, the one thread (hkk_thread_serial)
+                                     whose per-thread stream calls ran on, or ~0 */
+    CUstream rel_stream;          /* during ops->release: frees in order on it */
+    int rel_ordered;
+    pthread_mutex_t lock; /* re-arm, owns_primary, libs, streams used (slow paths only) */
     pthread_mutex_t errlock;
     char err[HK__KIT_MSG_LEN];
 };
 
 /* Reads one whole stream setting. [handle-safe] */
 void hkk_stream_read(hk_kit_bind_t *b, CUstream *s, unsigned long long *id);
+
+/* used_last before any call ran (no stream has this value). */
+#define HKK_NO_STREAM ((CUstream)~(uintptr_t)0)
+
+/* Forgets the streams used: at bind and after a re-arm (the old
+ * incarnation's streams died with it). Caller holds b->lock or owns b. */
+void hkk_streams_forget(hk_kit_bind_t *b);
+
+/* Notes that a call of b runs on s (hkk_wait.c); called by hk_kit_begin when
+ * s is not the stream noted last (for the per-thread stream: when this
+ * thread has not noted it for b's incarnation, hkk_pt_noted). */
+void hkk_note_stream_slow(hk_kit_bind_t *b, CUstream s);
+int hkk_pt_noted(hk_kit_bind_t *b);
+
+/* Destroy's wait, b's context current (hkk_wait.c): for the one stream its
+ * calls ran on when it can (then ops->release frees in order on it,
+ * hk_kit_release_stream), else for the context; and, after ops->release,
+ * for the stream-ordered frees. Each returns the first failure. */
+hk_status_t hkk_wait_used(hk_kit_bind_t *b);
+hk_status_t hkk_wait_freed(hk_kit_bind_t *b);
 
 /* Makes and publishes a new arm for the binding's context, which is current
  * (hkk_bind.c): its ID, then ops->arm. */
@@ -113,8 +147,22 @@ hk_status_t hkk_arm(hk_kit_bind_t *b, hk_kit_bind_t *err_to);
 /* Frees every arm's host memory (ops->free_arm) and clears b->arm. */
 void hkk_free_arms(hk_kit_bind_t *b);
 
+/* Devices (by CUdevice value) whose primary the kit remembers and keeps a
+ * retain of; a device beyond them is served, just not remembered. */
+#define HK__KIT_DEVICES 64
+
 /* cuDevicePrimaryCtxRetain, learning the primary's pointer (hkk_bind.c). */
 CUresult hkk_retain_primary(CUdevice dev, CUcontext *p);
+
+/* dev's primary context pointer, once a retain of ours learnt it; else NULL. */
+CUcontext hkk_known_primary(CUdevice dev);
+
+/* ---- the kept primary retains (hkk_keep.c) ---- */
+
+/* Offered one retain of dev's primary (ordinal: its ordinal) that a handle
+ * gives back while the primary is alive in incarnation id: returns 1 when the
+ * kit keeps it (it held none for dev), 0 when the caller must release it. */
+int hkk_keep_primary(CUdevice dev, int ordinal, unsigned long long id);
 
 /* Drops b's references on libraries (hkk_library.c); frees the sets. */
 void hkk_libs_drop(hk_kit_bind_t *b);
@@ -151,9 +199,10 @@ void hkk_trace_switch(const hk_kit_bind_t *b, CUcontext prev, int pushed, int r)
 /* b was re-armed after a reset; old_id: the incarnation that was gone. */
 void hkk_trace_rearmed(const hk_kit_bind_t *b, unsigned long long old_id);
 
-/* b's destroy: released primary retains given back, freed (what it made was
- * freed), gone (its context was reset or destroyed), st its status. */
-void hkk_trace_unbound(hk_kit_bind_t *b, int released, int freed, int gone,
+/* b's destroy: released primary retains given back, kept (its last one
+ * went to the kit, hkk_keep.c), freed (what it made was freed), gone (its
+ * context was reset or destroyed), st its status. */
+void hkk_trace_unbound(hk_kit_bind_t *b, int released, int kept, int freed, int gone,
                        hk_status_t st);
 
 /* ---- images (hkk_image.c) ---- */

@@ -153,7 +153,7 @@ COLD void hkk_trace_rearmed(const hk_kit_bind_t *b, unsigned long long old_id)
                    hk_kit_context_id(b));
 }
 
-COLD void hkk_trace_unbound(hk_kit_bind_t *b, int released, int freed, int gone,
+COLD void hkk_trace_unbound(hk_kit_bind_t *b, int released, int kept, int freed, int gone,
                             hk_status_t st)
 {
     char msg[HK__KIT_MSG_LEN] = "";
@@ -161,8 +161,11 @@ COLD void hkk_trace_unbound(hk_kit_bind_t *b, int released, int freed, int gone,
         return;
     if (st != HK_STATUS_OK)
         message_of(b, msg, sizeof msg);
-    char held[96];
-    if (b->is_primary)
+    char held[128];
+    if (b->is_primary && kept)
+        snprintf(held, sizeof held, "its retain of the primary context of device %d kept by the "
+                 "kit (%d more given back)", b->device, released);
+    else if (b->is_primary)
         snprintf(held, sizeof held, "the primary context of device %d released (%d retain%s "
                  "given back)", b->device, released, released == 1 ? "" : "s");
     else

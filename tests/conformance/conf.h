@@ -75,6 +75,7 @@ void conf_register_streams(CU_pSuite s);
 void conf_register_capture(CU_pSuite s);
 void conf_register_images(CU_pSuite s);
 void conf_register_launch(CU_pSuite s);
+void conf_register_starve(CU_pSuite s);
 void conf_register_last(CU_pSuite s);
 
 #endif /* CONF_H */

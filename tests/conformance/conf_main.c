@@ -124,6 +124,7 @@ int hk_test_register(void)
     conf_register_runtime(s);
     conf_register_images(s);
     conf_register_launch(s);
+    conf_register_starve(s);
     conf_register_last(s);
     if (r != CUDA_SUCCESS || conf_ndev < 1)
         hk_test_skip_suite(s, "no usable CUDA driver or device (cuInit/cuDeviceGetCount failed)");

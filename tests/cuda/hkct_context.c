@@ -55,6 +55,27 @@ int hkct_setup(char *why, size_t len)
     return 0;
 }
 
+void hkct_reload(void)
+{
+    if (hkct_plug.dl)
+        CU_ASSERT_EQUAL(dlclose(hkct_plug.dl), 0);
+    hkct_plug.dl = NULL;
+    if (hkct_plugin_open(&hkct_plug) != 0) {
+        printf("\n  reopening hk-cuda: %s\n", hkct_plug.why);
+        CU_FAIL_FATAL("hk-cuda could not be opened again");
+    }
+}
+
+void hkct_keep(int dev)
+{
+    int rc = hkct_on_sim ? hkct_sim.refcount(dev) : 0;
+    hk_handle_t *h = hkct_create(dev, HK_STATUS_OK);
+    if (h)
+        CU_ASSERT_EQUAL(hkct_plug.vt->handle_destroy(h), HK_STATUS_OK);
+    if (hkct_on_sim)
+        CU_ASSERT(hkct_sim.refcount(dev) <= rc + 1);
+}
+
 CUcontext hkct_current(void)
 {
     CUcontext c = NULL;

@@ -46,6 +46,16 @@ int hkct_setup(char *why, size_t len);
 
 #define HKCT_OK(call) CU_ASSERT_EQUAL_FATAL((call), CUDA_SUCCESS)
 
+/* Closes hk-cuda (its module's unload gives back everything the kit keeps,
+ * the primary retains included) and opens it again, as a new process would
+ * find it. No handle may be live. */
+void hkct_reload(void);
+
+/* Creates and destroys a handle of device dev's primary, so that the kit
+ * keeps its one retain there (docs/contexts.md, "Keeping the primary
+ * context"): later handles' destroys give back their own retains. */
+void hkct_keep(int dev);
+
 /* The calling thread's current context (asserting the query works). */
 CUcontext hkct_current(void);
 
@@ -102,12 +112,18 @@ void hkct_add_scenarios(CU_pSuite s, const hkct_scenario_t *t, size_t n, const c
 extern const hkct_scenario_t hkct_call_scenarios[];
 extern const size_t hkct_call_scenario_count;
 
+/* What destroy waits for (test_cuda_destroy.c). */
+extern const hkct_scenario_t hkct_destroy_scenarios[];
+extern const size_t hkct_destroy_scenario_count;
+
 /* Defines test function name, which runs its body with nothing current and
- * empties the thread's context stack again afterwards. */
+ * hk-cuda freshly opened (the kit keeps no primary retain yet), and empties
+ * the thread's context stack again afterwards. */
 #define HKCT_SCENARIO(name)                                                  \
     static void name##_body(void);                                           \
     static void name(void)                                                   \
     {                                                                        \
+        hkct_reload();                                                       \
         hkct_clear_current();                                                \
         name##_body();                                                       \
         hkct_clear_current();                                                \

@@ -7,6 +7,7 @@
  * that is current after every call: always the caller's. Only scenarios that
  * need a second device are skipped on a machine with one; the simulation's
  * introspection (reference counts, live blocks) is used only where present. */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,8 +60,11 @@ SCENARIO(t_nothing_current)
     CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
     CU_ASSERT_PTR_EQUAL(current(), p0);
     if (on_sim)
-        CU_ASSERT_EQUAL(sim.refcount(0), rc);
+        CU_ASSERT_EQUAL(sim.refcount(0), rc + 1); /* kept by the kit until unload */
     CU_ASSERT_EQUAL(hkct_pop_all(p0), 1); /* exactly one entry, as a runtime call leaves */
+    hkct_reload();
+    if (on_sim)
+        CU_ASSERT_EQUAL(sim.refcount(0), rc);
 }
 
 /* The runtime's current device (the last one), its stream and its memory. */
@@ -111,6 +115,9 @@ SCENARIO(t_runtime_device)
     CU_ASSERT_DOUBLE_EQUAL(dot, want, want * 1e-6);
     CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
     CU_ASSERT_PTR_EQUAL(current(), p);
+    if (on_sim)
+        CU_ASSERT_EQUAL(sim.refcount(dev), rc + 1); /* kept by the kit until unload */
+    hkct_reload();
     if (on_sim)
         CU_ASSERT_EQUAL(sim.refcount(dev), rc);
     OK(hk_rt_free(dx));
@@ -378,9 +385,12 @@ SCENARIO(t_device_reset)
     CU_ASSERT_EQUAL(workload(h, p0), HK_STATUS_OK);
     CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
     CU_ASSERT_PTR_EQUAL(current(), p0);
-    if (on_sim)
-        CU_ASSERT_EQUAL(sim.refcount(0), 0); /* the runtime's retain went with the reset */
+    if (on_sim) /* the runtime's retain went with the reset; the handle's is kept */
+        CU_ASSERT_EQUAL(sim.refcount(0), 1);
     CU_ASSERT_EQUAL(hkct_pop_all(p0), 1);
+    hkct_reload();
+    if (on_sim)
+        CU_ASSERT_EQUAL(sim.refcount(0), 0);
 }
 
 /* A reset primary left current is bound and re-activated, as the runtime's
@@ -404,8 +414,84 @@ SCENARIO(t_reset_primary_current)
     CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
     CU_ASSERT_PTR_EQUAL(current(), p0);
     if (on_sim)
-        CU_ASSERT_EQUAL(sim.refcount(0), 0);
+        CU_ASSERT_EQUAL(sim.refcount(0), 1); /* kept by the kit until unload */
     CU_ASSERT_EQUAL(hkct_pop_all(p0), 1);
+    hkct_reload();
+    if (on_sim)
+        CU_ASSERT_EQUAL(sim.refcount(0), 0);
+}
+
+/* docs/contexts.md, "Keeping the primary context". n create/destroy cycles
+ * of a lone handle in a process where nothing else holds the primary (the
+ * runtime's retain dropped by a reset) return every time with the same
+ * incarnation (its context ID): the primary is not torn down and built again
+ * between them. The kit's one retain survives a reset, which the next handle
+ * re-activates; the module's unload gives it back exactly once. */
+static unsigned long long keep_cycles(int n, CUdevice d0, int rc)
+{
+    unsigned long long first = 0;
+    unsigned flags = 0;
+    int active = 0;
+    for (int k = 0; k < n; k++) {
+        hk_handle_t *h = create(0, HK_STATUS_OK);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+        unsigned long long id = info_of(h).context_id;
+        if (k == 0)
+            first = id;
+        CU_ASSERT_EQUAL(id, first);
+        CU_ASSERT_EQUAL(workload(h, NULL), HK_STATUS_OK);
+        CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
+        CU_ASSERT_PTR_NULL(current());
+        OK(cuDevicePrimaryCtxGetState(d0, &flags, &active));
+        CU_ASSERT_EQUAL(active, 1);
+        if (on_sim)
+            CU_ASSERT_EQUAL(sim.refcount(0), rc + 1); /* the kit's one retain */
+    }
+    return first;
+}
+
+static void reset_device0(void)
+{
+    OK(hk_rt_set_device(0));
+    OK(hk_rt_device_reset());
+    hkct_clear_current();
+}
+
+SCENARIO(t_cycles_keep_primary)
+{
+    CUdevice d0;
+    unsigned flags = 0;
+    int active = 1;
+    OK(cuDeviceGet(&d0, 0));
+    reset_device0();
+    int rc = on_sim ? sim.refcount(0) : 0;
+    OK(cuDevicePrimaryCtxGetState(d0, &flags, &active));
+    CU_ASSERT_EQUAL_FATAL(active, 0); /* nothing holds it: a cycle could tear it down */
+    unsigned long long first = keep_cycles(8, d0, rc);
+
+    /* A reset between cycles: the kept retain still counts; the next handle
+     * activates a new incarnation, which stays for the cycles after it. */
+    reset_device0();
+    OK(cuDevicePrimaryCtxGetState(d0, &flags, &active));
+    CU_ASSERT_EQUAL(active, 0);
+    if (on_sim)
+        CU_ASSERT_EQUAL(sim.refcount(0), rc + 1);
+    CU_ASSERT_NOT_EQUAL(keep_cycles(3, d0, rc), first);
+
+    /* Reset again, so the kept retain is of a dead incarnation, while a
+     * retain of our own keeps the primary active: the unload gives the kit's
+     * back once (a second release would take ours). */
+    reset_device0();
+    CUcontext p = NULL;
+    OK(cuDevicePrimaryCtxRetain(&p, d0));
+    hkct_reload();
+    if (on_sim)
+        CU_ASSERT_EQUAL(sim.refcount(0), rc + 1); /* ours */
+    OK(cuDevicePrimaryCtxRelease(d0));
+    OK(cuDevicePrimaryCtxGetState(d0, &flags, &active));
+    CU_ASSERT_EQUAL(active, 0); /* nothing is left holding it */
+    if (on_sim)
+        CU_ASSERT_EQUAL(sim.refcount(0), rc);
 }
 
 /* ---- threads, graphs, fork ---- */
@@ -457,6 +543,8 @@ SCENARIO(t_eight_threads)
     }
     if (on_sim) {
         CU_ASSERT_EQUAL(sim.live(), live);
+        CU_ASSERT_EQUAL(sim.refcount(busy_device), rc + 1); /* the kit's */
+        hkct_reload();
         CU_ASSERT_EQUAL(sim.refcount(busy_device), rc);
     }
 }
@@ -592,6 +680,7 @@ SCENARIO(t_fork_child_app_first)
     hk_handle_t *h = NULL;
     CU_ASSERT_EQUAL(fresh.vt->handle_create(NULL, &h), HK_STATUS_OK);
     CU_ASSERT_EQUAL(fresh.vt->handle_destroy(h), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(dlclose(fresh.dl), 0); /* the copy's kit gives back the retain it keeps */
 }
 
 /* ---- registration ---- */
@@ -611,6 +700,8 @@ static const hkct_scenario_t scenarios[] = {
     {"device reset while a handle exists: re-armed or CONTEXT_RESET", t_device_reset, 1, 1, 0},
     {"reset primary current at create: re-activated and bound", t_reset_primary_current, 1, 1,
      0},
+    {"create/destroy cycles keep the primary; unload gives it back", t_cycles_keep_primary, 1,
+     1, 0},
     {"create/destroy from 8 threads at once", t_eight_threads, 1, 0, 0},
     {"graph capture in device pointer mode replays", t_graph_capture, 1, 0, 0},
     {"fork child gets FORKED (hk-cuda initialised CUDA)", t_fork_child, 1, 0, 0},
@@ -628,5 +719,8 @@ int hk_test_register(void)
                        sim_why);
     CU_pSuite c = hk_test_suite("hk-cuda calls leave nothing behind", NULL, NULL);
     hkct_add_scenarios(c, hkct_call_scenarios, hkct_call_scenario_count, skip, rt_skip, sim_why);
+    CU_pSuite d = hk_test_suite("hk-cuda destroy waits for the handle's streams", NULL, NULL);
+    hkct_add_scenarios(d, hkct_destroy_scenarios, hkct_destroy_scenario_count, skip, rt_skip,
+                       "needs the simulated driver (it counts the driver calls)");
     return 0;
 }

@@ -66,7 +66,8 @@
     X(cuGraphDestroy) X(cuDeviceGetDevResource) X(cuDevSmResourceSplitByCount)           \
     X(cuDevResourceGenerateDesc)                                                         \
     X(cuGreenCtxCreate) X(cuGreenCtxDestroy) X(cuCtxFromGreenCtx) X(cuStreamGetId)        \
-    X(cuThreadExchangeStreamCaptureMode) X(cuCtxGetStreamPriorityRange)
+    X(cuThreadExchangeStreamCaptureMode) X(cuCtxGetStreamPriorityRange)                   \
+    X(cuMemAllocAsync) X(cuMemFreeAsync)
 
 enum sim_entry {
 #define SIM__ENUM(n) SIM_E_##n,
@@ -150,6 +151,7 @@ struct CUstream_st {
     CUstreamCaptureMode capture_mode;
     pthread_t capture_thread; /* the thread that began it */
     struct CUgraph_st *capture_graph;
+    unsigned held;          /* launches on it held running (simcuda_hold_launches) */
 };
 
 struct CUevent_st {
@@ -284,7 +286,8 @@ typedef struct sim_state {
     struct sim_grid *pending;  /* launches not run to the end yet (sim_exec.c) */
     unsigned hold_next;        /* launches still to hold running (simcuda_hold_launches) */
     unsigned unload_waiting;   /* threads in cuLibraryUnload waiting for a held launch */
-    unsigned sync_waiting;     /* threads in cuCtxSynchronize waiting for a held launch */
+    unsigned sync_waiting;     /* threads in cuCtxSynchronize or cuStreamSynchronize
+                                  waiting for a held launch */
     pthread_cond_t held_done;  /* signalled by simcuda_finish_launches */
     unsigned quiet_us;         /* simcuda_quiet_loads; 0: loads never wait */
     unsigned loads_waiting;    /* calls waiting for a pause in launches (sim_quiet.c) */
@@ -443,6 +446,8 @@ int sim_entry_keeps_pending(enum sim_entry e);
  * read_env: SIMCUDA_QUIET_LOADS_US, at cuInit. */
 void sim_quiet_note_launch(struct CUctx_st *c);
 void sim_quiet_wait(struct CUctx_st *c);
+/* The same for every context the library is loaded in (its unload). */
+void sim_quiet_wait_lib(const struct CUlib_st *l);
 void sim_quiet_read_env(void);
 
 /* sim_pause.c (no lock held): the calling thread's next call of e waits here

@@ -190,6 +190,7 @@ static CUresult sim_launch_checked(CUfunction f, const unsigned grid[3], const u
         sim.hold_next--;
         lib->running++;
         c->held++;
+        s->held++;
     }
     return r;
 }
@@ -243,6 +244,8 @@ SIM_API void simcuda_finish_launches(void)
             ((struct CUlib_st *)o)->running = 0;
         else if (o->magic == SIM_MAGIC_CTX)
             ((struct CUctx_st *)o)->held = 0;
+        else if (o->magic == SIM_MAGIC_STREAM)
+            ((struct CUstream_st *)o)->held = 0;
     }
     pthread_cond_broadcast(&sim.held_done);
     pthread_mutex_unlock(&sim.lock);

@@ -58,7 +58,7 @@ static CUresult sim_range(CUdeviceptr p, size_t n)
 
 /* A new block of the current context: device memory, or page-locked host
  * memory mapped for the device (host = 1), both plain host memory here. */
-static CUresult sim_mem_new(size_t bytes, int host, void **out)
+static CUresult sim_mem_new(size_t bytes, int host, int ordered, void **out)
 {
     struct CUctx_st *c;
     CUresult r = sim_current(&c);
@@ -66,6 +66,14 @@ static CUresult sim_mem_new(size_t bytes, int host, void **out)
         r = sim_capture_forbid();
     if (r != CUDA_SUCCESS)
         return r;
+    /* Fact 30: under a service in c, an allocation waits for a pause (only
+     * with the quiet model on; a stream-ordered one does not); c may have
+     * died meanwhile. */
+    if (!ordered) {
+        sim_quiet_wait(c);
+        if ((r = sim_current(&c)) != CUDA_SUCCESS)
+            return r;
+    }
     if (bytes == 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (bytes > SIM_DEVICE_MEM)
@@ -91,7 +99,7 @@ SIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
     SIM_BEGIN(cuMemAlloc);
     SIM_FAIL_IF(!dptr, CUDA_ERROR_INVALID_VALUE);
     void *p;
-    SIM_CHECK(sim_mem_new(bytes, 0, &p));
+    SIM_CHECK(sim_mem_new(bytes, 0, 0, &p));
     *dptr = (CUdeviceptr)(uintptr_t)p;
     SIM_END;
 }
@@ -105,7 +113,7 @@ SIM_API CUresult cuMemHostAlloc(void **pp, size_t bytes, unsigned int flags)
     SIM_FAIL_IF(flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
                                     CU_MEMHOSTALLOC_WRITECOMBINED),
                 CUDA_ERROR_INVALID_VALUE);
-    SIM_CHECK(sim_mem_new(bytes, 1, pp));
+    SIM_CHECK(sim_mem_new(bytes, 1, 0, pp));
     SIM_END;
 }
 
@@ -121,10 +129,20 @@ SIM_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *p, unsign
     SIM_END;
 }
 
+/* Fact 30: a free waits for a pause in a service in the block's context
+ * (only with the quiet model on); the block is looked up again after. */
+static void sim_mem_free_wait(uintptr_t p)
+{
+    sim_alloc_t *a = sim_mem_find_mut(p);
+    if (a && a->base == p)
+        sim_quiet_wait(a->ctx);
+}
+
 SIM_API CUresult cuMemFreeHost(void *p)
 {
     SIM_BEGIN(cuMemFreeHost);
     SIM_CHECK(sim_capture_forbid());
+    sim_mem_free_wait((uintptr_t)p);
     sim_alloc_t *a = sim_mem_find_mut((uintptr_t)p);
     SIM_FAIL_IF(!a || !a->host || a->base != (uintptr_t)p, CUDA_ERROR_INVALID_VALUE);
     sim_mem_remove(a);
@@ -137,6 +155,45 @@ SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
     SIM_CHECK(sim_capture_forbid());
     if (dptr == 0)
         goto out;
+    sim_mem_free_wait((uintptr_t)dptr);
+    sim_alloc_t *a = sim_mem_find_mut((uintptr_t)dptr);
+    SIM_FAIL_IF(!a || a->host || a->base != (uintptr_t)dptr, CUDA_ERROR_INVALID_VALUE);
+    sim_mem_remove(a);
+    SIM_END;
+}
+
+/* Stream-ordered allocation and free. Every pending block runs at entry, so
+ * the stream's earlier work is done and the block is made or freed at once,
+ * which is when the stream reaches it. A free of a block cuMemAlloc made is
+ * allowed, as on an H200 (docs/contexts.md fact 30). On a capturing stream
+ * the driver would add a graph node: not modelled, refused with
+ * CUDA_ERROR_NOT_SUPPORTED (the capture is left as it was). Neither waits
+ * for a pause in other threads' launches (fact 30). */
+static CUresult sim_mem_async_stream(CUstream stream)
+{
+    struct CUctx_st *c;
+    struct CUstream_st *s;
+    CUresult r = sim_stream_target(stream, &c, &s);
+    if (r == CUDA_SUCCESS && s->capturing)
+        r = CUDA_ERROR_NOT_SUPPORTED;
+    return r;
+}
+
+SIM_API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes, CUstream stream)
+{
+    SIM_BEGIN(cuMemAllocAsync);
+    SIM_FAIL_IF(!dptr, CUDA_ERROR_INVALID_VALUE);
+    SIM_CHECK(sim_mem_async_stream(stream));
+    void *p;
+    SIM_CHECK(sim_mem_new(bytes, 0, 1, &p));
+    *dptr = (CUdeviceptr)(uintptr_t)p;
+    SIM_END;
+}
+
+SIM_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream)
+{
+    SIM_BEGIN(cuMemFreeAsync);
+    SIM_CHECK(sim_mem_async_stream(stream));
     sim_alloc_t *a = sim_mem_find_mut((uintptr_t)dptr);
     SIM_FAIL_IF(!a || a->host || a->base != (uintptr_t)dptr, CUDA_ERROR_INVALID_VALUE);
     sim_mem_remove(a);

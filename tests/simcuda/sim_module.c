@@ -171,6 +171,8 @@ SIM_API CUresult cuModuleUnload(CUmodule m)
 {
     SIM_BEGIN(cuModuleUnload);
     SIM_FAIL_IF(!sim_module_live(m) || m->lib, CUDA_ERROR_INVALID_HANDLE);
+    sim_quiet_wait(m->own.ctx); /* fact 30 (quiet model only) */
+    SIM_FAIL_IF(!sim_module_live(m), CUDA_ERROR_INVALID_HANDLE); /* unloaded meanwhile */
     m->alive = 0;
     SIM_END;
 }
@@ -249,6 +251,10 @@ SIM_API CUresult cuLibraryUnload(CUlibrary l)
         sim.unload_waiting--;
     }
     SIM_FAIL_IF(!sim_lib_live(l), CUDA_ERROR_INVALID_HANDLE); /* unloaded meanwhile */
+    /* Fact 30: taking its code out of the contexts it is loaded in waits for
+     * a pause in a service there (quiet model only). */
+    sim_quiet_wait_lib(l);
+    SIM_FAIL_IF(!sim_lib_live(l), CUDA_ERROR_INVALID_HANDLE);
     l->alive = 0; /* fact 14: its kernels and their functions die with it */
     SIM_END;
 }

@@ -74,6 +74,8 @@ static const sim_proc_t procs[] = {
     P(cuEventDestroy, 4000, cuEventDestroy_v2),
     P(cuMemAlloc, 3020, cuMemAlloc_v2),
     P(cuMemFree, 3020, cuMemFree_v2),
+    P(cuMemAllocAsync, 11020, cuMemAllocAsync),
+    P(cuMemFreeAsync, 11020, cuMemFreeAsync),
     P(cuMemGetInfo, 3020, cuMemGetInfo_v2),
     P(cuMemHostAlloc, 2020, cuMemHostAlloc),
     P(cuMemHostGetDevicePointer, 3020, cuMemHostGetDevicePointer_v2),

@@ -1,11 +1,17 @@
-/* simcuda quiet loads (docs/contexts.md fact 25), off unless a test asks.
+/* simcuda quiet loads (docs/contexts.md facts 25 and 30), off unless a test
+ * asks.
  *
- * On an H200, while threads launched into one context without pause,
- * cuStreamCreate and the first load of a kernel into that context did not
- * return until the launches paused: launches share something in the driver
- * that loading code and making a stream need alone. The model: each launch
- * notes its context's time; a call that loads code into a context or makes a
- * stream there waits until that context has seen no launch for quiet_us.
+ * On an H200, while threads launched into one context without pause (fact
+ * 25), or ran a service there (copies, a launch and a stream synchronise in
+ * a loop, fact 30), cuStreamCreate, the first load of a kernel into that
+ * context, and (fact 30) allocations, frees, stream destruction, event
+ * creation, module and library unloads and page-locked host allocations did
+ * not return until the other threads paused: they share something in the
+ * driver that these calls need alone. The model: each launch notes its
+ * context's time; such a call waits until the context it works in has seen
+ * no launch for quiet_us (every round of a service launches). Stream-ordered
+ * allocations and frees, synchronisations, a lazy library load, primary
+ * retains and context queries never wait.
  * It waits with sim.lock released and polls, so that the launches (and every
  * other call) go on; it stops waiting when the context dies or the model is
  * turned off, and its caller checks its objects again afterwards. */
@@ -56,6 +62,24 @@ void sim_quiet_wait(struct CUctx_st *c)
         pthread_mutex_lock(&sim.lock);
     } while (sim_quiet_busy(c));
     sim.loads_waiting--;
+}
+
+void sim_quiet_wait_lib(const struct CUlib_st *l)
+{
+    if (!sim.quiet_us)
+        return;
+    /* A wait lets every other call run: the contexts are walked again from
+     * the start after each one (a context that is quiet passes at once). */
+    for (int again = 1; again;) {
+        again = 0;
+        for (sim_obj_t *o = sim.objects; o && !again; o = o->next_obj) {
+            struct CUctx_st *c = (struct CUctx_st *)o;
+            if (o->magic == SIM_MAGIC_CTX && sim_quiet_busy(c) && sim_lib_loaded(l, c)) {
+                sim_quiet_wait(c);
+                again = 1;
+            }
+        }
+    }
 }
 
 SIM_API void simcuda_quiet_loads(unsigned quiet_us)

@@ -127,6 +127,10 @@ static CUresult sim_stream_destroy(CUstream s)
 {
     SIM_BEGIN(cuStreamDestroy);
     SIM_FAIL_IF(sim_stream_special(s) || !sim_stream_live(s), CUDA_ERROR_INVALID_HANDLE);
+    /* Fact 30: waits for a pause in a service in its context (quiet model
+     * only); destroyed meanwhile by another thread: 400. */
+    sim_quiet_wait(s->own.ctx);
+    SIM_FAIL_IF(!sim_stream_live(s), CUDA_ERROR_INVALID_HANDLE);
     if (s->capturing) {
         sim.open_captures--;
         s->capturing = 0;
@@ -151,7 +155,7 @@ SIM_API CUresult cuStreamDestroy_v2(CUstream s)
  * its context captures; and any other is an unsafe call while a capture
  * forbids those (fact 26). (The entry protocol has already run every pending
  * block.) */
-static CUresult sim_stream_check(CUstream s)
+static CUresult sim_stream_check(CUstream s, struct CUstream_st **out)
 {
     struct CUctx_st *c = NULL;
     struct CUstream_st *st;
@@ -161,20 +165,31 @@ static CUresult sim_stream_check(CUstream s)
         r = sim_capture_refuse(st, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     if (r == CUDA_SUCCESS && c)
         r = sim_capture_legacy(c, st);
+    if (r == CUDA_SUCCESS && out)
+        *out = st;
     return r == CUDA_SUCCESS ? sim_capture_forbid() : r;
 }
 
+/* Waits for the stream's launches held running (simcuda_hold_launches), with
+ * the simulation's lock released meanwhile, as cuCtxSynchronize does for the
+ * context's; the stream may die meanwhile. */
 SIM_API CUresult cuStreamSynchronize(CUstream s)
 {
     SIM_BEGIN(cuStreamSynchronize);
-    SIM_CHECK(sim_stream_check(s));
+    struct CUstream_st *st = NULL;
+    SIM_CHECK(sim_stream_check(s, &st));
+    while (st->held && st->alive) {
+        sim.sync_waiting++;
+        pthread_cond_wait(&sim.held_done, &sim.lock);
+        sim.sync_waiting--;
+    }
     SIM_END;
 }
 
 SIM_API CUresult cuStreamQuery(CUstream s)
 {
     SIM_BEGIN(cuStreamQuery);
-    SIM_CHECK(sim_stream_check(s));
+    SIM_CHECK(sim_stream_check(s, NULL));
     SIM_END;
 }
 
@@ -238,6 +253,8 @@ SIM_API CUresult cuEventCreate(CUevent *out, unsigned int flags)
     SIM_BEGIN(cuEventCreate);
     SIM_FAIL_IF(!out, CUDA_ERROR_INVALID_VALUE);
     struct CUctx_st *c;
+    SIM_CHECK(sim_current(&c));
+    sim_quiet_wait(c); /* fact 30 (quiet model only); c may have died meanwhile */
     SIM_CHECK(sim_current(&c));
     struct CUevent_st *e = sim_obj_new(SIM_MAGIC_EVENT, sizeof *e);
     SIM_FAIL_IF(!e, CUDA_ERROR_OUT_OF_MEMORY);

@@ -86,11 +86,11 @@ void simcuda_reset_counters(void);
  * the library's running kernels). The next n successful launches of kernels
  * that come from a library (cuLibraryLoadData), from any thread, count as
  * still running after they return, until simcuda_finish_launches: meanwhile a
- * cuLibraryUnload of their library, and a cuCtxSynchronize of the context
- * they run in, wait, without holding up any other driver call. Nothing else
- * waits for them (their work is done at launch, as always here: a stream
- * synchronise returns at once). n = 0 holds no more launches; those held
- * stay held. */
+ * cuLibraryUnload of their library, a cuCtxSynchronize of the context they
+ * run in and a cuStreamSynchronize of the stream they run on wait, without
+ * holding up any other driver call. Nothing else waits for them (their work
+ * is done at launch, as always here). n = 0 holds no more launches; those
+ * held stay held. */
 void simcuda_hold_launches(unsigned n);
 
 /* Ends every held launch (and holds no more): waiting unloads and
@@ -100,21 +100,27 @@ void simcuda_finish_launches(void);
 /* Threads now waiting in cuLibraryUnload for a held launch. */
 unsigned simcuda_unloads_waiting(void);
 
-/* Threads now waiting in cuCtxSynchronize for a held launch. */
+/* Threads now waiting in cuCtxSynchronize or cuStreamSynchronize for a held
+ * launch. */
 unsigned simcuda_syncs_waiting(void);
 
-/* Quiet loads, for docs/contexts.md fact 25 (under launches that never pause,
- * making a stream or loading code into their context waits for a pause).
- * quiet_us = 0 (the default, unless SIMCUDA_QUIET_LOADS_US says otherwise)
- * turns the model off. Otherwise, from now on, these calls wait until the
- * context they work in has seen no kernel launch (cuLaunchKernel(Ex), attempted
- * ones included, and cuGraphLaunch) for quiet_us microseconds: cuStreamCreate,
- * cuStreamCreateWithPriority, cuModuleLoadData(Ex), and the first load of a
+/* Quiet loads, for docs/contexts.md facts 25 and 30 (under launches that
+ * never pause, or a service, making a stream, loading code into their context,
+ * allocating, freeing and the like wait for a pause). quiet_us = 0 (the
+ * default, unless SIMCUDA_QUIET_LOADS_US says otherwise) turns the model off.
+ * Otherwise, from now on, these calls wait until the context they work in has
+ * seen no kernel launch (cuLaunchKernel(Ex), attempted ones included, and
+ * cuGraphLaunch) for quiet_us microseconds: cuStreamCreate,
+ * cuStreamCreateWithPriority, cuModuleLoadData(Ex), the first load of a
  * library into a context (cuKernelGetFunction, cuLibraryGetModule, or the
- * launch of a CUkernel, when the library has no module there yet). They wait
- * without holding up any other driver call, and stop waiting when the context
- * dies (then failing as for a dead context) or the model is turned off.
- * cuLibraryLoadData and launches into a loaded context never wait. */
+ * launch of a CUkernel, when the library has no module there yet), cuMemAlloc,
+ * cuMemFree, cuStreamDestroy, cuEventCreate, cuModuleUnload, cuLibraryUnload
+ * of a library loaded in the context, cuMemHostAlloc and cuMemFreeHost. They
+ * wait without holding up any other driver call, and stop waiting when the
+ * context dies (then failing as for a dead context) or the model is turned
+ * off. cuLibraryLoadData, launches into a loaded context, cuMemAllocAsync,
+ * cuMemFreeAsync, synchronisations, primary retains and context queries never
+ * wait. */
 void simcuda_quiet_loads(unsigned quiet_us);
 
 /* Calls now waiting for a pause in launches (see simcuda_quiet_loads). */

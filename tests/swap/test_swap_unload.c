@@ -126,6 +126,24 @@ static int computes(const rig_t *r, hk_handle_t *h)
     return ok;
 }
 
+/* A saxpy through a raw handle that keeps "running" (simcuda_hold_launches)
+ * until sim.finish_launches, after which *dx and *dy are the caller's to
+ * free: nothing here waits for it, as nothing may while a kernel runs
+ * (its stream's synchronisation would wait, as on a GPU). 1 when issued. */
+static int runs_held(const rig_t *r, hk_handle_t *h, void **dx, void **dy)
+{
+    float x[N], two = 2.0f;
+    for (int i = 0; i < N; i++)
+        x[i] = (float)(i % 7);
+    *dx = *dy = NULL;
+    int ok = r->mem->alloc(h, sizeof x, dx) == HK_STATUS_OK
+             && r->mem->alloc(h, sizeof x, dy) == HK_STATUS_OK
+             && r->mem->copy_to_device(h, *dx, x, sizeof x) == HK_STATUS_OK
+             && r->mem->copy_to_device(h, *dy, x, sizeof x) == HK_STATUS_OK;
+    sim.hold_launches(1);
+    return ok && r->blas->saxpy(h, N, &two, *dx, 1, *dy, 1) == HK_STATUS_OK;
+}
+
 /* ---- the fork handler ---- */
 
 /* In a child: 0 when hk-cuda's fork handler told the module it is a fork
@@ -306,8 +324,8 @@ static CUcontext user_context(void)
     return c;
 }
 
-/* The last handle's destroy waits for its context's running kernel (the
- * context synchronisation before its frees); meanwhile a handle in another
+/* The last handle's destroy waits for its running kernel (the synchronisation
+ * of its stream before its frees); meanwhile a handle in another
  * context is made, computes and is destroyed. (In the same context its own
  * synchronisations would wait too, on a GPU as here.) */
 static void test_destroy_stalls_nobody(void)
@@ -318,8 +336,8 @@ static void test_destroy_stalls_nobody(void)
     CU_ASSERT_EQUAL(cuCtxPopCurrent(&popped), CUDA_SUCCESS);
     side_t d = {.r = &r}, c = {.r = &r, .ctx = uc};
     CU_ASSERT_EQUAL_FATAL(r.vt->handle_create(NULL, &d.h), HK_STATUS_OK);
-    sim.hold_launches(1);
-    CU_ASSERT(computes(&r, d.h)); /* its saxpy keeps "running" */
+    void *dx, *dy;
+    CU_ASSERT(runs_held(&r, d.h, &dx, &dy)); /* its saxpy keeps "running" */
     pthread_t td, tc;
     CU_ASSERT_EQUAL_FATAL(pthread_create(&td, NULL, destroy_thread, &d), 0);
     CU_ASSERT(WAIT_FOR(sim.syncs_waiting() == 1));
@@ -333,6 +351,13 @@ static void test_destroy_stalls_nobody(void)
     CU_ASSERT_EQUAL(c.st, HK_STATUS_OK);
     CU_ASSERT_EQUAL(d.st, HK_STATUS_OK);
     CU_ASSERT_EQUAL(cuCtxDestroy(uc), CUDA_SUCCESS);
+    CUcontext p0 = NULL; /* the saxpy's buffers, in device 0's primary */
+    CU_ASSERT_EQUAL(cuDevicePrimaryCtxRetain(&p0, 0), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cuCtxPushCurrent(p0), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cuMemFree((CUdeviceptr)(uintptr_t)dx), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cuMemFree((CUdeviceptr)(uintptr_t)dy), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cuCtxPopCurrent(&popped), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
     rig_down(&r, HK_SWAP_CUDA_A);
 }
 
@@ -350,8 +375,8 @@ static void test_swap_beside_running_kernel(void)
     CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(a, NULL, &mh), HK_STATUS_OK);
     CUcontext uc = user_context(), popped;
     CU_ASSERT_EQUAL_FATAL(rb.vt->handle_create(NULL, &hb), HK_STATUS_OK);
-    sim.hold_launches(1);
-    CU_ASSERT(computes(&rb, hb)); /* a kernel of B's library keeps running in uc */
+    void *dx, *dy;
+    CU_ASSERT(runs_held(&rb, hb, &dx, &dy)); /* a kernel of B's library keeps running in uc */
     CU_ASSERT_EQUAL(cuCtxPopCurrent(&popped), CUDA_SUCCESS);
     side_t s = {.loader = rb.loader, .request = HK_SWAP_CUDA_B};
     pthread_t ts;
@@ -365,6 +390,8 @@ static void test_swap_beside_running_kernel(void)
     CU_ASSERT_EQUAL(ps.module, HK_MODULE_CLOSED);
     CU_ASSERT(!swp_mapped(HK_SWAP_CUDA_A));
     CU_ASSERT_EQUAL(hk_mhandle_destroy(mh), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(rb.mem->free_(hb, dx), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(rb.mem->free_(hb, dy), HK_STATUS_OK);
     CU_ASSERT_EQUAL(rb.vt->handle_destroy(hb), HK_STATUS_OK);
     CU_ASSERT_EQUAL(cuCtxDestroy(uc), CUDA_SUCCESS);
     rig_down(&rb, HK_SWAP_CUDA_B);

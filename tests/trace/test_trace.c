@@ -299,8 +299,10 @@ static void t_nothing_current(void)
     HAS(r.trace, "hk-cuda driver: opened ", "named by HK_CUDA_DRIVER", "2 devices");
     HAS(r.trace, "hk-cuda ctx: handle 0x", "bound to the primary context of device 0 (",
         "retained; nothing was current");
-    HAS(r.trace, "hk-cuda ctx: handle 0x", "destroyed: the primary context of device 0 released "
-        "(1 retain given back)");
+    HAS(r.trace, "hk-cuda ctx: handle 0x", "destroyed: its retain of the primary context of "
+        "device 0 kept by the kit (0 more given back)");
+    HAS(r.trace, "hk-cuda ctx: device 0: the kit keeps a retain of the primary context (context "
+        "id ", ") until trim or unload");
     HAS_NOT(r.trace, " call: "); /* level 2 only */
     CU_ASSERT(whole_lines(r.trace, r.pid) > 3);
     run_free(&r);
@@ -364,7 +366,7 @@ static void t_reset_rearmed(void)
         "retained; it was current)");
     HAS(r.trace, "ctx: handle 0x", ": the primary context of device 0 was reset (context id ",
         " gone); re-armed in context id ");
-    HAS(r.trace, "destroyed: the primary context of device 0 released (1 retain given back)");
+    HAS(r.trace, "destroyed: its retain of the primary context of device 0 kept by the kit");
     run_free(&r);
 }
 
