@@ -1,9 +1,9 @@
 /* hk-cuda: the kernel library, and the reduction kernels' workspaces.
  *
  * One process-wide library of the embedded fatbin, loaded through the kit by
- * the first handle and kept until the module is closed (the kit's destructor
- * unloads it, no handle being live then), so that a create after the last
- * destroy finds it. A CUlibrary is
+ * the first live handle and unloaded with the last, with no lock of ours held
+ * while the driver unloads (it waits there for the library's running kernels,
+ * fact 19; a create on another thread must not wait with it). A CUlibrary is
  * context-independent: its CUkernels launch in any context, and they survive
  * a primary-context reset (fact 8). The kit caches each kernel's CUfunction
  * per context ID, so a later handle in the same context skips
@@ -42,8 +42,9 @@ static const char *const kernel_names[HK__K_COUNT] = {
 };
 
 /* All under hkc_lock. kernels[] is set before any handle that uses it is
- * published, and stays until the module is closed; refs counts the live
- * handles. */
+ * published, and stays while a handle holds a reference. The last release
+ * takes the library out (library NULL) before it unloads it, so a create
+ * meanwhile loads a library of its own. */
 static hk_kit_library_t *library;
 static hk_kit_kernel_t *kernels[HK__K_COUNT];
 static unsigned long refs;
@@ -75,7 +76,7 @@ static void give_back_library(hk_kit_library_t *lib)
 
 hk_status_t hkc_kernels_acquire(void)
 {
-    if (library) { /* loaded by an earlier handle, kept */
+    if (refs > 0 || library) { /* a library the driver would not unload is used again */
         refs++;
         return HK_STATUS_OK;
     }
@@ -99,16 +100,32 @@ hk_status_t hkc_kernels_acquire(void)
 
 hk_status_t hkc_kernels_release(void)
 {
-    /* The library stays loaded after the last handle, until the module is
-     * closed (the kit's destructor unloads it, hkk_driver.c): the next
-     * create then neither loads it nor asks for its functions again in a
-     * context it already ran in, as the primary retain the kit keeps
-     * (docs/contexts.md, "Keeping the primary context"). */
+    hk_kit_library_t *lib = NULL;
+    hk_kit_kernel_t *ks[HK__K_COUNT];
     pthread_mutex_lock(&hkc_lock);
-    if (refs > 0)
-        refs--;
+    if (refs > 0 && --refs == 0) {
+        lib = hk_kit_forked() ? NULL : library; /* a fork child has no driver to unload from */
+        memcpy(ks, kernels, sizeof ks);
+        memset(kernels, 0, sizeof kernels);
+        library = NULL;
+    }
     pthread_mutex_unlock(&hkc_lock);
-    return HK_STATUS_OK;
+    if (!lib)
+        return HK_STATUS_OK;
+    /* No lock held: the driver waits here for the library's running kernels. */
+    hk_status_t st = hk_kit_library_unload(NULL, lib);
+    if (st == HK_STATUS_OK)
+        return HK_STATUS_OK;
+    /* Refused (twice): kept for the next handle rather than lost, unless a
+     * create loaded another one meanwhile; then the kit gives this one back
+     * when the module is closed (hkk_driver.c). */
+    pthread_mutex_lock(&hkc_lock);
+    if (!library) {
+        library = lib;
+        memcpy(kernels, ks, sizeof kernels);
+    }
+    pthread_mutex_unlock(&hkc_lock);
+    return st;
 }
 
 hk_status_t hkc_kernels_functions(hk_handle_t *h, unsigned long long ctx_id,
