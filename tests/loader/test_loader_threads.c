@@ -1,6 +1,7 @@
 /* The loader's [thread-safe] promises: 8 threads opening, finding and reading
  * reports of one loader at once, every answer checked. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -71,9 +72,48 @@ static void test_one_loader_from_threads(void)
     CU_ASSERT_EQUAL(hk_loader_destroy(sh.loader), HK_STATUS_OK);
 }
 
+/* hk_loader_version ([thread-safe]) from 8 threads at once: every answer
+ * the one a single call gives, and well formed. */
+static const char *version_text;
+
+static void *version_worker(void *arg)
+{
+    atomic_int *wrong = arg;
+    for (int r = 0; r < ROUNDS * 20; r++) {
+        uint32_t lo = 0, hi = 0;
+        const char *v = hk_loader_version(&lo, &hi);
+        if (!v || strcmp(v, version_text) != 0 || lo != HK_ABI_VERSION(HK_ABI_MAJOR, 0)
+            || hi != HK_ABI_CURRENT || hk_loader_version(NULL, NULL) != v)
+            atomic_fetch_add(wrong, 1);
+    }
+    return NULL;
+}
+
+static void test_version_from_threads(void)
+{
+    unsigned a, b, c;
+    char tail;
+    version_text = hk_loader_version(NULL, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(version_text);
+    CU_ASSERT_EQUAL(sscanf(version_text, "%u.%u.%u%c", &a, &b, &c, &tail), 3);
+    CU_ASSERT_EQUAL(a, HK_ABI_MAJOR);
+    atomic_int wrong = 0;
+    pthread_t t[THREADS];
+    int started = 0;
+    for (; started < THREADS; started++)
+        if (pthread_create(&t[started], NULL, version_worker, &wrong) != 0)
+            break;
+    CU_ASSERT_EQUAL(started, THREADS);
+    for (int i = 0; i < started; i++)
+        pthread_join(t[i], NULL);
+    CU_ASSERT_EQUAL(atomic_load(&wrong), 0);
+}
+
 void tl_register_threads(void)
 {
     CU_pSuite s = hk_test_suite("loader_threads", NULL, NULL);
     hk_test_add(s, "one loader from 8 threads: same plugin, same refusal, one report each",
                 test_one_loader_from_threads);
+    hk_test_add(s, "hk_loader_version from 8 threads",
+                test_version_from_threads);
 }
