@@ -258,6 +258,65 @@ static void test_refused_unload_given_back(void)
     CU_ASSERT_EQUAL(sim.live_libraries(), libs);
 }
 
+/* ---- hk_kit_trim from several threads ---- */
+
+typedef struct trimmer {
+    const rig_t *r;
+    hk_status_t (*trim)(void);
+    int wrong;
+} trimmer_t;
+
+/* Make a handle, compute, destroy it (its retain may go to the kit), trim
+ * (the kit's retain goes back): every step checked, 20 times. */
+static void *trim_worker(void *arg)
+{
+    trimmer_t *t = arg;
+    for (int i = 0; i < 20; i++) {
+        hk_handle_t *h = NULL;
+        if (t->r->vt->handle_create(NULL, &h) != HK_STATUS_OK || !computes(t->r, h))
+            t->wrong++;
+        if (h && t->r->vt->handle_destroy(h) != HK_STATUS_OK)
+            t->wrong++;
+        if (t->trim() != HK_STATUS_OK)
+            t->wrong++;
+    }
+    return NULL;
+}
+
+/* hk_kit_trim is [thread-safe]: 4 threads make, use and destroy handles and
+ * trim in between; every call succeeds, every result is right, and once all
+ * are done and trimmed no retain of the kit is left. */
+static void test_trim_from_threads(void)
+{
+    int refs = sim.primary_refcount(0);
+    rig_t r;
+    CU_ASSERT_FATAL(rig_up(&r, HK_SWAP_CUDA_B));
+    typedef struct swp_kit_table {
+        hk_status_t (*trim)(void);
+    } kit_t;
+    const void *table = NULL;
+    CU_ASSERT_EQUAL_FATAL(r.vt->get_table("swp.kit/1", &table), HK_STATUS_OK);
+    const kit_t *kit = table;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(kit);
+    trimmer_t t[4];
+    pthread_t th[4];
+    int started = 0;
+    for (; started < 4; started++) {
+        t[started] = (trimmer_t){&r, kit->trim, 0};
+        if (pthread_create(&th[started], NULL, trim_worker, &t[started]) != 0)
+            break;
+    }
+    CU_ASSERT_EQUAL(started, 4);
+    for (int i = 0; i < started; i++) {
+        pthread_join(th[i], NULL);
+        CU_ASSERT_EQUAL(t[i].wrong, 0);
+    }
+    CU_ASSERT_EQUAL(kit->trim(), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(sim.primary_refcount(0), refs);
+    rig_down(&r, HK_SWAP_CUDA_B);
+    CU_ASSERT_EQUAL(sim.primary_refcount(0), refs);
+}
+
 /* ---- a destroy the driver keeps waiting stalls nobody else ---- */
 
 typedef struct side {
@@ -458,6 +517,8 @@ void swp_register_unload(void)
     };
     CU_pTest on_sim[] = {
         hk_test_add(s, "closed: no library, allocation or primary retain left", test_nothing_left),
+        hk_test_add(s, "hk_kit_trim from 4 threads making and destroying handles",
+                    test_trim_from_threads),
         hk_test_add(s, "a library the driver would not unload goes with the module",
                     test_refused_unload_given_back),
         hk_test_add(s, "a destroy waiting for its context's kernel stalls no create or call "
