@@ -11,12 +11,17 @@
 /* ---- the per-call guard ---- */
 
 /* The stream a call runs on, noted for destroy's wait (hkk_wait.c): a
- * compare when it is the one noted last. */
+ * compare when it is the one noted last, two once calls ran on several
+ * streams (nothing more to note then). */
 static inline void note_stream(hk_kit_bind_t *h, CUstream s)
 {
-    if (s == CU_STREAM_PER_THREAD
-            ? !hkk_pt_noted(h)
-            : atomic_load_explicit(&h->used_last, memory_order_relaxed) != s)
+    if (s == CU_STREAM_PER_THREAD) {
+        if (!hkk_pt_noted(h))
+            hkk_note_stream_slow(h, s);
+        return;
+    }
+    CUstream last = atomic_load_explicit(&h->used_last, memory_order_relaxed);
+    if (last != s && last != HKK_MANY_STREAMS)
         hkk_note_stream_slow(h, s);
 }
 

@@ -105,9 +105,9 @@ struct hk_kit_bind {
      * with used_last, or for the per-thread stream its thread's note with
      * serial, without a lock; a change is noted under lock. serial is new
      * for every binding and every re-arm. */
-    _Atomic(CUstream) used_last; /* HKK_NO_STREAM until a call ran */
+    _Atomic(CUstream) used_last; /* HKK_NO_STREAM until a call ran, HKK_MANY_STREAMS
+                                    once calls ran on two or more */
     atomic_ullong serial;
-    int used_other;               /* under lock: calls ran on other streams too */
     unsigned long long pt_thread; /* under lock: 0, the one thread (hkk_thread_serial)
                                      whose per-thread stream calls ran on, or ~0 */
     CUstream rel_stream;          /* during ops->release: frees in order on it */
@@ -120,8 +120,10 @@ struct hk_kit_bind {
 /* Reads one whole stream setting. [handle-safe] */
 void hkk_stream_read(hk_kit_bind_t *b, CUstream *s, unsigned long long *id);
 
-/* used_last before any call ran (no stream has this value). */
+/* used_last before any call ran, and once calls ran on several streams (no
+ * stream has either value). */
 #define HKK_NO_STREAM ((CUstream)~(uintptr_t)0)
+#define HKK_MANY_STREAMS ((CUstream)~(uintptr_t)1)
 
 /* Forgets the streams used: at bind and after a re-arm (the old
  * incarnation's streams died with it). Caller holds b->lock or owns b. */

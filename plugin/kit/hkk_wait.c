@@ -42,7 +42,6 @@ void hkk_streams_forget(hk_kit_bind_t *b)
 {
     atomic_store_explicit(&b->used_last, HKK_NO_STREAM, memory_order_relaxed);
     atomic_store(&b->serial, atomic_fetch_add(&binding_serials, 1) + 1);
-    b->used_other = 0;
     b->pt_thread = 0;
 }
 
@@ -58,9 +57,9 @@ void hkk_note_stream_slow(hk_kit_bind_t *b, CUstream s)
         pt_noted = atomic_load(&b->serial);
     } else {
         CUstream last = atomic_load_explicit(&b->used_last, memory_order_relaxed);
-        if (last != HKK_NO_STREAM && last != s)
-            b->used_other = 1;
-        atomic_store_explicit(&b->used_last, s, memory_order_relaxed);
+        if (last != HKK_MANY_STREAMS) /* several streams: settled, the calls compare only */
+            atomic_store_explicit(&b->used_last, last == HKK_NO_STREAM || last == s
+                                  ? s : HKK_MANY_STREAMS, memory_order_relaxed);
     }
     pthread_mutex_unlock(&b->lock);
 }
@@ -79,11 +78,10 @@ static int wait_target(hk_kit_bind_t *h, CUstream *s, int *used)
     hkk_stream_read(h, &cur, &cur_id);
     pthread_mutex_lock(&h->lock);
     CUstream last = atomic_load_explicit(&h->used_last, memory_order_relaxed);
-    int other = h->used_other;
     unsigned long long pt = h->pt_thread;
     pthread_mutex_unlock(&h->lock);
     int on_stream = last != HKK_NO_STREAM;
-    if (other || (pt && pt != thread_serial()) || (pt && on_stream) ||
+    if (last == HKK_MANY_STREAMS || (pt && pt != thread_serial()) || (pt && on_stream) ||
         (on_stream && last != cur))
         return 0;
     *used = on_stream || pt;

@@ -7,6 +7,7 @@
  * destroying thread. Counts come from the simulated driver. */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -138,6 +139,79 @@ SCENARIO(t_destroy_two_streams)
     OK(cuCtxPopCurrent(&p0));
     OK(cuDevicePrimaryCtxRelease(d0));
 }
+
+/* ---- the per-call note of the stream ---- */
+
+/* pthread_mutex_lock as this program sees it, counted while counting is on:
+ * the plugin's calls resolve to this definition (the executable comes first
+ * in the global scope). Left out under ThreadSanitizer, which defines the
+ * function itself. */
+#if !defined(__SANITIZE_THREAD__)
+static atomic_ulong mutex_locks;
+static atomic_int counting_locks;
+
+int pthread_mutex_lock(pthread_mutex_t *m)
+{
+    static int (*real)(pthread_mutex_t *);
+    if (!real)
+        *(void **)&real = dlsym(RTLD_NEXT, "pthread_mutex_lock");
+    if (atomic_load_explicit(&counting_locks, memory_order_relaxed))
+        atomic_fetch_add_explicit(&mutex_locks, 1, memory_order_relaxed);
+    return real(m);
+}
+
+/* Locks taken by n rounds of: set stream a, scale on it, set stream b, scale
+ * on it. */
+static unsigned long locks_of_rounds(hk_handle_t *h, CUstream a, CUstream b, void *x, int n)
+{
+    const float one = 1.0f;
+    atomic_store(&mutex_locks, 0);
+    atomic_store(&counting_locks, 1);
+    for (int i = 0; i < n; i++) {
+        CU_ASSERT_EQUAL(plug.vt->set_stream(h, a), HK_STATUS_OK);
+        CU_ASSERT_EQUAL(plug.blas->sscal(h, 4, &one, x, 1), HK_STATUS_OK);
+        CU_ASSERT_EQUAL(plug.vt->set_stream(h, b), HK_STATUS_OK);
+        CU_ASSERT_EQUAL(plug.blas->sscal(h, 4, &one, x, 1), HK_STATUS_OK);
+    }
+    atomic_store(&counting_locks, 0);
+    return atomic_load(&mutex_locks);
+}
+
+/* Once a handle's calls ran on two streams, destroy waits for the context
+ * whatever follows, so a call has nothing more to note: it takes no lock,
+ * however often the stream changes. Counted against the same calls on one
+ * stream. */
+SCENARIO(t_note_many_streams)
+{
+    enum { ROUNDS = 200 };
+    CUdevice d0;
+    CUcontext p0 = NULL;
+    CUstream s1 = NULL, s2 = NULL;
+    void *x = NULL;
+    OK(cuDeviceGet(&d0, 0));
+    OK(cuDevicePrimaryCtxRetain(&p0, d0));
+    OK(cuCtxPushCurrent(p0));
+    OK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    OK(cuCtxPopCurrent(&p0));
+    hk_handle_t *h = used_handle(s1, &x);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    unsigned long one = locks_of_rounds(h, s1, s1, x, ROUNDS);
+    (void)locks_of_rounds(h, s1, s2, x, 1); /* now noted: two streams */
+    unsigned long two = locks_of_rounds(h, s1, s2, x, ROUNDS);
+    printf("\n    locks in %d rounds: one stream %lu, two streams %lu\n    ", ROUNDS, one, two);
+    CU_ASSERT(two <= one + 2);
+    CU_ASSERT_EQUAL(plug.mem->free_(h, x), HK_STATUS_OK);
+    unsigned long syncs = sim.calls("cuCtxSynchronize");
+    CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(sim.calls("cuCtxSynchronize"), syncs + 1); /* two streams: the context */
+    OK(cuCtxPushCurrent(p0));
+    OK(cuStreamDestroy(s1));
+    OK(cuStreamDestroy(s2));
+    OK(cuCtxPopCurrent(&p0));
+    OK(cuDevicePrimaryCtxRelease(d0));
+}
+#endif /* !__SANITIZE_THREAD__ */
 
 /* The per-thread stream of another thread cannot be waited for from this
  * one: the whole context is. */
@@ -294,6 +368,9 @@ const hkct_scenario_t hkct_destroy_scenarios[] = {
     {"destroy waits for its one stream and frees on it", t_destroy_one_stream, 1, 0, 1},
     {"destroy on the legacy stream: no context-wide wait", t_destroy_legacy_stream, 1, 0, 1},
     {"destroy after a change of stream waits for the context", t_destroy_two_streams, 1, 0, 1},
+#if !defined(__SANITIZE_THREAD__) /* ThreadSanitizer has pthread_mutex_lock for its own */
+    {"calls switching between two noted streams take no lock", t_note_many_streams, 1, 0, 1},
+#endif
     {"destroy after per-thread streams of other threads waits for the context",
      t_destroy_per_thread_streams, 1, 0, 1},
     {"destroy returns while other threads run a service in its context",
