@@ -213,17 +213,26 @@ hk_status_t hk_kit_bind(int device, const hk_kit_ops_t *ops, void *user, hk_kit_
  * left as it was. In a fork() child it only frees host memory. */
 hk_status_t hk_kit_unbind(hk_kit_bind_t *b);
 
-/* [thread-safe] Gives back the primary retains the kit keeps between handles
- * (one per device where a handle bound a primary and was destroyed while it
- * was alive), so that a primary nobody else retains is torn down now rather
- * than at unload; the next handle there builds it again. Live handles keep
- * their own retains. The module's unload (the kit's destructor) does the
- * same. A kept retain whose context was reset since still counts and is given
+/* [thread-safe] Gives back what the plugin keeps between handles: first what
+ * the plugin itself keeps, through the function it set with
+ * hk_kit_set_trim (hk-cuda: its kernel library when no handle uses it, the
+ * memory destroyed handles left for the next create); then the primary
+ * retains the kit keeps (one per device where a handle bound a primary and
+ * was destroyed while it was alive), so that a primary nobody else retains
+ * is torn down now rather than at unload; the next handle there builds it
+ * again. Live handles keep their own. A host calls it through the plugin's
+ * hk.trim/1 table (hk_trim.h) before it closes the module, and the module's
+ * unload (the kit's destructor) does the same. A kept retain whose context was reset since still counts and is given
  * back once; one somebody else released already is forgotten. Returns OK, or
  * the status of a release the driver refused twice (that retain stays kept,
  * for a later trim), with the reason in the create message
  * (hk_kit_last_error(NULL)). In a fork() child it does nothing. */
 hk_status_t hk_kit_trim(void);
+
+/* [thread-safe] Sets the plugin's part of hk_kit_trim (NULL: none): fn gives
+ * back what the plugin keeps between handles and returns OK or the first
+ * failure, with the reason in the create message. */
+void hk_kit_set_trim(hk_status_t (*fn)(void));
 
 /* [not-concurrent] Within ops->release only: 1 with *s the stream on which
  * to free in stream order (cuMemFreeAsync), which the kit waits for after

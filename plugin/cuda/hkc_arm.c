@@ -20,6 +20,28 @@ CUresult hkc_give_back_host(void *p)
     return r;
 }
 
+/* The arm's first slab, and host mode's word, from what a destroyed handle
+ * left in this incarnation (hkc_spare.c), else the slab made anew. A word of
+ * an earlier incarnation the handle may hold died with it. */
+static hk_status_t take_spare(hk_handle_t *h, hkc_arm_t *a, hk_handle_t *err_to)
+{
+    CUdeviceptr slab, word_dev;
+    void *word;
+    hkc_spare_take(a->base.ctx_id, &slab, &word, &word_dev);
+    if (word) {
+        pthread_mutex_lock(&h->lock);
+        h->slot = word;
+        h->slot_dev = word_dev;
+        h->slot_ctx = a->base.ctx_id;
+        pthread_mutex_unlock(&h->lock);
+    }
+    if (slab && hkc_ws_adopt(a, slab) == 0)
+        return HK_STATUS_OK;
+    if (slab) /* no host memory for its record: the slab goes back */
+        (void)hkc_relaxed_free(slab);
+    return hkc_ws_reserve(a, err_to);
+}
+
 /* Takes the functions for the handle's context, which the kit has made
  * current, and the memory of its first reduction workspaces. The workspaces
  * are handed to streams at the first dot or nrm2 there (hkc_ws_get), cleared
@@ -46,7 +68,7 @@ static hk_status_t arm(hk_kit_bind_t *b, void *user, unsigned long long ctx_id,
     a->base.ctx_id = ctx_id;
     st = hkc_kernels_functions(eh, ctx_id, a->fn);
     if (st == HK_STATUS_OK)
-        st = hkc_ws_reserve(a, eh);
+        st = take_spare(h, a, eh);
     if (st != HK_STATUS_OK) {
         hkc_ws_free(a, 0, NULL);
         hkc_arm_free(a);
@@ -68,11 +90,24 @@ static hk_status_t release(hk_kit_bind_t *b, void *user, hk_kit_arm_t *base)
     hk_status_t st = HK_STATUS_OK;
     CUstream s = NULL;
     int ordered = hk_kit_release_stream(b, &s);
+    /* The handle's work is done (the kit waited): its first slab and its
+     * word are left for the next create here (hkc_spare.c); the rest is
+     * freed. A word made in an earlier incarnation died with it. */
+    hkc_slab_t *first = NULL;
+    for (hkc_slab_t *sl = a->slabs; sl; sl = sl->next)
+        if (sl->base)
+            first = sl; /* newest first: the last one is the arm's own */
+    void *word = h->slot && h->slot_dev && h->slot_ctx == a->base.ctx_id ? h->slot : NULL;
+    int had_word = word != NULL;
+    CUdeviceptr none = 0;
+    hkc_spare_put(hk_kit_context(b), a->base.ctx_id, first ? &first->base : &none, &word,
+                  h->slot_dev);
+    if (had_word && !word)
+        h->slot = NULL; /* kept */
     CUresult r = hkc_ws_free(a, ordered, s);
     if (r != CUDA_SUCCESS)
         st = hk_kit_fail_cu(b, r, ordered ? "destroy: cuMemFreeAsync of the handle's workspaces"
                                           : "destroy: cuMemFree of the handle's workspaces");
-    /* A word made in an earlier incarnation died with it. */
     if (h->slot && h->slot_ctx == a->base.ctx_id) {
         r = hkc_give_back_host(h->slot);
         if (r == CUDA_SUCCESS)

@@ -39,7 +39,10 @@
     X(cuMemcpyHtoDAsync, 3020)                \
     X(cuMemcpyDtoHAsync, 3020)                \
     X(cuMemsetD8Async, 3020)                  \
-    X(cuLaunchKernelEx, 11060)
+    X(cuLaunchKernelEx, 11060)               \
+    X(cuCtxGetId, 12000)                      \
+    X(cuCtxPushCurrent, 4000)                 \
+    X(cuCtxPopCurrent, 4000)
 
 typedef struct hkc_cu {
 #define HK__CU_FIELD(name, ver) PFN_##name##_v##ver name;
@@ -98,9 +101,14 @@ typedef enum hkc_kernel_id {
  * fatbin on the first one. Caller holds hkc_lock. */
 hk_status_t hkc_kernels_acquire(void);
 
-/* Drops a reference; the last one unloads the library, after letting go of
- * hkc_lock, which the caller must not hold. */
+/* Drops a reference; the library stays loaded after the last one, until
+ * hkc_kernels_trim. The caller must not hold hkc_lock. */
 hk_status_t hkc_kernels_release(void);
+
+/* Unloads the library if no handle uses it (hk_kit_trim's part), after
+ * letting go of hkc_lock, which the caller must not hold; a refused unload
+ * keeps it for the next handle. */
+hk_status_t hkc_kernels_trim(void);
 
 /* The CUfunctions of every kernel in the current context, whose ID is ctx_id,
  * from the kit's per-context caches (filled on a miss). */
@@ -274,6 +282,33 @@ CUresult hkc_ws_free(hkc_arm_t *a, int ordered, CUstream s);
 
 /* Frees an arm's host memory (its workspace records and tables) and the arm. */
 void hkc_arm_free(hkc_arm_t *a);
+
+/* Makes base (a slab's device memory, from hkc_spare_take) the arm's first
+ * slab; 0 on success, else base is left to the caller. */
+int hkc_ws_adopt(hkc_arm_t *a, CUdeviceptr base);
+
+/* ---- what destroyed handles leave for the next create (hkc_spare.c) ---- */
+
+/* Destroy, its work done: leaves *slab (a slab's memory, 0: none) and *word
+ * (host mode's word, NULL: none, mapped at word_dev) for the next arm in
+ * context ctx, incarnation ctx_id; what it took is set to 0 / NULL there, what
+ * is left stays the caller's to free. Takes hkc_lock. */
+void hkc_spare_put(CUcontext ctx, unsigned long long ctx_id, CUdeviceptr *slab, void **word,
+                   CUdeviceptr word_dev);
+
+/* Arm: takes what a destroyed handle left in incarnation ctx_id (0 / NULL:
+ * nothing). Takes hkc_lock. */
+void hkc_spare_take(unsigned long long ctx_id, CUdeviceptr *slab, void **word,
+                    CUdeviceptr *word_dev);
+
+/* hk_kit_trim's part: frees every set left, in its context, if that context
+ * still lives in the set's incarnation. Takes hkc_lock. */
+hk_status_t hkc_spares_trim(void);
+
+/* What hk-cuda gives back at a trim (set with hk_kit_set_trim): the spares,
+ * then the library if no handle uses it. */
+hk_status_t hkc_trim(void);
+
 
 /* A live handle of this copy of hk-cuda? NULL, destroyed handles and pointers
  * of anyone else → no, decided without reading through h (no lock, a few ns). */

@@ -1,9 +1,9 @@
 /* hk-cuda: the kernel library, and the reduction kernels' workspaces.
  *
  * One process-wide library of the embedded fatbin, loaded through the kit by
- * the first live handle and unloaded with the last, with no lock of ours held
- * while the driver unloads (it waits there for the library's running kernels,
- * fact 19; a create on another thread must not wait with it). A CUlibrary is
+ * the first handle and kept after the last one until a trim (hk_kit_trim,
+ * through hk.trim/1 before a host closes the module, or the kit's destructor)
+ * unloads it, so that a create after the last destroy finds it. A CUlibrary is
  * context-independent: its CUkernels launch in any context, and they survive
  * a primary-context reset (fact 8). The kit caches each kernel's CUfunction
  * per context ID, so a later handle in the same context skips
@@ -42,7 +42,7 @@ static const char *const kernel_names[HK__K_COUNT] = {
 };
 
 /* All under hkc_lock. kernels[] is set before any handle that uses it is
- * published, and stays while a handle holds a reference. The last release
+ * published, and stays while refs (the live handles) is above 0; a trim at 0
  * takes the library out (library NULL) before it unloads it, so a create
  * meanwhile loads a library of its own. */
 static hk_kit_library_t *library;
@@ -76,7 +76,7 @@ static void give_back_library(hk_kit_library_t *lib)
 
 hk_status_t hkc_kernels_acquire(void)
 {
-    if (refs > 0 || library) { /* a library the driver would not unload is used again */
+    if (library) { /* loaded by an earlier handle, kept */
         refs++;
         return HK_STATUS_OK;
     }
@@ -95,16 +95,30 @@ hk_status_t hkc_kernels_acquire(void)
     }
     library = lib;
     refs = 1;
+    hk_kit_set_trim(hkc_trim);
     return HK_STATUS_OK;
 }
 
 hk_status_t hkc_kernels_release(void)
 {
+    /* The library stays loaded after the last handle, until a trim: the
+     * next create then neither loads it nor asks for its functions again in
+     * a context it already ran in, as the primary retain the kit keeps
+     * (docs/contexts.md, "What the kit keeps between handles"). */
+    pthread_mutex_lock(&hkc_lock);
+    if (refs > 0)
+        refs--;
+    pthread_mutex_unlock(&hkc_lock);
+    return HK_STATUS_OK;
+}
+
+hk_status_t hkc_kernels_trim(void)
+{
     hk_kit_library_t *lib = NULL;
     hk_kit_kernel_t *ks[HK__K_COUNT];
     pthread_mutex_lock(&hkc_lock);
-    if (refs > 0 && --refs == 0) {
-        lib = hk_kit_forked() ? NULL : library; /* a fork child has no driver to unload from */
+    if (refs == 0 && library) {
+        lib = library;
         memcpy(ks, kernels, sizeof ks);
         memset(kernels, 0, sizeof kernels);
         library = NULL;
@@ -112,7 +126,8 @@ hk_status_t hkc_kernels_release(void)
     pthread_mutex_unlock(&hkc_lock);
     if (!lib)
         return HK_STATUS_OK;
-    /* No lock held: the driver waits here for the library's running kernels. */
+    /* No lock held: the driver waits here for the library's running kernels
+     * (fact 19), and for a pause in other threads' launches (fact 30). */
     hk_status_t st = hk_kit_library_unload(NULL, lib);
     if (st == HK_STATUS_OK)
         return HK_STATUS_OK;
@@ -126,6 +141,13 @@ hk_status_t hkc_kernels_release(void)
     }
     pthread_mutex_unlock(&hkc_lock);
     return st;
+}
+
+hk_status_t hkc_trim(void)
+{
+    hk_status_t st = hkc_spares_trim();
+    hk_status_t lst = hkc_kernels_trim();
+    return st != HK_STATUS_OK ? st : lst;
 }
 
 hk_status_t hkc_kernels_functions(hk_handle_t *h, unsigned long long ctx_id,
@@ -304,6 +326,17 @@ static CUresult slab_add(hkc_arm_t *a)
     s->next = a->slabs;
     a->slabs = s;
     return CUDA_SUCCESS;
+}
+
+int hkc_ws_adopt(hkc_arm_t *a, CUdeviceptr base)
+{
+    hkc_slab_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return -1;
+    s->base = base;
+    s->next = a->slabs;
+    a->slabs = s;
+    return 0;
 }
 
 hk_status_t hkc_ws_reserve(hkc_arm_t *a, hk_handle_t *err_to)

@@ -9,9 +9,12 @@
 #include "hk_cuda.h"
 #include "hk_kernels.h"
 #include "hk_memory.h"
+#include "hk_trim.h"
 #include "hkc_internal.h"
 
 #define HK__CUDA_VERSION "1.0.0"
+
+static const hk_trim_v1_t trim_table = {sizeof(hk_trim_v1_t), hk_kit_trim};
 
 static const struct {
     const char *name;
@@ -21,6 +24,7 @@ static const struct {
     {HK_TABLE_MEMORY_V1, &hkc_memory_table},
     {HK_TABLE_KERNELS_V1, &hkc_kernels_table},
     {HK_TABLE_CUDA_V1, &hkc_cuda_table},
+    {HK_TABLE_TRIM_V1, &trim_table},
 };
 
 hk_status_t hkc_get_table(const char *name, const void **table)

@@ -420,10 +420,14 @@ __attribute__((destructor)) static void kit_unload(void)
     if (atomic_load(&process_exiting) || atomic_load(&hkk_forked) ||
         hkk_handles_fini() > 0)
         return;
+    /* What the plugin and the kit keep between handles first (a host that
+     * closes the module should have called it already, hk_trim.h: here the
+     * dynamic loader's lock is held while the driver works); a refusal
+     * leaves it to what follows, or to the driver. */
+    if (atomic_load(&drv_ready))
+        (void)hk_kit_trim();
     if (atomic_load(&drv_ready) && hkk_libraries_fini() > 0)
         return; /* the driver refused an unload: keep the reference it needs */
-    if (atomic_load(&drv_ready))
-        (void)hk_kit_trim(); /* refused twice: that retain is the driver's to account for */
     pthread_mutex_lock(&drv_lock);
     atomic_store(&drv_ready, 0);
     memset(&hkk_cu, 0, sizeof hkk_cu);

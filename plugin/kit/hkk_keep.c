@@ -1,5 +1,5 @@
 /* handlekit kit: the primary retain the kit keeps between handles
- * (docs/contexts.md, "Keeping the primary context").
+ * (docs/contexts.md, "What the kit keeps between handles").
  *
  * Releasing the last retain of a primary context tears the context down, and
  * the next retain builds it again (fact 2): in a process without the CUDA
@@ -86,11 +86,21 @@ static hk_status_t give_back_kept(CUdevice dev)
     return HK_STATUS_OK;
 }
 
+static _Atomic(hk_status_t (*)(void)) plugin_trim;
+
+void hk_kit_set_trim(hk_status_t (*fn)(void))
+{
+    atomic_store(&plugin_trim, fn);
+}
+
 hk_status_t hk_kit_trim(void)
 {
-    hk_status_t st = HK_STATUS_OK;
     if (atomic_load(&hkk_forked)) /* the driver is unusable there: nothing to give back */
         return HK_STATUS_OK;
+    /* The plugin's first: what it keeps lives in contexts the kept retains
+     * keep alive. */
+    hk_status_t (*fn)(void) = atomic_load(&plugin_trim);
+    hk_status_t st = fn ? fn() : HK_STATUS_OK;
     pthread_mutex_lock(&keep_lock);
     for (int d = 0; d < HK__KIT_DEVICES; d++) {
         if (!kept[d].held)

@@ -66,6 +66,15 @@ void hkct_reload(void)
     }
 }
 
+void hkct_trim(void)
+{
+    CU_ASSERT_PTR_NOT_NULL_FATAL(hkct_plug.trim);
+    hk_status_t st = hkct_plug.trim->trim();
+    if (st != HK_STATUS_OK)
+        printf("\n  trim: %d: %s\n", (int)st, hkct_plug.vt->last_error(NULL));
+    CU_ASSERT_EQUAL(st, HK_STATUS_OK);
+}
+
 void hkct_keep(int dev)
 {
     int rc = hkct_on_sim ? hkct_sim.refcount(dev) : 0;

@@ -51,9 +51,14 @@ int hkct_setup(char *why, size_t len);
  * find it. No handle may be live. */
 void hkct_reload(void);
 
+/* hk-cuda's hk.trim/1 (asserting it is offered and answers OK): gives back
+ * what it keeps between handles, the memory destroyed handles left, its
+ * kernel library and the kit's primary retains. No handle needs to be gone. */
+void hkct_trim(void);
+
 /* Creates and destroys a handle of device dev's primary, so that the kit
- * keeps its one retain there (docs/contexts.md, "Keeping the primary
- * context"): later handles' destroys give back their own retains. */
+ * keeps its one retain there (docs/contexts.md, "What the kit keeps between
+ * handles"): later handles' destroys give back their own retains. */
 void hkct_keep(int dev);
 
 /* The calling thread's current context (asserting the query works). */

@@ -59,6 +59,8 @@ static int open_path(hkct_plugin_t *p, const char *path)
         p->blas = t;
     if (p->vt->get_table(HK_TABLE_MEMORY_V1, &t) == HK_STATUS_OK)
         p->mem = t;
+    if (p->vt->get_table(HK_TABLE_TRIM_V1, &t) == HK_STATUS_OK)
+        p->trim = t;
     if (!p->blas || !p->mem) {
         snprintf(p->why, sizeof p->why, "%s lacks a table", path);
         return -1;

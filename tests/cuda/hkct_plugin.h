@@ -6,6 +6,7 @@
 #include "hk_abi.h"
 #include "hk_blas1.h"
 #include "hk_memory.h"
+#include "hk_trim.h"
 
 typedef struct hkct_plugin {
     void *dl;
@@ -13,6 +14,7 @@ typedef struct hkct_plugin {
     const hk_vtable_t *vt;
     const hk_blas1_v1_t *blas;
     const hk_memory_v1_t *mem;
+    const hk_trim_v1_t *trim; /* NULL: the plugin offers no hk.trim/1 */
     char why[512];
 } hkct_plugin_t;
 

@@ -610,24 +610,23 @@ static hk_handle_t *handle_with_word(int dev)
 }
 
 /* Each step of destroy refused twice: destroy reports that step's failure,
- * still does every other step, and leaves exactly what was refused. */
+ * still does every other step, and leaves exactly what was refused; a trim
+ * afterwards gives back what destroy left for the next create, so what is
+ * left then is what was lost to the refusal. */
 SCENARIO(t_destroy_refused_twice)
 {
     static const struct {
         const char *entry;
-        int blocks, words, retains, libraries; /* left behind */
+        int blocks, words, retains;            /* left behind */
         int left_current;                      /* the handle's context stays current */
     } cases[] = {
         /* cannot tell whether the context still holds them: nothing freed */
-        {"cuCtxGetId", 1, 1, 0, 0, 0},
-        {"cuCtxPushCurrent", 1, 1, 0, 0, 0},
-        /* a stream that cannot synchronise runs no more work: freed anyway */
-        {"cuStreamSynchronize", 0, 0, 0, 0, 0},
-        {"cuMemFreeAsync", 1, 0, 0, 0, 0},
-        {"cuMemFreeHost", 0, 1, 0, 0, 0},
-        {"cuCtxPopCurrent", 0, 0, 0, 0, 1},
-        {"cuDevicePrimaryCtxRelease", 0, 0, 1, 0, 0},
-        {"cuLibraryUnload", 0, 0, 0, 1, 0},
+        {"cuCtxGetId", 1, 1, 0, 0},
+        {"cuCtxPushCurrent", 1, 1, 0, 0},
+        /* a stream that cannot synchronise runs no more work: kept anyway */
+        {"cuStreamSynchronize", 0, 0, 0, 0},
+        {"cuCtxPopCurrent", 0, 0, 0, 1},
+        {"cuDevicePrimaryCtxRelease", 0, 0, 1, 0},
     };
     int dev = ndev - 1;
     CUdevice d;
@@ -635,8 +634,10 @@ SCENARIO(t_destroy_refused_twice)
     OK(cuDeviceGet(&d, dev));
     /* our own retain keeps the primary, and so what is left in it, alive */
     OK(cuDevicePrimaryCtxRetain(&p, d));
-    hkct_keep(dev); /* each destroy below gives back the retain it took */
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        hkct_trim();
+        snapshot_t base = snap();
+        hkct_keep(dev); /* the destroy below gives back the retain it took */
         snapshot_t before = snap();
         hk_handle_t *h = handle_with_word(dev);
         CU_ASSERT_PTR_NOT_NULL_FATAL(h);
@@ -645,32 +646,81 @@ SCENARIO(t_destroy_refused_twice)
         hk_status_t st = plug.vt->handle_destroy(h);
         unsigned long calls = sim.calls(cases[c].entry);
         sim.fail_clear();
-        snapshot_t after = snap();
+        snapshot_t left = snap();
         const char *msg = plug.vt->last_error(NULL);
         if (st != HK_STATUS_CUDA_ERROR || !strstr(msg, cases[c].entry))
             printf("\n  %s refused twice: destroy gave %d: %s", cases[c].entry, (int)st, msg);
         CU_ASSERT_EQUAL(st, HK_STATUS_CUDA_ERROR);
         CU_ASSERT_PTR_NOT_NULL(strstr(msg, cases[c].entry));
         CU_ASSERT(calls >= 2); /* it was tried again */
-        CU_ASSERT_EQUAL(after.live - before.live, (size_t)(cases[c].blocks + cases[c].words));
-        CU_ASSERT_EQUAL(after.live_host - before.live_host, (size_t)cases[c].words);
-        CU_ASSERT_EQUAL(after.refcount[dev] - before.refcount[dev], cases[c].retains);
-        CU_ASSERT_EQUAL(after.libraries - before.libraries, (size_t)cases[c].libraries);
-        CU_ASSERT_PTR_EQUAL(after.current, cases[c].left_current ? p : NULL);
-        CU_ASSERT_EQUAL(after.depth, cases[c].left_current);
+        CU_ASSERT_PTR_EQUAL(left.current, cases[c].left_current ? p : NULL);
+        CU_ASSERT_EQUAL(left.depth, cases[c].left_current);
+        CU_ASSERT_EQUAL(left.refcount[dev] - before.refcount[dev], cases[c].retains);
+        hkct_trim(); /* the kit's retain, the kept memory and library go */
+        snapshot_t after = snap();
+        CU_ASSERT_EQUAL(after.live - base.live, (size_t)(cases[c].blocks + cases[c].words));
+        CU_ASSERT_EQUAL(after.live_host - base.live_host, (size_t)cases[c].words);
+        CU_ASSERT_EQUAL(after.libraries, base.libraries);
         /* give back what the driver refused, as far as a program can */
         hkct_clear_current();
         for (int k = 0; k < cases[c].retains; k++)
             OK(cuDevicePrimaryCtxRelease(d));
-        if (cases[c].libraries) { /* kept, used again by the next handle and then unloaded */
-            hk_handle_t *again = create(dev, HK_STATUS_OK);
-            CU_ASSERT_EQUAL(sim.libraries(), before.libraries + 1);
-            CU_ASSERT_EQUAL(plug.vt->handle_destroy(again), HK_STATUS_OK);
-            CU_ASSERT_EQUAL(sim.libraries(), before.libraries);
-        }
     }
-    hkct_reload(); /* the kit's kept retain goes */
     OK(cuDevicePrimaryCtxRelease(d)); /* the primary ends, and what was left with it */
+    CU_ASSERT_EQUAL(sim.refcount(dev), 0);
+}
+
+/* Each give-back of a trim refused twice: the trim reports it, does the
+ * rest, and keeps what was refused, which the next trim gives back. */
+SCENARIO(t_trim_refused_twice)
+{
+    static const struct {
+        const char *entry;
+        int blocks, words, libraries, retains; /* kept by the refused trim */
+    } cases[] = {
+        {"cuCtxGetId", 1, 1, 0, 0},
+        {"cuCtxPushCurrent", 1, 1, 0, 0},
+        {"cuMemFree", 1, 0, 0, 0},
+        {"cuMemFreeHost", 0, 1, 0, 0},
+        {"cuLibraryUnload", 0, 0, 1, 0},
+        {"cuDevicePrimaryCtxRelease", 0, 0, 0, 1},
+    };
+    int dev = ndev - 1;
+    CUdevice d;
+    CUcontext p = NULL;
+    OK(cuDeviceGet(&d, dev));
+    OK(cuDevicePrimaryCtxRetain(&p, d)); /* the primary lives through the cases */
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        hkct_trim();
+        snapshot_t before = snap();
+        hk_handle_t *h = handle_with_word(dev);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+        CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
+        sim.reset_counters();
+        sim.fail_repeat(cases[c].entry, 1, 2, CUDA_ERROR_UNKNOWN);
+        hk_status_t st = plug.trim->trim();
+        unsigned long calls = sim.calls(cases[c].entry);
+        sim.fail_clear();
+        snapshot_t kept = snap();
+        const char *msg = plug.vt->last_error(NULL);
+        if (st != HK_STATUS_CUDA_ERROR || !strstr(msg, cases[c].entry))
+            printf("\n  %s refused twice: trim gave %d: %s", cases[c].entry, (int)st, msg);
+        CU_ASSERT_EQUAL(st, HK_STATUS_CUDA_ERROR);
+        CU_ASSERT_PTR_NOT_NULL(strstr(msg, cases[c].entry));
+        CU_ASSERT(calls >= 2);
+        CU_ASSERT_EQUAL(kept.live - before.live, (size_t)(cases[c].blocks + cases[c].words));
+        CU_ASSERT_EQUAL(kept.live_host - before.live_host, (size_t)cases[c].words);
+        CU_ASSERT_EQUAL(kept.libraries - before.libraries, (size_t)cases[c].libraries);
+        CU_ASSERT_EQUAL(kept.refcount[dev] - before.refcount[dev], cases[c].retains);
+        CU_ASSERT_PTR_EQUAL(kept.current, NULL);
+        hkct_trim(); /* what was refused was kept: now it goes */
+        snapshot_t after = snap();
+        CU_ASSERT_EQUAL(after.live, before.live);
+        CU_ASSERT_EQUAL(after.live_host, before.live_host);
+        CU_ASSERT_EQUAL(after.libraries, before.libraries);
+        CU_ASSERT_EQUAL(after.refcount[dev], before.refcount[dev]);
+    }
+    OK(cuDevicePrimaryCtxRelease(d));
     CU_ASSERT_EQUAL(sim.refcount(dev), 0);
 }
 
@@ -680,9 +730,9 @@ SCENARIO(t_destroy_refused_twice)
 SCENARIO(t_destroy_id_destroyed_once)
 {
     int dev = ndev - 1;
-    hkct_keep(dev); /* each destroy below gives back the retain it took */
     for (int state = 0; state < 3; state++) { /* nothing, its primary, a user context */
         CUcontext uc = NULL, expect = NULL;
+        hkct_trim();
         if (state == 1) {
             CU_ASSERT_EQUAL(hk_rt_set_device(dev), 0);
             expect = primary(dev);
@@ -696,6 +746,8 @@ SCENARIO(t_destroy_id_destroyed_once)
         sim.fail("cuCtxGetId", 1, CUDA_ERROR_CONTEXT_IS_DESTROYED);
         hk_status_t st = plug.vt->handle_destroy(h);
         sim.fail_clear();
+        CU_ASSERT_PTR_EQUAL(current(), expect);
+        hkct_trim(); /* what destroy left for the next create goes too */
         snapshot_t after = snap();
         if (st != HK_STATUS_OK || after.live != before.live)
             printf("\n  caller state %d: destroy gave %d (%s), %zu blocks left ", state, (int)st,
@@ -738,6 +790,8 @@ const hkct_scenario_t hkct_call_scenarios[] = {
      1},
     {"destroy with a step refused twice: reported, the rest done", t_destroy_refused_twice, 1,
      0, 1},
+    {"trim with a give-back refused twice: reported, kept for the next trim",
+     t_trim_refused_twice, 1, 0, 1},
     {"free_ is OK once freed, even if the restore is refused", t_free_done_then_pop_refused, 1,
      0, 1},
     {"destroy asks again when the context reads destroyed once", t_destroy_id_destroyed_once, 1,

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hk_rt.h"
 #include "hkct_context.h"
 
 #define plug hkct_plug
@@ -64,7 +65,9 @@ static hk_handle_t *used_handle(CUstream s, void **x)
     return used_handle_mode(s, x, 1);
 }
 
-/* One stream, set once: destroy waits for it alone and frees on it. */
+/* One stream, set once: destroy waits for it alone and frees on it (what
+ * it does not leave for the next create: here another handle has left its
+ * own already, hkc_spare.c). */
 SCENARIO(t_destroy_one_stream)
 {
     CUdevice d0;
@@ -76,8 +79,10 @@ SCENARIO(t_destroy_one_stream)
     OK(cuCtxPushCurrent(p0));
     OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     OK(cuCtxPopCurrent(&p0));
+    hk_handle_t *other = create(0, HK_STATUS_OK);
     hk_handle_t *h = used_handle(s, &x);
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    CU_ASSERT_EQUAL(plug.vt->handle_destroy(other), HK_STATUS_OK);
     CU_ASSERT_EQUAL(plug.mem->free_(h, x), HK_STATUS_OK);
     size_t live = sim.live();
     counts_t before = counts();
@@ -92,6 +97,94 @@ SCENARIO(t_destroy_one_stream)
     OK(cuStreamDestroy(s));
     OK(cuCtxPopCurrent(&p0));
     OK(cuDevicePrimaryCtxRelease(d0));
+}
+
+/* ---- what a destroy leaves for the next create ---- */
+
+typedef struct cycle_counts {
+    unsigned long alloc, host_alloc, free_host, free_sync, free_async, loads, unloads;
+} cycle_counts_t;
+
+static cycle_counts_t cycle_counts(void)
+{
+    cycle_counts_t c = {sim.calls("cuMemAlloc"), sim.calls("cuMemHostAlloc"),
+                        sim.calls("cuMemFreeHost"), sim.calls("cuMemFree"),
+                        sim.calls("cuMemFreeAsync"), sim.calls("cuLibraryLoadData"),
+                        sim.calls("cuLibraryUnload")};
+    return c;
+}
+
+/* Create, a host-mode reduction (workspace and result word), destroy: the
+ * first cycle makes them, the next ones find what the last destroy left (no
+ * workspace or word allocated or freed, no library loaded or unloaded: only
+ * the cycle's own buffer comes and goes), and a trim gives everything back
+ * (docs/contexts.md, "What the kit keeps between handles"). */
+SCENARIO(t_cycles_reuse)
+{
+    enum { CYCLES = 10 };
+    size_t live = sim.live(), live_host = sim.live_host(), libs = sim.libraries();
+    int refs = sim.refcount(0);
+    void *x = NULL;
+    hk_handle_t *h = used_handle_mode(NULL, &x, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    CU_ASSERT_EQUAL(plug.mem->free_(h, x), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
+    cycle_counts_t before = cycle_counts();
+    for (int i = 0; i < CYCLES; i++) {
+        h = used_handle_mode(NULL, &x, 1);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+        CU_ASSERT_EQUAL(plug.mem->free_(h, x), HK_STATUS_OK);
+        CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
+    }
+    cycle_counts_t after = cycle_counts();
+    CU_ASSERT_EQUAL(after.alloc - before.alloc, (unsigned long)CYCLES); /* x alone */
+    CU_ASSERT_EQUAL(after.free_sync - before.free_sync, (unsigned long)CYCLES); /* x alone */
+    CU_ASSERT_EQUAL(after.free_async, before.free_async);
+    CU_ASSERT_EQUAL(after.host_alloc, before.host_alloc);
+    CU_ASSERT_EQUAL(after.free_host, before.free_host);
+    CU_ASSERT_EQUAL(after.loads, before.loads);
+    CU_ASSERT_EQUAL(after.unloads, before.unloads);
+    CU_ASSERT_EQUAL(sim.libraries(), libs + 1);
+    hkct_trim();
+    cycle_counts_t trimmed = cycle_counts();
+    CU_ASSERT_EQUAL(trimmed.free_host, after.free_host + 1);
+    CU_ASSERT_EQUAL(trimmed.unloads, after.unloads + 1);
+    CU_ASSERT_EQUAL(sim.live(), live);
+    CU_ASSERT_EQUAL(sim.live_host(), live_host);
+    CU_ASSERT_EQUAL(sim.libraries(), libs);
+    CU_ASSERT_EQUAL(sim.refcount(0), refs);
+}
+
+/* What a destroy left before a reset of the primary died with it: the next
+ * create makes its own, and a trim neither uses nor frees the old. */
+SCENARIO(t_kept_before_reset)
+{
+    size_t live = sim.live(), live_host = sim.live_host();
+    void *x = NULL;
+    OK(hk_rt_set_device(0));
+    hk_handle_t *h = used_handle_mode(NULL, &x, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    CU_ASSERT_EQUAL(plug.mem->free_(h, x), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
+    CU_ASSERT(sim.live() > live); /* kept for the next create */
+    OK(hk_rt_device_reset());
+    CU_ASSERT_EQUAL(sim.live(), live); /* gone with the context */
+    CU_ASSERT_EQUAL(sim.live_host(), live_host);
+    OK(hk_rt_set_device(0));
+    unsigned long allocs = sim.calls("cuMemAlloc"), host_allocs = sim.calls("cuMemHostAlloc");
+    h = used_handle_mode(NULL, &x, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    CU_ASSERT_EQUAL(sim.calls("cuMemAlloc"), allocs + 2); /* its workspace and x */
+    CU_ASSERT_EQUAL(sim.calls("cuMemHostAlloc"), host_allocs + 1);
+    CU_ASSERT_EQUAL(plug.mem->free_(h, x), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
+    unsigned long frees = sim.calls("cuMemFree"), host_frees = sim.calls("cuMemFreeHost");
+    hkct_trim(); /* frees the new incarnation's set once, the old one not at all */
+    CU_ASSERT_EQUAL(sim.calls("cuMemFree"), frees + 1);
+    CU_ASSERT_EQUAL(sim.calls("cuMemFreeHost"), host_frees + 1);
+    CU_ASSERT_EQUAL(sim.live(), live);
+    CU_ASSERT_EQUAL(sim.live_host(), live_host);
+    OK(hk_rt_device_reset());
 }
 
 /* The legacy stream (the default setting) is a stream like another. */
@@ -366,6 +459,9 @@ SCENARIO(t_destroy_under_service)
 
 const hkct_scenario_t hkct_destroy_scenarios[] = {
     {"destroy waits for its one stream and frees on it", t_destroy_one_stream, 1, 0, 1},
+    {"create/destroy cycles reuse what the last destroy left; trim gives it back",
+     t_cycles_reuse, 1, 0, 1},
+    {"what was kept before a reset is neither used nor freed", t_kept_before_reset, 1, 1, 1},
     {"destroy on the legacy stream: no context-wide wait", t_destroy_legacy_stream, 1, 0, 1},
     {"destroy after a change of stream waits for the context", t_destroy_two_streams, 1, 0, 1},
 #if !defined(__SANITIZE_THREAD__) /* ThreadSanitizer has pthread_mutex_lock for its own */

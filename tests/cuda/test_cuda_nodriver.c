@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "hk_test.h"
+#include "hk_trim.h"
 #include "hkct_plugin.h"
 
 #define MISSING_DRIVER "/nonexistent/libcuda.so.1"
@@ -164,11 +165,17 @@ static void test_negotiate_answer(void)
     CU_ASSERT_EQUAL(plug.answer.abi_version, HK_ABI_CURRENT);
     CU_ASSERT_EQUAL(plug.vt->size, sizeof(hk_vtable_t));
     const char *name = NULL;
+    const void *t0 = NULL;
     CU_ASSERT_EQUAL(plug.vt->enum_tables(0, &name), HK_STATUS_OK);
     CU_ASSERT_PTR_NOT_NULL(name);
-    /* hk.blas1/1, hk.memory/1, hk.kernels/1, hk.cuda/1 */
-    CU_ASSERT_EQUAL(plug.vt->enum_tables(3, &name), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(plug.vt->enum_tables(4, &name), HK_STATUS_NOT_FOUND);
+    /* hk.blas1/1, hk.memory/1, hk.kernels/1, hk.cuda/1, hk.trim/1 */
+    CU_ASSERT_EQUAL(plug.vt->enum_tables(4, &name), HK_STATUS_OK);
+    CU_ASSERT_STRING_EQUAL(name, "hk.trim/1");
+    CU_ASSERT_EQUAL(plug.vt->enum_tables(5, &name), HK_STATUS_NOT_FOUND);
+    /* a trim with no driver opened gives back nothing, and says OK */
+    CU_ASSERT_EQUAL(plug.vt->get_table("hk.trim/1", &t0), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(((const hk_trim_v1_t *)t0)->size, sizeof(hk_trim_v1_t));
+    CU_ASSERT_EQUAL(((const hk_trim_v1_t *)t0)->trim(), HK_STATUS_OK);
     const void *t = (const void *)1;
     CU_ASSERT_EQUAL(plug.vt->get_table("hk.nothing/1", &t), HK_STATUS_NOT_FOUND);
     CU_ASSERT_PTR_NULL(t);

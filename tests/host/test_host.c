@@ -263,6 +263,7 @@ static void test_info_without_gpu(void)
              "  hk.memory/1    48 bytes, 5 of 5 slots\n"
              "  hk.kernels/1   56 bytes\n"
              "  hk.cuda/1      32 bytes\n"
+             "  hk.trim/1      16 bytes\n"
              "handle: cannot be created: NO_DRIVER: ",
              sizeof(hk_blas1_v1_t), blas1_slots, blas1_slots);
     CU_ASSERT(has(out, want));
@@ -326,7 +327,7 @@ static void test_json_info(void)
     CU_ASSERT_EQUAL(run_out(NO_DRIVER HK_TEST_HOST " info -p hk-cuda --json", &out), 1);
     CU_ASSERT_EQUAL(json_check(out, "d[\"exit_status\"] == 1",
                                "d[\"plugin\"][\"memory\"] == \"cuda\"",
-                               "len(d[\"tables\"]) == 4",
+                               "len(d[\"tables\"]) == 5",
                                "d[\"handle\"][\"created\"] is False",
                                "d[\"handle\"][\"error\"].startswith(\"NO_DRIVER: \")", NULL),
                     0);

@@ -220,8 +220,7 @@ static hk_swap_state_t kstate(hk_loader_t *loader)
 /* The libraries go: unload is BUSY while other handles that launched their
  * kernels live, then works; a kernel of an unloaded library and the library
  * itself are not live any more; the last handle takes the other library. */
-static void kernels_end(hk_loader_t *loader, kworker_t *w, hk_library_t *fat, hk_library_t *ptx,
-                        int live_before)
+static void kernels_end(hk_loader_t *loader, kworker_t *w, hk_library_t *fat, hk_library_t *ptx)
 {
     hk_handle_t *h0 = hk_mhandle_handle(w[0].mh);
     char text[300];
@@ -241,8 +240,6 @@ static void kernels_end(hk_loader_t *loader, kworker_t *w, hk_library_t *fat, hk
     hk_swap_state_t s = kstate(loader);
     CU_ASSERT_EQUAL(s.libraries, 0);
     CU_ASSERT_EQUAL(s.unloads_failed, 0);
-    if (live_before >= 0)
-        CU_ASSERT_EQUAL(swk_live_libraries(), live_before);
 }
 
 /* Loads the two libraries through two handles and gives every worker both
@@ -311,8 +308,11 @@ static void test_kernels_follow_swaps(void)
     CU_ASSERT_EQUAL(bad, 0);
     CU_ASSERT(rounds >= KT);
     CU_ASSERT_EQUAL(s.generation, KSWAPS);
-    kernels_end(loader, w, fat, ptx, live_before);
+    kernels_end(loader, w, fat, ptx);
     CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
+    /* hk-cuda keeps its own kernel library until its module is closed */
+    if (live_before >= 0)
+        CU_ASSERT_EQUAL(swk_live_libraries(), live_before);
 }
 
 /* ---- the cost of a launch through a movable handle (printed) ---- */

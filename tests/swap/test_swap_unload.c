@@ -4,9 +4,10 @@
  *   - the kit's fork handler goes with the module (glibc unregisters it at
  *     dlclose): a fork() after the close runs nothing of it, and the file is
  *     gone from /proc/self/maps;
- *   - the kernel library goes with the last handle, a library loaded through
- *     hk.kernels/1 and left loaded goes with the module, and so does one whose
- *     unload the driver refused; no allocation or primary retain is left;
+ *   - the kernel library stays after the last handle and goes with a trim
+ *     or the module's unload; a library loaded through
+ *     hk.kernels/1 and left loaded goes with the module; no allocation or
+ *     primary retain is left;
  *   - a destroy waits in the driver with no lock held that a create or a
  *     call on another handle needs: while the last handle's destroy waits
  *     for a kernel still running in its context (its context
@@ -46,6 +47,10 @@ static struct {
     void (*hold_launches)(unsigned n);
     void (*finish_launches)(void);
     unsigned (*syncs_waiting)(void);
+    unsigned long (*call_count)(const char *entry);
+    int (*pause_next)(const char *entry);
+    int (*wait_paused)(unsigned n, unsigned timeout_ms);
+    void (*resume)(void);
 } sim;
 
 /* A valid PTX image for any driver: one empty kernel. */
@@ -63,8 +68,13 @@ static int sim_found(void)
     *(void **)&sim.hold_launches = SIM_FN(hold_launches);
     *(void **)&sim.finish_launches = SIM_FN(finish_launches);
     *(void **)&sim.syncs_waiting = SIM_FN(syncs_waiting);
+    *(void **)&sim.call_count = SIM_FN(call_count);
+    *(void **)&sim.pause_next = SIM_FN(pause_next);
+    *(void **)&sim.wait_paused = SIM_FN(wait_paused);
+    *(void **)&sim.resume = SIM_FN(resume);
     return sim.live_libraries && sim.live_allocations && sim.primary_refcount &&
-           sim.fail_repeat && sim.hold_launches && sim.finish_launches && sim.syncs_waiting;
+           sim.fail_repeat && sim.hold_launches && sim.finish_launches && sim.syncs_waiting &&
+           sim.call_count && sim.pause_next && sim.wait_paused && sim.resume;
 }
 
 /* A loader of its own with hk-cuda (path) opened and acquired, for raw
@@ -232,18 +242,19 @@ static void test_nothing_left(void)
     CU_ASSERT_EQUAL(r.kern->load(h, probe_ptx, sizeof probe_ptx, &lib), HK_STATUS_OK);
     CU_ASSERT_EQUAL(sim.live_libraries(), libs + 2); /* the kernels and the caller's */
     CU_ASSERT_EQUAL(r.vt->handle_destroy(h), HK_STATUS_OK);
-    /* The kernel library went with the last handle; the caller's library is
-     * process-wide and stays until unloaded, or until the module goes. */
-    CU_ASSERT_EQUAL(sim.live_libraries(), libs + 1);
+    /* The kernel library stays for the next handle, and the caller's, which
+     * is process-wide, until unloaded: both go with the module. */
+    CU_ASSERT_EQUAL(sim.live_libraries(), libs + 2);
     rig_down(&r, HK_SWAP_CUDA_A);
     CU_ASSERT_EQUAL(sim.live_libraries(), libs);
     CU_ASSERT_EQUAL(sim.live_allocations(), allocs);
     CU_ASSERT_EQUAL(sim.primary_refcount(0), refs);
 }
 
-/* The driver refuses (twice) to unload the kernel library at the last
- * destroy: the library is kept, and the module's close gives it back. */
-static void test_refused_unload_given_back(void)
+/* The last destroy leaves the kernel library loaded (no cuLibraryUnload,
+ * which waits for a running service), a later handle uses it again without
+ * loading it, and the module's close unloads it. */
+static void test_library_kept_until_close(void)
 {
     size_t libs = sim.live_libraries();
     rig_t r;
@@ -251,9 +262,15 @@ static void test_refused_unload_given_back(void)
     hk_handle_t *h = NULL;
     CU_ASSERT_EQUAL_FATAL(r.vt->handle_create(NULL, &h), HK_STATUS_OK);
     CU_ASSERT(computes(&r, h));
-    sim.fail_repeat("cuLibraryUnload", 1, 2, CUDA_ERROR_UNKNOWN);
-    CU_ASSERT_EQUAL(r.vt->handle_destroy(h), HK_STATUS_CUDA_ERROR);
+    unsigned long unloads = sim.call_count("cuLibraryUnload");
+    unsigned long loads = sim.call_count("cuLibraryLoadData");
+    CU_ASSERT_EQUAL(r.vt->handle_destroy(h), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(sim.call_count("cuLibraryUnload"), unloads);
     CU_ASSERT_EQUAL(sim.live_libraries(), libs + 1);
+    CU_ASSERT_EQUAL_FATAL(r.vt->handle_create(NULL, &h), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(sim.call_count("cuLibraryLoadData"), loads);
+    CU_ASSERT(computes(&r, h));
+    CU_ASSERT_EQUAL(r.vt->handle_destroy(h), HK_STATUS_OK);
     rig_down(&r, HK_SWAP_CUDA_A);
     CU_ASSERT_EQUAL(sim.live_libraries(), libs);
 }
@@ -519,8 +536,8 @@ void swp_register_unload(void)
         hk_test_add(s, "closed: no library, allocation or primary retain left", test_nothing_left),
         hk_test_add(s, "hk_kit_trim from 4 threads making and destroying handles",
                     test_trim_from_threads),
-        hk_test_add(s, "a library the driver would not unload goes with the module",
-                    test_refused_unload_given_back),
+        hk_test_add(s, "the kernel library stays after the last handle, goes with the module",
+                    test_library_kept_until_close),
         hk_test_add(s, "a destroy waiting for its context's kernel stalls no create or call "
                        "in another context", test_destroy_stalls_nobody),
         hk_test_add(s, "a swap closes a module beside a running kernel of another",
