@@ -412,6 +412,12 @@ void *hk__ltdl_sym(lt_dlhandle module, const char *name);
 /* Closes a module opened by hk__ltdl_open_fd and gives its descriptor back
  * to the system once nothing in the process is mapped under its name. */
 void hk__ltdl_close(lt_dlhandle module, hk__mapped_t *mapped);
+
+/* Before a module is closed: the plugin's hk.trim/1, if it offers one, gives
+ * back what it keeps between handles (hk_trim.h) here, rather than in its
+ * unload, which runs under the dynamic loader's lock. A refusal is traced;
+ * the module's unload tries again. The plugin's vtable must be intact. */
+void hk__plugin_trim(hk_plugin_t *plugin);
 /* Keeps the module mapped for the rest of the process. */
 void hk__ltdl_keep(lt_dlhandle module);
 /* The libltdl lock, for the fork handlers. */

@@ -7,6 +7,7 @@
 #include "hk__trace.h"
 
 #include <stdalign.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "hk_blas1.h"
 #include "hk_memory.h"
 #include "hk_status_text.h"
+#include "hk_trim.h"
 
 /* One copy made by hk_plugin_table, kept for the plugin's life. */
 struct hk__table_copy {
@@ -193,6 +195,23 @@ fail:
     return st;
 }
 
+void hk__plugin_trim(hk_plugin_t *plugin)
+{
+    const void *t = NULL;
+    if (!plugin->vtable.get_table || plugin->vtable.get_table(HK_TABLE_TRIM_V1, &t) != HK_STATUS_OK ||
+        !t || ((const hk_trim_v1_t *)t)->size < offsetof(hk_trim_v1_t, trim) + sizeof(void *) ||
+        !((const hk_trim_v1_t *)t)->trim)
+        return;
+    hk_status_t st = ((const hk_trim_v1_t *)t)->trim();
+    if (st == HK_STATUS_OK)
+        HK__TRACE(HK__TRACE_DECISIONS, "swap", "%s %s gave back what it keeps between handles "
+                  "(hk.trim/1) before its module is closed", plugin->name, plugin->version);
+    else
+        HK__TRACE(HK__TRACE_DECISIONS, "swap", "%s %s: hk.trim/1 before the close: %s: %s; its "
+                  "unload tries again", plugin->name, plugin->version, hk_status_name(st),
+                  plugin->vtable.last_error ? plugin->vtable.last_error(NULL) : "");
+}
+
 static void hk__plugin_free(hk_plugin_t *p)
 {
     while (p->tables) {
@@ -201,8 +220,10 @@ static void hk__plugin_free(hk_plugin_t *p)
         free(p->tables);
         p->tables = next;
     }
-    if ((p->flags & HK_PLUGIN_UNLOAD_SAFE) && p->module) /* NULL: a swap closed it */
+    if ((p->flags & HK_PLUGIN_UNLOAD_SAFE) && p->module) { /* NULL: a swap closed it */
+        hk__plugin_trim(p);
         hk__ltdl_close(p->module, p->mapped);
+    }
     /* Otherwise the module stays mapped (hk__ltdl_keep made it resident):
      * function pointers from its vtable or tables may still be held by
      * handles or callers outside the loader, and closing the code they

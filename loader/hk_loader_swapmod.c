@@ -114,6 +114,7 @@ void hk__swap_try_close(hk_loader_t *loader, struct hk__swap *sw, hk_plugin_t *p
 
     char canon[PATH_MAX];
     const char *cpath = realpath(plugin->path, canon) ? canon : NULL;
+    hk__plugin_trim(plugin);
 
     /* The vtable copy is cleared first: a host that ignores the acquire rule
      * then finds NULL slots rather than addresses in an unmapped file. */

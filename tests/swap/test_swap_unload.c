@@ -4,8 +4,9 @@
  *   - the kit's fork handler goes with the module (glibc unregisters it at
  *     dlclose): a fork() after the close runs nothing of it, and the file is
  *     gone from /proc/self/maps;
- *   - the kernel library stays after the last handle and goes with a trim
- *     or the module's unload; a library loaded through
+ *   - the kernel library stays after the last handle and goes with a trim,
+ *     which the loader asks for (hk.trim/1) before it closes the module,
+ *     outside the dynamic loader's lock; a library loaded through
  *     hk.kernels/1 and left loaded goes with the module; no allocation or
  *     primary retain is left;
  *   - a destroy waits in the driver with no lock held that a create or a
@@ -275,6 +276,53 @@ static void test_library_kept_until_close(void)
     CU_ASSERT_EQUAL(sim.live_libraries(), libs);
 }
 
+/* ---- the loader's trim before the close ---- */
+
+static void *close_paused(void *arg)
+{
+    rig_t *r = arg;
+    sim.pause_next("cuLibraryUnload");
+    rig_down(r, HK_SWAP_CUDA_A);
+    return NULL;
+}
+
+static void *dl_probe(void *arg)
+{
+    void *h = dlopen("libm.so.6", RTLD_NOW | RTLD_NOLOAD); /* takes the dynamic loader's lock */
+    if (h)
+        dlclose(h);
+    atomic_store((atomic_int *)arg, 1);
+    return NULL;
+}
+
+/* The kept kernel library's unload waits in the driver (for a pause in other
+ * threads' launches, fact 30); the loader has the plugin give it back
+ * through hk.trim/1 before it closes the module, so that wait holds no lock
+ * of the dynamic loader: while the unload is paused here, another thread's
+ * dlopen returns. In the module's unload it would wait for the close. */
+static void test_unload_outside_dl_lock(void)
+{
+    size_t libs = sim.live_libraries();
+    rig_t r;
+    CU_ASSERT_FATAL(rig_up(&r, HK_SWAP_CUDA_A));
+    hk_handle_t *h = NULL;
+    CU_ASSERT_EQUAL_FATAL(r.vt->handle_create(NULL, &h), HK_STATUS_OK);
+    CU_ASSERT(computes(&r, h));
+    CU_ASSERT_EQUAL(r.vt->handle_destroy(h), HK_STATUS_OK);
+    pthread_t closer, prober;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&closer, NULL, close_paused, &r), 0);
+    CU_ASSERT_EQUAL(sim.wait_paused(1, 5000), 0);
+    atomic_int probed = 0;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&prober, NULL, dl_probe, &probed), 0);
+    for (int i = 0; i < 200 && !atomic_load(&probed); i++)
+        usleep(10000);
+    CU_ASSERT(atomic_load(&probed)); /* not waiting for the dynamic loader's lock */
+    sim.resume();
+    pthread_join(closer, NULL);
+    pthread_join(prober, NULL);
+    CU_ASSERT_EQUAL(sim.live_libraries(), libs);
+}
+
 /* ---- hk_kit_trim from several threads ---- */
 
 typedef struct trimmer {
@@ -538,6 +586,8 @@ void swp_register_unload(void)
                     test_trim_from_threads),
         hk_test_add(s, "the kernel library stays after the last handle, goes with the module",
                     test_library_kept_until_close),
+        hk_test_add(s, "the loader's trim unloads the kept library outside the dynamic "
+                       "loader's lock", test_unload_outside_dl_lock),
         hk_test_add(s, "a destroy waiting for its context's kernel stalls no create or call "
                        "in another context", test_destroy_stalls_nobody),
         hk_test_add(s, "a swap closes a module beside a running kernel of another",
