@@ -33,6 +33,12 @@ typedef struct p8_run {
     int64_t n;
 } p8_run_t;
 
+/* A swap's longest call of one thread. */
+typedef struct p8_longest {
+    uint64_t ns, t0; /* how long, and when it began */
+    const char *what;
+} p8_longest_t;
+
 /* One thread's own: allocated apart, so that no two threads write one line. */
 typedef struct p8_worker {
     pthread_t tid;
@@ -43,7 +49,7 @@ typedef struct p8_worker {
     void *dx, *dy;
     hk__lat_t lat[HKB_P8_CLASSES];
     uint64_t calls;
-    uint64_t *longest; /* [swaps]: ns of the longest call whose first window it was */
+    p8_longest_t *longest; /* [swaps]: the longest call whose first window it was */
     atomic_int state;  /* 0 starting, 1 running, -1 failed (why says why) */
     char why[P8_WHY];
 } p8_worker_t;
@@ -79,14 +85,15 @@ static int p8_failed(p8_worker_t *w, const char *what, hk_status_t st)
     return -1;
 }
 
-static inline void p8_record(p8_worker_t *w, uint64_t before, uint64_t after, uint64_t ns)
+static inline void p8_record(p8_worker_t *w, uint64_t before, uint64_t after, uint64_t t0,
+                             uint64_t ns, const char *what)
 {
     hkb_p8_class_t cls = HKB_P8_OTHER;
     if (hk__lat_overlaps(before, after)) {
         uint64_t k = hk__lat_window_of(before);
         cls = k < (uint64_t)w->run->setup->swaps ? HKB_P8_DURING : HKB_P8_QUIET;
-        if (cls == HKB_P8_DURING && ns > w->longest[k])
-            w->longest[k] = ns;
+        if (cls == HKB_P8_DURING && ns > w->longest[k].ns)
+            w->longest[k] = (p8_longest_t){ns, t0, what};
     }
     hk__lat_add(&w->lat[cls], ns);
     w->calls++;
@@ -100,7 +107,7 @@ static inline void p8_record(p8_worker_t *w, uint64_t before, uint64_t after, ui
         uint64_t t1_ = hk__lat_now_ns(), after_ = hk__lat_mark(&(w)->run->win);                \
         if (st_ != HK_STATUS_OK)                                                               \
             return p8_failed((w), (what), st_);                                                \
-        p8_record((w), before_, after_, t1_ - t0_);                                            \
+        p8_record((w), before_, after_, t0_, t1_ - t0_, (what));                               \
     } while (0)
 
 static int p8_flood(p8_worker_t *w)
@@ -317,7 +324,7 @@ static int p8_start(p8_main_t *m, char *why, size_t len)
     const hkb_p8_setup_t *s = m->run.setup;
     for (int t = 0; t < s->threads; t++) {
         p8_worker_t *w = calloc(1, sizeof *w);
-        uint64_t *longest = calloc((size_t)s->swaps, sizeof *longest);
+        p8_longest_t *longest = calloc((size_t)s->swaps, sizeof *longest);
         if (!w || !longest) {
             free(w);
             free(longest);
@@ -351,6 +358,7 @@ static void p8_swap_once(p8_main_t *m, int i, int *on_a, hkb_p8_result_t *r)
     hk_loader_swap_state(m->loader, &before);
     hk__lat_window_open(&m->run.win);
     uint64_t t0 = hk__lat_now_ns();
+    sw->t0_ns = t0;
     hk_status_t st = hk_loader_swap_prepare(m->loader, *on_a ? s->path_b : s->path_a, NULL, &prep);
     uint64_t t1 = hk__lat_now_ns();
     if (st == HK_STATUS_OK) {
@@ -421,8 +429,12 @@ static void p8_collect(p8_main_t *m, hkb_p8_result_t *r)
             hk__lat_merge(&r->lat[c], &w->lat[c]);
         r->calls += w->calls;
         for (int i = 0; i < r->swaps; i++)
-            if ((double)w->longest[i] / 1e3 > r->swap[i].longest_call_us)
-                r->swap[i].longest_call_us = (double)w->longest[i] / 1e3;
+            if ((double)w->longest[i].ns / 1e3 > r->swap[i].longest_call_us) {
+                r->swap[i].longest_call_us = (double)w->longest[i].ns / 1e3;
+                r->swap[i].longest_what = w->longest[i].what;
+                r->swap[i].longest_at_us =
+                    ((double)w->longest[i].t0 - (double)r->swap[i].t0_ns) / 1e3;
+            }
     }
     hk_loader_swap_state(m->loader, &s);
     r->holds = s.holds;

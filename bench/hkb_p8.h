@@ -69,6 +69,9 @@ typedef struct hkb_p8_swap {
     double hold_commit_us;
     int module_stayed;            /* the build it left is still in the process */
     double longest_call_us;       /* the longest call whose first window this was */
+    const char *longest_what;     /* that call ("sdot"), NULL: none */
+    double longest_at_us;         /* when it began, from the swap call's start */
+    uint64_t t0_ns;               /* the swap call's start (hk__lat_now_ns) */
 } hkb_p8_swap_t;
 
 typedef struct hkb_p8_result {

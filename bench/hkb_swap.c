@@ -331,10 +331,13 @@ static int p8_worst(const hkb_p8_result_t *r, hkb_p8_load_t load)
         printf("P8 %s: longest call %.0f us in swap %d (refused)\n", hkb_p8_load_name(load),
                s->longest_call_us, worst);
     } else {
-        printf("P8 %s: longest call %.0f us in swap %d: open %.0f, verify %.0f (held %.0f), "
+        printf("P8 %s: longest call %.0f us (%s, began %.0f us after the swap call began) in "
+               "swap %d: open %.0f, verify %.0f (held %.0f), "
                "new handles %.0f, switch %.1f, drain %.0f, close %.0f (held %.0f); "
                "prepare call %.0f, commit call %.0f us\n",
-               hkb_p8_load_name(load), s->longest_call_us, worst, s->us[HKB_P8_OPEN],
+               hkb_p8_load_name(load), s->longest_call_us,
+               s->longest_what ? s->longest_what : "-", s->longest_at_us, worst,
+               s->us[HKB_P8_OPEN],
                s->us[HKB_P8_VERIFY], s->hold_prepare_us, s->us[HKB_P8_CREATE],
                s->us[HKB_P8_SWITCH], s->us[HKB_P8_DRAIN], s->us[HKB_P8_CLOSE], s->hold_commit_us,
                s->us[HKB_P8_PREPARE_CALL], s->us[HKB_P8_COMMIT_CALL]);

@@ -41,6 +41,10 @@ static void check_run(const hkb_p8_result_t *r, int swaps, int refused)
         const hkb_p8_swap_t *s = &r->swap[i];
         longest = s->longest_call_us > longest ? s->longest_call_us : longest;
         CU_ASSERT_EQUAL(s->ok, i >= refused);
+        if (s->longest_call_us > 0.0) { /* the call it was, begun in the swap's window */
+            CU_ASSERT_PTR_NOT_NULL(s->longest_what);
+            CU_ASSERT(s->longest_at_us > -1e6 && s->longest_at_us < 60e6);
+        }
         if (s->ok) {
             CU_ASSERT(s->us[HKB_P8_SWITCH] > 0.0);
             CU_ASSERT(s->us[HKB_P8_PREPARE_CALL] > 0.0);
