@@ -93,10 +93,16 @@ void hk_kit_set_trim(hk_status_t (*fn)(void))
     atomic_store(&plugin_trim, fn);
 }
 
+/* One trim at a time: what the plugin keeps in a primary context lives while
+ * the kit's kept retain does, so another trim must not give that retain back
+ * while this one still frees there. */
+static pthread_mutex_t trim_lock = PTHREAD_MUTEX_INITIALIZER;
+
 hk_status_t hk_kit_trim(void)
 {
     if (atomic_load(&hkk_forked)) /* the driver is unusable there: nothing to give back */
         return HK_STATUS_OK;
+    pthread_mutex_lock(&trim_lock);
     /* The plugin's first: what it keeps lives in contexts the kept retains
      * keep alive. */
     hk_status_t (*fn)(void) = atomic_load(&plugin_trim);
@@ -110,5 +116,6 @@ hk_status_t hk_kit_trim(void)
             st = s;
     }
     pthread_mutex_unlock(&keep_lock);
+    pthread_mutex_unlock(&trim_lock);
     return st;
 }

@@ -331,6 +331,13 @@ typedef struct trimmer {
     int wrong;
 } trimmer_t;
 
+/* One line on a wrong step; 1. */
+static int say_wrong(const char *what, hk_status_t st, const char *msg)
+{
+    printf("\n    %s: %s: %s", what, hk_status_name(st), msg ? msg : "");
+    return 1;
+}
+
 /* Make a handle, compute, destroy it (its retain may go to the kit), trim
  * (the kit's retain goes back): every step checked, 20 times. */
 static void *trim_worker(void *arg)
@@ -338,12 +345,13 @@ static void *trim_worker(void *arg)
     trimmer_t *t = arg;
     for (int i = 0; i < 20; i++) {
         hk_handle_t *h = NULL;
-        if (t->r->vt->handle_create(NULL, &h) != HK_STATUS_OK || !computes(t->r, h))
-            t->wrong++;
-        if (h && t->r->vt->handle_destroy(h) != HK_STATUS_OK)
-            t->wrong++;
-        if (t->trim() != HK_STATUS_OK)
-            t->wrong++;
+        hk_status_t st = t->r->vt->handle_create(NULL, &h);
+        if (st != HK_STATUS_OK || !computes(t->r, h))
+            t->wrong += say_wrong("create or compute", st, t->r->vt->last_error(h));
+        if (h && (st = t->r->vt->handle_destroy(h)) != HK_STATUS_OK)
+            t->wrong += say_wrong("destroy", st, t->r->vt->last_error(NULL));
+        if ((st = t->trim()) != HK_STATUS_OK)
+            t->wrong += say_wrong("trim", st, t->r->vt->last_error(NULL));
     }
     return NULL;
 }
