@@ -244,7 +244,7 @@ typedef enum {
 
 typedef struct hkb_row {
     char id[8];
-    char op[24];
+    char op[32];
     char prec[8];
     char n[16];
     char unit[12];

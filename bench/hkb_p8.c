@@ -300,7 +300,9 @@ static int p8_failure(p8_main_t *m, char *why, size_t len)
 static int p8_open(p8_main_t *m, hkb_p8_result_t *r, char *why, size_t len)
 {
     const hkb_p8_setup_t *s = m->run.setup;
-    hk_loader_options_t lo = {.size = sizeof lo, .ignore_env = 1};
+    hk_loader_options_t lo = {.size = sizeof lo, .ignore_env = 1,
+                              .isolation = s->isolation_off ? HK_ISOLATION_OFF
+                                                            : HK_ISOLATION_PROBE};
     hk_status_t st = hk_loader_create(&lo, &m->loader);
     if (st != HK_STATUS_OK)
         return say(why, len, "cannot create a loader: %s", hk_status_name(st));

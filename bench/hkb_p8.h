@@ -45,6 +45,7 @@ enum { HKB_P8_OPEN, HKB_P8_VERIFY, HKB_P8_CREATE, HKB_P8_COMMIT, HKB_P8_DRAIN, H
 
 typedef struct hkb_p8_setup {
     hkb_p8_load_t load;
+    int isolation_off;           /* the loader's HK_ISOLATION_OFF: swaps verify here only */
     const char *path_a, *path_b; /* the threads start on a */
     int device;                  /* of the handles: an ordinal or HK_DEVICE_CURRENT */
     int threads;                 /* 1 .. HKB_P8_MAX_THREADS */

@@ -239,16 +239,16 @@ static int p8_step(const hkb_p8_result_t *r, int k, double *med, double *max)
     return 0;
 }
 
-static int p8_add(const char *op, hkb_p8_load_t load, double hk, double ref,
+static int p8_add(const char *op, const char *label, double hk, double ref,
                   hkb_target_kind_t kind, double target, const char *fmt, ...)
     __attribute__((format(printf, 7, 8)));
-static int p8_add(const char *op, hkb_p8_load_t load, double hk, double ref,
+static int p8_add(const char *op, const char *label, double hk, double ref,
                   hkb_target_kind_t kind, double target, const char *fmt, ...)
 {
     hkb_row_t row;
     char name[sizeof row.op];
     va_list ap;
-    snprintf(name, sizeof name, "%s/%s", op, hkb_p8_load_name(load));
+    snprintf(name, sizeof name, "%s/%s", op, label);
     hkb_row_set(&row, "P8", name, "-", 0, "us", hk, ref, kind, target);
     va_start(ap, fmt);
     vsnprintf(row.note, sizeof row.note, fmt, ap);
@@ -257,7 +257,7 @@ static int p8_add(const char *op, hkb_p8_load_t load, double hk, double ref,
 }
 
 /* The switch, then each step of the swaps (median; the note the longest). */
-static int p8_step_rows(const hkb_p8_result_t *r, hkb_p8_load_t load)
+static int p8_step_rows(const hkb_p8_result_t *r, const char *label)
 {
     static const char *const names[HKB_P8_STEPS] = {
         "open", "verify", "new-handle", "commit", "drain", "close", "switch", "prepare-call",
@@ -267,21 +267,21 @@ static int p8_step_rows(const hkb_p8_result_t *r, hkb_p8_load_t load)
     for (int i = 0; i < r->swaps; i++)
         stayed += r->swap[i].ok && r->swap[i].module_stayed;
     HKB_TRY(p8_step(r, HKB_P8_SWITCH, &med, &max), fail);
-    HKB_TRY(p8_add("switch", load, med, 0.0, HKB_TARGET_VALUE_LE, P8_SWITCH_TARGET_US,
+    HKB_TRY(p8_add("switch", label, med, 0.0, HKB_TARGET_VALUE_LE, P8_SWITCH_TARGET_US,
                    "from commit; %d swaps, %d refused", r->swaps - r->refused, r->refused),
             fail);
-    HKB_TRY(p8_add("switch-max", load, max, 0.0, HKB_TARGET_VALUE_LE, P8_SWITCH_TARGET_US,
+    HKB_TRY(p8_add("switch-max", label, max, 0.0, HKB_TARGET_VALUE_LE, P8_SWITCH_TARGET_US,
                    "old module not gone: %d of %d", stayed, r->swaps - r->refused),
             fail);
     for (int k = 0; k < HKB_P8_STEPS; k++) {
         if (k == HKB_P8_SWITCH)
             continue;
         HKB_TRY(p8_step(r, k, &med, &max), fail);
-        HKB_TRY(p8_add(names[k], load, med, 0.0, HKB_TARGET_NONE, 0.0, "%s median; max %.0f us",
+        HKB_TRY(p8_add(names[k], label, med, 0.0, HKB_TARGET_NONE, 0.0, "%s median; max %.0f us",
                        k >= HKB_P8_PREPARE_CALL ? "whole call" : "step", max),
                 fail);
     }
-    return p8_add("hold-max", load, r->max_hold_us, 0.0, HKB_TARGET_NONE, 0.0,
+    return p8_add("hold-max", label, r->max_hold_us, 0.0, HKB_TARGET_NONE, 0.0,
                   "calls held by %llu steps of %d swaps", (unsigned long long)r->holds,
                   r->swaps);
 fail:
@@ -289,38 +289,43 @@ fail:
 }
 
 /* The calls' times during the swaps (hk) against the quiet time (ref). */
-static int p8_call_rows(const hkb_p8_result_t *r, hkb_p8_load_t load, int worst)
+/* label: the workload's name, "-noprobe" added for the run without isolation,
+ * whose rows are for information. */
+static int p8_call_rows(const hkb_p8_result_t *r, hkb_p8_load_t load, const char *label,
+                        int noprobe, int worst)
 {
     hk__lat_summary_t d, q, o;
-    int svc = load == HKB_P8_SERVICE;
+    int svc = load == HKB_P8_SERVICE && !noprobe;
     hk__lat_summarize(&r->lat[HKB_P8_DURING], &d);
     hk__lat_summarize(&r->lat[HKB_P8_QUIET], &q);
     hk__lat_summarize(&r->lat[HKB_P8_OTHER], &o);
     if (d.count == 0 || q.count == 0)
-        return hkb_fail("P8 %s: no call %s", hkb_p8_load_name(load),
+        return hkb_fail("P8 %s: no call %s", label,
                         d.count ? "in the time without swaps" : "overlapped a swap");
-    HKB_TRY(p8_add("p50", load, d.p50_us, q.p50_us, HKB_TARGET_NONE, 0.0,
+    HKB_TRY(p8_add("p50", label, d.p50_us, q.p50_us, HKB_TARGET_NONE, 0.0,
                    "extra %+.1f us; %.3g calls swapping", d.p50_us - q.p50_us, (double)d.count),
             fail);
-    HKB_TRY(p8_add("p99", load, d.p99_us, q.p99_us, HKB_TARGET_NONE, 0.0,
+    HKB_TRY(p8_add("p99", label, d.p99_us, q.p99_us, HKB_TARGET_NONE, 0.0,
                    "extra %+.1f us; %.3g calls quiet", d.p99_us - q.p99_us, (double)q.count),
             fail);
-    HKB_TRY(p8_add("p99.9", load, d.p999_us, q.p999_us,
+    HKB_TRY(p8_add("p99.9", label, d.p999_us, q.p999_us,
                    svc ? HKB_TARGET_EXTRA_LE : HKB_TARGET_NONE, svc ? P8_SERVICE_P999_US : 0.0,
                    "extra %+.1f us", d.p999_us - q.p999_us),
             fail);
-    HKB_TRY(p8_add("max", load, d.max_us, q.max_us, HKB_TARGET_EXTRA_LE,
-                   svc ? P8_SERVICE_MAX_US : P8_FLOOD_MAX_US, "extra %+.1f us; in swap %d",
+    HKB_TRY(p8_add("max", label, d.max_us, q.max_us,
+                   noprobe ? HKB_TARGET_NONE : HKB_TARGET_EXTRA_LE,
+                   svc ? P8_SERVICE_MAX_US : noprobe ? 0.0 : P8_FLOOD_MAX_US,
+                   "extra %+.1f us; in swap %d",
                    d.max_us - q.max_us, worst),
             fail);
-    return p8_add("other-max", load, o.max_us, q.max_us, HKB_TARGET_NONE, 0.0,
+    return p8_add("other-max", label, o.max_us, q.max_us, HKB_TARGET_NONE, 0.0,
                   "between swaps: p99.9 %.1f us, %.3g calls", o.p999_us, (double)o.count);
 fail:
     return -1;
 }
 
 /* One line on the swap with the longest call: where its time went. */
-static int p8_worst(const hkb_p8_result_t *r, hkb_p8_load_t load)
+static int p8_worst(const hkb_p8_result_t *r, const char *label)
 {
     int worst = 0;
     for (int i = 1; i < r->swaps; i++)
@@ -328,14 +333,14 @@ static int p8_worst(const hkb_p8_result_t *r, hkb_p8_load_t load)
             worst = i;
     const hkb_p8_swap_t *s = &r->swap[worst];
     if (!s->ok) {
-        printf("P8 %s: longest call %.0f us in swap %d (refused)\n", hkb_p8_load_name(load),
+        printf("P8 %s: longest call %.0f us in swap %d (refused)\n", label,
                s->longest_call_us, worst);
     } else {
         printf("P8 %s: longest call %.0f us (%s, began %.0f us after the swap call began) in "
                "swap %d: open %.0f, verify %.0f (held %.0f), "
                "new handles %.0f, switch %.1f, drain %.0f, close %.0f (held %.0f); "
                "prepare call %.0f, commit call %.0f us\n",
-               hkb_p8_load_name(load), s->longest_call_us,
+               label, s->longest_call_us,
                s->longest_what ? s->longest_what : "-", s->longest_at_us, worst,
                s->us[HKB_P8_OPEN],
                s->us[HKB_P8_VERIFY], s->hold_prepare_us, s->us[HKB_P8_CREATE],
@@ -343,33 +348,35 @@ static int p8_worst(const hkb_p8_result_t *r, hkb_p8_load_t load)
                s->us[HKB_P8_PREPARE_CALL], s->us[HKB_P8_COMMIT_CALL]);
     }
     if (r->refused)
-        printf("P8 %s: %d of %d swaps refused; the first: %s\n", hkb_p8_load_name(load),
+        printf("P8 %s: %d of %d swaps refused; the first: %s\n", label,
                r->refused, r->swaps, r->refusal);
     fflush(stdout);
     return worst;
 }
 
-/* One workload: the run, then its rows. */
+/* One workload: the run, then its rows. noprobe: the loader's isolation off
+ * (verification in this process only), rows for information. */
 static int p8_load(const char *path_a, const char *path_b, const hkb_opts_t *o,
-                   hkb_p8_load_t load)
+                   hkb_p8_load_t load, int noprobe)
 {
     int device = o->device;
-    hkb_p8_setup_t s = {.load = load, .path_a = path_a, .path_b = path_b, .device = device,
-                        .threads = P8_THREADS, .swaps = o->quick ? P8_QUICK_SWAPS : P8_SWAPS,
-                        .gap_us = P8_GAP_US, .stream_create = p8_stream_create,
-                        .stream_destroy = p8_stream_destroy, .thread_init = p8_thread_init,
-                        .ctx = &device};
+    hkb_p8_setup_t s = {.load = load, .isolation_off = noprobe, .path_a = path_a,
+                        .path_b = path_b, .device = device, .threads = P8_THREADS,
+                        .swaps = o->quick ? P8_QUICK_SWAPS : P8_SWAPS, .gap_us = P8_GAP_US,
+                        .stream_create = p8_stream_create, .stream_destroy = p8_stream_destroy,
+                        .thread_init = p8_thread_init, .ctx = &device};
     hkb_p8_result_t r;
-    char why[512];
-    hkb_where("P8 %s", hkb_p8_load_name(load));
+    char why[512], label[32];
+    snprintf(label, sizeof label, "%s%s", hkb_p8_load_name(load), noprobe ? "-noprobe" : "");
+    hkb_where("P8 %s", label);
     if (hkb_p8_run(&s, &r, why, sizeof why) != 0)
         return hkb_fail("%s", why);
-    printf("P8 %s: %s <-> %s, %d threads, %.2f s swapping, %.2f s quiet\n",
-           hkb_p8_load_name(load), r.name_a, r.name_b, P8_THREADS, r.swapping_s, r.quiet_s);
-    int worst = p8_worst(&r, load);
-    int rc = p8_step_rows(&r, load);
+    printf("P8 %s: %s <-> %s, %d threads, %.2f s swapping, %.2f s quiet\n", label, r.name_a,
+           r.name_b, P8_THREADS, r.swapping_s, r.quiet_s);
+    int worst = p8_worst(&r, label);
+    int rc = p8_step_rows(&r, label);
     if (rc == 0)
-        rc = p8_call_rows(&r, load, worst);
+        rc = p8_call_rows(&r, load, label, noprobe, worst);
     hkb_p8_result_free(&r);
     return rc;
 }
@@ -400,8 +407,11 @@ int hkb_fig_swap(const char *path_a, const char *path_b, const hkb_opts_t *o)
 {
     int rc = -1;
     HKB_TRY(p8_floor_rows(o), out);
-    HKB_TRY(p8_load(path_a, path_b, o, HKB_P8_FLOOD), out);
-    HKB_TRY(p8_load(path_a, path_b, o, HKB_P8_SERVICE), out);
+    HKB_TRY(p8_load(path_a, path_b, o, HKB_P8_FLOOD, 0), out);
+    HKB_TRY(p8_load(path_a, path_b, o, HKB_P8_SERVICE, 0), out);
+    /* the same service with the verification in this process only: what
+     * the probe process (a context of another process on the device) costs */
+    HKB_TRY(p8_load(path_a, path_b, o, HKB_P8_SERVICE, 1), out);
     rc = 0;
 out:
     hkb_where("%s", "");
