@@ -21,32 +21,20 @@ CUresult hkc_give_back_host(void *p)
 }
 
 /* The arm's first slab, and host mode's word, from what a destroyed handle
- * left in this incarnation (hkc_spare.c), else made anew: the word here too,
- * not at the first host-mode dot or nrm2, since cuMemHostAlloc waits for a
- * pause in other threads' launches (fact 30; 0.1 s for a first dot under a
- * running service on an H200), and create allocates already (the slab). A
- * word of an earlier incarnation the handle may hold died with it. */
+ * left in this incarnation (hkc_spare.c), else the slab made anew. A word of
+ * an earlier incarnation the handle may hold died with it. */
 static hk_status_t take_spare(hk_handle_t *h, hkc_arm_t *a, hk_handle_t *err_to)
 {
     CUdeviceptr slab, word_dev;
     void *word;
     hkc_spare_take(a->base.ctx_id, &slab, &word, &word_dev);
-    pthread_mutex_lock(&h->lock);
     if (word) {
+        pthread_mutex_lock(&h->lock);
         h->slot = word;
         h->slot_dev = word_dev;
         h->slot_ctx = a->base.ctx_id;
-    } else {
-        /* optional: refused, dot copies from ws; in relaxed capture mode, as
-         * every allocation (a create may come during another's capture) */
-        int mode;
-        CUdeviceptr unused;
-        if (hkc_relax(&mode) == CUDA_SUCCESS) {
-            (void)hkc_result_slot(h, a, &unused);
-            hkc_relaxed_end(mode);
-        }
+        pthread_mutex_unlock(&h->lock);
     }
-    pthread_mutex_unlock(&h->lock);
     if (slab && hkc_ws_adopt(a, slab) == 0)
         return HK_STATUS_OK;
     if (slab) /* no host memory for its record: the slab goes back */

@@ -196,13 +196,11 @@ struct hk_handle {
     /* Under lock: a page-locked host word mapped for the device, where host
      * pointer mode's dot and nrm2 write their result, so bringing it home is
      * one synchronise and no copy (about 8 us less per call on an H200).
-     * Made by the arm of context incarnation slot_ctx, or taken from what a
-     * destroyed handle left there (hkc_spare.c): a first host-mode call
-     * under a running service would wait for its cuMemHostAlloc (fact 30).
-     * slot NULL with slot_ctx set: the driver refused, the result is copied
-     * from ws. A word whose device address the driver refused and whose free
-     * it refused too stays in slot with slot_dev 0: unused, freed by
-     * destroy. */
+     * Made at the first such call in context incarnation slot_ctx (made at
+     * create it cost every handle ~8 us, the first ~0.5 ms); slot NULL with
+     * slot_ctx set: the driver refused, the result is copied from ws. A word
+     * whose device address the driver refused and whose free it refused too
+     * stays in slot with slot_dev 0: unused, freed by destroy. */
     void *slot;
     CUdeviceptr slot_dev;
     unsigned long long slot_ctx;
