@@ -222,6 +222,15 @@ static int p8_worker_init(p8_worker_t *w, hk_plugin_t *a, char *why, size_t len)
     what = "memset_";
     if ((st = run->mem.memset_(h, w->dy, 0, bytes)) != HK_STATUS_OK)
         goto fail;
+    /* The service's swaps meet a service that runs: one whose handles have
+     * made their first host-mode reduction (and with it their result word,
+     * whose first allocation in a process waits for a pause in other
+     * threads' launches, docs/contexts.md fact 30). */
+    float dot = 0.0f;
+    what = "sdot";
+    if (s->load != HKB_P8_FLOOD &&
+        (st = run->blas.sdot(h, run->n, w->dx, 1, w->dx, 1, &dot)) != HK_STATUS_OK)
+        goto fail;
     return 0;
 fail:
     p8_failed(w, what, st);
