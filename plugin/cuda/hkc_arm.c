@@ -3,6 +3,7 @@
  * reduction workspaces, made at create and again after a reset of the
  * handle's primary context; freed by destroy. Also host pointer mode's
  * result word. The context rules themselves are the kit's. */
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "hkc_internal.h"
@@ -20,21 +21,42 @@ CUresult hkc_give_back_host(void *p)
     return r;
 }
 
+/* Set once an arm of this module ran: the first create of a process is the
+ * one that pays for loading the code, and leaves host mode's word to the
+ * handle's first host-mode call (hkc_result_slot); later arms make it. */
+static atomic_int armed_before;
+
 /* The arm's first slab, and host mode's word, from what a destroyed handle
- * left in this incarnation (hkc_spare.c), else the slab made anew. A word of
+ * left in this incarnation (hkc_spare.c), else made anew: the slab always,
+ * the word for every arm after this module's first. A first host-mode call
+ * would otherwise allocate it, and cuMemHostAlloc waits for a pause in other
+ * threads' launches (fact 30): on an H200, 20 ms for the first dot of each
+ * handle a swap had just made under a running service; made here, in a swap
+ * it is made in the held prepare step. Making it in the first create too cost
+ * that create 1.6 ms (the process's first page-locked allocation). A word of
  * an earlier incarnation the handle may hold died with it. */
 static hk_status_t take_spare(hk_handle_t *h, hkc_arm_t *a, hk_handle_t *err_to)
 {
     CUdeviceptr slab, word_dev;
     void *word;
     hkc_spare_take(a->base.ctx_id, &slab, &word, &word_dev);
+    pthread_mutex_lock(&h->lock);
     if (word) {
-        pthread_mutex_lock(&h->lock);
         h->slot = word;
         h->slot_dev = word_dev;
         h->slot_ctx = a->base.ctx_id;
-        pthread_mutex_unlock(&h->lock);
+    } else if (atomic_exchange(&armed_before, 1)) {
+        /* optional (refused: the result is copied from ws), in relaxed
+         * capture mode as every allocation: a create may come during
+         * another thread's capture */
+        int mode;
+        CUdeviceptr unused;
+        if (hkc_relax(&mode) == CUDA_SUCCESS) {
+            (void)hkc_result_slot(h, a, &unused);
+            hkc_relaxed_end(mode);
+        }
     }
+    pthread_mutex_unlock(&h->lock);
     if (slab && hkc_ws_adopt(a, slab) == 0)
         return HK_STATUS_OK;
     if (slab) /* no host memory for its record: the slab goes back */

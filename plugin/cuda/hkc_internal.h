@@ -196,8 +196,9 @@ struct hk_handle {
     /* Under lock: a page-locked host word mapped for the device, where host
      * pointer mode's dot and nrm2 write their result, so bringing it home is
      * one synchronise and no copy (about 8 us less per call on an H200).
-     * Made at the first such call in context incarnation slot_ctx (made at
-     * create it cost every handle ~8 us, the first ~0.5 ms); slot NULL with
+     * Made by the arm of context incarnation slot_ctx, or taken from what a
+     * destroyed handle left there, except by the module's first arm: that
+     * handle's first such call makes it (hkc_arm.c). slot NULL with
      * slot_ctx set: the driver refused, the result is copied from ws. A word
      * whose device address the driver refused and whose free it refused too
      * stays in slot with slot_dev 0: unused, freed by destroy. */

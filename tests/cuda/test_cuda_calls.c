@@ -266,7 +266,8 @@ typedef enum { K_CREATE, K_OP, K_NAMING, K_DESTROY } call_kind_t;
  * back by a second attempt, or has a fallback (the mapped result word).
  * Destroy tries again every step it needs to free what it holds. */
 static const char *const absorbable[4] = {
-    [K_CREATE] = " cuDevicePrimaryCtxRelease cuCtxPopCurrent ",
+    [K_CREATE] = " cuDevicePrimaryCtxRelease cuCtxPopCurrent cuMemHostAlloc "
+                 "cuMemHostGetDevicePointer ",
     [K_OP] = " cuMemHostAlloc cuMemHostGetDevicePointer cuMemFreeHost cuCtxPopCurrent "
              "cuDevicePrimaryCtxRelease ",
     /* set_stream with a foreign stream: the lookups only name its device */

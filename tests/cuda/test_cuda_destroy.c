@@ -155,6 +155,41 @@ SCENARIO(t_cycles_reuse)
     CU_ASSERT_EQUAL(sim.refcount(0), refs);
 }
 
+/* Host mode's result word: the first create of the module leaves it to the
+ * handle's first host-mode call; every later create makes it (its
+ * cuMemHostAlloc waits for a pause in other threads' launches, fact 30, and
+ * a swap's new handles are made in its held step), so that handle's first
+ * host-mode reduction allocates nothing. */
+SCENARIO(t_word_made_by_create)
+{
+    /* the module's first create (the scenario opened hk-cuda anew) */
+    unsigned long host_allocs = sim.calls("cuMemHostAlloc");
+    hk_handle_t *first = create(0, HK_STATUS_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(first);
+    CU_ASSERT_EQUAL(sim.calls("cuMemHostAlloc"), host_allocs);
+    /* a later one, while the first lives (nothing left by a destroy) */
+    hk_handle_t *h = create(0, HK_STATUS_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    CU_ASSERT_EQUAL(sim.calls("cuMemHostAlloc"), host_allocs + 1);
+    void *x = NULL;
+    float v[2] = {3, 4}, r = 0.0f;
+    CU_ASSERT_EQUAL(plug.mem->alloc(h, sizeof v, &x), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(plug.mem->copy_to_device(h, x, v, sizeof v), HK_STATUS_OK);
+    unsigned long allocs = sim.calls("cuMemAlloc");
+    CU_ASSERT_EQUAL(plug.blas->snrm2(h, 2, x, 1, &r), HK_STATUS_OK);
+    CU_ASSERT_DOUBLE_EQUAL(r, 5.0, 1e-6);
+    CU_ASSERT_EQUAL(sim.calls("cuMemHostAlloc"), host_allocs + 1);
+    CU_ASSERT_EQUAL(sim.calls("cuMemAlloc"), allocs);
+    /* the first handle's first host-mode call makes its own */
+    CU_ASSERT_EQUAL(plug.blas->snrm2(first, 2, x, 1, &r), HK_STATUS_OK);
+    CU_ASSERT_DOUBLE_EQUAL(r, 5.0, 1e-6);
+    CU_ASSERT_EQUAL(sim.calls("cuMemHostAlloc"), host_allocs + 2);
+    CU_ASSERT_EQUAL(plug.mem->free_(h, x), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(plug.vt->handle_destroy(first), HK_STATUS_OK);
+    hkct_trim();
+}
+
 /* What a destroy left before a reset of the primary died with it: the next
  * create makes its own, and a trim neither uses nor frees the old. */
 SCENARIO(t_kept_before_reset)
@@ -462,6 +497,8 @@ const hkct_scenario_t hkct_destroy_scenarios[] = {
     {"create/destroy cycles reuse what the last destroy left; trim gives it back",
      t_cycles_reuse, 1, 0, 1},
     {"what was kept before a reset is neither used nor freed", t_kept_before_reset, 1, 1, 1},
+    {"creates after the module's first make host mode's word: no allocation at a first dot",
+     t_word_made_by_create, 1, 0, 1},
     {"destroy on the legacy stream: no context-wide wait", t_destroy_legacy_stream, 1, 0, 1},
     {"destroy after a change of stream waits for the context", t_destroy_two_streams, 1, 0, 1},
 #if !defined(__SANITIZE_THREAD__) /* ThreadSanitizer has pthread_mutex_lock for its own */
