@@ -240,3 +240,40 @@ void hkct_add_scenarios(CU_pSuite s, const hkct_scenario_t *t, size_t n, const c
         }
     }
 }
+
+hkct_snapshot_t hkct_snap(void)
+{
+    hkct_snapshot_t s;
+    memset(&s, 0, sizeof s);
+    s.live = hkct_sim.live();
+    s.live_host = hkct_sim.live_host();
+    s.libraries = hkct_sim.libraries();
+    s.contexts = hkct_sim.contexts();
+    for (int d = 0; d < hkct_ndev && d < 16; d++) {
+        s.refcount[d] = hkct_sim.refcount(d);
+        s.active[d] = hkct_sim.active(d);
+    }
+    s.current = hkct_sim.top();
+    s.depth = hkct_sim.depth();
+    return s;
+}
+
+const char *hkct_snap_diff(const hkct_snapshot_t *a, const hkct_snapshot_t *b, char *buf,
+                           size_t len)
+{
+    buf[0] = '\0';
+    if (a->live != b->live || a->live_host != b->live_host)
+        snprintf(buf, len, "blocks %zu (%zu mapped), were %zu (%zu)", a->live, a->live_host,
+                 b->live, b->live_host);
+    else if (a->libraries != b->libraries)
+        snprintf(buf, len, "libraries %zu, were %zu", a->libraries, b->libraries);
+    else if (a->contexts != b->contexts)
+        snprintf(buf, len, "live contexts %zu, were %zu", a->contexts, b->contexts);
+    else if (a->current != b->current || a->depth != b->depth)
+        snprintf(buf, len, "context stack changed (depth %d, was %d)", a->depth, b->depth);
+    for (int d = 0; !buf[0] && d < hkct_ndev && d < 16; d++)
+        if (a->refcount[d] != b->refcount[d] || a->active[d] != b->active[d])
+            snprintf(buf, len, "device %d primary: %d retains, active %d; were %d, %d", d,
+                     a->refcount[d], a->active[d], b->refcount[d], b->active[d]);
+    return buf;
+}

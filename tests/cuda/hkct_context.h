@@ -113,9 +113,29 @@ typedef struct hkct_scenario {
 void hkct_add_scenarios(CU_pSuite s, const hkct_scenario_t *t, size_t n, const char *skip,
                         const char *rt_skip, const char *sim_why);
 
+/* What the simulated driver holds, as a leak check counts it. */
+typedef struct hkct_snapshot {
+    size_t live, live_host, libraries, contexts;
+    int refcount[16], active[16];
+    CUcontext current;
+    int depth;
+} hkct_snapshot_t;
+
+/* Now (through the simulation's API, which counts no call). */
+hkct_snapshot_t hkct_snap(void);
+
+/* "" when a and b are equal, else what differs (in buf). */
+const char *hkct_snap_diff(const hkct_snapshot_t *a, const hkct_snapshot_t *b, char *buf,
+                           size_t len);
+
 /* What calls leave behind, failing or not (test_cuda_calls.c). */
 extern const hkct_scenario_t hkct_call_scenarios[];
 extern const size_t hkct_call_scenario_count;
+
+/* Destroy and trim when the driver refuses a give-back twice
+ * (test_cuda_refused.c). */
+extern const hkct_scenario_t hkct_refused_scenarios[];
+extern const size_t hkct_refused_scenario_count;
 
 /* What destroy waits for (test_cuda_destroy.c). */
 extern const hkct_scenario_t hkct_destroy_scenarios[];

@@ -294,51 +294,6 @@ static const char *const walk_entries[] = {
 static const CUresult walk_codes[] = {CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_INVALID_CONTEXT,
                                       CUDA_ERROR_UNKNOWN};
 
-/* What the driver holds, as a leak check counts it. */
-typedef struct snapshot {
-    size_t live, live_host, libraries, contexts;
-    int refcount[16], active[16];
-    CUcontext current;
-    int depth;
-} snapshot_t;
-
-static snapshot_t snap(void)
-{
-    snapshot_t s;
-    memset(&s, 0, sizeof s);
-    s.live = sim.live();
-    s.live_host = sim.live_host();
-    s.libraries = sim.libraries();
-    s.contexts = sim.contexts();
-    for (int d = 0; d < ndev && d < 16; d++) {
-        s.refcount[d] = sim.refcount(d);
-        s.active[d] = sim.active(d);
-    }
-    s.current = sim.top();
-    s.depth = sim.depth();
-    return s;
-}
-
-/* "" when equal, else what differs. */
-static const char *snap_diff(const snapshot_t *a, const snapshot_t *b, char *buf, size_t len)
-{
-    buf[0] = '\0';
-    if (a->live != b->live || a->live_host != b->live_host)
-        snprintf(buf, len, "blocks %zu (%zu mapped), were %zu (%zu)", a->live, a->live_host,
-                 b->live, b->live_host);
-    else if (a->libraries != b->libraries)
-        snprintf(buf, len, "libraries %zu, were %zu", a->libraries, b->libraries);
-    else if (a->contexts != b->contexts)
-        snprintf(buf, len, "live contexts %zu, were %zu", a->contexts, b->contexts);
-    else if (a->current != b->current || a->depth != b->depth)
-        snprintf(buf, len, "context stack changed (depth %d, was %d)", a->depth, b->depth);
-    for (int d = 0; !buf[0] && d < ndev && d < 16; d++)
-        if (a->refcount[d] != b->refcount[d] || a->active[d] != b->active[d])
-            snprintf(buf, len, "device %d primary: %d retains, active %d; were %d, %d", d,
-                     a->refcount[d], a->active[d], b->refcount[d], b->active[d]);
-    return buf;
-}
-
 typedef struct walk {
     caller_state_t state;
     int reset;             /* reset the handle's primary after create */
@@ -516,8 +471,8 @@ static void state_leave(walk_t *w)
 
 /* One run: inject (entry NULL: none), run, check against base (NULL: none).
  * Returns whether the injected failure happened. */
-static int run(walk_t *w, const char *entry, unsigned k, CUresult code, const snapshot_t *base,
-               snapshot_t *out)
+static int run(walk_t *w, const char *entry, unsigned k, CUresult code, const hkct_snapshot_t *base,
+               hkct_snapshot_t *out)
 {
     char diff[200];
     w->entry = entry;
@@ -532,8 +487,8 @@ static int run(walk_t *w, const char *entry, unsigned k, CUresult code, const sn
     unsigned long calls = entry ? sim.calls(entry) : 0;
     sim.fail_clear();
     state_leave(w);
-    snapshot_t now = snap();
-    if (base && snap_diff(&now, base, diff, sizeof diff)[0])
+    hkct_snapshot_t now = hkct_snap();
+    if (base && hkct_snap_diff(&now, base, diff, sizeof diff)[0])
         problem(w, "after destroy", diff);
     if (out)
         *out = now;
@@ -565,7 +520,7 @@ SCENARIO(t_fault_walk)
             w.dev = s == S_NOTHING ? 0 : dev;
             w.p_dev = primary(w.dev);
             CU_ASSERT_EQUAL(cuDeviceGet(&w.cudev, w.dev), CUDA_SUCCESS);
-            snapshot_t base;
+            hkct_snapshot_t base;
             run(&w, NULL, 0, CUDA_SUCCESS, NULL, &base);
             CU_ASSERT_EQUAL(w.problems, 0);
             for (size_t c = 0; c < sizeof walk_codes / sizeof walk_codes[0]; c++) {
@@ -591,211 +546,10 @@ SCENARIO(t_fault_walk)
     OK(cuCtxDestroy(other));
 }
 
-/* ---- destroy when the driver refuses a step twice (simulated driver) ---- */
-
-/* A handle on dev with its workspace and its mapped result word. */
-static hk_handle_t *handle_with_word(int dev)
-{
-    hk_handle_t *h = create(dev, HK_STATUS_OK);
-    float v[4] = {3, 4, 0, 0}, r = 0.0f;
-    void *d = NULL;
-    if (!h)
-        return NULL;
-    CU_ASSERT_EQUAL(plug.mem->alloc(h, sizeof v, &d), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(plug.mem->copy_to_device(h, d, v, sizeof v), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(plug.vt->set_pointer_mode(h, HK_POINTER_MODE_HOST), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(plug.blas->snrm2(h, 4, d, 1, &r), HK_STATUS_OK);
-    CU_ASSERT_DOUBLE_EQUAL(r, 5.0, 1e-6);
-    CU_ASSERT_EQUAL(plug.mem->free_(h, d), HK_STATUS_OK);
-    return h;
-}
-
-/* Each step of destroy refused twice: destroy reports that step's failure,
- * still does every other step, and leaves exactly what was refused; a trim
- * afterwards gives back what destroy left for the next create, so what is
- * left then is what was lost to the refusal. */
-SCENARIO(t_destroy_refused_twice)
-{
-    static const struct {
-        const char *entry;
-        int blocks, words, retains;            /* left behind */
-        int left_current;                      /* the handle's context stays current */
-    } cases[] = {
-        /* cannot tell whether the context still holds them: nothing freed */
-        {"cuCtxGetId", 1, 1, 0, 0},
-        {"cuCtxPushCurrent", 1, 1, 0, 0},
-        /* a stream that cannot synchronise runs no more work: kept anyway */
-        {"cuStreamSynchronize", 0, 0, 0, 0},
-        {"cuCtxPopCurrent", 0, 0, 0, 1},
-        {"cuDevicePrimaryCtxRelease", 0, 0, 1, 0},
-    };
-    int dev = ndev - 1;
-    CUdevice d;
-    CUcontext p = NULL;
-    OK(cuDeviceGet(&d, dev));
-    /* our own retain keeps the primary, and so what is left in it, alive */
-    OK(cuDevicePrimaryCtxRetain(&p, d));
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        hkct_trim();
-        snapshot_t base = snap();
-        hkct_keep(dev); /* the destroy below gives back the retain it took */
-        snapshot_t before = snap();
-        hk_handle_t *h = handle_with_word(dev);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(h);
-        sim.reset_counters();
-        sim.fail_repeat(cases[c].entry, 1, 2, CUDA_ERROR_UNKNOWN);
-        hk_status_t st = plug.vt->handle_destroy(h);
-        unsigned long calls = sim.calls(cases[c].entry);
-        sim.fail_clear();
-        snapshot_t left = snap();
-        const char *msg = plug.vt->last_error(NULL);
-        if (st != HK_STATUS_CUDA_ERROR || !strstr(msg, cases[c].entry))
-            printf("\n  %s refused twice: destroy gave %d: %s", cases[c].entry, (int)st, msg);
-        CU_ASSERT_EQUAL(st, HK_STATUS_CUDA_ERROR);
-        CU_ASSERT_PTR_NOT_NULL(strstr(msg, cases[c].entry));
-        CU_ASSERT(calls >= 2); /* it was tried again */
-        CU_ASSERT_PTR_EQUAL(left.current, cases[c].left_current ? p : NULL);
-        CU_ASSERT_EQUAL(left.depth, cases[c].left_current);
-        CU_ASSERT_EQUAL(left.refcount[dev] - before.refcount[dev], cases[c].retains);
-        hkct_trim(); /* the kit's retain, the kept memory and library go */
-        snapshot_t after = snap();
-        CU_ASSERT_EQUAL(after.live - base.live, (size_t)(cases[c].blocks + cases[c].words));
-        CU_ASSERT_EQUAL(after.live_host - base.live_host, (size_t)cases[c].words);
-        CU_ASSERT_EQUAL(after.libraries, base.libraries);
-        /* give back what the driver refused, as far as a program can */
-        hkct_clear_current();
-        for (int k = 0; k < cases[c].retains; k++)
-            OK(cuDevicePrimaryCtxRelease(d));
-    }
-    OK(cuDevicePrimaryCtxRelease(d)); /* the primary ends, and what was left with it */
-    CU_ASSERT_EQUAL(sim.refcount(dev), 0);
-}
-
-/* Each give-back of a trim refused twice: the trim reports it, does the
- * rest, and keeps what was refused, which the next trim gives back. */
-SCENARIO(t_trim_refused_twice)
-{
-    static const struct {
-        const char *entry;
-        int blocks, words, libraries, retains; /* kept by the refused trim */
-    } cases[] = {
-        {"cuCtxGetId", 1, 1, 0, 0},
-        {"cuCtxPushCurrent", 1, 1, 0, 0},
-        {"cuMemFree", 1, 0, 0, 0},
-        {"cuMemFreeHost", 0, 1, 0, 0},
-        {"cuLibraryUnload", 0, 0, 1, 0},
-        {"cuDevicePrimaryCtxRelease", 0, 0, 0, 1},
-    };
-    int dev = ndev - 1;
-    CUdevice d;
-    CUcontext p = NULL;
-    OK(cuDeviceGet(&d, dev));
-    OK(cuDevicePrimaryCtxRetain(&p, d)); /* the primary lives through the cases */
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        hkct_trim();
-        snapshot_t before = snap();
-        hk_handle_t *h = handle_with_word(dev);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(h);
-        CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
-        sim.reset_counters();
-        sim.fail_repeat(cases[c].entry, 1, 2, CUDA_ERROR_UNKNOWN);
-        hk_status_t st = plug.trim->trim();
-        unsigned long calls = sim.calls(cases[c].entry);
-        sim.fail_clear();
-        snapshot_t kept = snap();
-        const char *msg = plug.vt->last_error(NULL);
-        if (st != HK_STATUS_CUDA_ERROR || !strstr(msg, cases[c].entry))
-            printf("\n  %s refused twice: trim gave %d: %s", cases[c].entry, (int)st, msg);
-        CU_ASSERT_EQUAL(st, HK_STATUS_CUDA_ERROR);
-        CU_ASSERT_PTR_NOT_NULL(strstr(msg, cases[c].entry));
-        CU_ASSERT(calls >= 2);
-        CU_ASSERT_EQUAL(kept.live - before.live, (size_t)(cases[c].blocks + cases[c].words));
-        CU_ASSERT_EQUAL(kept.live_host - before.live_host, (size_t)cases[c].words);
-        CU_ASSERT_EQUAL(kept.libraries - before.libraries, (size_t)cases[c].libraries);
-        CU_ASSERT_EQUAL(kept.refcount[dev] - before.refcount[dev], cases[c].retains);
-        CU_ASSERT_PTR_EQUAL(kept.current, NULL);
-        hkct_trim(); /* what was refused was kept: now it goes */
-        snapshot_t after = snap();
-        CU_ASSERT_EQUAL(after.live, before.live);
-        CU_ASSERT_EQUAL(after.live_host, before.live_host);
-        CU_ASSERT_EQUAL(after.libraries, before.libraries);
-        CU_ASSERT_EQUAL(after.refcount[dev], before.refcount[dev]);
-    }
-    OK(cuDevicePrimaryCtxRelease(d));
-    CU_ASSERT_EQUAL(sim.refcount(dev), 0);
-}
-
-/* cuCtxGetId answering CONTEXT_IS_DESTROYED once at destroy, whatever is
- * current: an answer about the context that the next question contradicts,
- * so destroy asks again and frees what the handle made; nothing is left. */
-SCENARIO(t_destroy_id_destroyed_once)
-{
-    int dev = ndev - 1;
-    for (int state = 0; state < 3; state++) { /* nothing, its primary, a user context */
-        CUcontext uc = NULL, expect = NULL;
-        hkct_trim();
-        if (state == 1) {
-            CU_ASSERT_EQUAL(hk_rt_set_device(dev), 0);
-            expect = primary(dev);
-        } else if (state == 2) {
-            uc = hkct_user_context(dev);
-            expect = uc;
-        }
-        snapshot_t before = snap();
-        hk_handle_t *h = handle_with_word(dev);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(h);
-        sim.fail("cuCtxGetId", 1, CUDA_ERROR_CONTEXT_IS_DESTROYED);
-        hk_status_t st = plug.vt->handle_destroy(h);
-        sim.fail_clear();
-        CU_ASSERT_PTR_EQUAL(current(), expect);
-        hkct_trim(); /* what destroy left for the next create goes too */
-        snapshot_t after = snap();
-        if (st != HK_STATUS_OK || after.live != before.live)
-            printf("\n  caller state %d: destroy gave %d (%s), %zu blocks left ", state, (int)st,
-                   plug.vt->last_error(NULL), after.live - before.live);
-        CU_ASSERT_EQUAL(st, HK_STATUS_OK);
-        CU_ASSERT_EQUAL(after.live, before.live);
-        CU_ASSERT_EQUAL(after.live_host, before.live_host);
-        CU_ASSERT_EQUAL(after.refcount[dev], before.refcount[dev]);
-        CU_ASSERT_PTR_EQUAL(current(), expect);
-        if (uc)
-            OK(cuCtxDestroy(uc));
-        hkct_clear_current();
-    }
-}
-
-/* free_ never reports a failure once the block is freed: here the driver
- * refuses twice to give the caller's context back after the free. */
-SCENARIO(t_free_done_then_pop_refused)
-{
-    hk_handle_t *h = create(0, HK_STATUS_OK);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
-    void *d = NULL;
-    CU_ASSERT_EQUAL_FATAL(plug.mem->alloc(h, 64, &d), HK_STATUS_OK);
-    size_t live = sim.live();
-    sim.fail_repeat("cuCtxPopCurrent", 1, 2, CUDA_ERROR_UNKNOWN);
-    CU_ASSERT_EQUAL(plug.mem->free_(h, d), HK_STATUS_OK);
-    sim.fail_clear();
-    CU_ASSERT_EQUAL(sim.live(), live - 1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(plug.vt->last_error(h), "cuCtxPopCurrent"));
-    /* documented: the handle's context is what is left current then */
-    CU_ASSERT_PTR_EQUAL(current(), primary(0));
-    hkct_clear_current();
-    CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
-}
-
 const hkct_scenario_t hkct_call_scenarios[] = {
     {"every slot, failing or not, leaves the caller's context", t_every_slot_restores, 1, 0, 0},
     {"destroy waits for the handle's work", t_destroy_waits, 1, 0, 0},
     {"fault walk: every failure of create/ops/destroy, every caller state", t_fault_walk, 1, 1,
      1},
-    {"destroy with a step refused twice: reported, the rest done", t_destroy_refused_twice, 1,
-     0, 1},
-    {"trim with a give-back refused twice: reported, kept for the next trim",
-     t_trim_refused_twice, 1, 0, 1},
-    {"free_ is OK once freed, even if the restore is refused", t_free_done_then_pop_refused, 1,
-     0, 1},
-    {"destroy asks again when the context reads destroyed once", t_destroy_id_destroyed_once, 1,
-     1, 1},
 };
 const size_t hkct_call_scenario_count = sizeof hkct_call_scenarios / sizeof hkct_call_scenarios[0];

@@ -724,6 +724,8 @@ int hk_test_register(void)
                        sim_why);
     CU_pSuite c = hk_test_suite("hk-cuda calls leave nothing behind", NULL, NULL);
     hkct_add_scenarios(c, hkct_call_scenarios, hkct_call_scenario_count, skip, rt_skip, sim_why);
+    hkct_add_scenarios(c, hkct_refused_scenarios, hkct_refused_scenario_count, skip, rt_skip,
+                       sim_why);
     CU_pSuite d = hk_test_suite("hk-cuda destroy waits for the handle's streams", NULL, NULL);
     hkct_add_scenarios(d, hkct_destroy_scenarios, hkct_destroy_scenario_count, skip, rt_skip,
                        "needs the simulated driver (it counts the driver calls)");

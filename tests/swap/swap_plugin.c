@@ -28,9 +28,6 @@
 
 #include "hk_blas1.h"
 #include "hk_kernels.h"
-#ifdef SWP_KIT_TRIM
-#include "hk_kit.h"
-#endif
 
 #ifndef SWP_NAME
 #define SWP_NAME "hk-cpu"
@@ -141,23 +138,8 @@ static hk_status_t swp_load(hk_handle_t *h, const void *image, size_t size, hk_l
 }
 #endif
 
-#ifdef SWP_KIT_TRIM
-/* hk_kit_trim, which only a plugin on the kit can call, as a table of this
- * test build ("swp.kit/1") so that a test can call it from several threads. */
-typedef struct swp_kit_table {
-    hk_status_t (*trim)(void);
-} swp_kit_table_t;
-static const swp_kit_table_t kit_table = {hk_kit_trim};
-#endif
-
 static hk_status_t swp_get_table(const char *name, const void **table)
 {
-#ifdef SWP_KIT_TRIM
-    if (name && table && strcmp(name, "swp.kit/1") == 0) {
-        *table = &kit_table;
-        return HK_STATUS_OK;
-    }
-#endif
 #ifdef SWP_NO_KERNELS
     if (name && table && strcmp(name, HK_TABLE_KERNELS_V1) == 0) {
         *table = NULL;

@@ -35,6 +35,7 @@
 
 #include "hk_kernels.h"
 #include "hk_status_text.h"
+#include "hk_trim.h"
 #include "swap_test.h"
 
 #define N 256
@@ -323,7 +324,7 @@ static void test_unload_outside_dl_lock(void)
     CU_ASSERT_EQUAL(sim.live_libraries(), libs);
 }
 
-/* ---- hk_kit_trim from several threads ---- */
+/* ---- hk.trim/1 (hk_kit_trim) from several threads ---- */
 
 typedef struct trimmer {
     const rig_t *r;
@@ -356,20 +357,17 @@ static void *trim_worker(void *arg)
     return NULL;
 }
 
-/* hk_kit_trim is [thread-safe]: 4 threads make, use and destroy handles and
- * trim in between; every call succeeds, every result is right, and once all
- * are done and trimmed no retain of the kit is left. */
+/* hk.trim/1's trim (hk_kit_trim) is [thread-safe]: 4 threads make, use and
+ * destroy handles and trim in between; every call succeeds, every result is
+ * right, and once all are done and trimmed no retain of the kit is left. */
 static void test_trim_from_threads(void)
 {
     int refs = sim.primary_refcount(0);
     rig_t r;
     CU_ASSERT_FATAL(rig_up(&r, HK_SWAP_CUDA_B));
-    typedef struct swp_kit_table {
-        hk_status_t (*trim)(void);
-    } kit_t;
     const void *table = NULL;
-    CU_ASSERT_EQUAL_FATAL(r.vt->get_table("swp.kit/1", &table), HK_STATUS_OK);
-    const kit_t *kit = table;
+    CU_ASSERT_EQUAL_FATAL(r.vt->get_table(HK_TABLE_TRIM_V1, &table), HK_STATUS_OK);
+    const hk_trim_v1_t *kit = table;
     CU_ASSERT_PTR_NOT_NULL_FATAL(kit);
     trimmer_t t[4];
     pthread_t th[4];
@@ -590,7 +588,7 @@ void swp_register_unload(void)
     };
     CU_pTest on_sim[] = {
         hk_test_add(s, "closed: no library, allocation or primary retain left", test_nothing_left),
-        hk_test_add(s, "hk_kit_trim from 4 threads making and destroying handles",
+        hk_test_add(s, "hk.trim/1 from 4 threads making and destroying handles",
                     test_trim_from_threads),
         hk_test_add(s, "the kernel library stays after the last handle, goes with the module",
                     test_library_kept_until_close),
