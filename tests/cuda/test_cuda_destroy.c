@@ -239,33 +239,49 @@ SCENARIO(t_destroy_legacy_stream)
 /* Calls on a stream the handle no longer has: that stream may be gone
  * (its owner set another and destroyed it), so it is not touched; destroy
  * waits for the whole context, as it did for every handle before. */
-SCENARIO(t_destroy_two_streams)
+/* Device 0's primary, retained, and two non-blocking streams of it. */
+static CUcontext two_streams(CUstream *s1, CUstream *s2)
 {
     CUdevice d0;
     CUcontext p0 = NULL;
-    CUstream s1 = NULL, s2 = NULL;
-    void *x = NULL;
     OK(cuDeviceGet(&d0, 0));
     OK(cuDevicePrimaryCtxRetain(&p0, d0));
     OK(cuCtxPushCurrent(p0));
-    OK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
-    OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    OK(cuStreamCreate(s1, CU_STREAM_NON_BLOCKING));
+    OK(cuStreamCreate(s2, CU_STREAM_NON_BLOCKING));
     OK(cuCtxPopCurrent(&p0));
+    return p0;
+}
+
+/* Destroys stream s of p0 (NULL: none); release: then gives device 0's
+ * primary back too. */
+static void stream_gone(CUcontext p0, CUstream s, int release)
+{
+    OK(cuCtxPushCurrent(p0));
+    if (s)
+        OK(cuStreamDestroy(s));
+    OK(cuCtxPopCurrent(&p0));
+    CUdevice d0;
+    OK(cuDeviceGet(&d0, 0));
+    if (release)
+        OK(cuDevicePrimaryCtxRelease(d0));
+}
+
+SCENARIO(t_destroy_two_streams)
+{
+    CUstream s1 = NULL, s2 = NULL;
+    void *x = NULL;
+    CUcontext p0 = two_streams(&s1, &s2);
     hk_handle_t *h = used_handle(s1, &x);
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);
     CU_ASSERT_EQUAL(plug.vt->set_stream(h, s2), HK_STATUS_OK);
     CU_ASSERT_EQUAL(plug.mem->free_(h, x), HK_STATUS_OK);
-    OK(cuCtxPushCurrent(p0));
-    OK(cuStreamDestroy(s1));
-    OK(cuCtxPopCurrent(&p0));
+    stream_gone(p0, s1, 0);
     counts_t before = counts();
     CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
     counts_t after = counts();
     CU_ASSERT_EQUAL(after.ctx_sync, before.ctx_sync + 1);
-    OK(cuCtxPushCurrent(p0));
-    OK(cuStreamDestroy(s2));
-    OK(cuCtxPopCurrent(&p0));
-    OK(cuDevicePrimaryCtxRelease(d0));
+    stream_gone(p0, s2, 1);
 }
 
 /* ---- the per-call note of the stream ---- */
@@ -312,16 +328,9 @@ static unsigned long locks_of_rounds(hk_handle_t *h, CUstream a, CUstream b, voi
 SCENARIO(t_note_many_streams)
 {
     enum { ROUNDS = 200 };
-    CUdevice d0;
-    CUcontext p0 = NULL;
     CUstream s1 = NULL, s2 = NULL;
     void *x = NULL;
-    OK(cuDeviceGet(&d0, 0));
-    OK(cuDevicePrimaryCtxRetain(&p0, d0));
-    OK(cuCtxPushCurrent(p0));
-    OK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
-    OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
-    OK(cuCtxPopCurrent(&p0));
+    CUcontext p0 = two_streams(&s1, &s2);
     hk_handle_t *h = used_handle(s1, &x);
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);
     unsigned long one = locks_of_rounds(h, s1, s1, x, ROUNDS);
@@ -333,11 +342,8 @@ SCENARIO(t_note_many_streams)
     unsigned long syncs = sim.calls("cuCtxSynchronize");
     CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
     CU_ASSERT_EQUAL(sim.calls("cuCtxSynchronize"), syncs + 1); /* two streams: the context */
-    OK(cuCtxPushCurrent(p0));
-    OK(cuStreamDestroy(s1));
-    OK(cuStreamDestroy(s2));
-    OK(cuCtxPopCurrent(&p0));
-    OK(cuDevicePrimaryCtxRelease(d0));
+    stream_gone(p0, s1, 0);
+    stream_gone(p0, s2, 1);
 }
 #endif /* !__SANITIZE_THREAD__ */
 
