@@ -213,6 +213,7 @@ void hkv_register_handles(void);
 void hkv_register_matrix(void);
 void hkv_register_ops(void);
 void hkv_register_threads(void);
+void hkv_register_trim(void);
 void hkv_register_cuda(void);
 
 /* Runs the checks whose select flag is set; prints as asked; returns the

@@ -14,6 +14,7 @@
 
 #include "hk_blas1.h"
 #include "hk_memory.h"
+#include "hk_trim.h"
 
 #define HKV_BAD_CRASH 1      /* saxpy writes to an address nothing is mapped at */
 #define HKV_BAD_OK_ON_NULL 2 /* every op returns OK for a NULL vector */
@@ -25,9 +26,10 @@
 #define HKV_BAD_CREATE_HANG 8  /* handle_create never returns */
 #define HKV_BAD_KILL_PARENT 9  /* sscal kills its parent process, then its process group */
 #define HKV_BAD_CREATE_KILL_PARENT 10 /* handle_create does what sscal does in 9 */
+#define HKV_BAD_TRIM_CRASH 11  /* offers hk.trim/1, whose trim writes to nowhere */
 
 #ifndef HKV_BAD
-#error "build with -DHKV_BAD=1..10"
+#error "build with -DHKV_BAD=1..11"
 #endif
 
 hk_status_t hk__cpu_entry(const hk_negotiate_request_t *req, hk_negotiate_answer_t *ans);
@@ -40,7 +42,7 @@ static hk_blas1_v1_t blas;
 static hk_memory_v1_t mem;
 #endif
 
-#if HKV_BAD == HKV_BAD_CRASH || HKV_BAD == HKV_BAD_CREATE_CRASH
+#if HKV_BAD == HKV_BAD_CRASH || HKV_BAD == HKV_BAD_CREATE_CRASH || HKV_BAD == HKV_BAD_TRIM_CRASH
 /* Loaded at run time, so the compiler cannot turn the store into a trap; not
  * NULL, so UndefinedBehaviorSanitizer lets the store happen. */
 static float *volatile nowhere = (float *)16;
@@ -137,7 +139,7 @@ static hk_status_t bad_sscal(hk_handle_t *h, int64_t n, const float *a, float *x
 }
 #endif
 
-#if HKV_BAD >= HKV_BAD_CREATE_CRASH && HKV_BAD != HKV_BAD_KILL_PARENT
+#if HKV_BAD >= HKV_BAD_CREATE_CRASH && HKV_BAD <= HKV_BAD_CREATE_KILL_PARENT && HKV_BAD != HKV_BAD_KILL_PARENT
 #define HKV_BAD_CREATE 1
 static hk_status_t bad_create(const hk_create_info_t *info, hk_handle_t **out)
 {
@@ -171,8 +173,25 @@ static hk_status_t bad_get_table(const char *name, const void **table)
     return st;
 }
 
+#if HKV_BAD == HKV_BAD_TRIM_CRASH
+static hk_status_t bad_trim(void)
+{
+    signal(SIGSEGV, SIG_DFL); /* a sanitizer's handler would turn it into an exit status */
+    *nowhere = 1.0f;
+    return HK_STATUS_OK;
+}
+
+static const hk_trim_v1_t trim_table = {sizeof(hk_trim_v1_t), bad_trim};
+#endif
+
 static hk_status_t bad_get_table_locked(const char *name, const void **table)
 {
+#if HKV_BAD == HKV_BAD_TRIM_CRASH
+    if (name && table && strcmp(name, HK_TABLE_TRIM_V1) == 0) {
+        *table = &trim_table;
+        return HK_STATUS_OK;
+    }
+#endif
     hk_status_t st = inner->get_table(name, table);
 #if HKV_BAD == HKV_BAD_NULL_SLOTS
     static int mem_built;

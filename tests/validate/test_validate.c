@@ -177,6 +177,25 @@ static void test_create_kills_parent_fails(void)
                   "killed its parent process (by SIGKILL)");
 }
 
+/* A host calls hk.trim/1 before it closes the module: a trim that crashes
+ * fails the trim checks in their own processes (each as what it is), and
+ * the other checks still pass; hk-cpu, which offers no trim, skips them. */
+static void test_trim_crash_fails(void)
+{
+    char *out;
+    CU_ASSERT_EQUAL(sh(V HK_TEST_TRIM_CRASH " --only 'trim.*' --only handle.create-destroy",
+                       &out), 1);
+    CU_ASSERT(row_is(out, "trim.calls", "FAIL", "killed by SIGSEGV"));
+    CU_ASSERT(row_is(out, "trim.threads", "FAIL", "killed by SIGSEGV"));
+    CU_ASSERT(row_is(out, "handle.create-destroy", "PASS", NULL));
+    CU_ASSERT(has(out, "\n1 passed, 2 failed, 0 skipped\n"));
+    free(out);
+    CU_ASSERT_EQUAL(sh(V HK_TEST_CPU " --only 'trim.*'", &out), 0);
+    CU_ASSERT(row_is(out, "trim.calls", "SKIP", "the plugin offers no hk.trim/1"));
+    CU_ASSERT(has(out, "\n0 passed, 0 failed, 2 skipped\n"));
+    free(out);
+}
+
 /* A check that kills its parent process and its process group ends itself,
  * not the validator: that check fails saying so, the next one runs, and the
  * summary is printed. */
@@ -297,6 +316,8 @@ int hk_test_register(void)
                 test_kill_parent_is_one_failure);
     hk_test_add(s, "handle_create killing its parent and group fails validation",
                 test_create_kills_parent_fails);
+    hk_test_add(s, "a crashing hk.trim/1 fails the trim checks; hk-cpu skips them",
+                test_trim_crash_fails);
     hk_test_add(s, "NULL slots are reported not supported and never called",
                 test_null_slots_not_supported);
     hk_test_add(s, "hk-cpu passes negotiation, tables and numbers", test_passes_what_it_should);
