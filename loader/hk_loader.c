@@ -7,7 +7,6 @@
 #include "hk__trace.h"
 
 #include <stdalign.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,12 +196,10 @@ fail:
 
 void hk__plugin_trim(hk_plugin_t *plugin)
 {
-    const void *t = NULL;
-    if (!plugin->vtable.get_table || plugin->vtable.get_table(HK_TABLE_TRIM_V1, &t) != HK_STATUS_OK ||
-        !t || ((const hk_trim_v1_t *)t)->size < offsetof(hk_trim_v1_t, trim) + sizeof(void *) ||
-        !((const hk_trim_v1_t *)t)->trim)
+    hk_trim_v1_t t; /* the loader's clamped copy: a short or broken table has no trim */
+    if (hk_plugin_get_table(plugin, HK_TABLE_TRIM_V1, &t, sizeof t) != HK_STATUS_OK || !t.trim)
         return;
-    hk_status_t st = ((const hk_trim_v1_t *)t)->trim();
+    hk_status_t st = t.trim();
     if (st == HK_STATUS_OK)
         HK__TRACE(HK__TRACE_DECISIONS, "swap", "%s %s gave back what it keeps between handles "
                   "(hk.trim/1) before its module is closed", plugin->name, plugin->version);
