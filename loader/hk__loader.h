@@ -27,6 +27,7 @@
 #include "hk_blas1.h"
 #include "hk_loader.h"
 #include "hk_memory.h"
+#include "hk__trust.h"
 
 /* Room for a reason that names a PATH_MAX path and a little text. */
 #define HK__REASON_MAX 4608
@@ -257,22 +258,7 @@ void hk__range_text(char *buf, size_t n, const hk_loader_t *loader);
 hk_status_t hk__verify_workload(const hk_vtable_t *core, const hk_blas1_v1_t *b,
                                 const hk_memory_v1_t *m, hk_handle_t *h, char *why, size_t n);
 
-/* ---- hk_loader_trust.c ---- */
-
-/* Resolves path and walks it from the root with O_NOFOLLOW at each step,
- * refusing a directory or file owned by another user than root or the
- * effective user, or writable by group or others. want_dir: the last
- * component must be a directory (opened O_RDONLY | O_DIRECTORY). On success
- * *fd is open (O_CLOEXEC) and *st is its fstat; resolved (may be NULL, size
- * PATH_MAX) gets the resolved path. On failure *fd is -1 and reason says
- * why; a refusal of path itself (rather than a directory above it) is worded
- * without the path when self_unnamed is set. */
-hk_status_t hk__trust_open(const char *path, int want_dir, int self_unnamed, int *fd,
-                           struct stat *st, char *resolved, char *reason, size_t n);
-
-/* The owner and mode rule for one already opened file or directory. */
-hk_status_t hk__trust_stat(const struct stat *st, const char *what, const char *name,
-                           char *reason, size_t n);
+/* ---- hk_loader_trust.c (the walk itself: common/hk__trust.h) ---- */
 
 /* 1 when name (the last path component) is a plugin file name: "*.so". */
 int hk__plugin_name_ok(const char *path);

@@ -11,16 +11,19 @@
  *      name are refused, so libltdl never resolves a file indirectly);
  *   2. privileges: in a process with elevated privileges (AT_SECURE) only
  *      files in the default directory are loaded;
- *   3. trust: the path is resolved (symbolic links followed), and every
- *      directory from the root down to the file, and the file itself, must be
- *      owned by root or the effective user and writable by neither group nor
- *      others; the file must be a regular file. One exception: a sticky
- *      directory such as /tmp, owned by root or the effective user, passes
- *      when every directory below it and the file pass the rule (no second
- *      writable directory, and a file lying directly in it has one link);
- *      not in a process with elevated privileges (AT_SECURE). The file is
- *      opened once (O_NOFOLLOW) and every later step uses that descriptor:
- *      the dynamic loader maps exactly the file checked;
+ *   3. trust (docs/security.md): the path is walked from the root one
+ *      component at a time; every directory down to the file, every
+ *      symbolic link followed and the file itself must be owned by root or
+ *      the effective user, and no directory or file writable by group or
+ *      others; the file must be a regular file, and nothing else is ever
+ *      opened for reading (a FIFO or a device node named like a plugin is
+ *      looked at, not opened). One exception: a sticky directory such as
+ *      /tmp, owned by root or the effective user, passes when every
+ *      directory below it and the file pass the rule (no second writable
+ *      directory), but no file lying directly in it is taken; not in a
+ *      process with elevated privileges (AT_SECURE). The file is opened once
+ *      and every later step uses that descriptor: the dynamic loader maps
+ *      exactly the file checked;
  *   4. ELF: read from the descriptor, never mapped: the host's class, byte
  *      order and machine, a shared object (ET_DYN), header tables and
  *      segments inside the file (a truncated file is refused here), and no

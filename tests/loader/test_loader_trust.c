@@ -1,4 +1,4 @@
-/* The trust rule at a sticky directory (hk_loader_trust.c): a directory that
+/* The trust rule at a sticky directory (common/hk__trust.c): a directory that
  * others may write is passed when it is sticky, owned by root or us, and
  * everything below it on the way to the plugin is ours (or root's) and
  * writable by nobody else; a plain world-writable directory never is, and a
@@ -6,11 +6,15 @@
  * its own small tree under the build's temporary directory, with the modes
  * set by chmod (the umask must not decide them). */
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "hk_test.h"
@@ -60,11 +64,10 @@ static void refused(const char *path, const char *reason)
 }
 
 /* Our own directory below a sticky world-writable one, as a clone under
- * /tmp is: its plugins load, by path and by a scan of that directory; so
- * does our own file directly in the sticky directory. */
+ * /tmp is: its plugins load, by path and by a scan of that directory. */
 static void test_sticky_own_subdir_accepted(void)
 {
-    char sticky[4200], own[4300], p[4400], q[4400];
+    char sticky[4200], own[4300], p[4400];
     setup();
     make_dir(tmp, "sticky", 01777, sticky, sizeof(sticky));
     make_dir(sticky, "own", 0755, own, sizeof(own));
@@ -74,9 +77,6 @@ static void test_sticky_own_subdir_accepted(void)
     tl_host_run_t run;
     CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
     CU_ASSERT(tl_has_line(&run, "plugins=1"));
-    CU_ASSERT_EQUAL_FATAL(tl_copy(tl_plugin("tp_good.so"), sticky, "q.so", 0644, q, sizeof(q)),
-                          0);
-    CU_ASSERT(loads(q));
     teardown();
 }
 
@@ -148,22 +148,30 @@ static void test_sticky_foreign_entry_refused(void)
     teardown();
 }
 
-/* A second name for our file, made in the sticky directory: a link another
- * user could have made to an old file of ours where protected_hardlinks is
- * off, so a file with more than one link there is refused. */
-static void test_sticky_hard_link_refused(void)
+/* A file lying directly in the sticky directory is refused, ours or not:
+ * a second name for a file of ours there may be a hard link another user
+ * made where protected_hardlinks is off, and once we delete our own name
+ * nothing tells it from a file we put there; a name there may have been
+ * taken first by anybody. */
+static void test_sticky_direct_file_refused(void)
 {
-    char sticky[4200], own[4300], p[4400], ln[4400], reason[9000];
+    char sticky[4200], own[4300], p[4400], ln[4400], q[4400], reason[9000];
     setup();
     make_dir(tmp, "sticky", 01777, sticky, sizeof(sticky));
     make_dir(tmp, "own", 0755, own, sizeof(own));
     CU_ASSERT_EQUAL_FATAL(tl_copy(tl_plugin("tp_good.so"), own, "p.so", 0644, p, sizeof(p)), 0);
     snprintf(ln, sizeof(ln), "%s/l.so", sticky);
     CU_ASSERT_EQUAL_FATAL(link(p, ln), 0);
-    snprintf(reason, sizeof(reason), "file has 2 hard links and lies in the sticky directory "
-             "%s, where another user may have linked it", sticky);
+    snprintf(reason, sizeof(reason), "file lies directly in the sticky directory %s, where "
+             "others can make names (a hard link to another file, a name taken first): keep "
+             "it in a directory of your own below it", sticky);
     refused(ln, reason);
     CU_ASSERT(loads(p)); /* the same file in our own directory */
+    CU_ASSERT_EQUAL_FATAL(unlink(p), 0);
+    refused(ln, reason); /* one link left: still refused */
+    CU_ASSERT_EQUAL_FATAL(tl_copy(tl_plugin("tp_good.so"), sticky, "q.so", 0644, q, sizeof(q)),
+                          0);
+    refused(q, reason); /* a file of our own making there */
     teardown();
 }
 
@@ -228,12 +236,90 @@ static void test_elevated_strict(void)
     teardown();
 }
 
+/* Makes the link name -> target as uid 65534, in a child that gave up
+ * root: what another local user can do in a sticky directory. 0 when made. */
+static int symlink_as_other(const char *target, const char *name)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(2);
+        _exit(symlink(target, name) == 0 ? 0 : 1);
+    }
+    int st = -1;
+    if (pid > 0)
+        waitpid(pid, &st, 0);
+    return pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+/* A link another user made in a sticky directory is not followed, to a
+ * file of ours or to anything else: what it points to is their choice (a
+ * test build of ours with a higher version, a crashing one, a device). A
+ * link we made there is followed. */
+static void test_sticky_foreign_link_refused(void)
+{
+    char sticky[4200], own[4300], p[4400], theirs[4400], ours[4400], reason[9000];
+    setup();
+    CU_ASSERT_EQUAL_FATAL(chmod(tmp, 0755), 0); /* uid 65534 must reach the sticky one */
+    make_dir(tmp, "sticky", 01777, sticky, sizeof(sticky));
+    make_dir(tmp, "own", 0755, own, sizeof(own));
+    CU_ASSERT_EQUAL_FATAL(tl_copy(tl_plugin("tp_good.so"), own, "p.so", 0644, p, sizeof(p)), 0);
+    snprintf(theirs, sizeof(theirs), "%s/theirs.so", sticky);
+    CU_ASSERT_EQUAL_FATAL(symlink_as_other(p, theirs), 0);
+    snprintf(reason, sizeof(reason), "symbolic link %s is owned by uid 65534, neither root nor "
+             "the effective user (uid %lu): such a link is not followed", theirs,
+             (unsigned long)geteuid());
+    refused(theirs, reason);
+    tl_host_job_t job = {.scan_dir = sticky};
+    tl_host_run_t run;
+    CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
+    CU_ASSERT(tl_has_line(&run, "plugins=0"));
+    snprintf(ours, sizeof(ours), "%s/ours.so", sticky);
+    CU_ASSERT_EQUAL_FATAL(symlink(p, ours), 0);
+    CU_ASSERT(loads(ours));
+    teardown();
+}
+
+/* Only a regular file is ever opened for reading: a FIFO named like a
+ * plugin (reached through a link of ours, as a device node would be) is
+ * refused after a look at what it is, and never opened. inotify tells an
+ * open; the control opens it and sees the event. */
+static void test_special_file_never_opened(void)
+{
+    char own[4300], fifo[4400], link[4400], line[9000];
+    char ev[sizeof(struct inotify_event) + NAME_MAX + 1];
+    setup();
+    make_dir(tmp, "own", 0755, own, sizeof(own));
+    snprintf(fifo, sizeof(fifo), "%s/fifo", own);
+    CU_ASSERT_EQUAL_FATAL(mkfifo(fifo, 0644), 0);
+    snprintf(link, sizeof(link), "%s/f.so", own);
+    CU_ASSERT_EQUAL_FATAL(symlink(fifo, link), 0);
+    int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    CU_ASSERT_FATAL(in >= 0);
+    CU_ASSERT_FATAL(inotify_add_watch(in, fifo, IN_OPEN) >= 0);
+    tl_host_job_t job = {.open_path = link};
+    tl_host_run_t run;
+    CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
+    snprintf(line, sizeof(line), "report=%s|scan|LOAD_FAILED|not a regular file", link);
+    CU_ASSERT(tl_has_line(&run, line));
+    CU_ASSERT_EQUAL(read(in, ev, sizeof(ev)), -1); /* no event: never opened */
+    int fd = open(fifo, O_RDONLY | O_NONBLOCK);
+    CU_ASSERT(fd >= 0);
+    if (fd >= 0)
+        close(fd);
+    CU_ASSERT(read(in, ev, sizeof(ev)) > 0); /* the control: an open is seen */
+    close(in);
+    teardown();
+}
+
 void tl_register_trust(void)
 {
     /* Below /tmp a sticky directory made here is a second one, which the
      * rule refuses whatever lies below it: the cases that make one need a
      * build tree outside any (the build itself then shows the first). */
     static char nested[PATH_MAX + 160];
+    const char *other;
     const char *sticky = tl_sticky_above();
     if (sticky)
         snprintf(nested, sizeof(nested), "the build tree lies below the sticky directory %s: "
@@ -245,10 +331,15 @@ void tl_register_trust(void)
                                  test_sticky_writable_entry_refused);
     CU_pTest foreign = hk_test_add(s, "sticky directory, another user's entry below: refused",
                                    test_sticky_foreign_entry_refused);
-    CU_pTest hard = hk_test_add(s, "sticky directory, a second hard link there: refused",
-                                test_sticky_hard_link_refused);
+    CU_pTest hard = hk_test_add(s, "sticky directory, a file directly there (a hard link, "
+                                "one link left, our own): refused",
+                                test_sticky_direct_file_refused);
     hk_test_add(s, "world-writable directory without the sticky bit: refused",
                 test_world_writable_not_sticky_refused);
+    CU_pTest link = hk_test_add(s, "sticky directory, a link another user made: not followed; "
+                                "ours is", test_sticky_foreign_link_refused);
+    hk_test_add(s, "a FIFO named like a plugin: refused, never opened",
+                test_special_file_never_opened);
     CU_pTest elevated = hk_test_add(s, "set-user-ID: a sticky directory above the default one "
                                     "is refused", test_elevated_strict);
     const char *why = tl_setuid_loading_unavailable();
@@ -257,8 +348,12 @@ void tl_register_trust(void)
         hk_test_skip(entry, nested);
         hk_test_skip(foreign, nested);
         hk_test_skip(hard, nested);
+        hk_test_skip(link, nested);
     } else if (geteuid() != 0) {
         hk_test_skip(foreign, "needs root to give files to uid 65534");
+        hk_test_skip(link, "needs root to act as uid 65534");
+    } else if ((other = hk_test_unreachable(65534, HK_TEST_TMP_DIR))) {
+        hk_test_skip(link, other);
     }
     if (why)
         hk_test_skip(elevated, why);
