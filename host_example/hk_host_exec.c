@@ -6,8 +6,14 @@
  * bench runs hk-bench as a child with a CSV file, then the Python scripts
  * installed beside hk-host: hk-bench-plot.py (bench/plot.py) to draw the
  * figures and hk-bench-compare.py (bench/compare.py) to compare the CSV with
- * an older one. Both answer --help with their usage and the program's. */
+ * an older one. Both answer --help with their usage and the program's.
+ *
+ * Each of these files is held to the trust rule (docs/security.md) and run
+ * through the descriptor checked, never through its name again: a program
+ * that lies in /tmp must not run what another user put beside it. The
+ * plugins hk-validate gets are handed over the same way, as /dev/fd/N. */
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
@@ -18,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "hk__trust.h"
 #include "hk_host.h"
 
 extern char **environ;
@@ -36,32 +43,62 @@ static int hkh_sibling(const char *name, char *buf, size_t len)
     return (w < 0 || (size_t)w >= len) ? -1 : 0;
 }
 
-/* Finds program `name` beside hk-host, executable (X_OK) or readable
- * (R_OK: a script run by python3); on failure says so on one line (`what`
- * tells how it is built) and returns -1. */
-static int hkh_find_sibling(const char *cmd, const char *name, int mode, const char *what,
+/* Opens program `name` beside hk-host under the trust rule, executable
+ * (exec) or only readable (a script run by python3); returns the open
+ * descriptor (close-on-exec) with its path in buf, or -1 after one line
+ * saying why (`what` tells how it is built). */
+static int hkh_find_sibling(const char *cmd, const char *name, int exec, const char *what,
                             char *buf, size_t len)
 {
+    char why[PATH_MAX + 256];
+    struct stat st;
+    int fd = -1;
     if (hkh_sibling(name, buf, len) != 0) {
         hkh_fail("%s: cannot tell the directory of hk-host to find %s", cmd, name);
         return -1;
     }
-    if (access(buf, mode) != 0) {
-        hkh_fail("%s: %s: %s (%s)", cmd, buf, errno == ENOENT ? "not found" : strerror(errno),
-                 what);
+    hk_status_t status = hk__trust_open(buf, 0, 1, &fd, &st, NULL, why, sizeof why);
+    if (status == HK_STATUS_NOT_FOUND) {
+        hkh_fail("%s: %s: not found (%s)", cmd, buf, what);
         return -1;
     }
-    return 0;
+    if (status != HK_STATUS_OK) {
+        hkh_fail("%s: %s is refused: %s", cmd, buf, why);
+        return -1;
+    }
+    if (exec && !(st.st_mode & S_IXUSR)) {
+        hkh_fail("%s: %s is not executable (%s)", cmd, buf, what);
+        close(fd);
+        return -1;
+    }
+    return fd;
 }
 
-/* Runs argv (argv[0] searched on PATH when search) and waits. Returns its
- * exit status, or -1 after one line saying why it did not run or end. */
-static int hkh_spawn_wait(const char *cmd, char *const argv[], int search)
+/* "/proc/self/fd/N" of fd into buf: the name under which exec runs the
+ * open file itself, whatever its path names by then. */
+static char *hkh_fd_name(int fd, char *buf, size_t len)
+{
+    snprintf(buf, len, "/proc/self/fd/%d", fd);
+    return buf;
+}
+
+/* Runs the open program fd with argv, or argv[0] searched on PATH when fd
+ * is -1, and waits. Returns its exit status, or -1 after one line saying
+ * why it did not run or end. */
+static int hkh_spawn_wait(const char *cmd, char *const argv[], int fd)
 {
     pid_t pid;
+    char exe[32];
     fflush(stdout);
-    int err = search ? posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ)
-                     : posix_spawn(&pid, argv[0], NULL, NULL, argv, environ);
+    /* Open across the exec: a program that is a script is read by its
+     * interpreter through the same name. */
+    if (fd >= 0)
+        fcntl(fd, F_SETFD, 0);
+    int err = fd < 0 ? posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ)
+                     : posix_spawn(&pid, hkh_fd_name(fd, exe, sizeof exe), NULL, NULL, argv,
+                                   environ);
+    if (fd >= 0)
+        fcntl(fd, F_SETFD, FD_CLOEXEC);
     if (err != 0) {
         hkh_fail("%s: cannot run %s: %s", cmd, argv[0], strerror(err));
         return -1;
@@ -85,11 +122,16 @@ static int hkh_spawn_wait(const char *cmd, char *const argv[], int search)
  * that is there (its absence is no error here: help always works). */
 static int hkh_help_of(const char *program)
 {
-    char path[PATH_MAX];
-    if (hkh_sibling(program, path, sizeof path) == 0 && access(path, X_OK) == 0) {
+    char path[PATH_MAX], why[PATH_MAX + 256];
+    struct stat st;
+    int fd;
+    if (hkh_sibling(program, path, sizeof path) == 0
+        && hk__trust_open(path, 0, 1, &fd, &st, NULL, why, sizeof why) == HK_STATUS_OK) {
         char *argv[] = {path, "--help", NULL};
         printf("\n%s's own help:\n", program);
-        hkh_spawn_wait(program, argv, 0);
+        if (st.st_mode & S_IXUSR)
+            hkh_spawn_wait(program, argv, fd);
+        close(fd);
     }
     return HKH_EXIT_OK;
 }
@@ -134,26 +176,65 @@ static int hkh_validate_plugins(const hkh_opts_t *opts, int *at, int *n)
     return -1;
 }
 
-/* Replaces each plugin named by a request (not a path) by the file the
- * loader selects for it, in args (a copy of validate's arguments); the
- * paths are malloc'ed and kept in owned[]. Returns 0 or an exit status. */
-static int hkh_validate_resolve(char **args, const int *at, int n, char **owned)
+/* Opens plugin file path under the trust rule and puts "/dev/fd/N" of it,
+ * inherited by hk-validate, into *arg (malloc'ed, also kept in *owned).
+ * A file that is not there is left to hk-validate to report. Returns 0 or
+ * an exit status after one line. */
+static int hkh_validate_hand_over(const char *path, char **arg, char **owned)
+{
+    char why[PATH_MAX + 256], name[32];
+    struct stat st;
+    int fd;
+    hk_status_t status = hk__trust_open(path, 0, 1, &fd, &st, NULL, why, sizeof why);
+    if (status == HK_STATUS_NOT_FOUND)
+        return 0; /* left as it is: hk-validate says what is missing */
+    if (status != HK_STATUS_OK) {
+        hkh_fail("validate: %s is refused: %s", path, why);
+        return HKH_EXIT_FAIL;
+    }
+    /* Open across the exec: hk-validate loads this very file. */
+    fcntl(fd, F_SETFD, 0);
+    snprintf(name, sizeof name, "/dev/fd/%d", fd);
+    if (!(*owned = strdup(name))) {
+        hkh_fail("validate: out of memory");
+        close(fd);
+        return HKH_EXIT_FAIL;
+    }
+    *arg = *owned;
+    return 0;
+}
+
+/* Whether hk-validate is asked to load plugin paths as they are. */
+static int hkh_validate_insecure(char *const *args, int argc)
+{
+    for (int i = 1; i < argc && strcmp(args[i], "--"); i++)
+        if (!strcmp(args[i], "--insecure-path"))
+            return 1;
+    return 0;
+}
+
+/* Replaces each plugin in args (a copy of validate's arguments) by the
+ * descriptor of its file, opened under the trust rule: a request by the
+ * file the loader selects for it, a path by that path (left as it is under
+ * --insecure-path, which hk-validate then takes at its word). The names are
+ * malloc'ed and kept in owned[]. Returns 0 or an exit status. */
+static int hkh_validate_resolve(char **args, int argc, const int *at, int n, char **owned)
 {
     hk_loader_t *loader = NULL;
-    int rc = 0;
+    int rc = 0, insecure = hkh_validate_insecure(args, argc);
     for (int i = 0; i < n && rc == 0; i++) {
         hk_plugin_t *p;
-        if (hkh_is_path(args[at[i]]))
+        const char *file = args[at[i]];
+        if (hkh_is_path(file) && insecure)
             continue;
-        if (!loader && !(loader = hkh_loader(0, 1)))
-            return HKH_EXIT_FAIL;
-        rc = hkh_select(loader, args[at[i]], "validate: ", &p);
-        if (rc == 0 && !(owned[i] = strdup(hk_plugin_path(p)))) {
-            hkh_fail("validate: out of memory");
-            rc = HKH_EXIT_FAIL;
+        if (!hkh_is_path(file)) {
+            if (!loader && !(loader = hkh_loader(0, 1)))
+                return HKH_EXIT_FAIL;
+            if ((rc = hkh_select(loader, file, "validate: ", &p)) != 0)
+                break;
+            file = hk_plugin_path(p);
         }
-        if (rc == 0)
-            args[at[i]] = owned[i];
+        rc = hkh_validate_hand_over(file, &args[at[i]], &owned[i]);
     }
     /* Before hk-validate replaces this process: nothing of a plugin is left. */
     if (loader)
@@ -167,7 +248,7 @@ int hkh_cmd_validate(const hkh_opts_t *opts)
     int *at = calloc((size_t)opts->argc + 1, sizeof *at);
     char **args = calloc((size_t)opts->argc + 1, sizeof *args);
     char **owned = calloc((size_t)opts->argc + 1, sizeof *owned);
-    int rc = HKH_EXIT_FAIL, n;
+    int rc = HKH_EXIT_FAIL, n, fd = -1;
     if (!at || !args || !owned) {
         hkh_fail("validate: out of memory");
         goto out;
@@ -175,18 +256,22 @@ int hkh_cmd_validate(const hkh_opts_t *opts)
     if ((rc = hkh_validate_plugins(opts, at, &n)) >= 0)
         goto out;
     rc = HKH_EXIT_FAIL;
-    if (hkh_find_sibling("validate", "hk-validate", X_OK,
-                         "hk-validate is built with hk-host by scons", path, sizeof path) != 0)
+    fd = hkh_find_sibling("validate", "hk-validate", 1,
+                          "hk-validate is built with hk-host by scons", path, sizeof path);
+    if (fd < 0)
         goto out;
     memcpy(args, opts->argv, (size_t)opts->argc * sizeof *args);
     args[0] = path;
-    if ((rc = hkh_validate_resolve(args, at, n, owned)) != 0)
+    if ((rc = hkh_validate_resolve(args, opts->argc, at, n, owned)) != 0)
         goto out;
     fflush(stdout);
-    execv(path, args);
+    fcntl(fd, F_SETFD, 0); /* a script is read by its interpreter through fd */
+    fexecve(fd, args, environ);
     hkh_fail("validate: cannot run %s: %s", path, strerror(errno));
     rc = HKH_EXIT_FAIL;
 out:
+    if (fd >= 0)
+        close(fd);
     for (int i = 0; owned && i < opts->argc; i++)
         free(owned[i]);
     free(owned);
@@ -284,30 +369,50 @@ static int hkh_bench_parse(const hkh_opts_t *opts, hkh_bench_args_t *b)
     return -1;
 }
 
-/* The scripts bench needs, found before the (long) benchmark runs. */
-static int hkh_bench_scripts(const hkh_bench_args_t *b, char *plot, char *cmp, size_t len)
+/* The scripts bench needs, opened before the (long) benchmark runs: fds[0]
+ * the plot's, fds[1] the comparison's (-1 when not needed). */
+static int hkh_bench_scripts(const hkh_bench_args_t *b, int fds[2])
 {
     const char *how = "installed beside hk-host from bench/ by scons";
-    if (b->plot && hkh_find_sibling("bench", "hk-bench-plot.py", R_OK, how, plot, len) != 0)
+    char path[PATH_MAX];
+    if (b->plot && (fds[0] = hkh_find_sibling("bench", "hk-bench-plot.py", 0, how, path,
+                                              sizeof path)) < 0)
         return -1;
-    if (b->compare && hkh_find_sibling("bench", "hk-bench-compare.py", R_OK, how, cmp, len) != 0)
+    if (b->compare && (fds[1] = hkh_find_sibling("bench", "hk-bench-compare.py", 0, how, path,
+                                                 sizeof path)) < 0)
         return -1;
     return 0;
 }
 
+/* Runs python3 on the open script fd with argv (argv[1] is set here to the
+ * script's name in the child: a copy of fd left open across the exec). */
+static int hkh_run_script(const char *cmd, int fd, char **argv)
+{
+    char name[32];
+    int copy = fcntl(fd, F_DUPFD, 3); /* without close-on-exec */
+    if (copy < 0) {
+        hkh_fail("%s: cannot pass the script on: %s", cmd, strerror(errno));
+        return -1;
+    }
+    argv[1] = hkh_fd_name(copy, name, sizeof name);
+    int st = hkh_spawn_wait(cmd, argv, -1);
+    close(copy);
+    return st;
+}
+
 /* The plot and the comparison of a finished run. Returns 0, or 1 when the
  * plot failed or a ratio regressed. */
-static int hkh_bench_after(const hkh_bench_args_t *b, const char *csv, char *plot, char *cmp)
+static int hkh_bench_after(const hkh_bench_args_t *b, const char *csv, const int fds[2])
 {
     int rc = 0;
     if (b->plot) {
-        char *argv[] = {"python3", plot, (char *)csv, (char *)b->plot, NULL};
+        char *argv[] = {"python3", NULL, (char *)csv, (char *)b->plot, NULL};
         /* On failure the script says why on one line; hk-host adds none. */
-        if (hkh_spawn_wait("bench --plot", argv, 1) != 0)
+        if (hkh_run_script("bench --plot", fds[0], argv) != 0)
             rc = HKH_EXIT_FAIL;
     }
     if (b->compare) {
-        char *argv[8 + 2 * 16] = {"python3", cmp, (char *)b->compare, (char *)csv};
+        char *argv[8 + 2 * 16] = {"python3", NULL, (char *)b->compare, (char *)csv};
         int k = 4;
         for (int i = 0; i < b->ntol; i++) {
             argv[k++] = "--tolerance";
@@ -315,7 +420,7 @@ static int hkh_bench_after(const hkh_bench_args_t *b, const char *csv, char *plo
         }
         argv[k] = NULL;
         /* compare.py prints the table and its verdict: 1 is a regression. */
-        if (hkh_spawn_wait("bench --compare", argv, 1) != 0)
+        if (hkh_run_script("bench --compare", fds[1], argv) != 0)
             rc = HKH_EXIT_FAIL;
     }
     return rc;
@@ -324,14 +429,15 @@ static int hkh_bench_after(const hkh_bench_args_t *b, const char *csv, char *plo
 int hkh_cmd_bench(const hkh_opts_t *opts)
 {
     hkh_bench_args_t b;
-    char bench[PATH_MAX], plot[PATH_MAX], cmp[PATH_MAX], tmp[64] = "";
+    char bench[PATH_MAX], tmp[64] = "";
+    int fds[3] = {-1, -1, -1}; /* the plot script, the comparison, hk-bench */
     int rc = hkh_bench_parse(opts, &b);
     if (rc >= 0)
         goto out;
     rc = HKH_EXIT_FAIL;
     const char *how = "it is built by `scons bench` where nvcc and cuBLAS are found";
-    if (hkh_find_sibling("bench", "hk-bench", X_OK, how, bench, sizeof bench) != 0 ||
-        hkh_bench_scripts(&b, plot, cmp, sizeof plot) != 0)
+    if ((fds[2] = hkh_find_sibling("bench", "hk-bench", 1, how, bench, sizeof bench)) < 0 ||
+        hkh_bench_scripts(&b, fds) != 0)
         goto out;
     const char *csv = b.csv;
     if (!csv && (b.plot || b.compare)) { /* a CSV is needed: a temporary one */
@@ -352,17 +458,20 @@ int hkh_cmd_bench(const hkh_opts_t *opts)
         b.rest[b.nrest++] = "--csv";
         b.rest[b.nrest++] = (char *)csv;
     }
-    int st = hkh_spawn_wait("bench", b.rest, 0);
+    int st = hkh_spawn_wait("bench", b.rest, fds[2]);
     /* 0: measured; 3: measured, a target missed under --strict. Anything
      * else: hk-bench said why, and there is nothing to draw or compare. */
     if (st != 0 && st != 3) {
         rc = st < 0 ? HKH_EXIT_FAIL : st;
         goto out;
     }
-    rc = hkh_bench_after(&b, csv, plot, cmp);
+    rc = hkh_bench_after(&b, csv, fds);
     if (rc == 0)
         rc = st;
 out:
+    for (int i = 0; i < 3; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
     if (tmp[0])
         unlink(tmp);
     free(b.rest);

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "hk__cli.h"
+#include "hk__trust.h"
 #include "hkv.h"
 
 #define HKV_DEFAULT_TIMEOUT_MS 20000
@@ -19,7 +21,7 @@
 static pid_t main_pid;
 
 enum { HKV_OPT_LIST = 1, HKV_OPT_ONLY, HKV_OPT_MATRIX, HKV_OPT_COMPARE, HKV_OPT_TIMEOUT,
-       HKV_OPT_JSON, HKV_OPT_VERBOSE };
+       HKV_OPT_JSON, HKV_OPT_VERBOSE, HKV_OPT_INSECURE };
 
 /* The options, read by the programs' common parser (common/hk__cli.h). */
 static const hk__cli_opt_t hkv_options[] = {
@@ -38,6 +40,11 @@ static const hk__cli_opt_t hkv_options[] = {
     {HKV_OPT_VERBOSE, 'v', "verbose", NULL,
      "let the checks' own output through (stderr of\n"
      "plugins)"},
+    {HKV_OPT_INSECURE, 0, "insecure-path", NULL,
+     "load the plugin files from their paths as they are,\n"
+     "without the trust rule: only for your own file in\n"
+     "your own directory (whoever can write it or a\n"
+     "directory above it chooses the code run)"},
     {0, 0, NULL, NULL, NULL},
 };
 
@@ -58,6 +65,9 @@ static void usage(FILE *f)
     hk__cli_print_options(f, hkv_options, NULL);
     fprintf(f,
             "\n"
+            "A plugin file and every directory and link on the way to it must be owned by\n"
+            "root or you and writable by nobody else (docs/security.md); /dev/fd/N names a\n"
+            "descriptor the caller opened and checked (hk-host validate passes one).\n"
             "HK_CUDA_DRIVER names the CUDA driver library (default libcuda.so.1).\n"
             "HK_VALIDATE_NO_FORK=1 runs the first selected check inside hk-validate itself and\n"
             "exits (for a debugger; a crash then ends the run).\n");
@@ -76,6 +86,22 @@ static int matches(const char *name, const char *pat)
     if (strpbrk(pat, "*?["))
         return fnmatch(pat, name, 0) == 0;
     return strstr(name, pat) != NULL;
+}
+
+/* The plugins as named, for what hk-validate prints, and the names they
+ * are loaded under. */
+static struct {
+    char load[32];
+    char shown[PATH_MAX];
+} named[2];
+
+/* The name plugin (a load name) was given as. */
+static const char *shown(const char *plugin)
+{
+    for (int i = 0; i < 2; i++)
+        if (plugin == named[i].load)
+            return named[i].shown;
+    return plugin;
 }
 
 /* ---- the second copy of the plugin file ---- */
@@ -104,7 +130,7 @@ static void make_copy(const char *path)
         return;
     }
     char base[4096];
-    snprintf(base, sizeof base, "%s", path);
+    snprintf(base, sizeof base, "%s", shown(path));
     snprintf(hkv.copy_path, sizeof hkv.copy_path, "%.3000s/second-copy-of-%.255s", hkv.copy_dir,
              basename(base));
     int in = open(path, O_RDONLY), out = open(hkv.copy_path, O_WRONLY | O_CREAT | O_EXCL, 0700);
@@ -158,10 +184,10 @@ static int run_compare(const char *a, const char *b, const unsigned char *sel, s
     hkv_run_opts_t o = {.quiet = 1};
     int pa, sa, pb, sb;
     prepare(a);
-    describe(stdout, a);
+    describe(stdout, shown(a));
     hkv_run(sel, ra, &o, &pa, &sa);
     prepare(b);
-    describe(stdout, b);
+    describe(stdout, shown(b));
     hkv_run(sel, rb, &o, &pb, &sb);
     int same = 0, differ = 0, skipped = 0;
     for (size_t i = 0; i < n; i++) {
@@ -179,7 +205,8 @@ static int run_compare(const char *a, const char *b, const unsigned char *sel, s
         printf("differs: %-44s A=%-16s B=%s\n", hkv_check_at(i)->name, ra[i].observed,
                rb[i].observed);
     }
-    printf("A = %s\nB = %s\n%d cases give the same status, %d differ, %d skipped\n", a, b, same,
+    printf("A = %s\nB = %s\n%d cases give the same status, %d differ, %d skipped\n", shown(a),
+           shown(b), same,
            differ, skipped);
     printf("%d passed, %d failed, %d skipped\n", same, differ, skipped);
     free(ra);
@@ -189,7 +216,7 @@ static int run_compare(const char *a, const char *b, const unsigned char *sel, s
 
 typedef struct opts {
     const char *only[HKV_MAX_ONLY];
-    int nonly, list, matrix, json, compare;
+    int nonly, list, matrix, json, compare, insecure;
     const char *plugins[3]; /* the first ones named: one, or two with --compare */
     int nplugins;           /* how many were named */
     const char *plugin, *cmp_a, *cmp_b;
@@ -205,6 +232,7 @@ static int apply(hk__cli_t *c, int id, opts_t *o)
     case HKV_OPT_JSON: o->json = 1; break;
     case HKV_OPT_VERBOSE: hkv.verbose = 1; break;
     case HKV_OPT_COMPARE: o->compare = 1; break;
+    case HKV_OPT_INSECURE: o->insecure = 1; break;
     case HKV_OPT_ONLY:
         if (o->nonly == HKV_MAX_ONLY)
             return usage_error("too many --only patterns (at most 32)%s", "");
@@ -216,6 +244,47 @@ static int apply(hk__cli_t *c, int id, opts_t *o)
         hkv.timeout_ms = (int)v;
         break;
     }
+    return -1;
+}
+
+/* Opens the i-th plugin *path under the trust rule (docs/security.md) and
+ * points *path at "/proc/self/fd/N" of it, which every check process
+ * inherits: the file checked is the file loaded. /dev/fd/N is a descriptor
+ * the caller checked: the file itself is held to the rule. Returns -1 to go
+ * on, else the exit status after one line. */
+static int open_plugin(int i, int insecure, const char **path)
+{
+    char why[PATH_MAX + 256];
+    struct stat st;
+    int fd = hk__trust_fd_name(*path);
+    hk_status_t status;
+    if (fd >= 0) {
+        char link[64];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        ssize_t k = readlink(link, named[i].shown, sizeof named[i].shown - 1);
+        named[i].shown[k > 0 ? k : 0] = '\0';
+        status = hk__trust_fd(fd, &st, why, sizeof why);
+        if (k <= 0)
+            snprintf(named[i].shown, sizeof named[i].shown, "%s", *path);
+    } else if (insecure) {
+        if (stat(*path, &st) != 0 || !S_ISREG(st.st_mode))
+            return usage_error("%s: not a readable plugin file", *path);
+        return -1;
+    } else {
+        snprintf(named[i].shown, sizeof named[i].shown, "%s", *path);
+        status = hk__trust_open(*path, 0, 1, &fd, &st, NULL, why, sizeof why);
+        if (status == HK_STATUS_NOT_FOUND)
+            return usage_error("%s: not a readable plugin file", *path);
+        if (status == HK_STATUS_OK)
+            fcntl(fd, F_SETFD, 0);
+    }
+    if (status != HK_STATUS_OK) {
+        fprintf(stderr, "hk-validate: %s is refused: %s (--insecure-path loads your own file "
+                "as it is)\n", named[i].shown, why);
+        return 1;
+    }
+    snprintf(named[i].load, sizeof named[i].load, "/proc/self/fd/%d", fd);
+    *path = named[i].load;
     return -1;
 }
 
@@ -241,10 +310,13 @@ static int check_plugins(opts_t *o)
     if (o->matrix && o->json)
         return usage_error("--matrix and --json do not go together%s", "");
     for (int i = 0; i < o->nplugins && i < 2 && !o->list; i++) {
-        struct stat st;
-        if (stat(o->plugins[i], &st) != 0 || !S_ISREG(st.st_mode))
-            return usage_error("%s: not a readable plugin file", o->plugins[i]);
+        int rc = open_plugin(i, o->insecure, &o->plugins[i]);
+        if (rc >= 0)
+            return rc;
     }
+    o->plugin = o->plugin ? o->plugins[0] : NULL;
+    o->cmp_a = o->cmp_a ? o->plugins[0] : NULL;
+    o->cmp_b = o->cmp_b ? o->plugins[1] : NULL;
     return -1;
 }
 
@@ -301,7 +373,7 @@ static int run_single(const opts_t *o, const unsigned char *sel, size_t n)
         hk__json_str(j, "plugin", hkv.probe.loaded ? hkv.probe.name : NULL);
         hk__json_open(j, "checks", '[');
     } else if (!o->matrix) {
-        describe(stdout, o->plugin);
+        describe(stdout, shown(o->plugin));
         putchar('\n');
     }
     hkv_run_opts_t ro = {.json = j, .matrix = o->matrix};

@@ -55,5 +55,6 @@ void bin_dir(char *dir, size_t len);
 
 /* The command-line tests (test_host_cli.c), added to suite s. */
 void host_register_cli(CU_pSuite s);
+void host_register_others(CU_pSuite s);
 
 #endif /* HOST_UTIL_H */

@@ -2,10 +2,13 @@
  * each (bad_plugin.c), which it must fail on the right check while the run
  * goes on (also when a plugin cannot make a handle, or kills its parent);
  * against hk-cpu on checks it passes; its modes and usage errors. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "hk_test.h"
 
@@ -301,6 +304,39 @@ static void test_usage_errors(void)
     free(out);
 }
 
+/* Plugin paths are held to the trust rule (docs/security.md): a copy of
+ * hk-cpu in a directory others can write is refused with the reason, and
+ * loaded only under --insecure-path; /dev/fd/N is a descriptor the caller
+ * opened and checked, loaded as such and shown under its file's name. */
+static void test_trust_rule(void)
+{
+    char dir[256], cmd[1200], *out;
+    snprintf(dir, sizeof dir, "%s", HK_TEST_TMP_DIR "/hk-validate-wwXXXXXX");
+    CU_ASSERT_FATAL(mkdir(HK_TEST_TMP_DIR, 0755) == 0 || errno == EEXIST);
+    CU_ASSERT_FATAL(mkdtemp(dir) != NULL);
+    CU_ASSERT_FATAL(chmod(dir, 0777) == 0);
+    snprintf(cmd, sizeof cmd, "cp " HK_TEST_CPU " %s/hk-cpu.so", dir);
+    CU_ASSERT_FATAL(system(cmd) == 0);
+    snprintf(cmd, sizeof cmd, V "%s/hk-cpu.so --only tables.enum", dir);
+    CU_ASSERT_EQUAL(sh(cmd, &out), 1);
+    char want[1200];
+    snprintf(want, sizeof want, "hk-validate: %s/hk-cpu.so is refused: directory %s is writable "
+             "by others (mode 0777) (--insecure-path loads your own file as it is)\n", dir, dir);
+    CU_ASSERT(has(out, want));
+    CU_ASSERT_PTR_NULL(strstr(out, "plugin: hk-cpu"));
+    free(out);
+    snprintf(cmd, sizeof cmd, V "%s/hk-cpu.so --only tables.enum --insecure-path", dir);
+    CU_ASSERT_EQUAL(sh(cmd, &out), 0);
+    CU_ASSERT(has(out, "1 passed, 0 failed"));
+    free(out);
+    CU_ASSERT_EQUAL(sh(V "/dev/fd/3 --only tables.enum 3<" HK_TEST_CPU, &out), 0);
+    CU_ASSERT(has(out, "1 passed, 0 failed"));
+    CU_ASSERT(has(out, "(" HK_TEST_CPU ")"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CU_ASSERT(system(cmd) == 0);
+}
+
 int hk_test_register(void)
 {
     CU_pSuite s = hk_test_suite("hk-validate", NULL, NULL);
@@ -323,5 +359,7 @@ int hk_test_register(void)
     hk_test_add(s, "hk-cpu passes negotiation, tables and numbers", test_passes_what_it_should);
     hk_test_add(s, "--list, --matrix, --json, --compare", test_modes);
     hk_test_add(s, "usage errors exit 2 with the reason", test_usage_errors);
+    hk_test_add(s, "hk-validate holds plugin paths to the trust rule; --insecure-path; /dev/fd/N",
+                test_trust_rule);
     return 0;
 }
