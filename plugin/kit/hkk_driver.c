@@ -43,6 +43,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "hk__trust.h"
 #include "hkk_internal.h"
 
 hkk_cu_t hkk_cu;
@@ -171,110 +172,38 @@ static hk_status_t take_kit_entry_points(PFN_cuGetProcAddress_v12000 getproc, co
     return take_entry_points(getproc, path, entries, sizeof entries / sizeof entries[0]);
 }
 
-/* Why the directory dir (an absolute path without symlinks) or one above it
- * is unsafe, or NULL: one that others may write to lets them swap the file.
- * The loader's exception for a sticky directory (loader/hk_loader_trust.c)
- * holds here too: one sticky directory owned by root or us passes when every
- * directory below it is ours or root's and writable by its owner only (the
- * file is held to that by unsafe_file), as for a checkout under /tmp. */
-static const char *unsafe_directory(const char *dir, char *why, size_t len)
-{
-    char part[PATH_MAX];
-    int strict_below = 1; /* every directory seen so far is ours or root's, owner-writable */
-    int sticky_passed = 0;
-    snprintf(part, sizeof part, "%s", dir);
-    for (;;) { /* dir itself, then each directory above it up to / */
-        struct stat st;
-        if (stat(part, &st) != 0) {
-            snprintf(why, len, "cannot stat directory %s: %s", part, strerror(errno));
-            return why;
-        }
-        int owner_ok = st.st_uid == 0 || st.st_uid == geteuid();
-        if (st.st_mode & S_IWOTH) {
-            int sticky = (st.st_mode & S_ISVTX) != 0;
-            if (!sticky || !owner_ok || !strict_below || sticky_passed || getauxval(AT_SECURE)) {
-                snprintf(why, len, "directory %s is writable by others (mode %04o)%s", part,
-                         (unsigned)(st.st_mode & 07777),
-                         sticky ? "; a sticky directory is trusted only when root or the "
-                                  "effective user owns it and every directory below it is "
-                                  "theirs and writable by its owner only" : "");
-                return why;
-            }
-            sticky_passed = 1;
-        }
-        strict_below &= owner_ok && !(st.st_mode & (S_IWGRP | S_IWOTH));
-        char *slash = strrchr(part, '/');
-        if (!slash || strcmp(part, "/") == 0)
-            return NULL;
-        slash[slash == part ? 1 : 0] = '\0';
-    }
-}
-
-/* Why the open file fd is unsafe to run as the driver, or NULL. */
-static const char *unsafe_file(int fd, char *why, size_t len)
-{
-    struct stat st;
-    if (fstat(fd, &st) != 0)
-        snprintf(why, len, "cannot stat it: %s", strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        snprintf(why, len, "it is not a regular file");
-    else if (st.st_mode & (S_IWGRP | S_IWOTH))
-        snprintf(why, len, "it is writable by group or others (mode %04o)",
-                 (unsigned)(st.st_mode & 07777));
-    else if (st.st_uid != 0 && st.st_uid != geteuid())
-        snprintf(why, len, "it is owned by uid %u, neither root nor the effective user (%u)",
-                 (unsigned)st.st_uid, (unsigned)geteuid());
-    else
-        return NULL;
-    return why;
-}
-
 /* The file named by $HK_CUDA_DRIVER runs with our privileges, so it is held to
- * the rules for plugin files: every directory up to the resolved file not
- * writable by others (but for a sticky one, see unsafe_directory); the file
- * regular, not writable by group or others, and
- * owned by root or the effective user. It is opened once, checked through
- * that descriptor and loaded through it (/proc/self/fd/N), so the file checked
- * is the file loaded. NULL with the create error written on refusal. */
+ * the project's one trust rule (common/hk__trust.c, docs/security.md), as a
+ * plugin file is: every directory and link on the way and the file owned by
+ * root or the effective user and writable by nobody else (but for a sticky
+ * directory), a regular file. It is opened once, checked through that
+ * descriptor and loaded through it (/proc/self/fd/N), so the file checked is
+ * the file loaded. NULL with the create error written on refusal. */
 static void *open_named_driver(const char *path)
 {
-    char real[PATH_MAX], why[PATH_MAX + 96], fdpath[64];
-    if (!realpath(path, real)) {
+    char why[PATH_MAX + 256], fdpath[64];
+    struct stat st;
+    int fd = -1;
+    hk_status_t status = hk__trust_open(path, 0, 0, &fd, &st, NULL, why, sizeof why);
+    if (status == HK_STATUS_NOT_FOUND) {
         hk_kit_fail(NULL, HK_STATUS_NO_DRIVER,
-                    "cannot open the CUDA driver %s (HK_CUDA_DRIVER): %s", path, strerror(errno));
+                    "cannot open the CUDA driver %s (HK_CUDA_DRIVER): %s", path, why);
         return NULL;
     }
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", real);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        slash[slash == dir ? 1 : 0] = '\0';
-    if (unsafe_directory(dir, why, sizeof why)) {
+    if (status != HK_STATUS_OK) {
         hk_kit_fail(NULL, HK_STATUS_NO_DRIVER,
                     "the CUDA driver %s (HK_CUDA_DRIVER) is refused: %s", path, why);
         return NULL;
     }
-    int fd = open(real, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) {
+    /* The dynamic loader knows a file it has loaded already by its device
+     * and inode, so a driver the process uses already is not loaded twice. */
+    snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", fd);
+    void *lib = dlopen(fdpath, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *e = dlerror();
         hk_kit_fail(NULL, HK_STATUS_NO_DRIVER,
-                    "cannot open the CUDA driver %s (HK_CUDA_DRIVER): %s", path, strerror(errno));
-        return NULL;
-    }
-    void *lib = NULL;
-    if (unsafe_file(fd, why, sizeof why)) {
-        hk_kit_fail(NULL, HK_STATUS_NO_DRIVER,
-                    "the CUDA driver %s (HK_CUDA_DRIVER) is refused: %s", path, why);
-    } else {
-        /* The dynamic loader knows a file it has loaded already by its device
-         * and inode, so a driver the process uses already is not loaded twice. */
-        snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", fd);
-        lib = dlopen(fdpath, RTLD_NOW | RTLD_LOCAL);
-        if (!lib) {
-            const char *e = dlerror();
-            hk_kit_fail(NULL, HK_STATUS_NO_DRIVER,
-                        "cannot open the CUDA driver %s (HK_CUDA_DRIVER): %s", path,
-                        e ? e : "unknown reason");
-        }
+                    "cannot open the CUDA driver %s (HK_CUDA_DRIVER): %s", path,
+                    e ? e : "unknown reason");
     }
     close(fd);
     return lib;

@@ -147,7 +147,8 @@ static int suite_clean(void)
                                         "libcuda.so.1", "writable-libcuda.so.1",
                                         "group-libcuda.so.1", "good-libcuda.so.1",
                                         "sticky/own/libcuda.so.1", "sticky/own",
-                                        "sticky/gw/libcuda.so.1", "sticky/gw", "sticky"};
+                                        "sticky/gw/libcuda.so.1", "sticky/gw", "sticky",
+                                        "gw/libcuda.so.1", "gw", "foreign-libcuda.so.1"};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
         snprintf(path, sizeof path, "%s/%s", dir, names[k]);
         if (unlink(path) != 0)
@@ -277,11 +278,28 @@ static void test_driver_file_checks(void)
 
     /* writable by others, by the group */
     make_driver("writable-libcuda.so.1", 0666, writable, sizeof writable);
-    refused(writable, writable, dir_safe ? "writable by group or others (mode 0666)"
+    refused(writable, writable, dir_safe ? "writable by others (mode 0666)"
                                          : "writable by others");
     make_driver("group-libcuda.so.1", 0775, group, sizeof group);
-    refused(group, group, dir_safe ? "writable by group or others (mode 0775)"
+    refused(group, group, dir_safe ? "writable by its group (mode 0775)"
                                    : "writable by others");
+    /* the plugins' rule for every directory on the way: one its group may
+     * write, one another user owns, and a link another user made */
+    char gdir[PATH_MAX], gdrv[PATH_MAX];
+    snprintf(gdir, sizeof gdir, "%s/gw", dir);
+    CU_ASSERT_EQUAL_FATAL(mkdir(gdir, 0700), 0);
+    CU_ASSERT_EQUAL_FATAL(chmod(gdir, 0775), 0);
+    make_driver("gw/libcuda.so.1", 0755, gdrv, sizeof gdrv);
+    refused(gdrv, gdrv, dir_safe ? "writable by its group (mode 0775)" : "writable by others");
+    if (geteuid() == 0 && dir_safe) {
+        CU_ASSERT_EQUAL_FATAL(chmod(gdir, 0755), 0);
+        CU_ASSERT_EQUAL_FATAL(chown(gdir, 65534, 65534), 0);
+        refused(gdrv, gdrv, "is owned by uid 65534, neither root nor the effective user");
+        snprintf(link, sizeof link, "%s/foreign-libcuda.so.1", dir);
+        CU_ASSERT_EQUAL_FATAL(symlink(good, link), 0);
+        CU_ASSERT_EQUAL_FATAL(lchown(link, 65534, 65534), 0);
+        refused(link, good, "such a link is not followed");
+    }
     /* a safe-looking symlink to a file in a directory anyone may write to */
     snprintf(open_dir, sizeof open_dir, "%s/open", dir);
     CU_ASSERT_EQUAL_FATAL(mkdir(open_dir, 0755), 0);
@@ -323,7 +341,8 @@ static void test_driver_below_sticky_dir(void)
     CU_ASSERT_EQUAL_FATAL(mkdir(sub, 0700), 0);
     CU_ASSERT_EQUAL_FATAL(chmod(sub, 0775), 0);
     make_driver("sticky/gw/libcuda.so.1", 0755, gw, sizeof gw);
-    refused(gw, gw, "writable by others (mode 1777)");
+    refused(gw, gw, dir_safe && !under_sticky ? "writable by its group (mode 0775)"
+                                              : "writable by others");
 }
 
 static void test_bad_arguments_without_driver(void)
