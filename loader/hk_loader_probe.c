@@ -16,6 +16,7 @@
  * else the one built with this loader (HK_PROBE_BUILD_PATH); it is checked
  * like a plugin (hk_loader_trust.c) and executed through the checked
  * descriptor. */
+#include "hk__errtext.h"
 #include "hk__loader.h"
 #include "hk__trace.h"
 
@@ -491,16 +492,18 @@ static long hk__probe_round(hk_loader_t *loader, hk__cand_t **cands, size_t k,
     unsigned char *buf = NULL;
     int rd = -1;
     char ebuf[256];
+    const char *etext;
 
     memset(done, 0, k);
     *wstatus = 0;
     *reaped = 0;
     pid_t pid = hk__probe_spawn(loader, cands, k, how, &rd);
     if (pid < 0) {
-        strerror_r(errno, ebuf, sizeof(ebuf));
+        int e = errno;
+        etext = hk__errtext(e, ebuf, sizeof(ebuf));
         for (size_t i = 0; i < k; i++) {
             snprintf(cands[i]->reason, sizeof(cands[i]->reason),
-                     "cannot start the probe program: %s", ebuf);
+                     "cannot start the probe program: %s", etext);
             cands[i]->refused = 1;
             cands[i]->stage = HK_STAGE_PROBE;
             cands[i]->status = HK_STATUS_LOAD_FAILED;

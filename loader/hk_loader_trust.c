@@ -28,6 +28,7 @@
  * before we descend into it, and a checked directory can only be changed by
  * a trusted user, the walk is free of check-then-use races. */
 #include "hk__loader.h"
+#include "hk__errtext.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -146,8 +147,9 @@ static hk_status_t hk__check_dir_fd(int dirfd, const char *upto, int is_self, hk
     struct stat st;
     char ebuf[256];
     if (fstat(dirfd, &st) != 0) {
+        int e = errno;
         snprintf(reason, n, "cannot stat directory %s: %s", upto,
-                 strerror_r(errno, ebuf, sizeof(ebuf)));
+                 hk__errtext(e, ebuf, sizeof(ebuf)));
         return HK_STATUS_LOAD_FAILED;
     }
     return hk__trust_dir(&st, is_self && w->self_unnamed ? NULL : upto, w, reason, n);
@@ -172,7 +174,7 @@ static int hk__walk_step(int dirfd, const char *comp, const char *upto, int last
     } else if (e == ENXIO) { /* a socket */
         snprintf(reason, n, "not a regular file");
     } else {
-        snprintf(reason, n, "cannot open: %s", strerror_r(e, ebuf, sizeof(ebuf)));
+        snprintf(reason, n, "cannot open: %s", hk__errtext(e, ebuf, sizeof(ebuf)));
         *status = hk__errno_status(e);
     }
     return -1;
@@ -184,7 +186,8 @@ static hk_status_t hk__check_last(int fd, const char *resolved, int want_dir, hk
 {
     char ebuf[256];
     if (fstat(fd, st) != 0) {
-        snprintf(reason, n, "cannot stat: %s", strerror_r(errno, ebuf, sizeof(ebuf)));
+        int e = errno;
+        snprintf(reason, n, "cannot stat: %s", hk__errtext(e, ebuf, sizeof(ebuf)));
         return HK_STATUS_LOAD_FAILED;
     }
     if (want_dir)
@@ -208,7 +211,8 @@ static hk_status_t hk__walk(const char *resolved, int want_dir, int self_unnamed
     size_t len = strlen(resolved);
 
     if (dirfd < 0) {
-        snprintf(reason, n, "cannot open /: %s", strerror_r(errno, ebuf, sizeof(ebuf)));
+        int e = errno;
+        snprintf(reason, n, "cannot open /: %s", hk__errtext(e, ebuf, sizeof(ebuf)));
         return HK_STATUS_LOAD_FAILED;
     }
     status = hk__check_dir_fd(dirfd, "/", len == 1, &w, reason, n);
@@ -258,7 +262,7 @@ hk_status_t hk__trust_open(const char *path, int want_dir, int self_unnamed, int
     if (!realpath(path, buf)) {
         int e = errno;
         snprintf(reason, n, "%s: %s", want_dir ? "cannot read directory" : "cannot stat",
-                 strerror_r(e, ebuf, sizeof(ebuf)));
+                 hk__errtext(e, ebuf, sizeof(ebuf)));
         return hk__errno_status(e);
     }
     if (resolved)

@@ -4,6 +4,8 @@
  * Each host runs in a child of its own process group (tl_host_run), so a
  * candidate that reaches the host ends that child, never the suite; each
  * test checks that the host survived and how every candidate was judged. */
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -250,6 +252,32 @@ static void test_swap_verified_in_probe(void)
     CU_ASSERT(tl_has_line(&run, "bound=hk-cpu 1.0.5"));
 }
 
+/* A probe program that the kernel cannot execute (a text file without #!):
+ * the spawn fails with ENOEXEC, and the refusal gives that errno's text.
+ * Before, the reason held whatever the stack had there: the GNU strerror_r
+ * returns its text instead of always filling the buffer. */
+static void test_probe_exec_fails(void)
+{
+    char probe[4200], line[8600];
+    setup();
+    snprintf(probe, sizeof(probe), "%s/not-a-program", tmp);
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0700);
+    CU_ASSERT_FATAL(fd >= 0);
+    static const char text[] = "this is no program and has no interpreter line\n";
+    CU_ASSERT_EQUAL(write(fd, text, sizeof(text) - 1), (ssize_t)(sizeof(text) - 1));
+    close(fd);
+    const char *path = tl_plugin("tp_good.so");
+    tl_host_job_t job = {.open_path = path, .probe_path = probe};
+    tl_host_run_t run;
+    CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
+    snprintf(line, sizeof(line), "report=%s|probe|LOAD_FAILED|cannot start the probe program: "
+             "%s", path, strerror(ENOEXEC));
+    CU_ASSERT(tl_has_line(&run, line));
+    if (!tl_has_line(&run, line))
+        printf("\n    the host said:\n%s", run.out);
+    teardown();
+}
+
 void tl_register_probe(void)
 {
     CU_pSuite s = hk_test_suite("loader_probe", NULL, NULL);
@@ -263,4 +291,6 @@ void tl_register_probe(void)
                 test_negotiation_with_log);
     hk_test_add(s, "a swap's verification crashes, exits, hangs: refused in the probe",
                 test_swap_verified_in_probe);
+    hk_test_add(s, "a probe program that cannot be executed: the errno's text",
+                test_probe_exec_fails);
 }
