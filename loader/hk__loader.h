@@ -358,6 +358,11 @@ typedef struct hk__probe_record {
  * gate. */
 void hk__probe_batch(hk_loader_t *loader, hk__cand_t **cands, size_t n);
 
+/* How many of the next n candidates (at least 1) one batch of hk__admit
+ * can take with the descriptors free now: each holds one from its check
+ * until it is finished, and the probe takes another for it. */
+size_t hk__probe_fit(const hk_loader_t *loader, size_t n);
+
 /* Before a swap verifies plugin in the host, verifies it in a probe process
  * (HK__PROBE_VERIFY) on a handle of device, with HK__PROBE_VERIFY_TIMES the
  * probe's time limit. Returns OK when it passed there, when isolation is off,

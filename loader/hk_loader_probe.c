@@ -20,6 +20,7 @@
 #include "hk__loader.h"
 #include "hk__trace.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -30,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -628,6 +630,46 @@ void hk__probe_batch(hk_loader_t *loader, hk__cand_t **cands, size_t n)
             k = 0;
         }
     }
+}
+
+/* Descriptors kept free beyond a batch's own: the spawn's pipe and program,
+ * the dynamic loader's open in the host's own load, the host's other
+ * threads. */
+#define HK__FD_MARGIN 8
+
+/* How many descriptor numbers below RLIMIT_NOFILE are free now; LONG_MAX
+ * when that cannot be told (no /proc), as if there were no limit. */
+static long hk__fds_free(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY
+        || rl.rlim_cur > (rlim_t)LONG_MAX)
+        return LONG_MAX;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return errno == EMFILE || errno == ENFILE ? 0 : LONG_MAX;
+    long used = 0;
+    int self = dirfd(d);
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        long fd = e->d_name[0] == '.' ? -1 : strtol(e->d_name, NULL, 10);
+        used += fd >= 0 && fd != self && (rlim_t)fd < rl.rlim_cur;
+    }
+    closedir(d);
+    return (long)rl.rlim_cur - used;
+}
+
+size_t hk__probe_fit(const hk_loader_t *loader, size_t n)
+{
+    /* Without a probe a candidate holds only its own descriptor. At least
+     * one: its refusal then names the real shortage (too many open files). */
+    long per = loader->isolation == HK_ISOLATION_OFF ? 1 : 2;
+    long free_fds = hk__fds_free();
+    if (free_fds == LONG_MAX)
+        return n;
+    long k = (free_fds - HK__FD_MARGIN) / per;
+    if (k < 1)
+        return 1;
+    return (size_t)k < n ? (size_t)k : n;
 }
 
 /* The file of plugin as a candidate of its own, opened through the trust

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -278,6 +279,39 @@ static void test_probe_exec_fails(void)
     teardown();
 }
 
+/* 60 candidates (copies of hk-cpu) in a directory, scanned by a host with
+ * 90 descriptors free: every loaded plugin keeps one, which leaves 30 for
+ * the checks and the probe. Each candidate holds a descriptor from its
+ * check until it is finished, and the probe takes another for it, so the
+ * loader admits them in batches that fit: all 60 load. Before, the whole
+ * directory was checked at once and the probe could not be started (too
+ * many open files): every one was refused. */
+static void test_scan_fits_descriptors(void)
+{
+    char name[32], line[8600];
+    enum { COUNT = 60 };
+    setup();
+    CU_ASSERT_EQUAL_FATAL(chmod(tmp, 0700), 0);
+    for (int i = 0; i < COUNT; i++) {
+        snprintf(name, sizeof(name), "cpu_%02d.so", i);
+        put(HK_TEST_CPU_PLUGIN, name);
+    }
+    tl_host_job_t job = {.scan_dir = tmp, .nofile_free = COUNT + 30, .timeout_ms = 10000};
+    tl_host_run_t run;
+    CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
+    int loaded = 0;
+    for (int i = 0; i < COUNT; i++) {
+        snprintf(name, sizeof(name), "cpu_%02d.so", i);
+        loaded += has_report(&run, name, "loaded", "OK", "");
+    }
+    CU_ASSERT_EQUAL(loaded, COUNT);
+    snprintf(line, sizeof(line), "plugins=%d", COUNT);
+    CU_ASSERT(tl_has_line(&run, line));
+    if (loaded != COUNT)
+        printf("\n    %d of %d loaded; the host said:\n%.3000s", loaded, COUNT, run.out);
+    teardown();
+}
+
 void tl_register_probe(void)
 {
     CU_pSuite s = hk_test_suite("loader_probe", NULL, NULL);
@@ -293,4 +327,6 @@ void tl_register_probe(void)
                 test_swap_verified_in_probe);
     hk_test_add(s, "a probe program that cannot be executed: the errno's text",
                 test_probe_exec_fails);
+    hk_test_add(s, "60 candidates with 90 free descriptors: admitted in batches, all load",
+                test_scan_fits_descriptors);
 }
