@@ -261,14 +261,15 @@ static const char *hk__probe_answer(hk__cand_t *c, size_t index, const unsigned 
 }
 
 /* Where a child was when it ended, from the bytes it wrote first. */
-enum { HK__PHASE_LOADING, HK__PHASE_NEGOTIATION, HK__PHASE_VERIFICATION };
+enum { HK__PHASE_LOADING, HK__PHASE_NEGOTIATION, HK__PHASE_VERIFICATION, HK__PHASE_TRIM };
 
 /* Applies one record of the probe to its candidate (timeout_ms: the
  * child's limit). Returns the phase the child reached. */
 static int hk__probe_apply(hk__cand_t *c, size_t index, const hk__probe_record_t *rec,
                            const unsigned char *p, uint32_t timeout_ms)
 {
-    static const char *const names[] = {"loading", "negotiation", "verification"};
+    static const char *const names[] = {"loading", "negotiation", "verification",
+                                        "trim (hk.trim/1)"};
     size_t len = rec->len;
     int at = HK__PHASE_LOADING;
     if (len > 0 && p[0] == HK__PROBE_LOADED) {
@@ -278,6 +279,11 @@ static int hk__probe_apply(hk__cand_t *c, size_t index, const hk__probe_record_t
     }
     if (at == HK__PHASE_NEGOTIATION && len > 0 && p[0] == HK__PROBE_VERIFYING) {
         at = HK__PHASE_VERIFICATION;
+        p++;
+        len--;
+    }
+    if (at == HK__PHASE_VERIFICATION && len > 0 && p[0] == HK__PROBE_TRIMMING) {
+        at = HK__PHASE_TRIM;
         p++;
         len--;
     }
@@ -688,7 +694,7 @@ static hk_status_t hk__verify_cand(const hk_plugin_t *plugin, hk__cand_t *c)
     return st;
 }
 
-hk_status_t hk__probe_verify(hk_loader_t *loader, const hk_plugin_t *plugin, int device,
+hk_status_t hk__probe_verify(hk_loader_t *loader, hk_plugin_t *plugin, int device,
                              char *why, size_t n)
 {
     hk__cand_t *c = NULL;
@@ -731,6 +737,12 @@ hk_status_t hk__probe_verify(hk_loader_t *loader, const hk_plugin_t *plugin, int
     if (c->refused && !reported) {
         snprintf(why, n, "%s", c->reason);
         st = HK_STATUS_LOAD_FAILED;
+    }
+    /* The host would call that trim before it closes the module, in a swap
+     * or in hk_loader_destroy, and the module's unload may do as badly. */
+    if (c->refused && c->probe.phase == HK__PHASE_TRIM && plugin->module) {
+        atomic_store(&plugin->trim_failed, 1);
+        hk__ltdl_keep(plugin->module);
     }
 out:
     if (c->fd >= 0)

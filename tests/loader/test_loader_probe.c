@@ -312,6 +312,35 @@ static void test_scan_fits_descriptors(void)
     teardown();
 }
 
+/* A swap to a plugin whose hk.trim/1 crashes or exits: the probe's
+ * verification destroys its handle and calls the trim, as a host does
+ * before it closes the module, so the swap is refused with a reason naming
+ * the trim, the movable handle stays on hk-cpu and works, and the host
+ * survives its loader's destroy. Before, the swap passed, and the host died
+ * at the close (the destroy's trim). */
+static void test_swap_trim_in_probe(void)
+{
+    static const struct {
+        const char *file, *version, *reason;
+    } cases[] = {
+        {"tv_trim_crash.so", "1.0.10", "trim (hk.trim/1) killed by SIGSEGV"},
+        {"tv_trim_exit.so", "1.0.11", "trim (hk.trim/1) exited with status 3"},
+    };
+    char line[8600];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *path = hostile(cases[i].file);
+        tl_host_job_t job = {.swap_to = path, .deadline_ms = 30000, .linger_ms = 1};
+        tl_host_run_t run;
+        CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
+        snprintf(line, sizeof(line), "swap=LOAD_FAILED|swap to %s refused: hk-cpu %s failed in "
+                 "the probe process: %s", path, cases[i].version, cases[i].reason);
+        CU_ASSERT(tl_has_line(&run, line));
+        CU_ASSERT(tl_has_line(&run, "saxpy=OK|3"));
+        CU_ASSERT(tl_has_line(&run, "bound=hk-cpu 1.0.0"));
+        CU_ASSERT(tl_has_line(&run, "survived=1"));
+    }
+}
+
 void tl_register_probe(void)
 {
     CU_pSuite s = hk_test_suite("loader_probe", NULL, NULL);
@@ -325,6 +354,8 @@ void tl_register_probe(void)
                 test_negotiation_with_log);
     hk_test_add(s, "a swap's verification crashes, exits, hangs: refused in the probe",
                 test_swap_verified_in_probe);
+    hk_test_add(s, "a swap to a plugin whose trim crashes or exits: refused in the probe",
+                test_swap_trim_in_probe);
     hk_test_add(s, "a probe program that cannot be executed: the errno's text",
                 test_probe_exec_fails);
     hk_test_add(s, "60 candidates with 90 free descriptors: admitted in batches, all load",
