@@ -56,4 +56,7 @@ void bin_dir(char *dir, size_t len);
 /* The command-line tests (test_host_cli.c), added to suite s. */
 void host_register_cli(CU_pSuite s);
 
+/* The memory check against cgroup limits (test_host_mem.c). */
+void host_register_mem(CU_pSuite s);
+
 #endif /* HOST_UTIL_H */

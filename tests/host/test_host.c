@@ -521,5 +521,6 @@ int hk_test_register(void)
                 test_validate_passthrough);
     hk_test_add(s, "bench: missing hk-bench, CSV, plot and comparison", test_bench);
     host_register_cli(s);
+    host_register_mem(s);
     return 0;
 }
