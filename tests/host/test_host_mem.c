@@ -12,7 +12,7 @@
 #include "hk_host_mem.h"
 #include "host_util.h"
 
-#define CG_LIMIT (64ULL << 20)
+#define CG_LIMIT (256ULL << 20)
 
 static char cg_dir[1024]; /* the test's cgroup */
 
@@ -77,7 +77,7 @@ static const char *cg_make(void)
            "controller are needed)";
 }
 
-/* hk-host run in a cgroup limited to 64 MiB, with a size that needs 128
+/* hk-host run in a cgroup limited to 256 MiB, with a size that needs 512
  * MiB and MemAvailable far more: refused, exit 3, one line naming the
  * cgroup's limit and its file. Before, the check read MemAvailable alone,
  * the run allocated, and the OOM killer ended it (SIGKILL). */
