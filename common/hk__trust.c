@@ -36,6 +36,7 @@
  * descend into it, and a checked directory can only be changed by a trusted
  * user, the walk is free of check-then-use races. */
 #include "hk__trust.h"
+#include "hk__errtext.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -163,7 +164,7 @@ static hk_status_t hk__walk_root(hk__walk_t *w, int is_last)
     strcpy(w->at, "/");
     w->dirfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (w->dirfd < 0 || fstat(w->dirfd, &st) != 0) {
-        snprintf(w->reason, w->n, "cannot open /: %s", strerror_r(errno, ebuf, sizeof(ebuf)));
+        snprintf(w->reason, w->n, "cannot open /: %s", hk__errtext(errno, ebuf, sizeof(ebuf)));
         return HK_STATUS_LOAD_FAILED;
     }
     return hk__trust_dir(&st, is_last && w->self_unnamed ? NULL : "/", w);
@@ -189,7 +190,7 @@ static int hk__open_checked(hk__walk_t *w, const char *name, const struct stat *
     int fd = openat(w->dirfd, name, flags);
     struct stat now;
     if (fd < 0) {
-        snprintf(w->reason, w->n, "cannot open: %s", strerror_r(errno, ebuf, sizeof(ebuf)));
+        snprintf(w->reason, w->n, "cannot open: %s", hk__errtext(errno, ebuf, sizeof(ebuf)));
         return -1;
     }
     if (fstat(fd, &now) != 0 || now.st_dev != st->st_dev || now.st_ino != st->st_ino) {
@@ -214,7 +215,7 @@ static hk_status_t hk__walk_end_dir(hk__walk_t *w, int want_dir, int *fd, struct
     *fd = openat(w->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (*fd < 0 || fstat(*fd, st) != 0) {
         snprintf(w->reason, w->n, "cannot read directory: %s",
-                 strerror_r(errno, ebuf, sizeof(ebuf)));
+                 hk__errtext(errno, ebuf, sizeof(ebuf)));
         if (*fd >= 0)
             close(*fd);
         *fd = -1;
@@ -300,7 +301,7 @@ static int hk__walk_open(hk__walk_t *w, const char *comp, int want_dir, hk_statu
     if (cfd < 0) {
         int e = errno;
         snprintf(w->reason, w->n, "%s: %s", want_dir ? "cannot read directory" : "cannot stat",
-                 strerror_r(e, ebuf, sizeof(ebuf)));
+                 hk__errtext(e, ebuf, sizeof(ebuf)));
         *status = hk__errno_status(e);
     }
     return cfd;
@@ -385,7 +386,7 @@ hk_status_t hk__trust_open(const char *path, int want_dir, int self_unnamed, int
     }
     if (path[0] != '/' && !getcwd(cwd, sizeof(cwd))) {
         snprintf(reason, n, "cannot tell the current directory: %s",
-                 strerror_r(errno, ebuf, sizeof(ebuf)));
+                 hk__errtext(errno, ebuf, sizeof(ebuf)));
         return HK_STATUS_LOAD_FAILED;
     }
     if (!hk__join(todo, sizeof(todo), path[0] == '/' ? "" : cwd, path)) {
@@ -407,7 +408,7 @@ hk_status_t hk__trust_fd(int fd, struct stat *st, char *reason, size_t n)
     char ebuf[256];
     if (fstat(fd, st) != 0) {
         snprintf(reason, n, "cannot stat descriptor %d: %s", fd,
-                 strerror_r(errno, ebuf, sizeof(ebuf)));
+                 hk__errtext(errno, ebuf, sizeof(ebuf)));
         return HK_STATUS_LOAD_FAILED;
     }
     if (!S_ISREG(st->st_mode)) {

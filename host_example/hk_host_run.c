@@ -13,11 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include "hk_blas1.h"
 #include "hk_host.h"
+#include "hk_host_mem.h"
 #include "hk_memory.h"
 #include "hk_status_text.h"
 
@@ -416,31 +416,6 @@ static int hkh_run_lane(hkh_run_ctx_t *c, const hkh_type_t *type, hk_pointer_mod
     return rc;
 }
 
-/* Host memory that can be had now without pushing other processes out: the
- * kernel's own estimate (MemAvailable), or where /proc is not mounted the
- * free and buffer memory sysinfo reports. 0 and *source NULL: unknown. */
-static unsigned long long hkh_mem_available(const char **source)
-{
-    char line[256];
-    unsigned long long kb, have = 0;
-    FILE *f = fopen("/proc/meminfo", "re");
-    *source = NULL;
-    while (f && !*source && fgets(line, sizeof line, f)) {
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1 && kb < (1ULL << 53)) {
-            *source = "MemAvailable in /proc/meminfo";
-            have = kb * 1024;
-        }
-    }
-    if (f)
-        fclose(f);
-    struct sysinfo si;
-    if (!*source && sysinfo(&si) == 0) {
-        *source = "free and buffer memory by sysinfo";
-        have = ((unsigned long long)si.freeram + si.bufferram) * si.mem_unit;
-    }
-    return have;
-}
-
 /* Refuses a size whose memory cannot be had, before it is allocated: past
  * what can be had the kernel would not refuse the allocation but kill the
  * process once its pages are touched. per_element: bytes the workload needs
@@ -455,9 +430,9 @@ static int hkh_size_fits(int64_t n, unsigned per_element, const char *why)
                  "machine can address", (long long)n, per_element);
         return -1;
     }
-    const char *source;
-    unsigned long long have = hkh_mem_available(&source);
-    if (source && need > have) {
+    char source[1400];
+    unsigned long long have = hkh_mem_available(source, sizeof source);
+    if (source[0] && need > have) {
         hkh_fail("--size %lld: the workload needs %llu bytes of host memory%s; %llu bytes are "
                  "available (%s)", (long long)n, need, why, have, source);
         return -1;

@@ -70,6 +70,10 @@ struct hk_plugin {
     atomic_uint refs;
     dev_t dev;
     ino_t ino;
+    /* 1 once its hk.trim/1 crashed, exited or hung in a probe process
+     * (hk__probe_verify): the host never calls that trim, and keeps the
+     * module mapped, as for a plugin that is not unload-safe. */
+    atomic_int trim_failed;
 };
 
 /* Serialises scan and open of one loader; see the file comment. */
@@ -278,8 +282,10 @@ hk_status_t hk__elf_check(int fd, off_t size, char *reason, size_t n);
  *         <device> (flags: HK__PROBE_LOG, the host passes plugins a log
  *         callback; HK__PROBE_VERIFY, one candidate, a swap's: after the
  *         negotiation, the swap's verification on a handle of <device>, the
- *         child writing HK__PROBE_VERIFYING first; <device> as an unsigned
- *         32-bit number, HK_DEVICE_CURRENT included)
+ *         child writing HK__PROBE_VERIFYING first, then, once the handle
+ *         is destroyed, HK__PROBE_TRIMMING before the plugin's hk.trim/1 if
+ *         it has one; <device> as an unsigned 32-bit number,
+ *         HK_DEVICE_CURRENT included)
  *   fd 3: a pipe to the host; fds 4 .. 4+count-1: the checked candidates;
  *   fds 0 and 1: /dev/null; fd 2: the host's (a child's goes to the probe).
  * The probe (single-threaded, fresh from exec) forks one child per candidate,
@@ -303,6 +309,7 @@ hk_status_t hk__elf_check(int fd, off_t size, char *reason, size_t n);
 #define HK__PROBE_ERR_KEEP 1024u  /* bytes of a child's stderr relayed */
 #define HK__PROBE_LOADED 'L'
 #define HK__PROBE_VERIFYING 'V'
+#define HK__PROBE_TRIMMING 'T'
 #define HK__PROBE_LOG 0x1u        /* flags: negotiate with a log callback */
 #define HK__PROBE_VERIFY 0x2u     /* flags: then run the swap's verification */
 #define HK__PROBE_VERIFY_TIMES 10 /* its time limit, in probe time limits */
@@ -344,6 +351,11 @@ typedef struct hk__probe_record {
  * gate. */
 void hk__probe_batch(hk_loader_t *loader, hk__cand_t **cands, size_t n);
 
+/* How many of the next n candidates (at least 1) one batch of hk__admit
+ * can take with the descriptors free now: each holds one from its check
+ * until it is finished, and the probe takes another for it. */
+size_t hk__probe_fit(const hk_loader_t *loader, size_t n);
+
 /* Before a swap verifies plugin in the host, verifies it in a probe process
  * (HK__PROBE_VERIFY) on a handle of device, with HK__PROBE_VERIFY_TIMES the
  * probe's time limit. Returns OK when it passed there, when isolation is off,
@@ -351,8 +363,11 @@ void hk__probe_batch(hk_loader_t *loader, hk__cand_t **cands, size_t n);
  * device the probe cannot use is not the plugin's fault; a wrong result:
  * the host's own verification finds it again, safely); LOAD_FAILED, with
  * why, when it crashed, exited, hung, answered garbage or broke a rule of
- * negotiation there, or no probe could run. Caller holds no loader lock. */
-hk_status_t hk__probe_verify(hk_loader_t *loader, const hk_plugin_t *plugin, int device,
+ * negotiation there, or no probe could run. The verification ends with the
+ * plugin's hk.trim/1 after the handle's destroy; a trim that crashed, exited
+ * or hung there also sets plugin->trim_failed and keeps its module mapped.
+ * Caller holds no loader lock. */
+hk_status_t hk__probe_verify(hk_loader_t *loader, hk_plugin_t *plugin, int device,
                              char *why, size_t n);
 
 /* ---- hk_loader_probe_run.c: the probe program's side ---- */

@@ -197,6 +197,8 @@ fail:
 void hk__plugin_trim(hk_plugin_t *plugin)
 {
     hk_trim_v1_t t; /* the loader's clamped copy: a short or broken table has no trim */
+    if (atomic_load(&plugin->trim_failed)) /* it crashed, exited or hung in a probe */
+        return;
     if (hk_plugin_get_table(plugin, HK_TABLE_TRIM_V1, &t, sizeof t) != HK_STATUS_OK || !t.trim)
         return;
     hk_status_t st = t.trim();
@@ -217,14 +219,16 @@ static void hk__plugin_free(hk_plugin_t *p)
         free(p->tables);
         p->tables = next;
     }
-    if ((p->flags & HK_PLUGIN_UNLOAD_SAFE) && p->module) { /* NULL: a swap closed it */
+    if ((p->flags & HK_PLUGIN_UNLOAD_SAFE) && p->module /* NULL: a swap closed it */
+        && !atomic_load(&p->trim_failed)) {
         hk__plugin_trim(p);
         hk__ltdl_close(p->module, p->mapped);
     }
     /* Otherwise the module stays mapped (hk__ltdl_keep made it resident):
      * function pointers from its vtable or tables may still be held by
      * handles or callers outside the loader, and closing the code they
-     * point into would turn their next call into a crash. */
+     * point into would turn their next call into a crash; and a plugin whose
+     * trim failed in a probe may fail as badly in its unload. */
     free(p->path);
     free(p->name);
     free(p->version);

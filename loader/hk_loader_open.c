@@ -2,7 +2,8 @@
  * plugin, whichever way the file came: hk_loader_open, a directory scan
  * (hk_loader_scan.c), or a swap that opens a closed module again
  * (hk_loader_swapmod.c). hk__admit takes a batch of candidates through the
- * steps, so that the new candidates of a directory are probed together:
+ * steps, so that the new candidates of a directory are probed together (as
+ * many at a time as the free descriptors allow, hk__probe_fit):
  *   1. check each one (hk__cand_check, hk__cand_open): name, privileges,
  *      trust walk and open, ELF checks;
  *   2. probe the new ones in a process of their own (hk_loader_probe.c);
@@ -334,11 +335,16 @@ void hk__cand_init(hk__cand_t *c, const char *path, int in_default_dir, hk_plugi
 
 void hk__admit(hk_loader_t *loader, hk__cand_t **cands, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        hk__cand_check(loader, cands[i]);
-    hk__probe_batch(loader, cands, n);
-    for (size_t i = 0; i < n; i++)
-        hk__cand_finish(loader, cands[i]);
+    /* In batches that fit the free descriptors: a directory checked whole
+     * would hold one per candidate, and the probe another, or refuse all. */
+    for (size_t at = 0, k; at < n; at += k) {
+        k = hk__probe_fit(loader, n - at);
+        for (size_t i = at; i < at + k; i++)
+            hk__cand_check(loader, cands[i]);
+        hk__probe_batch(loader, cands + at, k);
+        for (size_t i = at; i < at + k; i++)
+            hk__cand_finish(loader, cands[i]);
+    }
 }
 
 hk_status_t hk_loader_open(hk_loader_t *loader, const char *path, hk_plugin_t **out)

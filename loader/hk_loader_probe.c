@@ -16,9 +16,11 @@
  * else the one built with this loader (HK_PROBE_BUILD_PATH); it is checked
  * like a plugin (hk_loader_trust.c) and executed through the checked
  * descriptor. */
+#include "hk__errtext.h"
 #include "hk__loader.h"
 #include "hk__trace.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -29,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -258,14 +261,15 @@ static const char *hk__probe_answer(hk__cand_t *c, size_t index, const unsigned 
 }
 
 /* Where a child was when it ended, from the bytes it wrote first. */
-enum { HK__PHASE_LOADING, HK__PHASE_NEGOTIATION, HK__PHASE_VERIFICATION };
+enum { HK__PHASE_LOADING, HK__PHASE_NEGOTIATION, HK__PHASE_VERIFICATION, HK__PHASE_TRIM };
 
 /* Applies one record of the probe to its candidate (timeout_ms: the
  * child's limit). Returns the phase the child reached. */
 static int hk__probe_apply(hk__cand_t *c, size_t index, const hk__probe_record_t *rec,
                            const unsigned char *p, uint32_t timeout_ms)
 {
-    static const char *const names[] = {"loading", "negotiation", "verification"};
+    static const char *const names[] = {"loading", "negotiation", "verification",
+                                        "trim (hk.trim/1)"};
     size_t len = rec->len;
     int at = HK__PHASE_LOADING;
     if (len > 0 && p[0] == HK__PROBE_LOADED) {
@@ -275,6 +279,11 @@ static int hk__probe_apply(hk__cand_t *c, size_t index, const hk__probe_record_t
     }
     if (at == HK__PHASE_NEGOTIATION && len > 0 && p[0] == HK__PROBE_VERIFYING) {
         at = HK__PHASE_VERIFICATION;
+        p++;
+        len--;
+    }
+    if (at == HK__PHASE_VERIFICATION && len > 0 && p[0] == HK__PROBE_TRIMMING) {
+        at = HK__PHASE_TRIM;
         p++;
         len--;
     }
@@ -491,16 +500,18 @@ static long hk__probe_round(hk_loader_t *loader, hk__cand_t **cands, size_t k,
     unsigned char *buf = NULL;
     int rd = -1;
     char ebuf[256];
+    const char *etext;
 
     memset(done, 0, k);
     *wstatus = 0;
     *reaped = 0;
     pid_t pid = hk__probe_spawn(loader, cands, k, how, &rd);
     if (pid < 0) {
-        strerror_r(errno, ebuf, sizeof(ebuf));
+        int e = errno;
+        etext = hk__errtext(e, ebuf, sizeof(ebuf));
         for (size_t i = 0; i < k; i++) {
             snprintf(cands[i]->reason, sizeof(cands[i]->reason),
-                     "cannot start the probe program: %s", ebuf);
+                     "cannot start the probe program: %s", etext);
             cands[i]->refused = 1;
             cands[i]->stage = HK_STAGE_PROBE;
             cands[i]->status = HK_STATUS_LOAD_FAILED;
@@ -627,6 +638,46 @@ void hk__probe_batch(hk_loader_t *loader, hk__cand_t **cands, size_t n)
     }
 }
 
+/* Descriptors kept free beyond a batch's own: the spawn's pipe and program,
+ * the dynamic loader's open in the host's own load, the host's other
+ * threads. */
+#define HK__FD_MARGIN 8
+
+/* How many descriptor numbers below RLIMIT_NOFILE are free now; LONG_MAX
+ * when that cannot be told (no /proc), as if there were no limit. */
+static long hk__fds_free(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY
+        || rl.rlim_cur > (rlim_t)LONG_MAX)
+        return LONG_MAX;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return errno == EMFILE || errno == ENFILE ? 0 : LONG_MAX;
+    long used = 0;
+    int self = dirfd(d);
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        long fd = e->d_name[0] == '.' ? -1 : strtol(e->d_name, NULL, 10);
+        used += fd >= 0 && fd != self && (rlim_t)fd < rl.rlim_cur;
+    }
+    closedir(d);
+    return (long)rl.rlim_cur - used;
+}
+
+size_t hk__probe_fit(const hk_loader_t *loader, size_t n)
+{
+    /* Without a probe a candidate holds only its own descriptor. At least
+     * one: its refusal then names the real shortage (too many open files). */
+    long per = loader->isolation == HK_ISOLATION_OFF ? 1 : 2;
+    long free_fds = hk__fds_free();
+    if (free_fds == LONG_MAX)
+        return n;
+    long k = (free_fds - HK__FD_MARGIN) / per;
+    if (k < 1)
+        return 1;
+    return (size_t)k < n ? (size_t)k : n;
+}
+
 /* The file of plugin as a candidate of its own, opened through the trust
  * walk again; it must still be the file that was loaded. */
 static hk_status_t hk__verify_cand(const hk_plugin_t *plugin, hk__cand_t *c)
@@ -643,7 +694,7 @@ static hk_status_t hk__verify_cand(const hk_plugin_t *plugin, hk__cand_t *c)
     return st;
 }
 
-hk_status_t hk__probe_verify(hk_loader_t *loader, const hk_plugin_t *plugin, int device,
+hk_status_t hk__probe_verify(hk_loader_t *loader, hk_plugin_t *plugin, int device,
                              char *why, size_t n)
 {
     hk__cand_t *c = NULL;
@@ -686,6 +737,12 @@ hk_status_t hk__probe_verify(hk_loader_t *loader, const hk_plugin_t *plugin, int
     if (c->refused && !reported) {
         snprintf(why, n, "%s", c->reason);
         st = HK_STATUS_LOAD_FAILED;
+    }
+    /* The host would call that trim before it closes the module, in a swap
+     * or in hk_loader_destroy, and the module's unload may do as badly. */
+    if (c->refused && c->probe.phase == HK__PHASE_TRIM && plugin->module) {
+        atomic_store(&plugin->trim_failed, 1);
+        hk__ltdl_keep(plugin->module);
     }
 out:
     if (c->fd >= 0)

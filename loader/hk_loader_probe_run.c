@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "hk_status_text.h"
+#include "hk_trim.h"
 
 /* One pipe from a child: the first bytes kept (up to a cap), the rest only
  * counted, so that a child that writes without end neither stalls nor
@@ -177,6 +178,23 @@ static void hk__child_negotiate(int out, hk_negotiate_fn entry, hk_plugin_t *p)
         hk__answer(out, stage, st, NULL, reason);
 }
 
+/* The plugin's hk.trim/1 after its last handle is destroyed, as the host
+ * calls it before it closes the module (a swap's close, the loader's
+ * destroy): a trim that crashes, exits or hangs is found here, in a process
+ * of its own, before the host ever maps the plugin. What it reports is not
+ * a refusal: the host only notes a trim's failure, and the unload tries
+ * again. */
+static void hk__child_trim(int out, hk_plugin_t *p)
+{
+    hk_trim_v1_t t;
+    char began = HK__PROBE_TRIMMING;
+    if (hk_plugin_get_table(p, HK_TABLE_TRIM_V1, &t, sizeof(t)) != HK_STATUS_OK || !t.trim)
+        return;
+    if (hk__write_all(out, &began, 1) != 0)
+        _exit(1);
+    (void)t.trim();
+}
+
 /* The swap's verification of a negotiated plugin, as the host will run it
  * (hk_loader_swap.c): a handle on the host's device, the workload, the
  * destroy. What the plugin reports (a failed create, a wrong result) is
@@ -211,6 +229,7 @@ static void hk__child_verify(int out, hk_plugin_t *p)
     }
     if (st != HK_STATUS_OK)
         hk__answer(out, HK_STAGE_VALIDATE, st, NULL, why);
+    hk__child_trim(out, p);
 }
 
 /* One candidate, in a child of the probe. Never returns. */

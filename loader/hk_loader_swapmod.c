@@ -79,10 +79,12 @@ static int hk__mapped(dev_t dev, ino_t ino, const char *canon)
 /* ---- close ---- */
 
 /* Nothing reaches plugin when no binding of any movable handle names it,
- * nobody acquired it, and it may be unloaded at all. Caller holds list_lock. */
+ * nobody acquired it, and it may be unloaded at all (not once its trim
+ * failed in a probe). Caller holds list_lock. */
 static int hk__unreachable(struct hk__swap *sw, hk_plugin_t *plugin)
 {
-    if (!(plugin->flags & HK_PLUGIN_UNLOAD_SAFE) || !plugin->module)
+    if (!(plugin->flags & HK_PLUGIN_UNLOAD_SAFE) || !plugin->module
+        || atomic_load(&plugin->trim_failed))
         return 0;
     if (atomic_load(&plugin->refs) != 0)
         return 0;
@@ -107,6 +109,7 @@ void hk__swap_try_close(hk_loader_t *loader, struct hk__swap *sw, hk_plugin_t *p
         HK__TRACE(HK__TRACE_DECISIONS, "swap", "module of %s %s kept open: %s", plugin->name,
                   plugin->version, !(plugin->flags & HK_PLUGIN_UNLOAD_SAFE)
                   ? "the plugin is not unload-safe" : !plugin->module ? "it is closed already"
+                  : atomic_load(&plugin->trim_failed) ? "its hk.trim/1 failed in a probe process"
                   : atomic_load(&plugin->refs) ? "the plugin is acquired (hk_plugin_acquire)"
                   : "a movable handle is still bound to it");
         return;

@@ -33,7 +33,7 @@ static void test_run_refuses_impossible_sizes(void)
     expect(run, NO_DRIVER HK_TEST_HOST " run -n 1099511627776", 3,
            "hk-host: --size 1099511627776: the workload needs 35184372088864 bytes of host "
            "memory; ",
-           " bytes are available (MemAvailable in /proc/meminfo)\n", NULL);
+           " bytes are available (", NULL);
     expect(run, NO_DRIVER HK_TEST_HOST " run -n 9223372036854775808", 2,
            "-n 9223372036854775808: not a decimal number from 1 to 9223372036854775807", NULL);
 }
@@ -55,6 +55,7 @@ static unsigned long long meminfo(const char *field)
 
 /* Sizes whose memory the machine has, but not free. The workload needs all
  * of MemTotal, always more than MemAvailable: refused with exit status 3
+ * (naming MemAvailable, or a cgroup's limit where that leaves less room)
  * before anything is loaded, naming both figures (the kernel would otherwise
  * kill the process once the pages are touched). With hk-cpu, whose device
  * vectors are host memory too, a size whose host vectors alone would fit. */
@@ -67,7 +68,7 @@ static void test_run_refuses_size_beyond_available(void)
     snprintf(cmd, sizeof cmd, MEMORY_CAP NO_DRIVER HK_TEST_HOST " run -n %lld", n);
     snprintf(want, sizeof want, "hk-host: --size %lld: the workload needs %llu bytes of host "
              "memory; ", n, 32ULL * (unsigned long long)(n + 1));
-    char *out = expect_kept(run, cmd, 3, want, " bytes are available (MemAvailable", NULL);
+    char *out = expect_kept(run, cmd, 3, want, " bytes are available (", NULL);
     CU_ASSERT_PTR_NULL(strstr(out, "plugin:"));
     CU_ASSERT_EQUAL(lines(out), 1);
     free(out);
@@ -77,7 +78,7 @@ static void test_run_refuses_size_beyond_available(void)
     snprintf(want, sizeof want, "hk-host: --size %lld: the workload needs %llu bytes of host "
              "memory (hk-cpu keeps its device vectors in host memory too); ", n,
              48ULL * (unsigned long long)(n + 1));
-    out = expect_kept(run, cmd, 3, want, " bytes are available (MemAvailable", NULL);
+    out = expect_kept(run, cmd, 3, want, " bytes are available (", NULL);
     CU_ASSERT_PTR_NULL(strstr(out, "workload:"));
     CU_ASSERT_EQUAL(lines(out), 1);
     free(out);

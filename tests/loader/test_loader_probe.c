@@ -4,10 +4,13 @@
  * Each host runs in a child of its own process group (tl_host_run), so a
  * candidate that reaches the host ends that child, never the suite; each
  * test checks that the host survived and how every candidate was judged. */
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -250,6 +253,94 @@ static void test_swap_verified_in_probe(void)
     CU_ASSERT(tl_has_line(&run, "bound=hk-cpu 1.0.5"));
 }
 
+/* A probe program that the kernel cannot execute (a text file without #!):
+ * the spawn fails with ENOEXEC, and the refusal gives that errno's text.
+ * Before, the reason held whatever the stack had there: the GNU strerror_r
+ * returns its text instead of always filling the buffer. */
+static void test_probe_exec_fails(void)
+{
+    char probe[4200], line[8600];
+    setup();
+    snprintf(probe, sizeof(probe), "%s/not-a-program", tmp);
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0700);
+    CU_ASSERT_FATAL(fd >= 0);
+    static const char text[] = "this is no program and has no interpreter line\n";
+    CU_ASSERT_EQUAL(write(fd, text, sizeof(text) - 1), (ssize_t)(sizeof(text) - 1));
+    close(fd);
+    const char *path = tl_plugin("tp_good.so");
+    tl_host_job_t job = {.open_path = path, .probe_path = probe};
+    tl_host_run_t run;
+    CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
+    snprintf(line, sizeof(line), "report=%s|probe|LOAD_FAILED|cannot start the probe program: "
+             "%s", path, strerror(ENOEXEC));
+    CU_ASSERT(tl_has_line(&run, line));
+    if (!tl_has_line(&run, line))
+        printf("\n    the host said:\n%s", run.out);
+    teardown();
+}
+
+/* 60 candidates (copies of hk-cpu) in a directory, scanned by a host with
+ * 90 descriptors free: every loaded plugin keeps one, which leaves 30 for
+ * the checks and the probe. Each candidate holds a descriptor from its
+ * check until it is finished, and the probe takes another for it, so the
+ * loader admits them in batches that fit: all 60 load. Before, the whole
+ * directory was checked at once and the probe could not be started (too
+ * many open files): every one was refused. */
+static void test_scan_fits_descriptors(void)
+{
+    char name[32], line[8600];
+    enum { COUNT = 60 };
+    setup();
+    CU_ASSERT_EQUAL_FATAL(chmod(tmp, 0700), 0);
+    for (int i = 0; i < COUNT; i++) {
+        snprintf(name, sizeof(name), "cpu_%02d.so", i);
+        put(HK_TEST_CPU_PLUGIN, name);
+    }
+    tl_host_job_t job = {.scan_dir = tmp, .nofile_free = COUNT + 30, .timeout_ms = 10000};
+    tl_host_run_t run;
+    CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
+    int loaded = 0;
+    for (int i = 0; i < COUNT; i++) {
+        snprintf(name, sizeof(name), "cpu_%02d.so", i);
+        loaded += has_report(&run, name, "loaded", "OK", "");
+    }
+    CU_ASSERT_EQUAL(loaded, COUNT);
+    snprintf(line, sizeof(line), "plugins=%d", COUNT);
+    CU_ASSERT(tl_has_line(&run, line));
+    if (loaded != COUNT)
+        printf("\n    %d of %d loaded; the host said:\n%.3000s", loaded, COUNT, run.out);
+    teardown();
+}
+
+/* A swap to a plugin whose hk.trim/1 crashes or exits: the probe's
+ * verification destroys its handle and calls the trim, as a host does
+ * before it closes the module, so the swap is refused with a reason naming
+ * the trim, the movable handle stays on hk-cpu and works, and the host
+ * survives its loader's destroy. Before, the swap passed, and the host died
+ * at the close (the destroy's trim). */
+static void test_swap_trim_in_probe(void)
+{
+    static const struct {
+        const char *file, *version, *reason;
+    } cases[] = {
+        {"tv_trim_crash.so", "1.0.10", "trim (hk.trim/1) killed by SIGSEGV"},
+        {"tv_trim_exit.so", "1.0.11", "trim (hk.trim/1) exited with status 3"},
+    };
+    char line[8600];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *path = hostile(cases[i].file);
+        tl_host_job_t job = {.swap_to = path, .deadline_ms = 30000, .linger_ms = 1};
+        tl_host_run_t run;
+        CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
+        snprintf(line, sizeof(line), "swap=LOAD_FAILED|swap to %s refused: hk-cpu %s failed in "
+                 "the probe process: %s", path, cases[i].version, cases[i].reason);
+        CU_ASSERT(tl_has_line(&run, line));
+        CU_ASSERT(tl_has_line(&run, "saxpy=OK|3"));
+        CU_ASSERT(tl_has_line(&run, "bound=hk-cpu 1.0.0"));
+        CU_ASSERT(tl_has_line(&run, "survived=1"));
+    }
+}
+
 void tl_register_probe(void)
 {
     CU_pSuite s = hk_test_suite("loader_probe", NULL, NULL);
@@ -263,4 +354,10 @@ void tl_register_probe(void)
                 test_negotiation_with_log);
     hk_test_add(s, "a swap's verification crashes, exits, hangs: refused in the probe",
                 test_swap_verified_in_probe);
+    hk_test_add(s, "a swap to a plugin whose trim crashes or exits: refused in the probe",
+                test_swap_trim_in_probe);
+    hk_test_add(s, "a probe program that cannot be executed: the errno's text",
+                test_probe_exec_fails);
+    hk_test_add(s, "60 candidates with 90 free descriptors: admitted in batches, all load",
+                test_scan_fits_descriptors);
 }

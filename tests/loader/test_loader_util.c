@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -197,6 +198,33 @@ static void tl_host_swap(hk_loader_t *loader, const tl_host_job_t *job, int out)
     hk_mhandle_destroy(mh);
 }
 
+/* Lowers RLIMIT_NOFILE so that exactly free_fds descriptor numbers below
+ * it are free: a descriptor is taken at the lowest free number, and those
+ * open above the limit (inherited ones, say) stay usable. */
+static void tl_host_nofile(int free_fds)
+{
+    static unsigned char open_fd[65536];
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        _exit(91);
+    int self = dirfd(d);
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        int fd = atoi(e->d_name);
+        if (e->d_name[0] != '.' && fd != self && fd < (int)sizeof(open_fd))
+            open_fd[fd] = 1;
+    }
+    closedir(d);
+    rlim_t limit = 0;
+    for (int left = free_fds; left > 0; limit++)
+        left -= !open_fd[limit];
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        _exit(91);
+    rl.rlim_cur = limit;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        _exit(91);
+}
+
 /* The host: never returns. */
 static void tl_host_child(const tl_host_job_t *job, int out)
 {
@@ -212,6 +240,8 @@ static void tl_host_child(const tl_host_job_t *job, int out)
     o.probe_path = job->probe_path;
     if (job->log)
         o.log = tl_host_log;
+    if (job->nofile_free > 0)
+        tl_host_nofile(job->nofile_free);
     double t0 = tl_now_ms();
     if (hk_loader_create(&o, &loader) != HK_STATUS_OK)
         _exit(90);

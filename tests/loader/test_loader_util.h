@@ -54,6 +54,8 @@ typedef struct tl_host_job {
     int capture_stderr;     /* the host's stderr goes to a file: see err_bytes */
     const char *swap_to;    /* or: a movable handle on hk-cpu, swapped to this
                                path, then saxpy through it (tl_host_swap) */
+    int nofile_free;        /* > 0: RLIMIT_NOFILE set so that this many descriptors
+                               are free above the highest one open at the start */
 } tl_host_job_t;
 
 typedef struct tl_host_run {

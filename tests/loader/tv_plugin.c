@@ -4,6 +4,8 @@
  *   TV_CREATE=1     handle_create crashes (SIGSEGV)
  *   TV_SAXPY=1..3   saxpy, which the verification workload calls, 1 crashes,
  *                   2 calls exit(3), 3 hangs
+ *   TV_TRIM=1..3    it offers hk.trim/1 (hk-cpu has none), whose trim does
+ *                   the same: a host calls it before it closes the module
  * The answer names "hk-cpu" with version TV_VERSION. */
 #include <signal.h>
 #include <stdint.h>
@@ -12,6 +14,7 @@
 #include <unistd.h>
 
 #include "hk_blas1.h"
+#include "hk_trim.h"
 
 #ifndef TV_VERSION
 #define TV_VERSION "1.0.9"
@@ -54,8 +57,24 @@ static hk_status_t tv_saxpy(hk_handle_t *h, int64_t n, const float *alpha, const
     return inner_blas->saxpy(h, n, alpha, x, incx, y, incy);
 }
 
+#ifdef TV_TRIM
+static hk_status_t tv_trim(void)
+{
+    tv_misbehave(TV_TRIM);
+    return HK_STATUS_OK;
+}
+
+static const hk_trim_v1_t trim_table = {sizeof(hk_trim_v1_t), tv_trim};
+#endif
+
 static hk_status_t tv_get_table(const char *name, const void **table)
 {
+#ifdef TV_TRIM
+    if (name && table && strcmp(name, HK_TABLE_TRIM_V1) == 0) {
+        *table = &trim_table;
+        return HK_STATUS_OK;
+    }
+#endif
     hk_status_t st = inner->get_table(name, table);
     if (st == HK_STATUS_OK && name && strcmp(name, HK_TABLE_BLAS1_V1) == 0) {
         inner_blas = *table;
