@@ -185,9 +185,10 @@ static void *open_named_driver(const char *path)
     struct stat st;
     int fd = -1;
     hk_status_t status = hk__trust_open(path, 0, 0, &fd, &st, NULL, why, sizeof why);
-    if (status == HK_STATUS_NOT_FOUND) {
+    if (status == HK_STATUS_NOT_FOUND) { /* the reason without the walk's "cannot stat: " */
+        const char *tail = strncmp(why, "cannot stat: ", 13) == 0 ? why + 13 : why;
         hk_kit_fail(NULL, HK_STATUS_NO_DRIVER,
-                    "cannot open the CUDA driver %s (HK_CUDA_DRIVER): %s", path, why);
+                    "cannot open the CUDA driver %s (HK_CUDA_DRIVER): %s", path, tail);
         return NULL;
     }
     if (status != HK_STATUS_OK) {
