@@ -105,8 +105,9 @@ static int hold_primary(const spare_t *s, hk_status_t *st)
     unsigned flags = 0;
     int active = 0;
     CUcontext p = NULL;
+    /* "Inactive" asked twice too: taken for gone, the set would leak */
     CUresult r = hkc_cu.cuDevicePrimaryCtxGetState(s->dev, &flags, &active);
-    if (r != CUDA_SUCCESS)
+    if (r != CUDA_SUCCESS || !active)
         r = hkc_cu.cuDevicePrimaryCtxGetState(s->dev, &flags, &active);
     if (r != CUDA_SUCCESS) {
         *st = hkc_fail_cu(NULL, r, "trim: cuDevicePrimaryCtxGetState of kept memory's context");
