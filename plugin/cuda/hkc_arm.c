@@ -122,8 +122,8 @@ static hk_status_t release(hk_kit_bind_t *b, void *user, hk_kit_arm_t *base)
     void *word = h->slot && h->slot_dev && h->slot_ctx == a->base.ctx_id ? h->slot : NULL;
     int had_word = word != NULL;
     CUdeviceptr none = 0;
-    hkc_spare_put(hk_kit_context(b), a->base.ctx_id, first ? &first->base : &none, &word,
-                  h->slot_dev);
+    hkc_spare_put(hk_kit_context(b), a->base.ctx_id, hk_kit_is_primary(b), hk_kit_cudevice(b),
+                  first ? &first->base : &none, &word, h->slot_dev);
     if (had_word && !word)
         h->slot = NULL; /* kept */
     CUresult r = hkc_ws_free(a, ordered, s);

@@ -42,7 +42,9 @@
     X(cuLaunchKernelEx, 11060)               \
     X(cuCtxGetId, 12000)                      \
     X(cuCtxPushCurrent, 4000)                 \
-    X(cuCtxPopCurrent, 4000)
+    X(cuCtxPopCurrent, 4000)                  \
+    X(cuDevicePrimaryCtxGetState, 7000)       \
+    X(cuDevicePrimaryCtxRetain, 7000)
 
 typedef struct hkc_cu {
 #define HK__CU_FIELD(name, ver) PFN_##name##_v##ver name;
@@ -292,10 +294,11 @@ int hkc_ws_adopt(hkc_arm_t *a, CUdeviceptr base);
 
 /* Destroy, its work done: leaves *slab (a slab's memory, 0: none) and *word
  * (host mode's word, NULL: none, mapped at word_dev) for the next arm in
- * context ctx, incarnation ctx_id; what it took is set to 0 / NULL there, what
- * is left stays the caller's to free. Takes hkc_lock. */
-void hkc_spare_put(CUcontext ctx, unsigned long long ctx_id, CUdeviceptr *slab, void **word,
-                   CUdeviceptr word_dev);
+ * context ctx, incarnation ctx_id: device dev's primary context when
+ * primary is 1; what it took is set to 0 / NULL there, what is left stays
+ * the caller's to free. Takes hkc_lock. */
+void hkc_spare_put(CUcontext ctx, unsigned long long ctx_id, int primary, CUdevice dev,
+                   CUdeviceptr *slab, void **word, CUdeviceptr word_dev);
 
 /* Arm: takes what a destroyed handle left in incarnation ctx_id (0 / NULL:
  * nothing). Takes hkc_lock. */
@@ -303,7 +306,8 @@ void hkc_spare_take(unsigned long long ctx_id, CUdeviceptr *slab, void **word,
                     CUdeviceptr *word_dev);
 
 /* hk_kit_trim's part: frees every set left, in its context, if that context
- * still lives in the set's incarnation. Takes hkc_lock. */
+ * still lives in the set's incarnation; a primary is retained meanwhile.
+ * Takes hkc_lock. */
 hk_status_t hkc_spares_trim(void);
 
 /* What hk-cuda gives back at a trim (set with hk_kit_set_trim): the spares,

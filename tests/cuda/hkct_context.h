@@ -141,6 +141,10 @@ extern const size_t hkct_refused_scenario_count;
 extern const hkct_scenario_t hkct_destroy_scenarios[];
 extern const size_t hkct_destroy_scenario_count;
 
+/* hk.trim/1 racing creates, calls and destroys (test_cuda_trim.c). */
+extern const hkct_scenario_t hkct_trim_scenarios[];
+extern const size_t hkct_trim_scenario_count;
+
 /* Defines test function name, which runs its body with nothing current and
  * hk-cuda freshly opened (the kit keeps no primary retain yet), and empties
  * the thread's context stack again afterwards. */

@@ -729,5 +729,8 @@ int hk_test_register(void)
     CU_pSuite d = hk_test_suite("hk-cuda destroy waits for the handle's streams", NULL, NULL);
     hkct_add_scenarios(d, hkct_destroy_scenarios, hkct_destroy_scenario_count, skip, rt_skip,
                        "needs the simulated driver (it counts the driver calls)");
+    CU_pSuite t = hk_test_suite("hk-cuda trim racing creates, calls and destroys", NULL, NULL);
+    hkct_add_scenarios(t, hkct_trim_scenarios, hkct_trim_scenario_count, skip, rt_skip,
+                       "needs the simulated driver (paused calls)");
     return 0;
 }

@@ -451,7 +451,8 @@ void sim_quiet_wait_lib(const struct CUlib_st *l);
 void sim_quiet_read_env(void);
 
 /* sim_pause.c (no lock held): the calling thread's next call of e waits here
- * when simcuda_pause_next armed it, until simcuda_resume. */
+ * when simcuda_pause_next armed it, until simcuda_resume or
+ * simcuda_resume_entry(e); first it sleeps as simcuda_slow_calls asked. */
 void sim_pause_point(enum sim_entry e);
 
 /* sim_graph.c (lock held): operations on a capturing stream become nodes of

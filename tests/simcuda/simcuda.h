@@ -139,6 +139,17 @@ int simcuda_wait_paused(unsigned n, unsigned timeout_ms);
 /* Lets every waiting call go on. */
 void simcuda_resume(void);
 
+/* Lets only the calls waiting at the start of entry go on; the others keep
+ * waiting. For races where two threads each wait for a step of the other.
+ * 0, or -1 for an unknown entry. */
+int simcuda_resume_entry(const char *entry);
+
+/* Slowed calls, for stress tests of races: from now on, the calling thread's
+ * calls of entry sleep us microseconds at their start, holding up no other
+ * call of any thread (0: not any more). Other threads' calls are not slowed.
+ * 0, or -1 for an unknown entry. */
+int simcuda_slow_calls(const char *entry, unsigned us);
+
 /* Runtime-like operations, so CI runs the scenarios that a GPU machine runs
  * with cudart. Each returns 0 or a CUresult. */
 

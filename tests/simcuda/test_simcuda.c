@@ -652,6 +652,78 @@ static void test_paused_call(void)
     clear_stack();
 }
 
+typedef struct entry_pauser {
+    const char *entry;
+    int done;
+} entry_pauser_t;
+
+static void *paused_entry(void *arg)
+{
+    entry_pauser_t *p = arg;
+    int v = 0;
+    CU_ASSERT_EQUAL(simcuda_pause_next(p->entry), 0);
+    CUresult r = strcmp(p->entry, "cuDriverGetVersion") == 0 ? cuDriverGetVersion(&v)
+                                                             : cuDeviceGetCount(&v);
+    CU_ASSERT_EQUAL(r, CUDA_SUCCESS);
+    __atomic_store_n(&p->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* simcuda_resume_entry lets one entry's waiting calls go on, not another's. */
+static void test_resume_entry(void)
+{
+    entry_pauser_t a = {"cuDriverGetVersion", 0}, b = {"cuDeviceGetCount", 0};
+    pthread_t ta, tb;
+    CU_ASSERT_EQUAL(simcuda_resume_entry("cuNoSuchEntry"), -1);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&ta, NULL, paused_entry, &a), 0);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&tb, NULL, paused_entry, &b), 0);
+    CU_ASSERT_EQUAL(simcuda_wait_paused(2, 5000), 0);
+    CU_ASSERT_EQUAL(simcuda_resume_entry("cuDeviceGetCount"), 0);
+    pthread_join(tb, NULL);
+    CU_ASSERT_EQUAL(__atomic_load_n(&b.done, __ATOMIC_ACQUIRE), 1);
+    usleep(20000);
+    CU_ASSERT_EQUAL(__atomic_load_n(&a.done, __ATOMIC_ACQUIRE), 0);
+    CU_ASSERT_EQUAL(simcuda_wait_paused(1, 10), 0); /* still waiting */
+    CU_ASSERT_EQUAL(simcuda_resume_entry("cuDriverGetVersion"), 0);
+    pthread_join(ta, NULL);
+    CU_ASSERT_EQUAL(__atomic_load_n(&a.done, __ATOMIC_ACQUIRE), 1);
+    CU_ASSERT_EQUAL(simcuda_wait_paused(1, 10), -1);
+}
+
+static double seconds_of_version_call(void)
+{
+    struct timespec t0, t1;
+    int v = 0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CU_ASSERT_EQUAL(cuDriverGetVersion(&v), CUDA_SUCCESS);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+}
+
+static double other_thread_took;
+
+static void *version_call_thread(void *arg)
+{
+    (void)arg;
+    other_thread_took = seconds_of_version_call();
+    return NULL;
+}
+
+/* simcuda_slow_calls slows the calling thread's calls of one entry, until
+ * set to 0, and no other thread's. */
+static void test_slow_calls(void)
+{
+    CU_ASSERT_EQUAL(simcuda_slow_calls("cuNoSuchEntry", 1000), -1);
+    CU_ASSERT_EQUAL(simcuda_slow_calls("cuDriverGetVersion", 300000), 0);
+    CU_ASSERT(seconds_of_version_call() >= 0.3);
+    pthread_t t;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, version_call_thread, NULL), 0);
+    pthread_join(t, NULL);
+    CU_ASSERT(other_thread_took < 0.3);
+    CU_ASSERT_EQUAL(simcuda_slow_calls("cuDriverGetVersion", 0), 0);
+    CU_ASSERT(seconds_of_version_call() < 0.3);
+}
+
 int hk_test_register(void)
 {
     if (getenv("HK_SIMCUDA_ENV_CHILD"))
@@ -675,5 +747,9 @@ int hk_test_register(void)
     hk_test_add(s, "an unload waits for a held launch of its library, nothing else does",
                 test_unload_waits_for_held_launch);
     hk_test_add(s, "a paused call waits until resumed, nothing else does", test_paused_call);
+    hk_test_add(s, "resuming one entry's paused calls leaves another's waiting",
+                test_resume_entry);
+    hk_test_add(s, "slowed calls: the asking thread's, of one entry, until set to 0",
+                test_slow_calls);
     return 0;
 }
