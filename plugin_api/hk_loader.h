@@ -94,7 +94,9 @@ typedef enum hk_load_stage {
  *             ("not an ELF file", "ELF class 32, host is 64", "truncated ELF:
  *             program headers end at X, file is Y bytes", an initialization
  *             function) or is the dynamic loader's own message, with the
- *             candidate's path in place of the descriptor name it was given
+ *             candidate's path in place of the descriptor name it was given; or
+ *             the loader's copy of the file failed ("the file changed while it
+ *             was read", LOAD_FAILED; no room for it, OUT_OF_MEMORY)
  *   probe     LOAD_FAILED; "loading killed by SIGSEGV" (a constructor or the
  *             dynamic loader), "negotiation exited with status 3",
  *             "negotiation did not answer within 2000 ms", "negotiation wrote
