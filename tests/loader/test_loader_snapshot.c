@@ -72,12 +72,17 @@ static int sn_rounds(hk_plugin_t *p, int from, int count)
 /* The host: loads path, computes, tells 'R'eady on res, computes until a
  * byte arrives on cmd, computes more, then opens path again and reports.
  * Exits 0 when every call was right. */
-static void sn_host(const char *path, int cmd, int res)
+static void sn_host(const char *path, int in_place, int cmd, int res)
 {
     alarm(60); /* a hang ends the host, never the test program */
-    hk_loader_t *loader = tl_loader(NULL);
+    /* The crash itself, not a sanitizer's report of it, ends the host. */
+    signal(SIGBUS, SIG_DFL);
+    signal(SIGSEGV, SIG_DFL);
+    hk_loader_options_t o = {.size = sizeof o, .ignore_env = 1, .load_in_place = in_place};
+    hk_loader_t *loader = NULL;
     hk_plugin_t *p = NULL;
-    if (!loader || hk_loader_open(loader, path, &p) != HK_STATUS_OK) {
+    if (hk_loader_create(&o, &loader) != HK_STATUS_OK || hk_loader_open(loader, path, &p)
+        != HK_STATUS_OK) {
         dprintf(res, "open=%s\n", loader ? hk_loader_last_error(loader) : "no loader");
         _exit(10);
     }
@@ -194,9 +199,11 @@ static int sn_change(sn_change_t how, const char *dir, const char *path)
 
 /* Runs the host on a private copy of hk-cpu, changes the file once the host
  * computes, and checks the host's end and what it saw when it opened the
- * path again (want_again: "again=<status>|<version>"). */
+ * path again (want_again: "again=<status>|<version>"); want_again NULL: the
+ * host loads in place, and must die of SIGBUS. */
 static void sn_case(sn_change_t how, const char *want_again)
 {
+    int in_place = want_again == NULL;
     char dir[4096], path[4096], out[4096] = "";
     CU_ASSERT_FATAL(tl_mkdtemp(dir, sizeof dir) == 0);
     CU_ASSERT_FATAL(chmod(dir, 0700) == 0);
@@ -209,7 +216,7 @@ static void sn_case(sn_change_t how, const char *want_again)
     if (pid == 0) {
         close(cmd[1]);
         close(res[0]);
-        sn_host(path, cmd[0], res[1]);
+        sn_host(path, in_place, cmd[0], res[1]);
     }
     close(cmd[0]);
     close(res[1]);
@@ -225,6 +232,10 @@ static void sn_case(sn_change_t how, const char *want_again)
     out[len] = '\0';
     int ws = 0;
     CU_ASSERT_EQUAL(waitpid(pid, &ws, 0), pid);
+    if (in_place) {
+        CU_ASSERT(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGBUS);
+        goto out;
+    }
     if (WIFSIGNALED(ws))
         fprintf(stderr, "\n    the host died of %s; it wrote: %s", strsignal(WTERMSIG(ws)), out);
     else if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
@@ -234,6 +245,7 @@ static void sn_case(sn_change_t how, const char *want_again)
     if (!strstr(out, want_again))
         fprintf(stderr, "\n    wanted %.*s; the host wrote: %s", (int)strlen(want_again) - 1, want_again, out);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, want_again));
+out:
     close(cmd[1]);
     close(res[0]);
     tl_rmtree(dir);
@@ -269,6 +281,30 @@ static void test_renamed_over(void)
     sn_case(SN_RENAME, "again=OK|" SN_NEW_VERSION "\n");
 }
 
+/* The control, and load_in_place's documented risk: the file itself is
+ * mapped, and its truncation kills the host at its next call. */
+static void test_in_place_truncated(void)
+{
+    sn_case(SN_TRUNC_ZERO, NULL);
+}
+
+/* 1 when a descriptor of this process is the snapshot named name. */
+static int sn_fd_open(const char *name)
+{
+    char link[64], target[512], want[300];
+    snprintf(want, sizeof want, "/memfd:%s (deleted)", name);
+    for (int fd = 0; fd < 1024; fd++) {
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        if (n > 0) {
+            target[n] = '\0';
+            if (strcmp(target, want) == 0)
+                return 1;
+        }
+    }
+    return 0;
+}
+
 /* 1 when /proc/self/maps has a line ending in tail. */
 static int sn_maps_has(const char *tail)
 {
@@ -287,8 +323,8 @@ static int sn_maps_has(const char *tail)
 }
 
 /* What the process shows: the snapshot under the file's name as a memfd,
- * never the file; with load_in_place the file itself. Unique names: no
- * other test maps them. */
+ * never the file, until the loader is destroyed; with load_in_place the
+ * file itself. Unique names: no other test maps them. */
 static void test_maps_show(void)
 {
     char dir[4096], path[4096], other[4096];
@@ -301,8 +337,12 @@ static void test_maps_show(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(loader);
     CU_ASSERT_EQUAL(hk_loader_open(loader, path, NULL), HK_STATUS_OK);
     CU_ASSERT(sn_maps_has("/memfd:sn-shown.so (deleted)"));
+    CU_ASSERT(sn_fd_open("sn-shown.so"));
     CU_ASSERT(!sn_maps_has(path));
     CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
+    /* hk-cpu is unload-safe: its copy goes with the loader. */
+    CU_ASSERT(!sn_maps_has("/memfd:sn-shown.so (deleted)"));
+    CU_ASSERT(!sn_fd_open("sn-shown.so"));
 
     hk_loader_options_t o = {.size = sizeof o, .ignore_env = 1, .load_in_place = 1};
     CU_ASSERT_EQUAL_FATAL(hk_loader_create(&o, &loader), HK_STATUS_OK);
@@ -326,7 +366,9 @@ int hk_test_register(void)
     hk_test_add(s, "deleted: calls right, not found again", test_deleted);
     hk_test_add(s, "another build renamed over it: calls right, new build seen",
                 test_renamed_over);
-    hk_test_add(s, "maps show the snapshot as a memfd of the file's name; in place the file",
-                test_maps_show);
+    hk_test_add(s, "maps show the snapshot as a memfd of the file's name, freed at destroy; "
+                "in place the file", test_maps_show);
+    hk_test_add(s, "load_in_place: truncated to zero, the host dies of SIGBUS",
+                test_in_place_truncated);
     return 0;
 }
