@@ -305,6 +305,33 @@ static int sn_fd_open(const char *name)
     return 0;
 }
 
+/* How many different files /proc/self/maps lists under lines ending in
+ * tail (inodes). */
+static int sn_maps_files(const char *tail)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    char line[8192];
+    unsigned long long seen[16];
+    int n = 0;
+    size_t tn = strlen(tail);
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        size_t len = strlen(line);
+        unsigned long long ino = 0;
+        if (len < tn || strcmp(line + len - tn, tail) != 0
+            || sscanf(line, "%*s %*s %*s %*s %llu", &ino) != 1)
+            continue;
+        int known = 0;
+        for (int i = 0; i < n; i++)
+            known |= seen[i] == ino;
+        if (!known && n < 16)
+            seen[n++] = ino;
+    }
+    if (f)
+        fclose(f);
+    return n;
+}
+
 /* 1 when /proc/self/maps has a line ending in tail. */
 static int sn_maps_has(const char *tail)
 {
@@ -323,8 +350,9 @@ static int sn_maps_has(const char *tail)
 }
 
 /* What the process shows: the snapshot under the file's name as a memfd,
- * never the file, until the loader is destroyed; with load_in_place the
- * file itself. Unique names: no other test maps them. */
+ * never the file, one copy for two loaders of it, until the loaders are
+ * destroyed; with load_in_place the file itself. Unique names: no other
+ * test maps them. */
 static void test_maps_show(void)
 {
     char dir[4096], path[4096], other[4096];
@@ -339,6 +367,12 @@ static void test_maps_show(void)
     CU_ASSERT(sn_maps_has("/memfd:sn-shown.so (deleted)"));
     CU_ASSERT(sn_fd_open("sn-shown.so"));
     CU_ASSERT(!sn_maps_has(path));
+    /* A second loader of the unchanged file shares the mapped copy. */
+    hk_loader_t *second = tl_loader(NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(second);
+    CU_ASSERT_EQUAL(hk_loader_open(second, path, NULL), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(sn_maps_files("/memfd:sn-shown.so (deleted)"), 1);
+    CU_ASSERT_EQUAL(hk_loader_destroy(second), HK_STATUS_OK);
     CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
     /* hk-cpu is unload-safe: its copy goes with the loader. */
     CU_ASSERT(!sn_maps_has("/memfd:sn-shown.so (deleted)"));
