@@ -36,7 +36,8 @@
 #define HK__LOADER_HOOKS 4
 
 /* What identifies a candidate file between attempts: a file that changed
- * (mode, contents) since it was refused is a new candidate. */
+ * (mode, contents) since it was refused, or since a snapshot of it was
+ * loaded, is a new candidate. */
 typedef struct hk__file_id {
     int valid; /* 0 when the path could not be stat'ed: match by path then */
     dev_t dev;
@@ -44,6 +45,7 @@ typedef struct hk__file_id {
     mode_t mode;
     off_t size;
     struct timespec mtime;
+    struct timespec ctime; /* a rewrite of the same size within mtime's tick */
 } hk__file_id_t;
 
 typedef struct hk__report {
@@ -68,12 +70,13 @@ struct hk_plugin {
     hk_vtable_t vtable; /* the host's zero-filled copy, see hk__negotiate */
     struct hk__table_copy *tables; /* hk_plugin_table's copies; under loader->lock */
     atomic_uint refs;
-    dev_t dev;
+    dev_t dev; /* the file at path when it was loaded */
     ino_t ino;
     /* 1 once its hk.trim/1 crashed, exited or hung in a probe process
      * (hk__probe_verify): the host never calls that trim, and keeps the
      * module mapped, as for a plugin that is not unload-safe. */
     atomic_int trim_failed;
+    int snap_fd; /* the snapshot it was loaded from, for a reopen; -1: in place */
 };
 
 /* Serialises scan and open of one loader; see the file comment. */
@@ -95,6 +98,7 @@ struct hk_loader {
     uint32_t abi_max;
     uint32_t probe_timeout_ms;
     uint32_t isolation;
+    int in_place;           /* load_in_place: map the files, no snapshots */
     char *probe_path;       /* the option, or NULL */
     int probe_fd;           /* the checked probe program, -1 until found */
     char *probe_error;      /* why no probe program is usable, once known */
@@ -146,8 +150,9 @@ typedef struct hk__cand {
     const char *path;      /* as named by the caller or the scan; not owned */
     int in_default_dir;    /* the scan found it in the default directory */
     hk_plugin_t *again;    /* a reopen: the plugin whose closed module this file was */
-    int fd;                /* the checked file, O_RDONLY; -1 when none */
-    struct stat st;        /* fstat of fd */
+    int fd;                /* the checked file or its snapshot; -1 when none */
+    int snapshot;          /* fd is the snapshot (hk_loader_snap.c) */
+    struct stat st;        /* fstat of the file (what the snapshot copied) */
     hk__file_id_t id;      /* from stat(path): the key of its report */
     int seen;              /* a report of this candidate already exists */
     int refused;           /* stage, status and reason below hold the refusal */
@@ -273,6 +278,16 @@ int hk__plugin_name_ok(const char *path);
  * class, byte order, machine, type, table and segment bounds, and the
  * initialization-function rule. Returns OK or LOAD_FAILED with reason. */
 hk_status_t hk__elf_check(int fd, off_t size, char *reason, size_t n);
+
+/* ---- hk_loader_snap.c ---- */
+
+/* Copies the file behind fd (its fstat *st, checked by the trust rule) into
+ * a sealed memfd named after path's last component: *out, O_CLOEXEC. A file
+ * written during the copy is copied once more (*st then holds what was
+ * copied), then refused. Returns OK, LOAD_FAILED or OUT_OF_MEMORY with a
+ * reason. */
+hk_status_t hk__snap_make(int fd, struct stat *st, const char *path, int *out, char *reason,
+                          size_t n);
 
 /* ---- the probe protocol (hk_loader_probe.c, hk_loader_probe_run.c) ----
  *
@@ -403,12 +418,18 @@ void hk__ltdl_exit(lt_dladvise *advise);
  * message to err, with shown in place of name. */
 lt_dlhandle hk__ltdl_open_name(lt_dladvise advise, const char *name, const char *shown,
                                char *err, size_t errlen);
-/* Opens the file behind fd (fstat st) through "/proc/<pid>/fd/<fd>". On
- * success *mapped records the descriptor, which then belongs to it (do not
- * close fd); on failure fd is still the caller's. */
-lt_dlhandle hk__ltdl_open_fd(lt_dladvise advise, int fd, const struct stat *st,
+/* Opens the file behind fd through "/proc/<pid>/fd/<fd>"; st is the fstat
+ * of the file itself, or with snapshot set of the file fd is a snapshot of.
+ * On success *mapped records the descriptor, which then belongs to it (do
+ * not close fd); on failure fd is still the caller's. */
+lt_dlhandle hk__ltdl_open_fd(lt_dladvise advise, int fd, const struct stat *st, int snapshot,
                              const char *shown, hk__mapped_t **mapped, char *err,
                              size_t errlen);
+/* A new descriptor (O_CLOEXEC) of the file mapped's module was opened from,
+ * or -1 with errno. */
+int hk__ltdl_mapped_dup(const hk__mapped_t *mapped);
+/* The device and inode of that file, as /proc/self/maps lists them. */
+void hk__ltdl_mapped_id(const hk__mapped_t *mapped, dev_t *dev, ino_t *ino);
 void *hk__ltdl_sym(lt_dlhandle module, const char *name);
 /* Closes a module opened by hk__ltdl_open_fd and gives its descriptor back
  * to the system once nothing in the process is mapped under its name. */

@@ -154,6 +154,7 @@ hk_status_t hk_loader_create(const hk_loader_options_t *opts, hk_loader_t **out)
     loader->probe_fd = -1;
     loader->probe_timeout_ms = o.probe_timeout_ms ? o.probe_timeout_ms : HK_PROBE_TIMEOUT_MS;
     loader->isolation = o.isolation;
+    loader->in_place = o.load_in_place != 0;
     if (o.probe_path) {
         loader->probe_path = strdup(o.probe_path);
         if (!loader->probe_path) {
@@ -229,6 +230,10 @@ static void hk__plugin_free(hk_plugin_t *p)
      * handles or callers outside the loader, and closing the code they
      * point into would turn their next call into a crash; and a plugin whose
      * trim failed in a probe may fail as badly in its unload. */
+    /* The snapshot goes with the plugin; a module kept mapped keeps its
+     * pages through the mapping. */
+    if (p->snap_fd >= 0)
+        close(p->snap_fd);
     free(p->path);
     free(p->name);
     free(p->version);

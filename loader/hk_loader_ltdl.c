@@ -26,11 +26,20 @@
  * stays open for as long as any object in the process may carry the name
  * (hk__mapped_t below), and a second open of a file already mapped this way
  * reuses the first name instead of adding one. A descriptor is closed only
- * after dlopen(name, RTLD_NOLOAD) finds nothing under it. */
+ * after dlopen(name, RTLD_NOLOAD) finds nothing under it.
+ *
+ * A snapshot (hk_loader_snap.c) is a memfd of its own for every load, so
+ * its own inode says nothing about which file it holds: a snapshot is the
+ * same as one already mapped when both copied the same file (device and
+ * inode) and their bytes are equal. Equal bytes, not the file's times: a
+ * file rewritten within one tick of its clock keeps its size and times, and
+ * reusing the older copy's name would run the older bytes. */
 #include "hk__loader.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -50,8 +59,11 @@ static char hk__refused_module; /* the sentinel's address is the sentinel */
 
 struct hk__mapped {
     hk__mapped_t *next;
-    dev_t dev;
+    dev_t dev; /* the file's (for a snapshot: the file it copied) */
     ino_t ino;
+    int snapshot;
+    dev_t map_dev; /* fd's own, as /proc/self/maps shows it */
+    ino_t map_ino;
     int fd;
     unsigned uses; /* our open modules through this name */
     char name[48]; /* "/proc/<pid>/fd/<fd>" */
@@ -244,26 +256,60 @@ static void hk__mapped_unlink(hk__mapped_t *m)
     }
 }
 
-lt_dlhandle hk__ltdl_open_fd(lt_dladvise advise, int fd, const struct stat *st,
+/* 1 when the files behind a and b hold the same bytes. */
+static int hk__same_bytes(int a, int b)
+{
+    struct stat sa, sb;
+    if (fstat(a, &sa) != 0 || fstat(b, &sb) != 0 || sa.st_size != sb.st_size)
+        return 0;
+    if (sa.st_size == 0)
+        return 1;
+    size_t n = (size_t)sa.st_size;
+    void *pa = mmap(NULL, n, PROT_READ, MAP_PRIVATE, a, 0);
+    void *pb = mmap(NULL, n, PROT_READ, MAP_PRIVATE, b, 0);
+    int same = pa != MAP_FAILED && pb != MAP_FAILED && memcmp(pa, pb, n) == 0;
+    if (pa != MAP_FAILED)
+        munmap(pa, n);
+    if (pb != MAP_FAILED)
+        munmap(pb, n);
+    return same;
+}
+
+/* The record a new open of fd may share: the same file, loaded the same
+ * way (and for a snapshot, the same bytes). Caller holds hk__ltdl_mutex. */
+static hk__mapped_t *hk__mapped_find(int fd, const struct stat *st, int snapshot)
+{
+    for (hk__mapped_t *m = hk__mapped_list; m; m = m->next)
+        if (m->dev == st->st_dev && m->ino == st->st_ino && m->snapshot == snapshot
+            && (!snapshot || hk__same_bytes(m->fd, fd)))
+            return m;
+    return NULL;
+}
+
+lt_dlhandle hk__ltdl_open_fd(lt_dladvise advise, int fd, const struct stat *st, int snapshot,
                              const char *shown, hk__mapped_t **mapped, char *err,
                              size_t errlen)
 {
     hk__mapped_t *m = NULL, *fresh = NULL;
     lt_dlhandle module = NULL;
+    struct stat own;
 
     *mapped = NULL;
     hk__take();
-    for (m = hk__mapped_list; m; m = m->next)
-        if (m->dev == st->st_dev && m->ino == st->st_ino)
-            break;
+    m = hk__mapped_find(fd, st, snapshot);
     if (!m) {
         fresh = calloc(1, sizeof(*fresh));
-        if (!fresh) {
+        if (!fresh || fstat(fd, &own) != 0) {
+            free(fresh);
+            fresh = NULL;
             snprintf(err, errlen, "out of memory");
             goto out;
         }
         fresh->dev = st->st_dev;
         fresh->ino = st->st_ino;
+        fresh->snapshot = snapshot;
+        fresh->map_dev = own.st_dev;
+        fresh->map_ino = own.st_ino;
         fresh->fd = fd;
         snprintf(fresh->name, sizeof(fresh->name), "/proc/%ld/fd/%d", (long)getpid(), fd);
         m = fresh;
@@ -285,6 +331,19 @@ lt_dlhandle hk__ltdl_open_fd(lt_dladvise advise, int fd, const struct stat *st,
 out:
     hk__give();
     return module;
+}
+
+/* m->fd and the identities never change while m has uses, which the
+ * caller's module holds: no lock. */
+int hk__ltdl_mapped_dup(const hk__mapped_t *mapped)
+{
+    return fcntl(mapped->fd, F_DUPFD_CLOEXEC, 0);
+}
+
+void hk__ltdl_mapped_id(const hk__mapped_t *mapped, dev_t *dev, ino_t *ino)
+{
+    *dev = mapped->map_dev;
+    *ino = mapped->map_ino;
 }
 
 void *hk__ltdl_sym(lt_dlhandle module, const char *name)

@@ -18,6 +18,7 @@
 #include "hk__trace.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,15 +56,62 @@ static void hk__refuse_secure(hk__cand_t *c)
     hk__refuse(c, HK_STAGE_SCAN, HK_STATUS_INSECURE);
 }
 
+/* A reopen of a plugin loaded from a snapshot opens that snapshot again:
+ * the bytes that were checked and ran, whatever the path holds now.
+ * Returns the new descriptor (-1 when refused). */
+static int hk__cand_snapshot_again(hk__cand_t *c)
+{
+    struct stat snap;
+    int fd = fcntl(c->again->snap_fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0 || fstat(fd, &snap) != 0) {
+        snprintf(c->reason, sizeof(c->reason), "the loader's copy of the file: %s",
+                 strerror(errno));
+        hk__refuse(c, HK_STAGE_OPEN, HK_STATUS_LOAD_FAILED);
+        return fd;
+    }
+    c->snapshot = 1;
+    memset(&c->st, 0, sizeof(c->st));
+    c->st.st_dev = c->again->dev;
+    c->st.st_ino = c->again->ino;
+    c->st.st_size = snap.st_size;
+    return fd;
+}
+
+/* Unless the loader maps files in place: the loader's own copy of the file
+ * that was opened as *fd, which takes its place. 0, or -1 when refused. */
+static int hk__cand_snapshot(hk_loader_t *loader, hk__cand_t *c, int *fd)
+{
+    int snap = -1;
+    if (loader->in_place)
+        return 0;
+    hk_status_t st = hk__snap_make(*fd, &c->st, c->path, &snap, c->reason, sizeof(c->reason));
+    if (st != HK_STATUS_OK) {
+        hk__refuse(c, HK_STAGE_OPEN, st);
+        return -1;
+    }
+    close(*fd);
+    *fd = snap;
+    c->snapshot = 1;
+    hk__file_id_set(&c->id, &c->st); /* its report stands for what was copied */
+    return 0;
+}
+
 /* The file's own checks through one descriptor: the trust walk and open,
  * privileges again, the same file as stat'ed (for a reopen, the file that
- * was loaded), ELF. Leaves an open c->fd, or c->refused. */
+ * was loaded), the snapshot, ELF (of the snapshot). Leaves an open c->fd,
+ * or c->refused. */
 static void hk__cand_open(hk_loader_t *loader, hk__cand_t *c)
 {
     char resolved[PATH_MAX];
     int fd = -1;
-    hk_status_t st = hk__trust_open(c->path, 0, 1, &fd, &c->st, resolved, c->reason,
-                                    sizeof(c->reason));
+    hk_status_t st;
+    if (c->again && c->again->snap_fd >= 0) {
+        fd = hk__cand_snapshot_again(c);
+        if (c->refused)
+            goto fail;
+        goto elf;
+    }
+    st = hk__trust_open(c->path, 0, 1, &fd, &c->st, resolved, c->reason, sizeof(c->reason));
     if (st != HK_STATUS_OK) {
         hk__refuse(c, HK_STAGE_SCAN, st);
         return;
@@ -85,6 +133,9 @@ static void hk__cand_open(hk_loader_t *loader, hk__cand_t *c)
         hk__refuse(c, HK_STAGE_SCAN, HK_STATUS_LOAD_FAILED);
         goto fail;
     }
+    if (hk__cand_snapshot(loader, c, &fd) != 0)
+        goto fail;
+elf:
     st = hk__elf_check(fd, c->st.st_size, c->reason, sizeof(c->reason));
     if (st != HK_STATUS_OK) {
         hk__refuse(c, HK_STAGE_OPEN, st);
@@ -93,7 +144,8 @@ static void hk__cand_open(hk_loader_t *loader, hk__cand_t *c)
     c->fd = fd;
     return;
 fail:
-    close(fd);
+    if (fd >= 0)
+        close(fd);
 }
 
 /* Step 1: a candidate seen before keeps its verdict; otherwise the name
@@ -167,6 +219,8 @@ static void hk__plugin_drop(hk_plugin_t *plugin)
 {
     if (!plugin)
         return;
+    if (plugin->snap_fd >= 0)
+        close(plugin->snap_fd);
     free(plugin->path);
     free(plugin->name);
     free(plugin->version);
@@ -210,7 +264,8 @@ static void hk__cand_load(hk_loader_t *loader, hk__cand_t *c, lt_dlhandle *modul
     const size_t n = sizeof(c->reason);
     hk_load_stage_t stage = HK_STAGE_OPEN;
 
-    *module = hk__ltdl_open_fd(loader->advise, c->fd, &c->st, c->path, mapped, reason, n);
+    *module = hk__ltdl_open_fd(loader->advise, c->fd, &c->st, c->snapshot, c->path, mapped,
+                               reason, n);
     if (!*module) {
         hk__refuse(c, HK_STAGE_OPEN, HK_STATUS_LOAD_FAILED);
         return;
@@ -230,6 +285,13 @@ static void hk__cand_load(hk_loader_t *loader, hk__cand_t *c, lt_dlhandle *modul
     if (!*plugin) {
         snprintf(reason, n, "out of memory");
         hk__refuse(c, HK_STAGE_SYMBOL, HK_STATUS_OUT_OF_MEMORY);
+        return;
+    }
+    /* A reopen's plugin keeps the snapshot it has. */
+    (*plugin)->snap_fd = c->snapshot && !c->again ? hk__ltdl_mapped_dup(*mapped) : -1;
+    if (c->snapshot && !c->again && (*plugin)->snap_fd < 0) {
+        snprintf(reason, n, "the loader's copy of the file: %s", strerror(errno));
+        hk__refuse(c, HK_STAGE_OPEN, HK_STATUS_LOAD_FAILED);
         return;
     }
     hk_status_t status = hk__negotiate(loader, entry, *plugin, &stage, reason, n);

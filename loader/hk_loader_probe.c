@@ -678,12 +678,21 @@ size_t hk__probe_fit(const hk_loader_t *loader, size_t n)
     return (size_t)k < n ? (size_t)k : n;
 }
 
-/* The file of plugin as a candidate of its own, opened through the trust
- * walk again; it must still be the file that was loaded. */
+/* The file of plugin as a candidate of its own: the snapshot it was loaded
+ * from, else (loaded in place) opened through the trust walk again, when it
+ * is still the file that was loaded. */
 static hk_status_t hk__verify_cand(const hk_plugin_t *plugin, hk__cand_t *c)
 {
     memset(c, 0, sizeof(*c));
     c->path = plugin->path;
+    if (plugin->snap_fd >= 0) {
+        c->fd = fcntl(plugin->snap_fd, F_DUPFD_CLOEXEC, 0);
+        if (c->fd >= 0)
+            return HK_STATUS_OK;
+        snprintf(c->reason, sizeof(c->reason), "the loader's copy of %s: %s", plugin->path,
+                 strerror(errno));
+        return HK_STATUS_LOAD_FAILED;
+    }
     hk_status_t st = hk__trust_open(plugin->path, 0, 1, &c->fd, &c->st, NULL, c->reason,
                                     sizeof(c->reason));
     if (st == HK_STATUS_OK && (c->st.st_dev != plugin->dev || c->st.st_ino != plugin->ino)) {

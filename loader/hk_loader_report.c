@@ -35,6 +35,7 @@ void hk__file_id_set(hk__file_id_t *id, const struct stat *st)
     id->mode = st->st_mode;
     id->size = st->st_size;
     id->mtime = st->st_mtim;
+    id->ctime = st->st_ctim;
 }
 
 static int hk__same_candidate(const hk__report_t *r, const char *path, const hk__file_id_t *id)
@@ -43,11 +44,15 @@ static int hk__same_candidate(const hk__report_t *r, const char *path, const hk_
         return !id->valid && !r->id.valid && strcmp(r->pub.path, path) == 0;
     if (r->id.dev != id->dev || r->id.ino != id->ino)
         return 0;
-    if (r->pub.plugin)
-        return 1; /* already mapped: the same file cannot be loaded twice */
+    if (r->pub.plugin && r->pub.plugin->snap_fd < 0)
+        return 1; /* mapped in place: the same file cannot be loaded twice */
+    /* A refused file, or a loaded snapshot's: once the file is written it
+     * holds another build, which a scan must see. */
     return r->id.mode == id->mode && r->id.size == id->size
            && r->id.mtime.tv_sec == id->mtime.tv_sec
-           && r->id.mtime.tv_nsec == id->mtime.tv_nsec;
+           && r->id.mtime.tv_nsec == id->mtime.tv_nsec
+           && r->id.ctime.tv_sec == id->ctime.tv_sec
+           && r->id.ctime.tv_nsec == id->ctime.tv_nsec;
 }
 
 hk__report_t *hk__loader_report_find(hk_loader_t *loader, const char *path,

@@ -115,8 +115,9 @@ void hk__swap_try_close(hk_loader_t *loader, struct hk__swap *sw, hk_plugin_t *p
         return;
     }
 
+    /* A snapshot shows in the maps under its memfd name, never the path. */
     char canon[PATH_MAX];
-    const char *cpath = realpath(plugin->path, canon) ? canon : NULL;
+    const char *cpath = plugin->snap_fd < 0 && realpath(plugin->path, canon) ? canon : NULL;
     hk__plugin_trim(plugin);
 
     /* The vtable copy is cleared first: a host that ignores the acquire rule
@@ -131,9 +132,12 @@ void hk__swap_try_close(hk_loader_t *loader, struct hk__swap *sw, hk_plugin_t *p
     plugin->module = NULL;
     hk__gate_leave(loader);
 
+    dev_t dev;
+    ino_t ino;
+    hk__ltdl_mapped_id(mapped, &dev, &ino);
     hk__ltdl_close(module, mapped);
     atomic_fetch_add(&mod->closes, 1);
-    if (hk__mapped(plugin->dev, plugin->ino, cpath) == 0) {
+    if (hk__mapped(dev, ino, cpath) == 0) {
         atomic_store(&mod->state, HK_MODULE_CLOSED);
         atomic_fetch_add(&sw->closed, 1);
         HK__TRACE(HK__TRACE_DECISIONS, "swap", "closed the module of %s %s (%s): it left the "

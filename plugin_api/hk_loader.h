@@ -97,7 +97,9 @@ typedef enum hk_load_stage {
  *             ("not an ELF file", "ELF class 32, host is 64", "truncated ELF:
  *             program headers end at X, file is Y bytes", an initialization
  *             function) or is the dynamic loader's own message, with the
- *             candidate's path in place of the descriptor name it was given
+ *             candidate's path in place of the descriptor name it was given; or
+ *             the loader's copy of the file failed ("the file changed while it
+ *             was read", LOAD_FAILED; no room for it, OUT_OF_MEMORY)
  *   probe     LOAD_FAILED; "loading killed by SIGSEGV" (a constructor or the
  *             dynamic loader), "negotiation exited with status 3",
  *             "negotiation did not answer within 2000 ms", "negotiation wrote
@@ -121,9 +123,11 @@ typedef enum hk_load_stage {
  * The open, symbol, negotiate and validate refusals found by the probe are
  * reported with the same stage, status and reason as if the host had met
  * them itself; the host then never maps the file.
- * A candidate is one file (device and inode, and for a refused one also its
- * mode, size and time): it is reported once per loader, however often it is
- * scanned or opened; a file changed on disk after a refusal is a new one. */
+ * A candidate is one file (device and inode, and for a refused one, or one
+ * loaded from a snapshot, also its mode, size, modification and change
+ * times): it is reported once per loader, however often it is scanned or
+ * opened; a file changed on disk after a refusal, or rewritten with another
+ * build after it was loaded, is a new one. */
 typedef struct hk_load_report {
     const char *path;     /* the candidate's path; owned by the loader */
     hk_load_stage_t stage;
@@ -160,6 +164,17 @@ typedef struct hk_loader_options {
                                   of the running executable, then the one
                                   built with it. It must pass the same trust
                                   checks as a plugin. Copied at create. */
+    uint32_t load_in_place;    /* 0 (the default): each plugin is loaded
+                                  from the loader's own sealed copy of the
+                                  bytes it checked (docs/deploy.md, "What
+                                  the loader loads"), so a file rewritten
+                                  under a running host changes nothing in
+                                  it. Nonzero, for debugging tools that
+                                  need the file's own name in the process's
+                                  maps: the file itself is mapped, and a
+                                  file rewritten in place (cp, install)
+                                  while it is loaded crashes the host
+                                  (SIGBUS) or runs the other build's bytes. */
 } hk_loader_options_t;
 
 /* Default of hk_loader_options_t.probe_timeout_ms. */
@@ -173,7 +188,7 @@ typedef struct hk_loader_options {
  *   be swapped in is verified there too (hk_swap.h). Only a candidate that
  *   answered there is opened by the host. Its verdict is
  *   remembered for the loader's life per file identity (device, inode, size,
- *   modification time, mode), so a rescan does not probe it again.
+ *   modification and change times, mode), so a rescan does not probe it again.
  * HK_ISOLATION_OFF: no child process (for hosts that may not create one);
  *   a crash, exit or hang of a plugin's load or negotiation then happens in
  *   the host. Every other check still applies. */

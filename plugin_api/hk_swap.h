@@ -14,7 +14,8 @@
  * each, with atomics only: the call path takes no lock, and waits for a swap
  * only in the case "Held calls" below. A swap
  *   1. resolves its request (hk_loader_select rules) and reopens the plugin's
- *      file if an earlier swap closed it;
+ *      snapshot (hk_loader_options_t.load_in_place: its file) if an earlier
+ *      swap closed it;
  *   2. refuses a swap across memory domains (the caller's buffers would not
  *      follow): the domain is the plugin's HK_PLUGIN_MEMORY_HOST or
  *      HK_PLUGIN_MEMORY_CUDA flag, or for a plugin without one the device
@@ -231,8 +232,9 @@ typedef struct hk_swap_options {
  *   NULL_POINTER   loader or request NULL (no last error without a loader)
  *   INVALID_VALUE  opts->size below 4
  *   what hk_loader_select returns; LOAD_FAILED, INSECURE or NOT_FOUND when
- *                  a closed plugin's file cannot be opened again (changed on
- *                  disk, writable by others, no entry point)
+ *                  a closed plugin cannot be opened again (no descriptor
+ *                  left; loaded in place: its file changed on disk,
+ *                  writable by others, no entry point)
  *   NOT_SUPPORTED  the new plugin lacks hk.blas1/1 or hk.memory/1, or a slot
  *                  the old implementation offers; the memory domains differ
  *                  or one is unknown; a handle's device or context cannot be
@@ -364,7 +366,7 @@ typedef struct hk_swap_plugin_state {
     uint64_t inflight;        /* calls in flight in it through movable handles */
     uint64_t draining;        /* its old handles not yet destroyed by a swap */
     uint64_t closes;          /* times a swap closed its module */
-    uint64_t reopens;         /* times its file was opened again */
+    uint64_t reopens;         /* times its module was opened again */
 } hk_swap_plugin_state_t;
 
 /* Fills min(state->size, sizeof) bytes of *state for one plugin. Never waits

@@ -184,7 +184,8 @@ class LoaderOptions(Structure):
     _fields_ = [('size', c_uint32), ('default_dir', c_char_p), ('ignore_env', c_int),
                 ('log', log_fn), ('log_user', c_void_p), ('abi_min', c_uint32),
                 ('abi_max', c_uint32), ('probe_timeout_ms', c_uint32),
-                ('isolation', c_uint32), ('probe_path', c_char_p)]
+                ('isolation', c_uint32), ('probe_path', c_char_p),
+                ('load_in_place', c_uint32)]
 
 
 def read_struct(cls, address, size=None):

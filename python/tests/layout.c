@@ -157,6 +157,7 @@ static void structs_loader(void)
     OFF(hk_loader_options_t, probe_timeout_ms);
     OFF(hk_loader_options_t, isolation);
     OFF(hk_loader_options_t, probe_path);
+    OFF(hk_loader_options_t, load_in_place);
 }
 
 static void constants(void)

@@ -125,6 +125,43 @@ const hk_load_report_t *tl_open_one(const char *file, hk_loader_t **loader)
     return tl_report(*loader, path);
 }
 
+/* The inodes of the snapshots mapped when tl_forget_snapshots ran, which
+ * tl_is_mapped does not count: a child inherits its parent's. */
+static char tl_forgotten[65536];
+
+/* The inode of a maps line of a snapshot ("/memfd:... (deleted)"), or 0. */
+static unsigned long long tl_snapshot_inode(const char *line)
+{
+    unsigned long long ino = 0;
+    if (!strstr(line, " /memfd:") || sscanf(line, "%*s %*s %*s %*s %llu", &ino) != 1)
+        return 0;
+    return ino;
+}
+
+void tl_forget_snapshots(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[8192];
+    size_t len = 0;
+    tl_forgotten[0] = '\0';
+    while (f && fgets(line, sizeof(line), f)) {
+        unsigned long long ino = tl_snapshot_inode(line);
+        if (ino && len + 32 < sizeof(tl_forgotten))
+            len += (size_t)snprintf(tl_forgotten + len, sizeof(tl_forgotten) - len, " %llu ",
+                                    ino);
+    }
+    if (f)
+        fclose(f);
+}
+
+static int tl_forgotten_line(const char *line)
+{
+    char key[32];
+    unsigned long long ino = tl_snapshot_inode(line);
+    snprintf(key, sizeof(key), " %llu ", ino);
+    return ino && strstr(tl_forgotten, key) != NULL;
+}
+
 int tl_is_mapped(const char *path)
 {
     FILE *f = fopen("/proc/self/maps", "r");
@@ -133,11 +170,17 @@ int tl_is_mapped(const char *path)
     if (!f)
         return -1;
     size_t n = strlen(path);
+    /* The loader's snapshot of the file shows under its memfd name. */
+    char snap[4096];
+    const char *base = strrchr(path, '/');
+    snprintf(snap, sizeof(snap), "/memfd:%s (deleted)", base ? base + 1 : path);
+    size_t sn = strlen(snap);
     while (!found && fgets(line, sizeof(line), f)) {
         size_t len = strlen(line);
         if (len > 0 && line[len - 1] == '\n')
             line[--len] = '\0';
-        found = len >= n && strcmp(line + len - n, path) == 0;
+        found = (len >= n && strcmp(line + len - n, path) == 0)
+                || (len >= sn && strcmp(line + len - sn, snap) == 0 && !tl_forgotten_line(line));
     }
     fclose(f);
     return found;
@@ -231,6 +274,7 @@ static void tl_host_child(const tl_host_job_t *job, int out)
     hk_loader_options_t o;
     hk_loader_t *loader = NULL;
     tl_host_thread = pthread_self();
+    tl_forget_snapshots();
     memset(&o, 0, sizeof(o));
     o.size = sizeof(o);
     o.ignore_env = 1;

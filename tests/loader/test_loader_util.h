@@ -35,8 +35,14 @@ hk_loader_t *tl_loader(const char *dir);
  * kept in *loader for the caller to destroy). */
 const hk_load_report_t *tl_open_one(const char *file, hk_loader_t **loader);
 
-/* 1 when path is mapped into this process (/proc/self/maps), else 0. */
+/* 1 when path, or the loader's snapshot of a file of its name
+ * ("/memfd:<name> (deleted)"), is mapped into this process
+ * (/proc/self/maps), else 0. Snapshots are told apart by name only:
+ * those mapped when tl_forget_snapshots last ran do not count. */
 int tl_is_mapped(const char *path);
+
+/* See tl_is_mapped: a host child inherits its parent's snapshots. */
+void tl_forget_snapshots(void);
 
 /* A loader run in a child process, "the host": a plugin that crashes or
  * exits the host ends that child, not the test program. */

@@ -24,12 +24,14 @@ int swp_destroys(void);
 /* The same, in order: 'c' for a create, 'd' for a destroy ("ccd"). */
 void swp_sequence(char *buf, size_t len);
 
-/* 1 when /proc/self/maps lists the file at path, 0 when not. */
+/* 1 when /proc/self/maps lists the file at path, or the loader's snapshot
+ * of it (its name and first bytes), 0 when not. */
 int swp_mapped(const char *path);
 
-/* [not-concurrent] How many different files whose name starts with prefix
- * and ends in ".so" /proc/self/maps lists (e.g. "hk-cuda": every build of
- * hk-cuda mapped); -1 when the maps cannot be read. */
+/* [not-concurrent] How many different files (or the loader's snapshots,
+ * one per inode) whose name starts with prefix and ends in ".so"
+ * /proc/self/maps lists (e.g. "hk-cuda": every build of hk-cuda mapped); -1
+ * when the maps cannot be read. */
 int swp_mapped_count(const char *prefix);
 
 /* Monotonic time in nanoseconds. */

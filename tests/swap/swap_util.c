@@ -80,6 +80,29 @@ hk_plugin_t *swp_open(hk_loader_t *loader, const char *path)
     return p;
 }
 
+/* The loader maps its snapshot of a file, "/memfd:<name> (deleted)": a
+ * maps line (its path at at) of the file's name whose first mapping holds
+ * the file's first bytes (not relocated: the headers and dynamic symbols)
+ * is the snapshot of that file. */
+static int swp_snapshot_of(const char *line, const char *at, const char *canon)
+{
+    unsigned long start, end, offset;
+    char want[PATH_MAX + 32];
+    const char *base = strrchr(canon, '/') + 1;
+    snprintf(want, sizeof want, "/memfd:%s (deleted)", base);
+    if (strncmp(at, want, strlen(want)) != 0 || (at[strlen(want)] != '\n' && at[strlen(want)]))
+        return 0;
+    if (sscanf(line, "%lx-%lx %*4s %lx", &start, &end, &offset) != 3 || offset != 0)
+        return 0;
+    FILE *f = fopen(canon, "rb");
+    if (!f)
+        return 0;
+    static char buf[4096];
+    size_t n = fread(buf, 1, end - start < sizeof buf ? end - start : sizeof buf, f);
+    fclose(f);
+    return n > 0 && memcmp((const void *)start, buf, n) == 0;
+}
+
 int swp_mapped(const char *path)
 {
     char canon[PATH_MAX], line[PATH_MAX + 128];
@@ -92,7 +115,8 @@ int swp_mapped(const char *path)
     size_t n = strlen(canon);
     while (!found && fgets(line, sizeof line, f)) {
         char *at = strchr(line, '/');
-        found = at && strncmp(at, canon, n) == 0 && (at[n] == '\n' || at[n] == '\0');
+        found = at && ((strncmp(at, canon, n) == 0 && (at[n] == '\n' || at[n] == '\0'))
+                       || swp_snapshot_of(line, at, canon));
     }
     fclose(f);
     return found;
@@ -114,6 +138,16 @@ int swp_mapped_count(const char *prefix)
             continue;
         path[strcspn(path, "\n")] = '\0';
         const char *base = strrchr(path, '/') + 1;
+        /* A snapshot, "/memfd:<name> (deleted)", is one file per inode. */
+        char snap[256], key[PATH_MAX];
+        unsigned long long ino = 0;
+        if (strncmp(base, "memfd:", 6) == 0 && sscanf(line, "%*s %*s %*s %*s %llu", &ino) == 1) {
+            snprintf(snap, sizeof snap, "%s", base + 6);
+            snap[strcspn(snap, " ")] = '\0';
+            base = snap;
+            snprintf(key, sizeof key, "%s#%llu", snap, ino);
+            path = key;
+        }
         size_t blen = strlen(base);
         if (strncmp(base, prefix, plen) != 0 || blen < 3 || strcmp(base + blen - 3, ".so") != 0)
             continue;
