@@ -76,7 +76,11 @@ struct hk_plugin {
      * (hk__probe_verify): the host never calls that trim, and keeps the
      * module mapped, as for a plugin that is not unload-safe. */
     atomic_int trim_failed;
-    int snap_fd; /* the snapshot it was loaded from, for a reopen; -1: in place */
+    int from_snap; /* loaded from a snapshot (else in place) */
+    /* The snapshot's descriptor while the module is closed (a reopen opens
+     * it again); -1 while it is open, when the mapped record's descriptor
+     * is the snapshot's: one descriptor per loaded plugin. */
+    int snap_fd;
 };
 
 /* Serialises scan and open of one loader; see the file comment. */
@@ -259,6 +263,10 @@ hk_status_t hk__answer_flags(uint32_t abi, uint32_t flags, uint32_t *out, char *
 
 /* The loader's ABI range as text ("1.0-1.2"), for messages. */
 void hk__range_text(char *buf, size_t n, const hk_loader_t *loader);
+
+/* A new descriptor (close-on-exec) of the snapshot plugin was loaded from;
+ * -1 with errno set (EINVAL: it was loaded in place). hk_loader.c. */
+int hk__plugin_snap_dup(const hk_plugin_t *p);
 
 /* ---- hk_loader_verify.c ---- */
 

@@ -6,6 +6,8 @@
 #include "hk__loader.h"
 #include "hk__trace.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdalign.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -494,6 +496,17 @@ const void *hk_plugin_table(const hk_plugin_t *plugin, const char *name)
         free(c);
     }
     return found;
+}
+
+int hk__plugin_snap_dup(const hk_plugin_t *p)
+{
+    if (!p->from_snap) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (p->mapped)
+        return hk__ltdl_mapped_dup(p->mapped);
+    return fcntl(p->snap_fd, F_DUPFD_CLOEXEC, 0);
 }
 
 hk_status_t hk_plugin_last_error_copy(const hk_plugin_t *plugin, const hk_handle_t *handle,

@@ -62,7 +62,7 @@ static void hk__refuse_secure(hk__cand_t *c)
 static int hk__cand_snapshot_again(hk__cand_t *c)
 {
     struct stat snap;
-    int fd = fcntl(c->again->snap_fd, F_DUPFD_CLOEXEC, 0);
+    int fd = hk__plugin_snap_dup(c->again);
     if (fd < 0 || fstat(fd, &snap) != 0) {
         snprintf(c->reason, sizeof(c->reason), "the loader's copy of the file: %s",
                  strerror(errno));
@@ -105,7 +105,7 @@ static void hk__cand_open(hk_loader_t *loader, hk__cand_t *c)
     char resolved[PATH_MAX];
     int fd = -1;
     hk_status_t st;
-    if (c->again && c->again->snap_fd >= 0) {
+    if (c->again && c->again->from_snap) {
         fd = hk__cand_snapshot_again(c);
         if (c->refused)
             goto fail;
@@ -287,13 +287,10 @@ static void hk__cand_load(hk_loader_t *loader, hk__cand_t *c, lt_dlhandle *modul
         hk__refuse(c, HK_STAGE_SYMBOL, HK_STATUS_OUT_OF_MEMORY);
         return;
     }
-    /* A reopen's plugin keeps the snapshot it has. */
-    (*plugin)->snap_fd = c->snapshot && !c->again ? hk__ltdl_mapped_dup(*mapped) : -1;
-    if (c->snapshot && !c->again && (*plugin)->snap_fd < 0) {
-        snprintf(reason, n, "the loader's copy of the file: %s", strerror(errno));
-        hk__refuse(c, HK_STAGE_OPEN, HK_STATUS_LOAD_FAILED);
-        return;
-    }
+    /* The mapped record's descriptor is the snapshot's while the module is
+     * open; a reopen's plugin keeps the snapshot it has. */
+    (*plugin)->snap_fd = -1;
+    (*plugin)->from_snap = c->snapshot && !c->again;
     hk_status_t status = hk__negotiate(loader, entry, *plugin, &stage, reason, n);
     if (status != HK_STATUS_OK) {
         hk__refuse(c, stage, status);
@@ -344,6 +341,10 @@ static void hk__cand_reopened(hk__cand_t *c, lt_dlhandle module, hk__mapped_t *m
     p->vtable = vt;
     p->module = module;
     p->mapped = mapped;
+    if (p->snap_fd >= 0) { /* the mapped record holds the snapshot again */
+        close(p->snap_fd);
+        p->snap_fd = -1;
+    }
     if (!(p->flags & HK_PLUGIN_UNLOAD_SAFE))
         hk__ltdl_keep(module);
     hk__plugin_drop(fresh);

@@ -685,8 +685,8 @@ static hk_status_t hk__verify_cand(const hk_plugin_t *plugin, hk__cand_t *c)
 {
     memset(c, 0, sizeof(*c));
     c->path = plugin->path;
-    if (plugin->snap_fd >= 0) {
-        c->fd = fcntl(plugin->snap_fd, F_DUPFD_CLOEXEC, 0);
+    if (plugin->from_snap) {
+        c->fd = hk__plugin_snap_dup(plugin);
         if (c->fd >= 0)
             return HK_STATUS_OK;
         snprintf(c->reason, sizeof(c->reason), "the loader's copy of %s: %s", plugin->path,

@@ -44,7 +44,7 @@ static int hk__same_candidate(const hk__report_t *r, const char *path, const hk_
         return !id->valid && !r->id.valid && strcmp(r->pub.path, path) == 0;
     if (r->id.dev != id->dev || r->id.ino != id->ino)
         return 0;
-    if (r->pub.plugin && r->pub.plugin->snap_fd < 0)
+    if (r->pub.plugin && !r->pub.plugin->from_snap)
         return 1; /* mapped in place: the same file cannot be loaded twice */
     /* A refused file, or a loaded snapshot's: once the file is written it
      * holds another build, which a scan must see. */

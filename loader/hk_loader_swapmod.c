@@ -117,15 +117,19 @@ void hk__swap_try_close(hk_loader_t *loader, struct hk__swap *sw, hk_plugin_t *p
 
     /* A snapshot shows in the maps under its memfd name, never the path. */
     char canon[PATH_MAX];
-    const char *cpath = plugin->snap_fd < 0 && realpath(plugin->path, canon) ? canon : NULL;
+    const char *cpath = !plugin->from_snap && realpath(plugin->path, canon) ? canon : NULL;
     hk__plugin_trim(plugin);
 
     /* The vtable copy is cleared first: a host that ignores the acquire rule
      * then finds NULL slots rather than addresses in an unmapped file. */
+    /* The snapshot outlives the module, for a reopen: a descriptor of its
+     * own from now on (the mapped record's goes with the module). */
+    int snap = plugin->from_snap ? hk__plugin_snap_dup(plugin) : -1;
     hk__gate_enter(loader);
     lt_dlhandle module = plugin->module;
     hk__mapped_t *mapped = plugin->mapped;
     plugin->mapped = NULL;
+    plugin->snap_fd = snap;
     size_t vsize = plugin->vtable.size;
     memset(&plugin->vtable, 0, sizeof(plugin->vtable));
     plugin->vtable.size = vsize;
