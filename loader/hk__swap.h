@@ -158,7 +158,17 @@ void hk__mh_wait_released(hk_mhandle_t *mh);
  * a 20 us sleep. */
 void hk__swap_pause(unsigned spins, unsigned yields);
 
-static inline hk__binding_t *hk__mh_enter(hk_mhandle_t *mh)
+/* The movable handle whose forwarded call this thread is in, innermost
+ * first (NULL: none): hk_loader_swap refuses to run inside such a call of
+ * its own loader, whose drain would wait for that call, and so for itself.
+ * Initial-exec: a plain load and store on the call path, where the default
+ * model of a shared library calls __tls_get_addr. */
+extern _Thread_local hk_mhandle_t *hk__in_call __attribute__((tls_model("initial-exec")));
+
+/* Enters the current binding of mh and marks this thread as inside a call
+ * on mh; *was receives the mark to give hk__mh_leave back (a slot may call
+ * through another movable handle). */
+static inline hk__binding_t *hk__mh_enter(hk_mhandle_t *mh, hk_mhandle_t **was)
 {
     for (;;) {
         hk__binding_t *b = atomic_load_explicit(&mh->cur, memory_order_acquire);
@@ -167,33 +177,48 @@ static inline hk__binding_t *hk__mh_enter(hk_mhandle_t *mh)
             continue;
         }
         atomic_fetch_add_explicit(&b->inflight, 1, memory_order_seq_cst);
-        if (atomic_load_explicit(&mh->cur, memory_order_seq_cst) == b)
+        if (atomic_load_explicit(&mh->cur, memory_order_seq_cst) == b) {
+            *was = hk__in_call;
+            hk__in_call = mh;
             return b;
+        }
         atomic_fetch_sub_explicit(&b->inflight, 1, memory_order_release);
     }
 }
 
-static inline void hk__mh_leave(hk__binding_t *b)
+static inline void hk__mh_leave(hk__binding_t *b, hk_mhandle_t *was)
 {
+    hk__in_call = was;
     atomic_fetch_sub_explicit(&b->inflight, 1, memory_order_release);
 }
 
 /* hk__mh_enter with mh->lock taken (setters, last_error): never waits for a
  * release while holding the lock, which a swap step may need. */
-static inline hk__binding_t *hk__mh_enter_locked(hk_mhandle_t *mh)
+static inline hk__binding_t *hk__mh_enter_locked(hk_mhandle_t *mh, hk_mhandle_t **was)
 {
     for (;;) {
         pthread_mutex_lock(&mh->lock);
         hk__binding_t *b = atomic_load_explicit(&mh->cur, memory_order_acquire);
         if (b != &hk__held) { /* one load: a hold may begin between two */
             atomic_fetch_add_explicit(&b->inflight, 1, memory_order_seq_cst);
-            if (atomic_load_explicit(&mh->cur, memory_order_seq_cst) == b)
+            if (atomic_load_explicit(&mh->cur, memory_order_seq_cst) == b) {
+                *was = hk__in_call;
+                hk__in_call = mh;
                 return b;
+            }
             atomic_fetch_sub_explicit(&b->inflight, 1, memory_order_release);
         }
         pthread_mutex_unlock(&mh->lock);
         hk__mh_wait_released(mh);
     }
+}
+
+/* Whether this thread is inside a forwarded call through a movable handle
+ * of loader (hk__in_call's handle cannot go meanwhile: its destroy is BUSY
+ * while the call is in flight). */
+static inline int hk__in_call_of(const hk_loader_t *loader)
+{
+    return hk__in_call && hk__in_call->loader == loader;
 }
 
 /* The binding mh runs on, a held one's included. Caller holds list_lock. */

@@ -647,10 +647,13 @@ static hk_status_t hk__job_begin(hk_loader_t *loader, const char *request,
                                  (unsigned)opts->size);
         memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
     }
+    if (hk__in_call_of(loader)) /* its drain would wait for this thread's own call */
+        return hk__swap_fail(loader, HK_STATUS_BUSY, "swap to %s refused: called from inside a "
+                             "call through a movable handle of this loader (it would wait "
+                             "for that call to end)", request);
     struct hk__swap *sw = hk__swap_get(loader);
     if (!sw)
         return hk__swap_fail(loader, HK_STATUS_OUT_OF_MEMORY, "swap refused: out of memory");
-
     /* The job holds a cache-line aligned binding: calloc's alignment is not enough. */
     hk__job_t *job = aligned_alloc(_Alignof(hk__job_t), sizeof(*job));
     if (job)
