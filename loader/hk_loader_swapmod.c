@@ -82,7 +82,7 @@ static int hk__mapped(dev_t dev, ino_t ino, const char *canon)
  * nobody acquired it, and it may be unloaded at all. Caller holds list_lock. */
 static int hk__unreachable(struct hk__swap *sw, hk_plugin_t *plugin)
 {
-    if (!(plugin->flags & HK_PLUGIN_UNLOAD_SAFE) || !plugin->module)
+    if (!(plugin->flags & HK_PLUGIN_UNLOAD_SAFE) || !plugin->module || atomic_load(&plugin->stuck))
         return 0;
     if (atomic_load(&plugin->refs) != 0)
         return 0;
@@ -95,11 +95,12 @@ static int hk__unreachable(struct hk__swap *sw, hk_plugin_t *plugin)
     return 1;
 }
 
-void hk__swap_try_close(hk_loader_t *loader, struct hk__swap *sw, hk_plugin_t *plugin)
+hk_status_t hk__swap_try_close(hk_loader_t *loader, struct hk__swap *sw, hk_plugin_t *plugin,
+                               uint64_t deadline_ns, char *why, size_t n)
 {
     hk__swap_module_t *mod = hk__swap_module(sw, plugin);
     if (!mod)
-        return;
+        return HK_STATUS_OK;
     pthread_mutex_lock(&sw->list_lock);
     int closable = hk__unreachable(sw, plugin);
     pthread_mutex_unlock(&sw->list_lock);
@@ -107,14 +108,17 @@ void hk__swap_try_close(hk_loader_t *loader, struct hk__swap *sw, hk_plugin_t *p
         HK__TRACE(HK__TRACE_DECISIONS, "swap", "module of %s %s kept open: %s", plugin->name,
                   plugin->version, !(plugin->flags & HK_PLUGIN_UNLOAD_SAFE)
                   ? "the plugin is not unload-safe" : !plugin->module ? "it is closed already"
+                  : atomic_load(&plugin->stuck) ? "a call into it did not return by its deadline"
                   : atomic_load(&plugin->refs) ? "the plugin is acquired (hk_plugin_acquire)"
                   : "a movable handle is still bound to it");
-        return;
+        return HK_STATUS_OK;
     }
 
     char canon[PATH_MAX];
     const char *cpath = realpath(plugin->path, canon) ? canon : NULL;
-    hk__plugin_trim(plugin);
+    hk_status_t st = hk__plugin_trim(plugin, deadline_ns, why, n);
+    if (st != HK_STATUS_OK)
+        return st; /* stuck in its trim: left open */
 
     /* The vtable copy is cleared first: a host that ignores the acquire rule
      * then finds NULL slots rather than addresses in an unmapped file. */
@@ -141,6 +145,7 @@ void hk__swap_try_close(hk_loader_t *loader, struct hk__swap *sw, hk_plugin_t *p
                   "still mapped (something else in the process holds it)", plugin->name,
                   plugin->version, plugin->path);
     }
+    return HK_STATUS_OK;
 }
 
 /* ---- reopen ---- */

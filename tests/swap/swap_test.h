@@ -12,6 +12,8 @@
 
 /* A loader that reads no environment and loads nothing yet. */
 hk_loader_t *swp_loader(void);
+/* The same with hk_loader_options_t.deadline_ms. */
+hk_loader_t *swp_loader_deadline(uint32_t deadline_ms);
 
 /* The plugin at path (loaded through hk_loader_open); NULL on failure. */
 hk_plugin_t *swp_open(hk_loader_t *loader, const char *path);
