@@ -81,6 +81,9 @@ struct hk_plugin {
      * it again); -1 while it is open, when the mapped record's descriptor
      * is the snapshot's: one descriptor per loaded plugin. */
     int snap_fd;
+    /* A call into the plugin was given up at its deadline (hk__plugin_leak):
+     * its code may still run, so the module is never closed. */
+    atomic_int stuck;
 };
 
 /* Serialises scan and open of one loader; see the file comment. */
@@ -103,6 +106,7 @@ struct hk_loader {
     uint32_t probe_timeout_ms;
     uint32_t isolation;
     int in_place;           /* load_in_place: map the files, no snapshots */
+    uint64_t deadline_ns;   /* of a call into a plugin (hk_loader_deadline.c) */
     char *probe_path;       /* the option, or NULL */
     int probe_fd;           /* the checked probe program, -1 until found */
     char *probe_error;      /* why no probe program is usable, once known */
@@ -446,8 +450,36 @@ void hk__ltdl_close(lt_dlhandle module, hk__mapped_t *mapped);
 /* Before a module is closed: the plugin's hk.trim/1, if it offers one, gives
  * back what it keeps between handles (hk_trim.h) here, rather than in its
  * unload, which runs under the dynamic loader's lock. A refusal is traced;
- * the module's unload tries again. The plugin's vtable must be intact. */
-void hk__plugin_trim(hk_plugin_t *plugin);
+ * the module's unload tries again. The plugin's vtable must be intact.
+ * Waits for the trim deadline_ns at most (0: for as long as it takes):
+ * then the plugin is leaked (hk__plugin_leak), why says so ("NAME VERSION
+ * hk.trim/1 (...) did not return within ..."), and it returns TIMED_OUT, the
+ * module to be left open; otherwise OK. */
+hk_status_t hk__plugin_trim(hk_plugin_t *plugin, uint64_t deadline_ns, char *why, size_t n);
+/* A call into plugin did not return by its deadline: its module is kept
+ * mapped for the rest of the process and never closed (plugin->stuck). */
+void hk__plugin_leak(hk_plugin_t *plugin);
+/* "NAME VERSION WHAT did not return within N ms (the deadline); ..." into
+ * why, for a call given up at deadline_ns. */
+void hk__stuck_line(const hk_plugin_t *plugin, const char *what, uint64_t deadline_ns, char *why,
+                    size_t n);
+
+/* ---- hk_loader_deadline.c: calls into a plugin with a deadline ----
+ * Each runs the plugin's function on a thread of its own and waits
+ * deadline_ns at most (0: runs it on this thread, without a deadline; so
+ * does one that finds no thread to spare). Past the deadline: TIMED_OUT,
+ * and the thread is left in the call, touching nothing but its own record:
+ * a handle that a create given up makes later is destroyed by it, through
+ * the same vtable (the caller must leak the plugin, hk__plugin_leak, so that
+ * the code stays). On time: the call's status; after a failure, why
+ * (may be NULL for destroy) holds the plugin's last_error(NULL), taken on
+ * the thread that made the call. */
+hk_status_t hk__call_create(uint64_t deadline_ns, const hk_vtable_t *vt,
+                            const hk_create_info_t *ci, hk_handle_t **out, char *why, size_t n);
+hk_status_t hk__call_destroy(uint64_t deadline_ns, hk_status_t (*destroy)(hk_handle_t *),
+                             hk_handle_t *raw);
+hk_status_t hk__call_trim(uint64_t deadline_ns, hk_status_t (*trim)(void),
+                          const char *(*last_error)(const hk_handle_t *), char *why, size_t n);
 /* Keeps the module mapped for the rest of the process. */
 void hk__ltdl_keep(lt_dlhandle module);
 /* The libltdl lock, for the fork handlers. */

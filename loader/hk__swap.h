@@ -3,8 +3,10 @@
  * failures, reading the state), hk_loader_swapkern.c (libraries and kernels
  * loaded through movable handles), hk_loader_swapmod.c (modules: close and
  * reopen), hk_loader_mhandle.c (handles: memory, create, destroy),
- * hk_loader_swapfwd.c (the forwarding vtable and tables) and
- * hk_loader_swap.c (the swap), each calling only those listed before it
+ * hk_loader_swapfwd.c (the forwarding vtable and tables),
+ * hk_loader_swapstep.c (a swap's calls into plugins under the step deadline,
+ * and its steps after the switch) and hk_loader_swap.c (the swap), each
+ * calling only those listed before it
  * (loader/README.md). Never installed.
  *
  * The call path. A movable handle has two bindings (a plugin handle and
@@ -158,7 +160,17 @@ void hk__mh_wait_released(hk_mhandle_t *mh);
  * a 20 us sleep. */
 void hk__swap_pause(unsigned spins, unsigned yields);
 
-static inline hk__binding_t *hk__mh_enter(hk_mhandle_t *mh)
+/* The movable handle whose forwarded call this thread is in, innermost
+ * first (NULL: none): hk_loader_swap refuses to run inside such a call of
+ * its own loader, whose drain would wait for that call, and so for itself.
+ * Initial-exec: a plain load and store on the call path, where the default
+ * model of a shared library calls __tls_get_addr. */
+extern _Thread_local hk_mhandle_t *hk__in_call __attribute__((tls_model("initial-exec")));
+
+/* Enters the current binding of mh and marks this thread as inside a call
+ * on mh; *was receives the mark to give hk__mh_leave back (a slot may call
+ * through another movable handle). */
+static inline hk__binding_t *hk__mh_enter(hk_mhandle_t *mh, hk_mhandle_t **was)
 {
     for (;;) {
         hk__binding_t *b = atomic_load_explicit(&mh->cur, memory_order_acquire);
@@ -167,33 +179,48 @@ static inline hk__binding_t *hk__mh_enter(hk_mhandle_t *mh)
             continue;
         }
         atomic_fetch_add_explicit(&b->inflight, 1, memory_order_seq_cst);
-        if (atomic_load_explicit(&mh->cur, memory_order_seq_cst) == b)
+        if (atomic_load_explicit(&mh->cur, memory_order_seq_cst) == b) {
+            *was = hk__in_call;
+            hk__in_call = mh;
             return b;
+        }
         atomic_fetch_sub_explicit(&b->inflight, 1, memory_order_release);
     }
 }
 
-static inline void hk__mh_leave(hk__binding_t *b)
+static inline void hk__mh_leave(hk__binding_t *b, hk_mhandle_t *was)
 {
+    hk__in_call = was;
     atomic_fetch_sub_explicit(&b->inflight, 1, memory_order_release);
 }
 
 /* hk__mh_enter with mh->lock taken (setters, last_error): never waits for a
  * release while holding the lock, which a swap step may need. */
-static inline hk__binding_t *hk__mh_enter_locked(hk_mhandle_t *mh)
+static inline hk__binding_t *hk__mh_enter_locked(hk_mhandle_t *mh, hk_mhandle_t **was)
 {
     for (;;) {
         pthread_mutex_lock(&mh->lock);
         hk__binding_t *b = atomic_load_explicit(&mh->cur, memory_order_acquire);
         if (b != &hk__held) { /* one load: a hold may begin between two */
             atomic_fetch_add_explicit(&b->inflight, 1, memory_order_seq_cst);
-            if (atomic_load_explicit(&mh->cur, memory_order_seq_cst) == b)
+            if (atomic_load_explicit(&mh->cur, memory_order_seq_cst) == b) {
+                *was = hk__in_call;
+                hk__in_call = mh;
                 return b;
+            }
             atomic_fetch_sub_explicit(&b->inflight, 1, memory_order_release);
         }
         pthread_mutex_unlock(&mh->lock);
         hk__mh_wait_released(mh);
     }
+}
+
+/* Whether this thread is inside a forwarded call through a movable handle
+ * of loader (hk__in_call's handle cannot go meanwhile: its destroy is BUSY
+ * while the call is in flight). */
+static inline int hk__in_call_of(const hk_loader_t *loader)
+{
+    return hk__in_call && hk__in_call->loader == loader;
 }
 
 /* The binding mh runs on, a held one's included. Caller holds list_lock. */
@@ -378,7 +405,87 @@ hk__swap_module_t *hk__swap_module(struct hk__swap *sw, hk_plugin_t *plugin);
 hk_status_t hk__swap_ensure_open(hk_loader_t *loader, hk_plugin_t *plugin, char *why, size_t n);
 
 /* Closes plugin's module when nothing can reach it any more (see hk_swap.h,
- * step 6), and checks that it left the process. Caller holds swap->lock. */
-void hk__swap_try_close(hk_loader_t *loader, struct hk__swap *sw, hk_plugin_t *plugin);
+ * step 6), and checks that it left the process. Caller holds swap->lock.
+ * A plugin with a call stuck past its deadline is never closed. Returns OK,
+ * or TIMED_OUT when its hk.trim/1 did not return within deadline_ns (0:
+ * none): the module is then left open for good, and why says so. */
+hk_status_t hk__swap_try_close(hk_loader_t *loader, struct hk__swap *sw, hk_plugin_t *plugin,
+                               uint64_t deadline_ns, char *why, size_t n);
+
+/* ---- a swap in progress (hk_loader_swapstep.c, hk_loader_swap.c) ---- */
+
+typedef struct hk__mover {
+    hk_mhandle_t *mh;
+    hk__binding_t *old;    /* the binding it had when the swap began */
+    hk_handle_t *raw;      /* the new plugin handle; NULL until made */
+    void *stream;          /* the settings the new handle was given */
+    hk_pointer_mode_t mode;
+    uint64_t gen;
+} hk__mover_t;
+
+/* A swap in progress; the public hk_swap_prepared_t between prepare and
+ * commit. */
+typedef struct hk_swap_prepared {
+    hk_loader_t *loader;
+    struct hk__swap *sw;
+    const char *from;
+    hk_plugin_t *to;
+    hk__binding_t fresh; /* the new plugin's tables (raw unused) */
+    hk__mover_t *movers;
+    size_t nmovers;
+    int reopened; /* the new plugin's module was closed and this swap opened it */
+    /* The verification handle, destroyed only after the switch: while it
+     * lives, the new plugin keeps what its first handle loaded (a CUDA
+     * plugin's kernels), so the new handles reuse it, and its destroy (which
+     * may wait for the device) is not on the switch's clock. */
+    hk_handle_t *vh;
+    hk_create_info_t ci; /* where the verification handle is made */
+    uint64_t t[5]; /* call, opened, verified, new handles made, switched */
+    /* Made by hk_loader_swap_prepare: committed (or cancelled) later, by the
+     * thread that prepared it (it holds the swap lock meanwhile). */
+    int prepared;
+    pthread_t owner;
+    uint64_t t_commit; /* when hk_loader_swap_commit was called */
+    uint64_t hold_after_ns; /* steps running longer hold the calls; 0: never */
+    uint64_t hold_max_ns;   /* the longest a hold lasts; 0: no limit */
+    uint64_t deadline_ns;   /* of each call into a plugin; 0: none */
+    int switched;           /* the handles run the new plugin */
+    int stuck;              /* a call into a plugin was given up at its deadline */
+    char stuck_why[640];    /* the first such call */
+    unsigned destroys_failed; /* this swap's handle_destroy calls that failed */
+    unsigned unloads_failed;  /* and unloads of libraries of movable handles */
+    char destroy_why[512];    /* the last of them */
+    char request[256]; /* for messages, cut */
+    char why[768];
+} hk__job_t;
+
+/* Makes a handle of the swap's new plugin (what: "the verification
+ * handle"...) with ci: on a helper thread within the job's deadline, or,
+ * here set, on this thread without one (a create that binds the context
+ * current on the swapping thread). On failure line holds the plugin's last
+ * error; past the deadline the plugin is leaked, job->why says which call
+ * hung, and it returns TIMED_OUT. */
+hk_status_t hk__job_create(hk__job_t *job, const hk_create_info_t *ci, hk_handle_t **out,
+                           const char *what, int here, char *line, size_t n);
+
+/* Destroys raw, a handle the swap made or leaves behind (what: "an old
+ * handle"...), through plugin's vtable vt within the job's deadline; a
+ * plugin with a call stuck is not called again (the handle stays with its
+ * module). A failure is counted for hk_swap_state_t, kept for the swap's
+ * last error and logged; a call past the deadline leaks the plugin and is
+ * kept as job->stuck_why. */
+void hk__job_destroy(hk__job_t *job, const hk_vtable_t *vt, hk_plugin_t *plugin,
+                     hk_handle_t *raw, const char *what);
+
+/* After the switch: waiting for the calls on the old bindings; destroying
+ * the old handles and the verification handle; closing the old modules
+ * (olds[nmovers], reordered) that nothing reaches. */
+void hk__job_drain_wait(hk__job_t *job);
+void hk__job_drain(hk__job_t *job);
+void hk__job_close_old(hk__job_t *job, hk_plugin_t **olds);
+
+/* Gives up a swap before its switch: the new handles and the verification
+ * handle go, a module this swap opened again is closed again. */
+void hk__job_abandon(hk__job_t *job);
 
 #endif /* HK__SWAP_H */

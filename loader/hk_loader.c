@@ -157,6 +157,8 @@ hk_status_t hk_loader_create(const hk_loader_options_t *opts, hk_loader_t **out)
     loader->probe_timeout_ms = o.probe_timeout_ms ? o.probe_timeout_ms : HK_PROBE_TIMEOUT_MS;
     loader->isolation = o.isolation;
     loader->in_place = o.load_in_place != 0;
+    loader->deadline_ns = o.deadline_ms == HK_DEADLINE_NONE ? 0
+                          : (uint64_t)(o.deadline_ms ? o.deadline_ms : HK_STEP_DEADLINE_MS) * 1000000u;
     if (o.probe_path) {
         loader->probe_path = strdup(o.probe_path);
         if (!loader->probe_path) {
@@ -197,21 +199,54 @@ fail:
     return st;
 }
 
-void hk__plugin_trim(hk_plugin_t *plugin)
+/* One HK_LOG_WARN line, prefix and text, through the loader's callback. */
+static void hk__log_line(const hk_loader_t *loader, const char *prefix, const char *text)
+{
+    char line[640];
+    snprintf(line, sizeof(line), "%s%s", prefix, text);
+    loader->log(loader->log_user, HK_LOG_WARN, line);
+}
+
+void hk__stuck_line(const hk_plugin_t *plugin, const char *what, uint64_t deadline_ns, char *why,
+                    size_t n)
+{
+    snprintf(why, n, "%s %s %s did not return within %llu ms (the deadline); a thread is still "
+             "in it, so its module stays open for the rest of the process", plugin->name,
+             plugin->version, what, (unsigned long long)((deadline_ns + 999999u) / 1000000u));
+}
+
+void hk__plugin_leak(hk_plugin_t *plugin)
+{
+    /* Resident, so that neither a close nor libltdl's exit with the last
+     * loader unmaps the code the stuck thread runs. */
+    if (!atomic_exchange(&plugin->stuck, 1) && plugin->module)
+        hk__ltdl_keep(plugin->module);
+}
+
+hk_status_t hk__plugin_trim(hk_plugin_t *plugin, uint64_t deadline_ns, char *why, size_t n)
 {
     hk_trim_v1_t t; /* the loader's clamped copy: a short or broken table has no trim */
-    if (atomic_load(&plugin->trim_failed)) /* it crashed, exited or hung in a probe */
-        return;
+    if (atomic_load(&plugin->trim_failed)) /* it crashed, exited or hung in a probe: */
+        return HK_STATUS_OK;                 /* never called, and the module stays */
     if (hk_plugin_get_table(plugin, HK_TABLE_TRIM_V1, &t, sizeof t) != HK_STATUS_OK || !t.trim)
-        return;
-    hk_status_t st = t.trim();
+        return HK_STATUS_OK;
+    char line[512];
+    hk_status_t st = hk__call_trim(deadline_ns, t.trim, plugin->vtable.last_error, line,
+                                   sizeof(line));
+    if (st == HK_STATUS_TIMED_OUT) {
+        hk__plugin_leak(plugin);
+        hk__stuck_line(plugin, "hk.trim/1 (before its module is closed)", deadline_ns, why, n);
+        HK__TRACE(HK__TRACE_DECISIONS, "swap", "%s", why);
+        return st;
+    }
     if (st == HK_STATUS_OK)
         HK__TRACE(HK__TRACE_DECISIONS, "swap", "%s %s gave back what it keeps between handles "
                   "(hk.trim/1) before its module is closed", plugin->name, plugin->version);
     else
         HK__TRACE(HK__TRACE_DECISIONS, "swap", "%s %s: hk.trim/1 before the close: %s: %s; its "
                   "unload tries again", plugin->name, plugin->version, hk_status_name(st),
-                  plugin->vtable.last_error ? plugin->vtable.last_error(NULL) : "");
+                  line);
+    return HK_STATUS_OK;
 }
 
 static void hk__plugin_free(hk_plugin_t *p)
@@ -222,10 +257,16 @@ static void hk__plugin_free(hk_plugin_t *p)
         free(p->tables);
         p->tables = next;
     }
-    if ((p->flags & HK_PLUGIN_UNLOAD_SAFE) && p->module /* NULL: a swap closed it */
+    /* module NULL: a swap closed it; stuck: a call into it was given up, and
+     * its code may still run (hk__plugin_leak made it resident); trim_failed:
+     * its trim crashed, exited or hung in a probe, and may in its unload. */
+    if ((p->flags & HK_PLUGIN_UNLOAD_SAFE) && p->module && !atomic_load(&p->stuck)
         && !atomic_load(&p->trim_failed)) {
-        hk__plugin_trim(p);
-        hk__ltdl_close(p->module, p->mapped);
+        char why[512];
+        if (hk__plugin_trim(p, p->loader->deadline_ns, why, sizeof(why)) == HK_STATUS_OK)
+            hk__ltdl_close(p->module, p->mapped);
+        else if (p->loader->log)
+            hk__log_line(p->loader, "hk_loader_destroy: ", why);
     }
     /* Otherwise the module stays mapped (hk__ltdl_keep made it resident):
      * function pointers from its vtable or tables may still be held by

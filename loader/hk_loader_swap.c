@@ -17,47 +17,6 @@ enum { HK__DOM_UNKNOWN = 0, HK__DOM_HOST = 1, HK__DOM_CUDA = 2 };
 #define HK__HAS(info, field) \
     ((info).size >= offsetof(hk_handle_info_t, field) + sizeof((info).field))
 
-typedef struct hk__mover {
-    hk_mhandle_t *mh;
-    hk__binding_t *old;    /* the binding it had when the swap began */
-    hk_handle_t *raw;      /* the new plugin handle; NULL until made */
-    void *stream;          /* the settings the new handle was given */
-    hk_pointer_mode_t mode;
-    uint64_t gen;
-} hk__mover_t;
-
-/* A swap in progress; the public hk_swap_prepared_t between prepare and
- * commit. */
-typedef struct hk_swap_prepared {
-    hk_loader_t *loader;
-    struct hk__swap *sw;
-    const char *from;
-    hk_plugin_t *to;
-    hk__binding_t fresh; /* the new plugin's tables (raw unused) */
-    hk__mover_t *movers;
-    size_t nmovers;
-    int reopened; /* the new plugin's module was closed and this swap opened it */
-    /* The verification handle, destroyed only after the switch: while it
-     * lives, the new plugin keeps what its first handle loaded (a CUDA
-     * plugin's kernels), so the new handles reuse it, and its destroy (which
-     * may wait for the device) is not on the switch's clock. */
-    hk_handle_t *vh;
-    hk_create_info_t ci; /* where the verification handle is made */
-    uint64_t t[5]; /* call, opened, verified, new handles made, switched */
-    /* Made by hk_loader_swap_prepare: committed (or cancelled) later, by the
-     * thread that prepared it (it holds the swap lock meanwhile). */
-    int prepared;
-    pthread_t owner;
-    uint64_t t_commit; /* when hk_loader_swap_commit was called */
-    uint64_t hold_after_ns; /* steps running longer hold the calls; 0: never */
-    uint64_t hold_max_ns;   /* the longest a hold lasts; 0: no limit */
-    unsigned destroys_failed; /* this swap's handle_destroy calls that failed */
-    unsigned unloads_failed;  /* and unloads of libraries of movable handles */
-    char destroy_why[512];    /* the last of them */
-    char request[256]; /* for messages, cut */
-    char why[768];
-} hk__job_t;
-
 static uint64_t hk__now_ns(void)
 {
     struct timespec ts;
@@ -82,28 +41,6 @@ static int hk__dom_of_info(const hk_handle_info_t *info)
     if (!HK__HAS(*info, device))
         return HK__DOM_UNKNOWN;
     return info->device < 0 ? HK__DOM_HOST : HK__DOM_CUDA;
-}
-
-/* Destroys raw, a handle the swap made or leaves behind (what: "an old
- * handle", "the verification handle"...), through plugin's vtable vt. The
- * handle is gone whatever the status; a failure is counted for
- * hk_swap_state_t, kept for the swap's last error and logged. */
-static void hk__destroy(hk__job_t *job, const hk_vtable_t *vt, const hk_plugin_t *plugin,
-                        hk_handle_t *raw, const char *what)
-{
-    hk_status_t st = vt->handle_destroy(raw);
-    if (st == HK_STATUS_OK)
-        return;
-    atomic_fetch_add(&job->sw->destroys_failed, 1);
-    atomic_store(&job->sw->last_destroy_status, (int)st);
-    job->destroys_failed++;
-    snprintf(job->destroy_why, sizeof(job->destroy_why), "%s %s handle_destroy of %s: %s (%s)",
-             plugin->name, plugin->version, what, hk_status_name(st), hk_status_string(st));
-    if (job->loader->log) {
-        char line[sizeof(job->destroy_why) + 8];
-        snprintf(line, sizeof(line), "swap: %s", job->destroy_why);
-        job->loader->log(job->loader->log_user, HK_LOG_WARN, line);
-    }
 }
 
 /* The movable handles that move: those not on the new plugin yet and, with
@@ -185,11 +122,13 @@ static int hk__dom_of_handle(hk__job_t *job, const hk_create_info_t *ci)
     const hk_vtable_t *vt = &job->fresh.core;
     hk_handle_t *h = NULL;
     hk_handle_info_t info = {.size = sizeof(info)};
-    if (vt->handle_create(ci, &h) != HK_STATUS_OK)
+    char line[512];
+    if (hk__job_create(job, ci, &h, "a handle asked for its memory domain", 0, line,
+                       sizeof(line)) != HK_STATUS_OK)
         return HK__DOM_UNKNOWN;
     if (!vt->handle_info || vt->handle_info(h, &info) != HK_STATUS_OK)
         info.size = 0;
-    hk__destroy(job, vt, job->to, h, "a handle asked for its memory domain");
+    hk__job_destroy(job, vt, job->to, h, "a handle asked for its memory domain");
     return hk__dom_of_info(&info);
 }
 
@@ -243,7 +182,11 @@ static hk_status_t hk__validate_here(hk__job_t *job)
     hk_create_info_t ci = job->ci;
     const hk_vtable_t *vt = &job->fresh.core;
     hk_handle_t *h = NULL;
-    hk_status_t st = vt->handle_create(&ci, &h);
+    char line[512];
+    hk_status_t st = hk__job_create(job, &ci, &h, "the verification handle", 0, line,
+                                    sizeof(line));
+    if (st == HK_STATUS_TIMED_OUT)
+        return st;
     if (st != HK_STATUS_OK && dom_new == HK__DOM_UNKNOWN && ci.device != HK_DEVICE_CURRENT) {
         /* It may have no such device because it works in another domain:
          * that is the better reason to give. */
@@ -251,10 +194,12 @@ static hk_status_t hk__validate_here(hk__job_t *job)
         int dom = hk__dom_of_handle(job, &dflt);
         if (dom != HK__DOM_UNKNOWN && hk__check_domains(job, dom) != HK_STATUS_OK)
             return HK_STATUS_NOT_SUPPORTED;
+        if (job->stuck) /* that handle's create or destroy hung */
+            return HK_STATUS_TIMED_OUT;
     }
     if (st != HK_STATUS_OK) {
         snprintf(job->why, sizeof(job->why), "%s %s: handle_create: %s: %s", to->name,
-                 to->version, hk_status_name(st), vt->last_error(NULL));
+                 to->version, hk_status_name(st), line);
         return st;
     }
     if (dom_new == HK__DOM_UNKNOWN) {
@@ -312,12 +257,15 @@ static hk_status_t hk__make_new(hk__job_t *job, hk__mover_t *mv)
     int user_ctx = HK__HAS(*bound, owns_primary) && !bound->owns_primary;
     if (HK__HAS(*bound, device) && bound->device >= 0)
         ci.device = user_ctx ? HK_DEVICE_CURRENT : bound->device;
-    hk_status_t st = vt->handle_create(&ci, &mv->raw);
+    char line[512];
+    /* bound to a context current on this thread: made here, without a deadline */
+    hk_status_t st = hk__job_create(job, &ci, &mv->raw, "a new handle", user_ctx, line,
+                                    sizeof(line));
     if (st != HK_STATUS_OK) {
         mv->raw = NULL;
-        snprintf(job->why, sizeof(job->why), "%s %s: handle_create (device %d): %s: %s",
-                 job->to->name, job->to->version, ci.device, hk_status_name(st),
-                 vt->last_error(NULL));
+        if (st != HK_STATUS_TIMED_OUT)
+            snprintf(job->why, sizeof(job->why), "%s %s: handle_create (device %d): %s: %s",
+                     job->to->name, job->to->version, ci.device, hk_status_name(st), line);
         return st;
     }
     const char *what = "";
@@ -414,88 +362,6 @@ static hk_status_t hk__commit(hk__job_t *job)
     return st;
 }
 
-/* Destroys the verification handle, if any. */
-static void hk__drop_verify_handle(hk__job_t *job)
-{
-    if (!job->vh)
-        return;
-    hk__destroy(job, &job->fresh.core, job->to, job->vh, "the verification handle");
-    job->vh = NULL;
-}
-
-/* Waits until no call runs on the old bindings (a call in flight on a
- * preempted thread can take long: no hold, which would not help). */
-static void hk__drain_wait(hk__job_t *job)
-{
-    struct hk__swap *sw = job->sw;
-    atomic_store(&sw->draining, job->nmovers);
-    atomic_store(&sw->phase, HK_SWAP_DRAINING);
-    for (size_t i = 0; i < job->nmovers; i++) {
-        hk__binding_t *old = job->movers[i].old;
-        for (unsigned spins = 0; atomic_load(&old->inflight) != 0; spins++)
-            hk__swap_pause(spins, 64);
-    }
-}
-
-/* Counts unloads of libraries of movable handles that failed (why: the
- * last one's line). */
-static void hk__unloads_failed(hk__job_t *job, unsigned failed, const char *why)
-{
-    if (!failed)
-        return;
-    job->unloads_failed += failed;
-    snprintf(job->destroy_why, sizeof(job->destroy_why), "%s", why);
-}
-
-/* Whether mover i is the last of the movers on its old implementation. */
-static int hk__last_of_its_plugin(const hk__job_t *job, size_t i)
-{
-    for (size_t k = i + 1; k < job->nmovers; k++)
-        if (job->movers[k].old->plugin == job->movers[i].old->plugin)
-            return 0;
-    return 1;
-}
-
-/* Destroys the drained old handles and empties their bindings; then
- * destroys the verification handle. The libraries of movable handles are
- * unloaded from an old implementation through the last of its handles, the
- * others destroyed first (they would keep the libraries BUSY). */
-static void hk__drain(hk__job_t *job)
-{
-    struct hk__swap *sw = job->sw;
-    for (size_t i = 0; i < job->nmovers; i++) {
-        hk__binding_t *old = job->movers[i].old;
-        if (hk__last_of_its_plugin(job, i)) {
-            char why[512];
-            hk__unloads_failed(job, hk__kern_drop(sw, old, why, sizeof(why)), why);
-        }
-        hk__destroy(job, &old->core, old->plugin, old->raw, "an old handle");
-        pthread_mutex_lock(&sw->list_lock);
-        old->raw = NULL;
-        old->plugin = NULL;
-        pthread_mutex_unlock(&sw->list_lock);
-        atomic_fetch_sub(&sw->draining, 1);
-    }
-    hk__drop_verify_handle(job);
-}
-
-/* Closes every plugin the movers left that nothing reaches any more. */
-static void hk__close_old(hk__job_t *job, hk_plugin_t **olds)
-{
-    atomic_store(&job->sw->phase, HK_SWAP_CLOSING);
-    size_t n = 0;
-    for (size_t i = 0; i < job->nmovers; i++) {
-        hk_plugin_t *p = olds[i];
-        int seen = 0;
-        for (size_t k = 0; k < n && !seen; k++)
-            seen = olds[k] == p;
-        if (!seen)
-            olds[n++] = p;
-    }
-    for (size_t k = 0; k < n; k++)
-        hk__swap_try_close(job->loader, job->sw, olds[k]);
-}
-
 /* Everything up to the switch, timed step by step into job->t[1..3]; on
  * failure nothing has moved. */
 static hk_status_t hk__prepare(hk__job_t *job, const char *request)
@@ -504,6 +370,11 @@ static hk_status_t hk__prepare(hk__job_t *job, const char *request)
     if (st != HK_STATUS_OK) {
         snprintf(job->why, sizeof(job->why), "%s", hk_loader_last_error(job->loader));
         return st;
+    }
+    if (atomic_load(&job->to->stuck)) {
+        snprintf(job->why, sizeof(job->why), "%s %s has a call that did not return by its "
+                 "deadline", job->to->name, job->to->version);
+        return HK_STATUS_TIMED_OUT;
     }
     job->reopened = job->to->module == NULL;
     st = hk__swap_ensure_open(job->loader, job->to, job->why, sizeof(job->why));
@@ -539,22 +410,6 @@ static hk_status_t hk__prepare_here(hk__job_t *job)
     return st;
 }
 
-/* A swap that will not happen: the new handles and the verification handle
- * go, a module this swap opened again is closed again; nothing moved. */
-static void hk__abandon(hk__job_t *job)
-{
-    char why[512];
-    hk__unloads_failed(job, hk__kern_abandon(job->sw, &job->fresh, job->vh, why, sizeof(why)),
-                       why);
-    for (size_t i = 0; i < job->nmovers; i++)
-        if (job->movers[i].raw)
-            hk__destroy(job, &job->fresh.core, job->to, job->movers[i].raw,
-                        "a new handle of the swap given up");
-    hk__drop_verify_handle(job);
-    if (job->reopened) /* leave it closed, as it was */
-        hk__swap_try_close(job->loader, job->sw, job->to);
-}
-
 /* Starts the watchdog of a step with the job's hold time and limit. */
 static void hk__guard_start(hk__job_t *job, hk__guard_t *g)
 {
@@ -565,6 +420,7 @@ static void hk__guard_start(hk__job_t *job, hk__guard_t *g)
 static void hk__finish(hk__job_t *job)
 {
     job->t[4] = hk__now_ns();
+    job->switched = 1;
     HK__TRACE(HK__TRACE_DECISIONS, "swap", "switched %zu handle%s to %s %s, %.1f us after the "
               "%s call", job->nmovers, job->nmovers == 1 ? "" : "s", job->to->name,
               job->to->version,
@@ -575,16 +431,16 @@ static void hk__finish(hk__job_t *job)
     hk_plugin_t **olds = calloc(job->nmovers ? job->nmovers : 1, sizeof(*olds));
     for (size_t i = 0; olds && i < job->nmovers; i++)
         olds[i] = job->movers[i].old->plugin;
-    hk__drain_wait(job);
+    hk__job_drain_wait(job);
     hk__guard_t g;
     hk__guard_start(job, &g);
-    hk__drain(job);
+    hk__job_drain(job);
     uint64_t t_drained = hk__now_ns();
     HK__TRACE(HK__TRACE_DECISIONS, "swap", "drained: no call runs on the %zu old binding%s any "
               "more, their handles destroyed, %.1f us after the switch", job->nmovers,
               job->nmovers == 1 ? "" : "s", (double)(t_drained - job->t[4]) / 1e3);
     if (olds) /* without the list the old modules just stay open */
-        hk__close_old(job, olds);
+        hk__job_close_old(job, olds);
     hk__guard_done(&g, "destroying the old handles and closing their modules");
     free(olds);
     hk__swap_record_times(job->sw, job->t, job->t_commit, t_drained, hk__now_ns());
@@ -612,7 +468,7 @@ static void hk__abandon_guarded(hk__job_t *job)
 {
     hk__guard_t g;
     hk__guard_start(job, &g);
-    hk__abandon(job);
+    hk__job_abandon(job);
     hk__guard_done(&g, "giving up the swap");
 }
 
@@ -639,7 +495,7 @@ static hk_status_t hk__job_begin(hk_loader_t *loader, const char *request,
         return HK_STATUS_NULL_POINTER;
     if (!request)
         return hk__swap_fail(loader, HK_STATUS_NULL_POINTER, "swap refused: request is NULL");
-    hk_swap_options_t o = {sizeof(o), NULL, 0, 0};
+    hk_swap_options_t o = {sizeof(o), NULL, 0, 0, 0};
     if (opts) {
         if (opts->size < sizeof(uint32_t))
             return hk__swap_fail(loader, HK_STATUS_INVALID_VALUE,
@@ -647,10 +503,13 @@ static hk_status_t hk__job_begin(hk_loader_t *loader, const char *request,
                                  (unsigned)opts->size);
         memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
     }
+    if (hk__in_call_of(loader)) /* its drain would wait for this thread's own call */
+        return hk__swap_fail(loader, HK_STATUS_BUSY, "swap to %s refused: called from inside a "
+                             "call through a movable handle of this loader (it would wait "
+                             "for that call to end)", request);
     struct hk__swap *sw = hk__swap_get(loader);
     if (!sw)
         return hk__swap_fail(loader, HK_STATUS_OUT_OF_MEMORY, "swap refused: out of memory");
-
     /* The job holds a cache-line aligned binding: calloc's alignment is not enough. */
     hk__job_t *job = aligned_alloc(_Alignof(hk__job_t), sizeof(*job));
     if (job)
@@ -672,6 +531,8 @@ static hk_status_t hk__job_begin(hk_loader_t *loader, const char *request,
     job->hold_max_ns = max_us < 0    ? 0
                        : max_us == 0 ? HK__HOLD_MAX_DEFAULT_US * 1000u
                                      : (uint64_t)max_us * 1000u;
+    int64_t dl_us = o.deadline_us > HK__HOLD_AFTER_MAX_US ? HK__HOLD_AFTER_MAX_US : o.deadline_us;
+    job->deadline_ns = dl_us < 0 ? 0 : dl_us == 0 ? loader->deadline_ns : (uint64_t)dl_us * 1000u;
     job->t[0] = t0;
     job->owner = pthread_self();
     snprintf(job->request, sizeof(job->request), "%s", request);
@@ -695,7 +556,17 @@ static hk_status_t hk__job_end(hk__job_t *job, hk_status_t st, hk_plugin_t **to)
                  "%s%u library unload%s", d ? " and " : "", u, u > 1 ? "s" : "");
     if (d || u)
         snprintf(destroys, sizeof(destroys), "%s failed; the last: %s", counts, job->destroy_why);
-    if (st != HK_STATUS_OK) {
+    if (st == HK_STATUS_OK && job->stuck && !job->switched) { /* a cancel */
+        st = HK_STATUS_TIMED_OUT;
+        hk__swap_fail(job->loader, st, "swap to %s cancelled: %s", job->request, job->stuck_why);
+    } else if (st == HK_STATUS_OK && job->stuck) { /* after the switch: the handles moved */
+        st = HK_STATUS_TIMED_OUT;
+        hk__swap_fail(job->loader, st, "swap to %s: %s; every handle that moved runs %s %s%s%s",
+                      job->request, job->stuck_why, job->to->name, job->to->version,
+                      destroys[0] ? "; " : "", destroys);
+        if (to)
+            *to = job->to;
+    } else if (st != HK_STATUS_OK) {
         atomic_fetch_add(&sw->failed, 1);
         HK__TRACE(HK__TRACE_DECISIONS, "swap", "to \"%s\" refused: %s: %s; every handle stays "
                   "on its implementation", job->request, hk_status_name(st), job->why);

@@ -73,7 +73,8 @@ static void hk__mh_missing_locked(hk_mhandle_t *mh, const hk__binding_t *b, cons
         hk_mhandle_t *mh = hk__mh_of(h);                                                       \
         if (!mh)                                                                               \
             return hk__mh_not_live(h, #NAME);                                                  \
-        hk__binding_t *b = hk__mh_enter(mh);                                                   \
+        hk_mhandle_t *was;                                                                     \
+        hk__binding_t *b = hk__mh_enter(mh, &was);                                             \
         hk_status_t st;                                                                        \
         if (__builtin_expect(b->TBL.NAME != NULL, 1)) {                                        \
             st = b->TBL.NAME ARGS;                                                             \
@@ -82,7 +83,7 @@ static void hk__mh_missing_locked(hk_mhandle_t *mh, const hk__binding_t *b, cons
         } else {                                                                               \
             st = hk__mh_missing(mh, b, #NAME);                                                 \
         }                                                                                      \
-        hk__mh_leave(b);                                                                       \
+        hk__mh_leave(b, was);                                                                  \
         return st;                                                                             \
     }
 
@@ -113,14 +114,15 @@ static hk_status_t hk__fw_set_stream(hk_handle_t *h, void *stream)
     hk_mhandle_t *mh = hk__mh_of(h);
     if (!mh)
         return hk__mh_not_live(h, "set_stream");
-    hk__binding_t *b = hk__mh_enter_locked(mh);
+    hk_mhandle_t *was;
+    hk__binding_t *b = hk__mh_enter_locked(mh, &was);
     hk_status_t st = b->core.set_stream ? b->core.set_stream(b->raw, stream)
                                         : HK_STATUS_NOT_SUPPORTED;
     if (st == HK_STATUS_NOT_SUPPORTED && !b->core.set_stream)
         hk__mh_missing_locked(mh, b, "set_stream");
     else if (st != HK_STATUS_OK)
         hk__mh_plugin_failed(mh);
-    hk__mh_leave(b);
+    hk__mh_leave(b, was);
     if (st == HK_STATUS_OK) {
         mh->stream = stream;
         mh->settings_gen++;
@@ -134,14 +136,15 @@ static hk_status_t hk__fw_set_pointer_mode(hk_handle_t *h, hk_pointer_mode_t mod
     hk_mhandle_t *mh = hk__mh_of(h);
     if (!mh)
         return hk__mh_not_live(h, "set_pointer_mode");
-    hk__binding_t *b = hk__mh_enter_locked(mh);
+    hk_mhandle_t *was;
+    hk__binding_t *b = hk__mh_enter_locked(mh, &was);
     hk_status_t st = b->core.set_pointer_mode ? b->core.set_pointer_mode(b->raw, mode)
                                               : HK_STATUS_NOT_SUPPORTED;
     if (st == HK_STATUS_NOT_SUPPORTED && !b->core.set_pointer_mode)
         hk__mh_missing_locked(mh, b, "set_pointer_mode");
     else if (st != HK_STATUS_OK)
         hk__mh_plugin_failed(mh);
-    hk__mh_leave(b);
+    hk__mh_leave(b, was);
     if (st == HK_STATUS_OK) {
         mh->mode = mode;
         mh->settings_gen++;
@@ -155,9 +158,10 @@ static const char *hk__fw_last_error(const hk_handle_t *h)
     hk_mhandle_t *mh = hk__mh_of(h);
     if (!mh)
         return hk__mh_thread_msg();
-    hk__binding_t *b = hk__mh_enter_locked(mh);
+    hk_mhandle_t *was;
+    hk__binding_t *b = hk__mh_enter_locked(mh, &was);
     snprintf(mh->msg, sizeof(mh->msg), "%s", hk__mh_text(mh, b));
-    hk__mh_leave(b);
+    hk__mh_leave(b, was);
     pthread_mutex_unlock(&mh->lock);
     return mh->msg;
 }
@@ -172,9 +176,10 @@ hk_status_t hk_mhandle_last_error_copy(hk_mhandle_t *handle, char *buf, size_t l
         return handle ? HK_STATUS_INVALID_HANDLE : HK_STATUS_OK;
     }
     /* under mh->lock: the plugin's text is only stable between calls */
-    hk__binding_t *b = hk__mh_enter_locked(mh);
+    hk_mhandle_t *was;
+    hk__binding_t *b = hk__mh_enter_locked(mh, &was);
     snprintf(buf, len, "%s", hk__mh_text(mh, b));
-    hk__mh_leave(b);
+    hk__mh_leave(b, was);
     pthread_mutex_unlock(&mh->lock);
     return HK_STATUS_OK;
 }
@@ -198,9 +203,10 @@ static hk_status_t hk__fw_last_error_copy(const hk_handle_t *h, char *buf, size_
         snprintf(text, sizeof(text), "%s", hk__mh_thread_msg());
     } else {
         /* under mh->lock: the plugin's text is only stable between calls */
-        hk__binding_t *b = hk__mh_enter_locked(mh);
+        hk_mhandle_t *was;
+        hk__binding_t *b = hk__mh_enter_locked(mh, &was);
         snprintf(text, sizeof(text), "%s", hk__mh_text(mh, b));
-        hk__mh_leave(b);
+        hk__mh_leave(b, was);
         pthread_mutex_unlock(&mh->lock);
     }
     if (len > 0)
@@ -264,11 +270,12 @@ static hk_status_t hk__fwk_load(hk_handle_t *h, const void *image, size_t size,
     struct hk__swap *sw = atomic_load(&mh->loader->swap);
     char why[512] = "";
     pthread_mutex_lock(&sw->lock); /* libraries come and go between swaps */
-    hk__binding_t *b = hk__mh_enter(mh);
+    hk_mhandle_t *was;
+    hk__binding_t *b = hk__mh_enter(mh, &was);
     int has = b->kernels.load != NULL;
     hk_status_t st = has ? hk__kern_load(sw, mh->loader, b, image, size, out, why, sizeof(why))
                          : hk__mh_missing(mh, b, "load");
-    hk__mh_leave(b);
+    hk__mh_leave(b, was);
     pthread_mutex_unlock(&sw->lock);
     if (!has && out)
         *out = NULL;
@@ -283,11 +290,12 @@ static hk_status_t hk__fwk_unload(hk_handle_t *h, hk_library_t *lib)
     struct hk__swap *sw = atomic_load(&mh->loader->swap);
     char why[512] = "";
     pthread_mutex_lock(&sw->lock);
-    hk__binding_t *b = hk__mh_enter(mh);
+    hk_mhandle_t *was;
+    hk__binding_t *b = hk__mh_enter(mh, &was);
     int has = b->kernels.unload != NULL;
     hk_status_t st = has ? hk__kern_unload(sw, mh->loader, b, lib, why, sizeof(why))
                          : hk__mh_missing(mh, b, "unload");
-    hk__mh_leave(b);
+    hk__mh_leave(b, was);
     pthread_mutex_unlock(&sw->lock);
     return has ? hk__fwk_result(mh, st, why) : st;
 }
@@ -303,16 +311,17 @@ static hk_status_t hk__fwk_get_kernel(hk_handle_t *h, hk_library_t *lib, const c
     hk_status_t st;
     int retry = 0;
     do { /* again when a swap moved the handle while it waited */
-        hk__binding_t *b = hk__mh_enter(mh);
+        hk_mhandle_t *was;
+        hk__binding_t *b = hk__mh_enter(mh, &was);
         if (!b->kernels.get_kernel) {
             st = hk__mh_missing(mh, b, "get_kernel");
-            hk__mh_leave(b);
+            hk__mh_leave(b, was);
             if (out)
                 *out = NULL;
             return st;
         }
         st = hk__kern_get(sw, mh, b, lib, name, out, why, sizeof(why), &retry);
-        hk__mh_leave(b);
+        hk__mh_leave(b, was);
     } while (retry);
     return hk__fwk_result(mh, st, why);
 }
@@ -323,7 +332,8 @@ static hk_status_t hk__fwk_get_attributes(hk_handle_t *h, hk_kernel_t *kernel,
     hk_mhandle_t *mh = hk__mh_of(h);
     if (!mh)
         return hk__mh_not_live(h, "get_attributes");
-    hk__binding_t *b = hk__mh_enter(mh);
+    hk_mhandle_t *was;
+    hk__binding_t *b = hk__mh_enter(mh, &was);
     hk_kernel_t *k = hk__kern_resolve(mh->loader, b->plugin, kernel);
     hk_status_t st;
     if (k && b->kernels.get_attributes) {
@@ -333,7 +343,7 @@ static hk_status_t hk__fwk_get_attributes(hk_handle_t *h, hk_kernel_t *kernel,
     } else {
         st = hk__fwk_refuse(mh, b, b->kernels.get_attributes != NULL, kernel, "get_attributes");
     }
-    hk__mh_leave(b);
+    hk__mh_leave(b, was);
     return st;
 }
 
@@ -345,7 +355,8 @@ static hk_status_t hk__fwk_launch(hk_handle_t *h, hk_kernel_t *kernel, uint32_t 
     hk_mhandle_t *mh = hk__mh_of(h);
     if (!mh)
         return hk__mh_not_live(h, "launch");
-    hk__binding_t *b = hk__mh_enter(mh);
+    hk_mhandle_t *was;
+    hk__binding_t *b = hk__mh_enter(mh, &was);
     hk_kernel_t *k = hk__kern_resolve(mh->loader, b->plugin, kernel);
     hk_status_t st;
     if (__builtin_expect(k && b->kernels.launch, 1)) {
@@ -356,7 +367,7 @@ static hk_status_t hk__fwk_launch(hk_handle_t *h, hk_kernel_t *kernel, uint32_t 
     } else {
         st = hk__fwk_refuse(mh, b, b->kernels.launch != NULL, kernel, "launch");
     }
-    hk__mh_leave(b);
+    hk__mh_leave(b, was);
     return st;
 }
 
@@ -365,7 +376,8 @@ static hk_status_t hk__fwk_get_function(hk_handle_t *h, hk_kernel_t *kernel, voi
     hk_mhandle_t *mh = hk__mh_of(h);
     if (!mh)
         return hk__mh_not_live(h, "get_function");
-    hk__binding_t *b = hk__mh_enter(mh);
+    hk_mhandle_t *was;
+    hk__binding_t *b = hk__mh_enter(mh, &was);
     hk_kernel_t *k = hk__kern_resolve(mh->loader, b->plugin, kernel);
     hk_status_t st;
     if (k && b->kernels.get_function) {
@@ -375,7 +387,7 @@ static hk_status_t hk__fwk_get_function(hk_handle_t *h, hk_kernel_t *kernel, voi
     } else {
         st = hk__fwk_refuse(mh, b, b->kernels.get_function != NULL, kernel, "get_function");
     }
-    hk__mh_leave(b);
+    hk__mh_leave(b, was);
     return st;
 }
 

@@ -29,6 +29,8 @@
 /* Where a held movable handle points (hk__swap.h, "Holding"). */
 hk__binding_t hk__held;
 
+_Thread_local hk_mhandle_t *hk__in_call __attribute__((tls_model("initial-exec")));
+
 static uint64_t hk__hold_now_ns(void)
 {
     struct timespec ts;

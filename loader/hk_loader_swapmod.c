@@ -83,7 +83,7 @@ static int hk__mapped(dev_t dev, ino_t ino, const char *canon)
  * failed in a probe). Caller holds list_lock. */
 static int hk__unreachable(struct hk__swap *sw, hk_plugin_t *plugin)
 {
-    if (!(plugin->flags & HK_PLUGIN_UNLOAD_SAFE) || !plugin->module
+    if (!(plugin->flags & HK_PLUGIN_UNLOAD_SAFE) || !plugin->module || atomic_load(&plugin->stuck)
         || atomic_load(&plugin->trim_failed))
         return 0;
     if (atomic_load(&plugin->refs) != 0)
@@ -97,11 +97,12 @@ static int hk__unreachable(struct hk__swap *sw, hk_plugin_t *plugin)
     return 1;
 }
 
-void hk__swap_try_close(hk_loader_t *loader, struct hk__swap *sw, hk_plugin_t *plugin)
+hk_status_t hk__swap_try_close(hk_loader_t *loader, struct hk__swap *sw, hk_plugin_t *plugin,
+                               uint64_t deadline_ns, char *why, size_t n)
 {
     hk__swap_module_t *mod = hk__swap_module(sw, plugin);
     if (!mod)
-        return;
+        return HK_STATUS_OK;
     pthread_mutex_lock(&sw->list_lock);
     int closable = hk__unreachable(sw, plugin);
     pthread_mutex_unlock(&sw->list_lock);
@@ -110,21 +111,24 @@ void hk__swap_try_close(hk_loader_t *loader, struct hk__swap *sw, hk_plugin_t *p
                   plugin->version, !(plugin->flags & HK_PLUGIN_UNLOAD_SAFE)
                   ? "the plugin is not unload-safe" : !plugin->module ? "it is closed already"
                   : atomic_load(&plugin->trim_failed) ? "its hk.trim/1 failed in a probe process"
+                  : atomic_load(&plugin->stuck) ? "a call into it did not return by its deadline"
                   : atomic_load(&plugin->refs) ? "the plugin is acquired (hk_plugin_acquire)"
                   : "a movable handle is still bound to it");
-        return;
+        return HK_STATUS_OK;
     }
 
     /* A snapshot shows in the maps under its memfd name, never the path. */
     char canon[PATH_MAX];
     const char *cpath = !plugin->from_snap && realpath(plugin->path, canon) ? canon : NULL;
-    hk__plugin_trim(plugin);
+    hk_status_t st = hk__plugin_trim(plugin, deadline_ns, why, n);
+    if (st != HK_STATUS_OK)
+        return st; /* stuck in its trim: left open */
 
-    /* The vtable copy is cleared first: a host that ignores the acquire rule
-     * then finds NULL slots rather than addresses in an unmapped file. */
     /* The snapshot outlives the module, for a reopen: a descriptor of its
      * own from now on (the mapped record's goes with the module). */
     int snap = plugin->from_snap ? hk__plugin_snap_dup(plugin) : -1;
+    /* The vtable copy is cleared first: a host that ignores the acquire rule
+     * then finds NULL slots rather than addresses in an unmapped file. */
     hk__gate_enter(loader);
     lt_dlhandle module = plugin->module;
     hk__mapped_t *mapped = plugin->mapped;
@@ -152,6 +156,7 @@ void hk__swap_try_close(hk_loader_t *loader, struct hk__swap *sw, hk_plugin_t *p
                   "still mapped (something else in the process holds it)", plugin->name,
                   plugin->version, plugin->path);
     }
+    return HK_STATUS_OK;
 }
 
 /* ---- reopen ---- */

@@ -175,7 +175,25 @@ typedef struct hk_loader_options {
                                   file rewritten in place (cp, install)
                                   while it is loaded crashes the host
                                   (SIGBUS) or runs the other build's bytes. */
+    /* Added after the fields above. */
+    uint32_t deadline_ms;      /* how long one
+                                  call into a plugin that a swap step or
+                                  hk_loader_destroy makes (handle_create,
+                                  handle_destroy, hk.trim/1) may take before
+                                  it is given up and its module is left open
+                                  for good (hk_swap.h, "Deadlines");
+                                  0 → HK_STEP_DEADLINE_MS; HK_DEADLINE_NONE:
+                                  none (each call runs on the calling
+                                  thread, for as long as it takes) */
 } hk_loader_options_t;
+
+/* Default of hk_loader_options_t.deadline_ms: far above any step measured
+ * (a CUDA plugin's first handle, which loads its kernels: a quarter of a
+ * second on an H200; eight seconds kept waiting by other threads' launches
+ * without the swap's holds), so that only a call that hangs reaches it. */
+#define HK_STEP_DEADLINE_MS 30000u
+/* hk_loader_options_t.deadline_ms: no deadline. */
+#define HK_DEADLINE_NONE 0xffffffffu
 
 /* Default of hk_loader_options_t.probe_timeout_ms. */
 #define HK_PROBE_TIMEOUT_MS 2000u
@@ -213,7 +231,14 @@ hk_status_t hk_loader_create(const hk_loader_options_t *opts, hk_loader_t **out)
 
 /* [not-concurrent] Closes every module whose plugin is not in use and frees the
  * loader. Returns HK_STATUS_BUSY (and frees nothing) while a plugin is acquired
- * or a movable handle (hk_swap.h) lives. NULL is a no-op returning HK_STATUS_OK. */
+ * or a movable handle (hk_swap.h) lives. NULL is a no-op returning HK_STATUS_OK.
+ * The hk.trim/1 each unload-safe plugin gets before its close is waited for
+ * up to the loader's deadline (hk_loader_options_t.deadline_ms): one still
+ * running then leaves that module open for the rest of the process (its code
+ * may still run on the stuck thread), and the log callback gets an
+ * HK_LOG_WARN line "hk_loader_destroy: NAME VERSION hk.trim/1 (...) did not
+ * return within N ms ..."; the loader is destroyed all the same (OK). So is
+ * a module with a call an earlier swap gave up at its deadline. */
 hk_status_t hk_loader_destroy(hk_loader_t *loader);
 
 /* [thread-safe] Scans every directory of the search path (HK_PLUGIN_PATH, then

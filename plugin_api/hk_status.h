@@ -33,7 +33,8 @@ extern "C" {
     X(NOT_FOUND,         19, "the requested item was not found")                      \
     X(INSECURE,          20, "a file or directory is writable by others")             \
     X(INTERNAL,          21, "internal error")                                        \
-    X(BUSY,              22, "the object is still in use")
+    X(BUSY,              22, "the object is still in use")                           \
+    X(TIMED_OUT,         23, "a call did not return within its deadline")
 
 typedef enum hk_status {
 #define HK__STATUS_ENUM(name, value, msg) HK_STATUS_##name = value,

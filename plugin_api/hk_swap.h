@@ -95,6 +95,31 @@
  * that keeps them holds hk_plugin_acquire() on the plugin for as long as it
  * uses them, and an acquired plugin is never closed.
  *
+ * Deadlines. Each call a swap makes into a plugin's handle_create,
+ * handle_destroy or hk.trim/1 runs on a thread of its own, and the swap
+ * waits for it up to the deadline (hk_swap_options_t.deadline_us; by
+ * default the loader's hk_loader_options_t.deadline_ms, HK_STEP_DEADLINE_MS:
+ * 30 s). A call still running then is given up, and the swap returns
+ * HK_STATUS_TIMED_OUT with a line naming the call and the plugin ("hk-cpu
+ * 1.0.12 handle_create (the verification handle) did not return within 300
+ * ms (the deadline); ..."). Given up before the switch, nothing moved and
+ * the old implementation keeps serving; after it (an old handle's destroy,
+ * the old module's trim) every handle runs the new plugin. A thread stuck
+ * in plugin code cannot be stopped, so the plugin's module is leaked on
+ * purpose: kept mapped and never closed, by a swap or by hk_loader_destroy,
+ * since its code may still run. The swap calls that plugin no more (its
+ * other handles the swap would destroy stay with it), later swaps to it are
+ * refused (TIMED_OUT), and a handle that the stuck create returns later is
+ * destroyed by the thread that made it. Creates and destroys of movable
+ * handles wait for a running swap, so for a stuck one only until its
+ * deadline. A create bound to a context the old handle does not own runs on
+ * the swapping thread, where that context is current, without a deadline.
+ *
+ * A swap from inside a call. hk_loader_swap and hk_loader_swap_prepare
+ * called on a thread that is inside a call through a movable handle of the
+ * same loader (a plugin slot, or a host callback such a slot calls) would
+ * wait for that call to drain, so for ever: they return HK_STATUS_BUSY.
+ *
  * Thread rules: every function here is [thread-safe] unless it says
  * otherwise; swaps, creates and destroys of movable handles of one loader are
  * serialised by the loader (a create or destroy waits for a running swap).
@@ -220,6 +245,14 @@ typedef struct hk_swap_options {
      * 0: the default, 5000 (5 ms); negative: no limit (a hold lasts until
      * its step ends); above a day: a day. */
     int64_t hold_max_us;
+    /* The deadline of each call a step makes into a plugin (handle_create,
+     * handle_destroy, hk.trim/1), in microseconds (added after the fields
+     * above): a call still running then is given up and so is the swap
+     * (see "Deadlines" above). 0: the loader's (hk_loader_options_t
+     * .deadline_ms, by default HK_STEP_DEADLINE_MS, 30 s); negative: none
+     * (each call runs on the swapping thread, for as long as it takes);
+     * above a day: a day. */
+    int64_t deadline_us;
 } hk_swap_options_t;
 
 /* Binds movable handles to the plugin that request resolves to (see the file
@@ -231,6 +264,14 @@ typedef struct hk_swap_options {
  *   OK             every handle that had to move runs the new plugin
  *   NULL_POINTER   loader or request NULL (no last error without a loader)
  *   INVALID_VALUE  opts->size below 4
+ *   BUSY           called on a thread inside a call through a movable
+ *                  handle of this loader (see "A swap from inside a call")
+ *   TIMED_OUT      a step's handle_create, handle_destroy or hk.trim/1 did
+ *                  not return within the deadline (see "Deadlines"): given
+ *                  up before the switch nothing moved; after it every
+ *                  handle that had to move runs the new plugin (*to is
+ *                  set) and the last error starts "swap to <request>: ";
+ *                  also a swap to a plugin with a call given up so
  *   what hk_loader_select returns; LOAD_FAILED, INSECURE or NOT_FOUND when
  *                  a closed plugin cannot be opened again (no descriptor
  *                  left; loaded in place: its file changed on disk,
@@ -248,8 +289,9 @@ typedef struct hk_swap_options {
  *                  <version> cannot load a library loaded through movable
  *                  handles ...")
  *   OUT_OF_MEMORY
- * On failure nothing moved; hk_loader_last_error starts with "swap to
- * <request> refused: " and says why. A handle_destroy that fails during a
+ * On failure (but TIMED_OUT after the switch) nothing moved;
+ * hk_loader_last_error starts with "swap to <request> refused: " and says
+ * why. A handle_destroy that fails during a
  * swap (the handle is gone anyway) does not change its status; it is
  * counted in hk_swap_state_t (destroys_failed, last_destroy_status) and
  * named in hk_loader_last_error: "swap to <request>: N handle_destroy

@@ -62,6 +62,7 @@ STATUS_MAP = (
     ('INSECURE', 20, 'a file or directory is writable by others'),
     ('INTERNAL', 21, 'internal error'),
     ('BUSY', 22, 'the object is still in use'),
+    ('TIMED_OUT', 23, 'a call did not return within its deadline'),
 )
 
 Status = enum.IntEnum('Status', [(name, value) for name, value, _ in STATUS_MAP])
@@ -185,7 +186,8 @@ class LoaderOptions(Structure):
                 ('log', log_fn), ('log_user', c_void_p), ('abi_min', c_uint32),
                 ('abi_max', c_uint32), ('probe_timeout_ms', c_uint32),
                 ('isolation', c_uint32), ('probe_path', c_char_p),
-                ('load_in_place', c_uint32)]
+                ('load_in_place', c_uint32),
+                ('deadline_ms', c_uint32)]
 
 
 def read_struct(cls, address, size=None):
@@ -221,7 +223,7 @@ class MhandleState(Structure):
 
 class SwapOptions(Structure):
     _fields_ = [('size', c_uint32), ('from', c_char_p), ('hold_after_us', c_int64),
-                ('hold_max_us', c_int64)]
+                ('hold_max_us', c_int64), ('deadline_us', c_int64)]
 
 
 class SwapState(Structure):

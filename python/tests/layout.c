@@ -124,6 +124,7 @@ static void structs_swap(void)
     OFF(hk_swap_options_t, from);
     OFF(hk_swap_options_t, hold_after_us);
     OFF(hk_swap_options_t, hold_max_us);
+    OFF(hk_swap_options_t, deadline_us);
     SIZE(hk_swap_state_t);
     SWAPSTATE(size), SWAPSTATE(phase), SWAPSTATE(generation), SWAPSTATE(failed);
     SWAPSTATE(modules_closed), SWAPSTATE(handles), SWAPSTATE(inflight), SWAPSTATE(draining);
@@ -158,6 +159,7 @@ static void structs_loader(void)
     OFF(hk_loader_options_t, isolation);
     OFF(hk_loader_options_t, probe_path);
     OFF(hk_loader_options_t, load_in_place);
+    OFF(hk_loader_options_t, deadline_ms);
 }
 
 static void constants(void)

@@ -19,15 +19,31 @@
  *                          HK_STATUS_NOT_SUPPORTED (as for an image without
  *                          code for the device); with hk-cuda inside
  *   SWP_NO_KERNELS         no hk.kernels/1 table; with hk-cuda inside
+ *   SWP_LOG_SSCAL          sscal logs "swp-sscal NAME VERSION" through the
+ *                          host's log callback before it computes, so that a
+ *                          host callback runs inside a movable-handle call
+ *   SWP_HANG_CREATE, SWP_HANG_DESTROY, SWP_HANG_TRIM
+ *                          handle_create, handle_destroy or the trim of an
+ *                          hk.trim/1 table of the double's own block in
+ *                          read() on the descriptor that the environment
+ *                          variable SWP_HANG names as "PID:FD", in that
+ *                          process only (not in the probe process), until
+ *                          the test writes a byte or closes the pipe; they
+ *                          log "swp-hang NAME VERSION" before and
+ *                          "swp-hung NAME VERSION" after the wait
  * Every handle_create and handle_destroy logs "swp-create NAME VERSION" or
  * "swp-destroy NAME VERSION" at HK_LOG_DEBUG through the host's log callback,
  * so a test sees whether any code of the plugin ran. */
 #include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "hk_blas1.h"
 #include "hk_kernels.h"
+#include "hk_trim.h"
 
 #ifndef SWP_NAME
 #define SWP_NAME "hk-cpu"
@@ -63,9 +79,30 @@ static void swp_sleep_ms(long ms)
 }
 #endif
 
+#if defined(SWP_HANG_CREATE) || defined(SWP_HANG_DESTROY) || defined(SWP_HANG_TRIM)
+/* Blocks until the test releases the pipe that SWP_HANG names for this
+ * process; returns at once without it. */
+static void swp_hang(void)
+{
+    const char *spec = getenv("SWP_HANG");
+    long pid = 0;
+    int fd = -1;
+    if (!spec || sscanf(spec, "%ld:%d", &pid, &fd) != 2 || pid != (long)getpid())
+        return;
+    say("swp-hang " SWP_NAME " " SWP_VERSION);
+    char c;
+    while (read(fd, &c, 1) < 0)
+        ;
+    say("swp-hung " SWP_NAME " " SWP_VERSION);
+}
+#endif
+
 static hk_status_t swp_create(const hk_create_info_t *info, hk_handle_t **out)
 {
     say("swp-create " SWP_NAME " " SWP_VERSION);
+#ifdef SWP_HANG_CREATE
+    swp_hang();
+#endif
 #ifdef SWP_CREATE_FAILS
     (void)info;
     if (out)
@@ -84,6 +121,9 @@ static hk_status_t swp_create(const hk_create_info_t *info, hk_handle_t **out)
 static hk_status_t swp_destroy(hk_handle_t *h)
 {
     say("swp-destroy " SWP_NAME " " SWP_VERSION);
+#ifdef SWP_HANG_DESTROY
+    swp_hang();
+#endif
 #ifdef SWP_SLOW_DESTROY_MS
     swp_sleep_ms(SWP_SLOW_DESTROY_MS);
 #endif
@@ -126,6 +166,25 @@ static hk_status_t swp_sscal(hk_handle_t *h, int64_t n, const float *alpha, floa
 }
 #endif
 
+#ifdef SWP_LOG_SSCAL
+static hk_status_t swp_sscal(hk_handle_t *h, int64_t n, const float *alpha, float *x,
+                             int64_t incx)
+{
+    say("swp-sscal " SWP_NAME " " SWP_VERSION);
+    return inner_blas->sscal(h, n, alpha, x, incx);
+}
+#endif
+
+#ifdef SWP_HANG_TRIM
+static hk_status_t swp_trim(void)
+{
+    swp_hang();
+    return HK_STATUS_OK;
+}
+
+static const hk_trim_v1_t trim_table = {sizeof(hk_trim_v1_t), swp_trim};
+#endif
+
 #ifdef SWP_KERNELS_LOAD_FAILS
 static hk_kernels_v1_t kernels;
 
@@ -146,6 +205,12 @@ static hk_status_t swp_get_table(const char *name, const void **table)
         return HK_STATUS_NOT_FOUND;
     }
 #endif
+#ifdef SWP_HANG_TRIM
+    if (name && table && strcmp(name, HK_TABLE_TRIM_V1) == 0) {
+        *table = &trim_table;
+        return HK_STATUS_OK;
+    }
+#endif
     hk_status_t st = inner->get_table(name, table);
 #ifdef SWP_KERNELS_LOAD_FAILS
     if (st == HK_STATUS_OK && name && strcmp(name, HK_TABLE_KERNELS_V1) == 0) {
@@ -160,7 +225,7 @@ static hk_status_t swp_get_table(const char *name, const void **table)
 #ifdef SWP_WRONG_SAXPY
         blas.saxpy = swp_saxpy;
 #endif
-#ifdef SWP_HOLD_SSCAL
+#if defined(SWP_HOLD_SSCAL) || defined(SWP_LOG_SSCAL)
         blas.sscal = swp_sscal;
 #endif
         *table = &blas;

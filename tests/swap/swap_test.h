@@ -12,6 +12,8 @@
 
 /* A loader that reads no environment and loads nothing yet. */
 hk_loader_t *swp_loader(void);
+/* The same with hk_loader_options_t.deadline_ms. */
+hk_loader_t *swp_loader_deadline(uint32_t deadline_ms);
 
 /* The plugin at path (loaded through hk_loader_open); NULL on failure. */
 hk_plugin_t *swp_open(hk_loader_t *loader, const char *path);
@@ -46,6 +48,7 @@ void swp_register_reopen(void);
 void swp_register_load(void);
 void swp_register_hold(void);
 void swp_register_host(void);
+void swp_register_deadline(void);
 void swp_register_unload(void); /* test_swap_unload.c, in test_swap_cuda */
 void swp_register_flood(void);  /* test_swap_flood.c, in test_swap_cuda */
 

@@ -63,7 +63,13 @@ int swp_destroys(void)
 
 hk_loader_t *swp_loader(void)
 {
-    hk_loader_options_t o = {.size = sizeof o, .ignore_env = 1, .log = count_log};
+    return swp_loader_deadline(0);
+}
+
+hk_loader_t *swp_loader_deadline(uint32_t deadline_ms)
+{
+    hk_loader_options_t o = {.size = sizeof o, .ignore_env = 1, .log = count_log,
+                             .deadline_ms = deadline_ms};
     hk_loader_t *loader = NULL;
     if (hk_loader_create(&o, &loader) != HK_STATUS_OK)
         return NULL;

@@ -707,5 +707,6 @@ int hk_test_register(void)
     swp_register_load();
     swp_register_hold();
     swp_register_host();
+    swp_register_deadline();
     return 0;
 }

@@ -90,11 +90,14 @@ typedef struct rig {
     const hk_kernels_v1_t *kern;
 } rig_t;
 
+/* The rig's loader's deadline_ms (0: the default). */
+static uint32_t rig_deadline_ms;
+
 static int rig_up(rig_t *r, const char *path)
 {
     memset(r, 0, sizeof *r);
     CU_ASSERT(!swp_mapped(path)); /* this case sees the module go */
-    r->loader = swp_loader();
+    r->loader = swp_loader_deadline(rig_deadline_ms);
     r->p = r->loader ? swp_open(r->loader, path) : NULL;
     if (!r->p)
         return 0;
@@ -300,12 +303,17 @@ static void *dl_probe(void *arg)
  * threads' launches, fact 30); the loader has the plugin give it back
  * through hk.trim/1 before it closes the module, so that wait holds no lock
  * of the dynamic loader: while the unload is paused here, another thread's
- * dlopen returns. In the module's unload it would wait for the close. */
+ * dlopen returns. In the module's unload it would wait for the close.
+ * Without a deadline the trim runs on the destroying thread, where the
+ * simulated driver's pause is armed. */
 static void test_unload_outside_dl_lock(void)
 {
     size_t libs = sim.live_libraries();
     rig_t r;
-    CU_ASSERT_FATAL(rig_up(&r, HK_SWAP_CUDA_A));
+    rig_deadline_ms = HK_DEADLINE_NONE;
+    int up = rig_up(&r, HK_SWAP_CUDA_A);
+    rig_deadline_ms = 0;
+    CU_ASSERT_FATAL(up);
     hk_handle_t *h = NULL;
     CU_ASSERT_EQUAL_FATAL(r.vt->handle_create(NULL, &h), HK_STATUS_OK);
     CU_ASSERT(computes(&r, h));
