@@ -90,6 +90,11 @@ class Loader:
             opts.default_dir = self._default_dir
         opts.ignore_env = 1 if ignore_env else 0
         self._log = None
+        if log is not None and not callable(log):
+            # Found out only at the first log line, in a ctypes callback, where
+            # the exception cannot reach the caller.
+            raise TypeError('log must be callable as log(level, message), not %s'
+                            % type(log).__name__)
         if log is not None:
             def _log(user, level, msg, _fn=log):
                 _fn(level, _text(msg))
