@@ -129,16 +129,36 @@ def _dtype_of_typestr(typestr, what):
     return _DTYPES[typestr[1:]]
 
 
+def _interface(obj, name, what):
+    """obj's array interface attribute name: a dict, which the object wrote
+    itself, so nothing in it is taken on trust."""
+    iface = getattr(obj, name)
+    if not isinstance(iface, dict):
+        raise TypeError('%s: %s must be a dict, not %s' % (what, name, type(iface).__name__))
+    return iface
+
+
 def _from_interface(iface, domain, what, keep):
     """(shape, strides in elements, data address, read-only, dtype, stream)."""
-    dtype = _dtype_of_typestr(iface['typestr'], what)
+    dtype = _dtype_of_typestr(iface.get('typestr'), what)
     if iface.get('mask') is not None:
         raise TypeError('%s: masked arrays are not supported' % what)
     ptr = _data_address(iface, what)
     readonly = bool(iface['data'][1])
-    shape = tuple(iface['shape'])
+    shape = iface.get('shape')
+    if not isinstance(shape, (tuple, list)):
+        raise TypeError('%s: shape must be a tuple of integers, not %s'
+                        % (what, type(shape).__name__))
+    shape = tuple(shape)
     strides = iface.get('strides')
     if strides is not None:
+        if not isinstance(strides, (tuple, list)):
+            raise TypeError('%s: strides must be None or a tuple of integers, not %s'
+                            % (what, type(strides).__name__))
+        # View reads one stride per dimension: a short tuple would be read past its end.
+        if len(strides) != len(shape):
+            raise ValueError('%s: strides %r has %d entries, shape %r has %d'
+                             % (what, tuple(strides), len(strides), shape, len(shape)))
         strides = tuple(_limits.int64(s, '%s: strides[%d] in bytes' % (what, i))
                         for i, s in enumerate(strides))
         if any(s % dtype[1] for s in strides):
@@ -224,11 +244,11 @@ def _not_an_array(obj, domain, what):
 def view(obj, domain, what, dlpack_stream=None):
     """The View of obj for a plugin whose memory is domain (HOST or CUDA)."""
     if domain == CUDA and hasattr(obj, '__cuda_array_interface__'):
-        iface = obj.__cuda_array_interface__
+        iface = _interface(obj, '__cuda_array_interface__', what)
         shape, strides, ptr, ro, dtype, stream = _from_interface(iface, CUDA, what, obj)
         return View(ptr, shape, strides, dtype, CUDA, what, readonly=ro, stream=stream, keep=obj)
     if domain == HOST and hasattr(obj, '__array_interface__'):
-        iface = obj.__array_interface__
+        iface = _interface(obj, '__array_interface__', what)
         shape, strides, ptr, ro, dtype, _ = _from_interface(iface, HOST, what, obj)
         return View(ptr, shape, strides, dtype, HOST, what, readonly=ro, keep=obj)
     if hasattr(obj, '__dlpack__'):
@@ -241,10 +261,10 @@ def pointer(obj, domain, what, dlpack_stream=None):
     memory alive) of an array of any element type in domain: a kernel
     argument, which C gets as a pointer."""
     if domain == CUDA and hasattr(obj, '__cuda_array_interface__'):
-        iface = obj.__cuda_array_interface__
+        iface = _interface(obj, '__cuda_array_interface__', what)
         return _data_address(iface, what), _producer_stream(iface, what), obj
     if domain == HOST and hasattr(obj, '__array_interface__'):
-        return _data_address(obj.__array_interface__, what), None, obj
+        return _data_address(_interface(obj, '__array_interface__', what), what), None, obj
     if hasattr(obj, '__dlpack__'):
         capsule, t = _dlpack_tensor(obj, domain, what, dlpack_stream)
         return (_limits.address((t.data or 0) + t.byte_offset, '%s: the data address' % what),

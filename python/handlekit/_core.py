@@ -90,6 +90,11 @@ class Loader:
             opts.default_dir = self._default_dir
         opts.ignore_env = 1 if ignore_env else 0
         self._log = None
+        if log is not None and not callable(log):
+            # Found out only at the first log line, in a ctypes callback, where
+            # the exception cannot reach the caller.
+            raise TypeError('log must be callable as log(level, message), not %s'
+                            % type(log).__name__)
         if log is not None:
             def _log(user, level, msg, _fn=log):
                 _fn(level, _text(msg))
@@ -115,6 +120,8 @@ class Loader:
         done) while a Handle of one of its plugins or a movable handle lives."""
         if not self._finalizer.alive:
             return
+        from . import _swap
+        _swap._cancel_orphans(self)
         st = self._lib.hk_loader_destroy(self._ptr)
         if st != _abi.Status.OK:
             raise HandlekitError(st, 'the loader has live handles or held plugins'
@@ -140,7 +147,7 @@ class Loader:
     def swap_prepare(self, request, from_name=None, hold_after_us=0):
         """hk_loader_swap_prepare: everything a swap does before the switch;
         returns a PreparedSwap to commit() or cancel() from this thread (a
-        with block cancels it unless committed)."""
+        with block cancels it unless committed, and so does dropping it)."""
         from . import _swap
         return _swap.PreparedSwap(self, request, from_name, hold_after_us)
 

@@ -223,8 +223,18 @@ class Handle:
             v = _arrays.scalar(alpha, self.memory, 'alpha', dtype, False, self._dlpack_stream())
             self._order_after_producer(v, 'alpha')
             return v.first, v
-        c = (ctypes.c_float if dtype == 'float32' else ctypes.c_double)(float(alpha))
-        if math.isfinite(float(alpha)) and not math.isfinite(c.value):
+        # float() also parses text, of a str or any buffer: '2' or b'2' would
+        # scale by 2. A number is what converts itself (__float__, __index__).
+        kind = type(alpha)
+        try:
+            if not (hasattr(kind, '__float__') or hasattr(kind, '__index__')):
+                raise TypeError
+            a = float(alpha)
+        except TypeError:
+            raise TypeError('alpha must be a number (in host pointer mode), not %s'
+                            % kind.__name__) from None
+        c = (ctypes.c_float if dtype == 'float32' else ctypes.c_double)(a)
+        if math.isfinite(a) and not math.isfinite(c.value):
             raise ValueError('alpha %r does not fit in %s' % (alpha, dtype))
         return ctypes.addressof(c), c
 

@@ -7,8 +7,11 @@ other threads keep calling (ctypes lets go of the GIL during each call). Its
 ops, stream, pointer mode and hk.memory/1 table are Handle's, through the
 loader's forwarding vtable and tables.
 """
+import atexit
+import collections
 import ctypes
 import os
+import threading
 import weakref
 from ctypes import byref, c_void_p
 
@@ -22,6 +25,60 @@ def _need(L, name):
         raise HandlekitError(_abi.Status.NOT_SUPPORTED, 'the loader library has no %s: movable '
                              'handles and swap need a loader of ABI 1.2' % name)
     return getattr(L, name)
+
+
+# Set by an exit hook that runs before weakref.finalize's own (see
+# PreparedSwap): while the interpreter exits, a movable handle is left
+# rather than destroyed when a prepared swap no thread can cancel any more
+# holds its loader's swap lock, since the destroy would wait for it forever.
+_exiting = False
+_exit_hook = False
+
+
+def _set_exiting():
+    global _exiting
+    _exiting = True
+
+
+def _orphans(loader):
+    """The loader's prepared swaps dropped on another thread than the one that
+    prepared them (deque of (ptr, owner)): only that thread may cancel them."""
+    return loader.__dict__.setdefault('_orphan_swaps', collections.deque())
+
+
+def _cancel_orphans(loader):
+    """Cancels the dropped prepared swaps of this thread on loader, before a
+    call that would otherwise wait for them forever."""
+    orphans, me = _orphans(loader), threading.get_ident()
+    for _ in range(len(orphans)):
+        try:
+            ptr, owner = orphans.popleft()
+        except IndexError:  # another thread took the last ones meanwhile
+            return
+        if owner == me:
+            loader._lib.hk_loader_swap_cancel(ptr)
+        else:
+            orphans.append((ptr, owner))
+
+
+def _drop(loader, ptr, owner):
+    """PreparedSwap's finalizer: runs once, wherever the last reference went
+    (or at exit), and holds loader until then. The cancel needs the thread
+    that prepared it (the swap lock is that thread's); another thread leaves
+    it for that thread's next create, destroy or swap through the package, as
+    waiting for it here could wait forever."""
+    if threading.get_ident() == owner:
+        loader._lib.hk_loader_swap_cancel(ptr)  # OK: nothing to report to anyone
+    else:
+        _orphans(loader).append((ptr, owner))
+
+
+def _destroy_mhandle(loader, mh):
+    """MovableHandle's finalizer."""
+    _cancel_orphans(loader)
+    if _exiting and _orphans(loader):
+        return  # would wait for a swap that no thread will end
+    loader._lib.hk_mhandle_destroy(mh)
 
 
 def _request(request):
@@ -41,6 +98,7 @@ class MovableHandle(Handle):
 
     def __init__(self, loader, request, device=None, checked=False):
         L = loader._lib
+        _cancel_orphans(loader)
         info = create_info(device, checked)
         out = c_void_p()
         if isinstance(request, Plugin):
@@ -54,7 +112,7 @@ class MovableHandle(Handle):
         self._mh = out.value
         self._ptr = L.hk_mhandle_handle(self._mh)
         self._vt = _abi.read_struct(_abi.Vtable, L.hk_mhandle_vtable())
-        self._finalizer = weakref.finalize(self, L.hk_mhandle_destroy, self._mh)
+        self._finalizer = weakref.finalize(self, _destroy_mhandle, loader, self._mh)
         self._setup(self.plugin.memory)
 
     def close(self):
@@ -63,6 +121,7 @@ class MovableHandle(Handle):
         destroyed) while another thread has a call in flight on it."""
         if not self._finalizer.alive:
             return
+        _cancel_orphans(self.loader)
         st = self.loader._lib.hk_mhandle_destroy(self._mh)
         if st == _abi.Status.BUSY:
             raise HandlekitError(st, 'a call is in flight on the movable handle')
@@ -108,6 +167,7 @@ def _options(from_name, hold_after_us):
 def swap(loader, request, from_name, hold_after_us):
     fn = _need(loader._lib, 'hk_loader_swap')
     opts, to = _options(from_name, hold_after_us), c_void_p()
+    _cancel_orphans(loader)
     st = fn(loader._p(), _request(request), byref(opts), byref(to))
     if st != _abi.Status.OK:
         raise HandlekitError(st, loader.last_error)
@@ -118,31 +178,47 @@ class PreparedSwap:
     """A swap prepared (hk_loader_swap_prepare) and waiting for commit() or
     cancel(), which the thread that prepared it must call; meanwhile that
     thread must not create, destroy or swap movable handles of the loader.
-    A with block cancels it on leaving unless it was committed."""
+    A with block cancels it on leaving unless it was committed. One dropped
+    without either is cancelled: at once on the thread that prepared it (or
+    at the interpreter's exit from the main thread), else at that thread's
+    next movable-handle create, close or swap of the loader."""
 
     def __init__(self, loader, request, from_name=None, hold_after_us=0):
+        global _exit_hook
         fn = _need(loader._lib, 'hk_loader_swap_prepare')
         self.loader = loader
         opts, out = _options(from_name, hold_after_us), c_void_p()
+        _cancel_orphans(loader)
         st = fn(loader._p(), _request(request), byref(opts), byref(out))
         if st != _abi.Status.OK:
             raise HandlekitError(st, loader.last_error)
-        self._ptr = out.value
+        self._owner = threading.get_ident()
+        self._finalizer = weakref.finalize(self, _drop, loader, out.value, self._owner)
+        if not _exit_hook:
+            # The loader made a weakref.finalize already, so its exit hook is
+            # registered; exit hooks run last first, so this one runs before.
+            atexit.register(_set_exiting)
+            _exit_hook = True
 
     def _take(self):
-        if self._ptr is None:
+        """The C pointer, once: detached from the finalizer, which so never
+        cancels what commit or cancel ended."""
+        if threading.get_ident() != self._owner:
+            raise HandlekitError(_abi.Status.INVALID_VALUE,
+                                 'commit or cancel from another thread than the one that '
+                                 'prepared the swap')
+        taken = self._finalizer.detach()
+        if taken is None:
             raise HandlekitError(_abi.Status.INVALID_VALUE,
                                  'the prepared swap was committed or cancelled already')
-        return self._ptr
+        _, _, (_, ptr, _), _ = taken
+        return ptr
 
     def commit(self):
         """Switches every handle; returns the new Plugin."""
         to = c_void_p()
         st = self.loader._lib.hk_loader_swap_commit(self._take(), byref(to))
-        if st == _abi.Status.INVALID_VALUE:
-            raise HandlekitError(st, 'commit from another thread than the one that prepared')
-        self._ptr = None  # freed by the commit, also when it failed
-        if st != _abi.Status.OK:
+        if st != _abi.Status.OK:  # freed by the commit, also when it failed
             raise HandlekitError(st, self.loader.last_error)
         return self.loader._wrap(to.value)
 
@@ -150,18 +226,17 @@ class PreparedSwap:
         """Gives the swap up: nothing moved."""
         st = self.loader._lib.hk_loader_swap_cancel(self._take())
         if st != _abi.Status.OK:
-            raise HandlekitError(st, 'cancel from another thread than the one that prepared')
-        self._ptr = None
+            raise HandlekitError(st, self.loader.last_error)
 
     @property
     def pending(self):
-        return self._ptr is not None
+        return self._finalizer.alive
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        if self._ptr is not None:
+        if self.pending:
             self.cancel()
 
 

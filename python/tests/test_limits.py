@@ -142,6 +142,95 @@ class Integers(unittest.TestCase):
                 h.nrm2(CudaInterface(shape=(2 ** 64 + 4,)))
 
 
+class Types(unittest.TestCase):
+    def test_log_must_be_callable(self):
+        for bad in (123, 'print', b'log'):
+            with self.subTest(log=bad):
+                with self.assertRaisesRegex(TypeError, 'log must be callable'):
+                    hk.Loader(ignore_env=True, log=bad)
+        lines = []
+        loader = hk.Loader(ignore_env=True, log=lambda level, msg: lines.append(msg))
+        loader.close()
+
+
+@unittest.skipIf(np is None, 'NumPy is not installed')
+class Alpha(unittest.TestCase):
+    """alpha in host pointer mode is a number: float() would take '2', b'2'
+    or any buffer holding that text as a scale, and raise ValueError for 'x'."""
+
+    def test_strings_and_non_numbers_are_type_errors(self):
+        with hk.load('hk-cpu').handle() as h:
+            x, y = np.ones(4, dtype=np.float32), np.ones(4, dtype=np.float32)
+            for bad in ('2', b'2', bytearray(b'2'), memoryview(b'2'), 'x', None, 1j, [2.0]):
+                with self.subTest(alpha=bad):
+                    with self.assertRaisesRegex(TypeError, 'alpha must be a number'):
+                        h.scal(bad, x)
+                    with self.assertRaisesRegex(TypeError, 'alpha must be a number'):
+                        h.axpy(bad, x, y)
+            np.testing.assert_array_equal(x, np.ones(4, dtype=np.float32))
+            np.testing.assert_array_equal(y, np.ones(4, dtype=np.float32))
+            h.scal(2, x)
+            h.scal(np.float64(1.5), x)
+            h.axpy(True, x, y)  # bool is an int in Python's numbers
+            np.testing.assert_array_equal(y, np.full(4, 4.0, dtype=np.float32))
+
+
+@unittest.skipIf(np is None, 'NumPy is not installed')
+class MalformedInterface(unittest.TestCase):
+    """An object's array interface is its own to write: a strides or shape
+    entry that is missing, of the wrong length or type, is refused with
+    ValueError or TypeError naming it (strides=() was an IndexError)."""
+
+    BAD = [  # fields, the exception, what its message says
+        (dict(strides=()), ValueError, r'x: strides \(\) has 0 entries, shape \(4,\) has 1'),
+        (dict(strides=(4, 4)), ValueError, 'x: strides .* has 2 entries, shape .* has 1'),
+        (dict(shape=(), strides=(4,)), ValueError, 'x: strides .* has 1 entries, shape .* has 0'),
+        (dict(strides=('4',)), TypeError, r'x: strides\[0\]'),
+        (dict(strides=(4.0,)), TypeError, r'x: strides\[0\]'),
+        (dict(strides=4), TypeError, 'x: strides must be None or a tuple'),
+        (dict(strides='4'), TypeError, 'x: strides must be None or a tuple'),
+        (dict(shape=None), TypeError, 'x: shape must be a tuple'),
+        (dict(shape=4), TypeError, 'x: shape must be a tuple'),
+        (dict(shape=('4',)), TypeError, r'x: shape\[0\]'),
+        (dict(shape=(-4,)), ValueError, r'x: shape\[0\] is -4'),
+        (dict(strides=(-4,), shape=(-1,)), ValueError, r'x: shape\[0\] is -1'),
+        (dict(typestr=None), TypeError, 'x: the element type'),
+    ]
+
+    def test_host_interface(self):
+        keep = np.ones(4, dtype=np.float32)
+        with hk.load('hk-cpu').handle() as h:
+            for fields, exc, says in self.BAD:
+                with self.subTest(**{k: repr(v) for k, v in fields.items()}):
+                    with self.assertRaisesRegex(exc, says):
+                        h.scal(2.0, Interface(keep, **fields))
+            for bad in (None, [('shape', (4,))], 'iface'):
+                obj = Interface(keep)
+                obj.__array_interface__ = bad
+                with self.assertRaisesRegex(TypeError, 'x: __array_interface__ must be a dict'):
+                    h.scal(2.0, obj)
+            obj = Interface(keep)
+            del obj.__array_interface__['shape']
+            with self.assertRaisesRegex(TypeError, 'x: shape must be a tuple'):
+                h.scal(2.0, obj)
+            np.testing.assert_array_equal(keep, np.ones(4, dtype=np.float32))
+            # A reversed view is well formed: its data address is its last element's.
+            last = keep.__array_interface__['data'][0] + 12
+            h.scal(2.0, Interface(keep, strides=(-4,), data=(last, False)))
+            np.testing.assert_array_equal(keep, np.full(4, 2.0, dtype=np.float32))
+
+    def test_cuda_interface(self):
+        # Read as a CUDA plugin's op reads it, without one.
+        for fields, exc, says in self.BAD:
+            with self.subTest(**{k: repr(v) for k, v in fields.items()}):
+                with self.assertRaisesRegex(exc, says):
+                    hk._arrays.view(CudaInterface(**fields), hk.CUDA, 'x')
+        obj = CudaInterface()
+        obj.__cuda_array_interface__ = (4,)
+        with self.assertRaisesRegex(TypeError, 'x: __cuda_array_interface__ must be a dict'):
+            hk._arrays.view(obj, hk.CUDA, 'x')
+
+
 @unittest.skipIf(np is None, 'NumPy is not installed')
 class PointerMode(unittest.TestCase):
     def test_exactly_host_and_device(self):

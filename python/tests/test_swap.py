@@ -4,13 +4,19 @@ movable handle, swaps that move it with its settings, a refused swap, a
 prepared swap, a swap of the handles of one plugin name, threads calling
 through swaps, and the module lifetime rules: a plugin Handle holds its
 module open, a closed module refuses new handles and opens again when a swap
-returns to it, a loader with live handles is not destroyed.
+returns to it, a loader with live handles is not destroyed. A prepared swap
+that is dropped, or left at the interpreter's exit, is cancelled: those
+scenarios run in a process of their own with a time limit, as a swap left
+pending makes every later create, destroy and swap of the loader wait.
 
 Every test has a loader of its own over fresh copies of the plugin files, so
 that no module is shared with the package's default loader."""
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
+import textwrap
 import threading
 import unittest
 
@@ -232,3 +238,142 @@ class Swap(unittest.TestCase):
         with self.loader.mhandle(self.old) as m:  # a Plugin of this loader
             self.assertIs(m.plugin, self.old)
             self.assertEqual(self.loader.swap(self.old).version, '1.0.0')
+
+
+# A scenario that leaves a swap pending hangs its process: this bounds it.
+SCENARIO_TIMEOUT_S = 20
+
+
+class DroppedPreparedSwap(unittest.TestCase):
+    """A PreparedSwap that nobody commits or cancels, in a process of its own."""
+
+    def setUp(self):
+        root = os.environ.get('HK_TEST_TMP')
+        if root:
+            os.makedirs(root, mode=0o755, exist_ok=True)
+        self.tmp = tempfile.mkdtemp(dir=root)
+        shutil.copy(os.path.join(PLUGINS, 'hk-cpu.so'), self.tmp)
+        shutil.copy(os.path.join(SWAP, 'hk-cpu-1.0.1.so'), self.tmp)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def run_scenario(self, body):
+        """Runs body after a prelude that makes loader (over self.tmp), in a
+        new interpreter; returns its stdout. Fails when it does not exit in
+        SCENARIO_TIMEOUT_S with status 0."""
+        prelude = textwrap.dedent('''\
+            import gc, sys, threading
+            sys.path.insert(0, %r)
+            import handlekit as hk
+            loader = hk.Loader(default_dir=%r, ignore_env=True).scan()
+            ''') % (os.path.dirname(os.path.dirname(hk.__file__)), self.tmp)
+        try:
+            p = subprocess.run([sys.executable, '-c', prelude + textwrap.dedent(body)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               timeout=SCENARIO_TIMEOUT_S)
+        except subprocess.TimeoutExpired as e:
+            self.fail('the scenario hung (killed after %d s); its output: %r %r'
+                      % (SCENARIO_TIMEOUT_S, e.stdout, e.stderr))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return p.stdout
+
+    def test_dropped_prepared_swap_is_cancelled(self):
+        out = self.run_scenario('''
+            m = loader.mhandle('hk-cpu@1.0.0')
+            p = loader.swap_prepare('hk-cpu@1.0.1')
+            del p
+            with loader.mhandle('hk-cpu@1.0.0') as other:  # waited forever before
+                pass
+            print(m.plugin.version, loader.swap_state()['phase'])
+            print(loader.swap('hk-cpu@1.0.1').version)
+            m.close()
+            loader.close()
+            ''')
+        self.assertEqual(out.split(), ['1.0.0', 'idle', '1.0.1'])
+
+    def test_collected_prepared_swap_is_cancelled(self):
+        # In a reference cycle, only the garbage collector drops it.
+        out = self.run_scenario('''
+            m = loader.mhandle('hk-cpu@1.0.0')
+            p = loader.swap_prepare('hk-cpu@1.0.1')
+            p.cycle = p
+            del p
+            gc.collect()
+            print(loader.swap('hk-cpu@1.0.1').version)
+            m.close()
+            loader.close()
+            ''')
+        self.assertEqual(out.split(), ['1.0.1'])
+
+    def test_cancelled_or_committed_swap_is_not_cancelled_again(self):
+        out = self.run_scenario('''
+            m = loader.mhandle('hk-cpu@1.0.0')
+            p = loader.swap_prepare('hk-cpu@1.0.1')
+            p.cancel()
+            del p
+            gc.collect()
+            with loader.swap_prepare('hk-cpu@1.0.1') as p:
+                p.commit()
+            del p
+            gc.collect()
+            print(m.plugin.version, loader.swap('hk-cpu@1.0.0').version)
+            m.close()
+            loader.close()
+            ''')
+        self.assertEqual(out.split(), ['1.0.1', '1.0.0'])
+
+    def test_prepared_swap_keeps_its_loader(self):
+        # The prepared swap holds the only reference to its loader: the
+        # loader is destroyed after the cancel, not before.
+        out = self.run_scenario('''
+            p = loader.swap_prepare('hk-cpu@1.0.1')
+            del loader
+            del p
+            gc.collect()
+            print('done')
+            ''')
+        self.assertEqual(out.split(), ['done'])
+
+    def test_prepared_swap_left_at_exit(self):
+        out = self.run_scenario('''
+            m = loader.mhandle('hk-cpu@1.0.0')
+            p = loader.swap_prepare('hk-cpu@1.0.1')
+            print('exiting')
+            ''')
+        self.assertEqual(out.split(), ['exiting'])
+
+    def test_prepared_swap_dropped_on_another_thread(self):
+        # The last reference goes on a thread that did not prepare it: the
+        # cancel, which only the preparing thread may make, waits for that
+        # thread's next create, destroy or swap on the loader.
+        out = self.run_scenario('''
+            m = loader.mhandle('hk-cpu@1.0.0')
+            box = [loader.swap_prepare('hk-cpu@1.0.1')]
+            t = threading.Thread(target=box.clear)
+            t.start()
+            t.join()
+            with loader.mhandle('hk-cpu@1.0.0') as other:
+                pass
+            print(loader.swap('hk-cpu@1.0.1').version)
+            m.close()
+            loader.close()
+            ''')
+        self.assertEqual(out.split(), ['1.0.1'])
+
+    def test_prepared_swap_of_a_running_thread_left_at_exit(self):
+        # Only the preparing thread may cancel, and it never returns: the exit
+        # leaves the loader's movable handles rather than wait for it.
+        out = self.run_scenario('''
+            m = loader.mhandle('hk-cpu@1.0.0')
+            prepared, never = threading.Event(), threading.Event()
+
+            def prepare_and_block():
+                p = loader.swap_prepare('hk-cpu@1.0.1')
+                prepared.set()
+                never.wait()
+            threading.Thread(target=prepare_and_block, daemon=True).start()
+            prepared.wait()
+            print('exiting')
+            ''')
+        self.assertEqual(out.split(), ['exiting'])
