@@ -84,6 +84,9 @@ struct hk_plugin {
     /* A call into the plugin was given up at its deadline (hk__plugin_leak):
      * its code may still run, so the module is never closed. */
     atomic_int stuck;
+    /* The swap layer's copies of the tables movable handles do not forward
+     * (hk__swap.h), while the module is open; NULL until needed. */
+    struct hk__ext *swap_ext;
 };
 
 /* Serialises scan and open of one loader; see the file comment. */
@@ -278,6 +281,13 @@ int hk__plugin_snap_dup(const hk_plugin_t *p);
  * Returns OK, or the failing status with why filled. */
 hk_status_t hk__verify_workload(const hk_vtable_t *core, const hk_blas1_v1_t *b,
                                 const hk_memory_v1_t *m, hk_handle_t *h, char *why, size_t n);
+
+/* The verification that fits plugin p, on its handle h: its self-check,
+ * else the hk.blas1/1 workload, else nothing more (see the file). *how
+ * names what ran (static text). Returns OK, or the failing status with why
+ * filled. */
+hk_status_t hk__verify_handle(const hk_plugin_t *p, hk_handle_t *h, const char **how, char *why,
+                              size_t n);
 
 /* ---- hk_loader_trust.c (the walk itself: common/hk__trust.h) ---- */
 

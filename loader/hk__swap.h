@@ -64,6 +64,7 @@ typedef struct hk__binding {
     hk_memory_v1_t memory;
     hk_kernels_v1_t kernels;
     hk_cuda_v1_t cuda;
+    const struct hk__ext *ext;     /* the tables it does not forward (pins) */
 } hk__binding_t;
 
 struct hk_mhandle {
@@ -118,6 +119,7 @@ struct hk__swap {
     /* handle_destroy calls of swaps that failed, and the last one's status */
     atomic_uint_fast64_t destroys_failed;
     atomic_int last_destroy_status;
+    struct hk__ext *exts; /* the plugins' tables for pins (swap->lock) */
     /* libraries live, and unloads from an implementation left that failed */
     atomic_uint_fast64_t libraries, unloads_failed;
 };
@@ -294,6 +296,60 @@ void hk__swap_record_times(struct hk__swap *sw, const uint64_t t[5], uint64_t t_
 const char *hk__mh_thread_msg(void);
 void hk__mh_thread_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* ---- hk_loader_swapfwd.c ---- */
+
+/* A table or slot that movable handles forward, which old offers and neu
+ * lacks: what names it ("table hk.blas1/1", "slot saxpy of hk.blas1/1")
+ * and is returned; NULL when neu offers all of old's. */
+const char *hk__fwd_lacking(const hk__binding_t *old, const hk__binding_t *neu, char *what,
+                            size_t n);
+
+/* ---- hk_loader_swapext.c: the tables movable handles do not forward ----
+ *
+ * Any table of an implementation other than the four the loader forwards
+ * is reached through a pin (hk_mhandle_pin): the call path's protocol with
+ * the implementation's own handle and table. The loader keeps a clamped
+ * copy of each such table per plugin, for as long as its module is open;
+ * a table pinned once through a movable handle is "used", and a swap
+ * requires its new implementation to offer every used table with at least
+ * the slots in use. */
+
+typedef struct hk__ext_table {
+    char *name;
+    void *table;     /* the loader's clamped copy; starts with its size */
+    size_t size;     /* that size */
+    atomic_int used; /* pinned at least once (or taken over by a swap) */
+} hk__ext_table_t;
+
+typedef struct hk__ext {
+    struct hk__ext *next; /* sw->exts: the record frees what is left */
+    hk_plugin_t *plugin;
+    size_t n;
+    hk__ext_table_t t[];
+} hk__ext_t;
+
+/* The tables of plugin that movable handles do not forward, made at the
+ * first need in each open period of its module (caller holds swap->lock);
+ * NULL when out of memory. */
+const hk__ext_t *hk__ext_of(struct hk__swap *sw, hk_plugin_t *plugin);
+
+/* Frees plugin's copies: its module closes (no binding runs on it). Caller
+ * holds swap->lock. */
+void hk__ext_drop(struct hk__swap *sw, hk_plugin_t *plugin);
+
+/* Frees every copy left: the record goes with the loader. */
+void hk__ext_free_all(struct hk__swap *sw);
+
+/* The entry named name, or NULL. */
+hk__ext_table_t *hk__ext_find(const hk__ext_t *ext, const char *name);
+
+/* A used table of old that neu lacks, or a slot of it neu lacks: 1 with
+ * what ("table gen.ops/1", "slot 2 of gen.ops/1") filled; else 0. */
+int hk__ext_lacking(const hk__ext_t *old, const hk__ext_t *neu, char *what, size_t n);
+
+/* Marks in neu every table used in old: handles that move keep using them. */
+void hk__ext_carry(const hk__ext_t *old, const hk__ext_t *neu);
+
 /* ---- hk_loader_mhandle.c ---- */
 
 /* Records "fn: not a live movable handle" (or NULL) as this thread's line.
@@ -451,6 +507,8 @@ typedef struct hk_swap_prepared {
     uint64_t deadline_ns;   /* of each call into a plugin; 0: none */
     int switched;           /* the handles run the new plugin */
     int stuck;              /* a call into a plugin was given up at its deadline */
+    hk_swap_verify_fn verify; /* the host's own verification; NULL: none */
+    void *verify_user;
     char stuck_why[640];    /* the first such call */
     unsigned destroys_failed; /* this swap's handle_destroy calls that failed */
     unsigned unloads_failed;  /* and unloads of libraries of movable handles */

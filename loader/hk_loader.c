@@ -15,7 +15,10 @@
 #include <unistd.h>
 
 #include "hk_blas1.h"
+#include "hk_cuda.h"
+#include "hk_kernels.h"
 #include "hk_memory.h"
+#include "hk_selfcheck.h"
 #include "hk_status_text.h"
 #include "hk_trim.h"
 
@@ -379,23 +382,34 @@ typedef struct hk__slot_end {
     uint32_t minor;
 } hk__slot_end_t;
 
-#define HK__BLAS1_END(name, minor, params, args) \
-    {offsetof(hk_blas1_v1_t, name) + sizeof(((hk_blas1_v1_t *)0)->name), minor},
-#define HK__MEMORY_END(name, minor, params, args) \
-    {offsetof(hk_memory_v1_t, name) + sizeof(((hk_memory_v1_t *)0)->name), minor},
+/* The end of slot NAME of table type T, and the minor that added it. */
+#define HK__END(T, name, minor) {offsetof(T, name) + sizeof(((T *)0)->name), minor},
+#define HK__BLAS1_END(name, minor, params, args) HK__END(hk_blas1_v1_t, name, minor)
+#define HK__MEMORY_END(name, minor, params, args) HK__END(hk_memory_v1_t, name, minor)
+#define HK__KERNELS_END(name, minor, params, args) HK__END(hk_kernels_v1_t, name, minor)
+#define HK__CUDA_END(name, minor, params, args) HK__END(hk_cuda_v1_t, name, minor)
+#define HK__SELFCHECK_END(name, minor, params, args) HK__END(hk_selfcheck_v1_t, name, minor)
 static const hk__slot_end_t hk__blas1_ends[] = {HK_BLAS1_V1_SLOTS(HK__BLAS1_END)};
 static const hk__slot_end_t hk__memory_ends[] = {HK_MEMORY_V1_SLOTS(HK__MEMORY_END)};
+static const hk__slot_end_t hk__kernels_ends[] = {HK_KERNELS_V1_SLOTS(HK__KERNELS_END)};
+static const hk__slot_end_t hk__cuda_ends[] = {HK_CUDA_V1_SLOTS(HK__CUDA_END)};
+static const hk__slot_end_t hk__selfcheck_ends[] = {HK_SELFCHECK_V1_SLOTS(HK__SELFCHECK_END)};
+/* hk.trim/1's one slot came with ABI 1.2. */
+static const hk__slot_end_t hk__trim_ends[] = {HK__END(hk_trim_v1_t, trim, 2)};
 
+#define HK__KNOWN(NAME, T, ENDS) {NAME, sizeof(T), ENDS, sizeof ENDS / sizeof ENDS[0]}
 static const struct {
     const char *name;
     size_t sizeof_now; /* sizeof the struct in these headers */
     const hk__slot_end_t *slots;
     size_t nslots;
 } hk__known_tables[] = {
-    {HK_TABLE_BLAS1_V1, sizeof(hk_blas1_v1_t), hk__blas1_ends,
-     sizeof hk__blas1_ends / sizeof hk__blas1_ends[0]},
-    {HK_TABLE_MEMORY_V1, sizeof(hk_memory_v1_t), hk__memory_ends,
-     sizeof hk__memory_ends / sizeof hk__memory_ends[0]},
+    HK__KNOWN(HK_TABLE_BLAS1_V1, hk_blas1_v1_t, hk__blas1_ends),
+    HK__KNOWN(HK_TABLE_MEMORY_V1, hk_memory_v1_t, hk__memory_ends),
+    HK__KNOWN(HK_TABLE_KERNELS_V1, hk_kernels_v1_t, hk__kernels_ends),
+    HK__KNOWN(HK_TABLE_CUDA_V1, hk_cuda_v1_t, hk__cuda_ends),
+    HK__KNOWN(HK_TABLE_SELFCHECK_V1, hk_selfcheck_v1_t, hk__selfcheck_ends),
+    HK__KNOWN(HK_TABLE_TRIM_V1, hk_trim_v1_t, hk__trim_ends),
 };
 
 /* Index into hk__known_tables, or -1 for a name the loader does not know. */

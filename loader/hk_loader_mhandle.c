@@ -92,6 +92,7 @@ void hk__binding_fill(hk__binding_t *b, hk_plugin_t *plugin, hk_handle_t *raw)
     hk__table_copy(&b->core, HK_TABLE_MEMORY_V1, &b->memory, sizeof(b->memory));
     hk__table_copy(&b->core, HK_TABLE_KERNELS_V1, &b->kernels, sizeof(b->kernels));
     hk__table_copy(&b->core, HK_TABLE_CUDA_V1, &b->cuda, sizeof(b->cuda));
+    b->ext = plugin->swap_ext; /* made by hk__ext_of before the binding is */
 }
 
 /* ---- create and destroy ---- */
@@ -129,7 +130,7 @@ static hk_status_t hk__mh_make(hk_loader_t *loader, struct hk__swap *sw, hk_plug
     hk_status_t st = hk__swap_ensure_open(loader, plugin, why, sizeof(why));
     if (st != HK_STATUS_OK)
         return hk__swap_fail(loader, st, "hk_mhandle_create: %s: %s", pname, why);
-    if (!hk__swap_module(sw, plugin))
+    if (!hk__swap_module(sw, plugin) || !hk__ext_of(sw, plugin))
         return hk__swap_fail(loader, HK_STATUS_OUT_OF_MEMORY, "hk_mhandle_create: out of memory");
     const hk_vtable_t *vt = &plugin->vtable;
     st = vt->handle_create(ci, &raw);

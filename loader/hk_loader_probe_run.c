@@ -196,22 +196,17 @@ static void hk__child_trim(int out, hk_plugin_t *p)
 }
 
 /* The swap's verification of a negotiated plugin, as the host will run it
- * (hk_loader_swap.c): a handle on the host's device, the workload, the
- * destroy. What the plugin reports (a failed create, a wrong result) is
+ * (hk_loader_swap.c): a handle on the host's device, the verification that
+ * fits the plugin (hk__verify_handle), the destroy. What the plugin reports (a failed create, a wrong result) is
  * answered at stage VALIDATE; the host tells it from a crash, an exit or a
  * hang, which only a process of its own survives. */
 static void hk__child_verify(int out, hk_plugin_t *p)
 {
     static char why[HK__REASON_MAX];
     char began = HK__PROBE_VERIFYING;
-    hk_blas1_v1_t b;
-    hk_memory_v1_t m;
+    const char *how;
     if (hk__write_all(out, &began, 1) != 0)
         _exit(1);
-    if (hk_plugin_get_table(p, HK_TABLE_BLAS1_V1, &b, sizeof(b)) != HK_STATUS_OK
-        || hk_plugin_get_table(p, HK_TABLE_MEMORY_V1, &m, sizeof(m)) != HK_STATUS_OK)
-        hk__answer(out, HK_STAGE_VALIDATE, HK_STATUS_NOT_SUPPORTED, NULL,
-                   "it offers no hk.blas1/1 or no hk.memory/1 table");
     hk_create_info_t ci = {sizeof(ci), hk__args.device, 0};
     hk_handle_t *h = NULL;
     hk_status_t st = p->vtable.handle_create(&ci, &h);
@@ -221,7 +216,7 @@ static void hk__child_verify(int out, hk_plugin_t *p)
                  hk_status_name(st), msg ? msg : "");
         hk__answer(out, HK_STAGE_VALIDATE, st, NULL, why);
     }
-    st = hk__verify_workload(&p->vtable, &b, &m, h, why, sizeof(why));
+    st = hk__verify_handle(p, h, &how, why, sizeof(why));
     hk_status_t dst = p->vtable.handle_destroy(h);
     if (st == HK_STATUS_OK && dst != HK_STATUS_OK) {
         snprintf(why, sizeof(why), "handle_destroy: %s", hk_status_name(dst));

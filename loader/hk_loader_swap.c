@@ -69,32 +69,6 @@ out:
     return st;
 }
 
-/* A slot the old implementation offers and the new one lacks, or NULL: the
- * core slots a movable handle forwards, then every slot of the tables it
- * forwards, as their headers list them. */
-static const char *hk__lacking(const hk__binding_t *old, const hk__binding_t *neu)
-{
-#define HK__SLOT(TBL, NAME)                  \
-    if (old->TBL.NAME && !neu->TBL.NAME)     \
-        return #TBL "." #NAME;
-#define HK__BLAS1(name, minor, params, args) HK__SLOT(blas1, name)
-#define HK__MEMORY(name, minor, params, args) HK__SLOT(memory, name)
-#define HK__KERNELS(name, minor, params, args) HK__SLOT(kernels, name)
-#define HK__CUDA(name, minor, params, args) HK__SLOT(cuda, name)
-    HK__SLOT(core, set_stream) HK__SLOT(core, get_stream) HK__SLOT(core, set_pointer_mode)
-    HK__SLOT(core, get_pointer_mode) HK__SLOT(core, handle_info) HK__SLOT(core, synchronize)
-    HK_BLAS1_V1_SLOTS(HK__BLAS1)
-    HK_MEMORY_V1_SLOTS(HK__MEMORY)
-    HK_KERNELS_V1_SLOTS(HK__KERNELS)
-    HK_CUDA_V1_SLOTS(HK__CUDA)
-#undef HK__CUDA
-#undef HK__KERNELS
-#undef HK__MEMORY
-#undef HK__BLAS1
-#undef HK__SLOT
-    return NULL;
-}
-
 /* Every mover's domain must be dom_new. */
 static hk_status_t hk__check_domains(hk__job_t *job, int dom_new)
 {
@@ -143,18 +117,21 @@ static hk_status_t hk__validate(hk__job_t *job)
     if (dom_new != HK__DOM_UNKNOWN && (st = hk__check_domains(job, dom_new)) != HK_STATUS_OK)
         return st; /* refused before any code of the new plugin runs */
 
-    hk__binding_fill(&job->fresh, to, NULL);
-    if (!job->fresh.blas1.size || !job->fresh.memory.size) {
-        snprintf(job->why, sizeof(job->why), "%s %s offers no %s table", to->name, to->version,
-                 !job->fresh.blas1.size ? HK_TABLE_BLAS1_V1 : HK_TABLE_MEMORY_V1);
-        return HK_STATUS_NOT_SUPPORTED;
+    if (!hk__ext_of(job->sw, to)) {
+        snprintf(job->why, sizeof(job->why), "out of memory");
+        return HK_STATUS_OUT_OF_MEMORY;
     }
+    hk__binding_fill(&job->fresh, to, NULL);
+    /* The generic rule: what the movers' implementations offer and the
+     * handles use, the new one offers, table by table and slot by slot. */
     for (size_t i = 0; i < job->nmovers; i++) {
-        const char *slot = hk__lacking(job->movers[i].old, &job->fresh);
-        if (slot) {
-            snprintf(job->why, sizeof(job->why), "%s %s lacks %s, which %s %s offers", to->name,
-                     to->version, slot, job->movers[i].old->plugin->name,
-                     job->movers[i].old->plugin->version);
+        const hk__binding_t *old = job->movers[i].old;
+        char what[320];
+        const char *fwd = hk__fwd_lacking(old, &job->fresh, what, sizeof(what));
+        if (fwd || hk__ext_lacking(old->ext, job->fresh.ext, what, sizeof(what))) {
+            snprintf(job->why, sizeof(job->why), "%s %s lacks %s, which %s %s offers%s",
+                     to->name, to->version, what, old->plugin->name, old->plugin->version,
+                     fwd ? "" : " and the movable handles use");
             return HK_STATUS_NOT_SUPPORTED;
         }
     }
@@ -173,8 +150,31 @@ static hk_status_t hk__validate(hk__job_t *job)
     return st;
 }
 
+/* The verification that fits the new plugin (hk__verify_handle), then the
+ * host's own when it gave one, on the verification handle. */
+static hk_status_t hk__verify_here(hk__job_t *job)
+{
+    hk_plugin_t *to = job->to;
+    char what[600];
+    const char *how = "";
+    what[0] = '\0';
+    hk_status_t st = hk__verify_handle(to, job->vh, &how, what, sizeof(what));
+    if (st == HK_STATUS_OK && job->verify) {
+        how = "the host's verify callback";
+        st = job->verify(job->verify_user, to, job->vh, what, sizeof(what));
+        what[sizeof(what) - 1] = '\0';
+    }
+    if (st != HK_STATUS_OK)
+        snprintf(job->why, sizeof(job->why), "%s %s failed verification (%s): %.600s", to->name,
+                 to->version, how, what[0] ? what : hk_status_string(st));
+    else
+        HK__TRACE(HK__TRACE_DECISIONS, "swap", "%s %s verified by %s", to->name, to->version,
+                  how);
+    return st;
+}
+
 /* The verification in this process: a handle of the new plugin on the
- * movable handles' device, and the workload on it. */
+ * movable handles' device, and the verification on it. */
 static hk_status_t hk__validate_here(hk__job_t *job)
 {
     hk_plugin_t *to = job->to;
@@ -208,16 +208,8 @@ static hk_status_t hk__validate_here(hk__job_t *job)
             info.size = 0;
         st = hk__check_domains(job, hk__dom_of_info(&info));
     }
-    if (st == HK_STATUS_OK) {
-        char what[512];
-        st = hk__verify_workload(vt, &job->fresh.blas1, &job->fresh.memory, h, what,
-                                 sizeof(what));
-        if (st != HK_STATUS_OK)
-            snprintf(job->why, sizeof(job->why), "%s %s failed verification: %s", to->name,
-                     to->version, what);
-    }
     job->vh = h; /* destroyed after the switch, or when the swap is refused */
-    return st;
+    return st == HK_STATUS_OK ? hk__verify_here(job) : st;
 }
 
 /* Gives a new handle a movable handle's settings; force: also the defaults
@@ -344,6 +336,9 @@ static hk_status_t hk__commit(hk__job_t *job)
                      job->to->version, what, hk_status_name(st), vt->last_error(mv->raw));
     }
     if (st == HK_STATUS_OK) {
+        /* The tables the handles pinned stay in use on the new one. */
+        for (size_t i = 0; i < job->nmovers; i++)
+            hk__ext_carry(job->movers[i].old->ext, job->fresh.ext);
         pthread_mutex_lock(&job->sw->list_lock);
         hk__kern_publish(job->sw, job->to);
         for (size_t i = 0; i < job->nmovers; i++) {
@@ -495,7 +490,7 @@ static hk_status_t hk__job_begin(hk_loader_t *loader, const char *request,
         return HK_STATUS_NULL_POINTER;
     if (!request)
         return hk__swap_fail(loader, HK_STATUS_NULL_POINTER, "swap refused: request is NULL");
-    hk_swap_options_t o = {sizeof(o), NULL, 0, 0, 0};
+    hk_swap_options_t o = {.size = sizeof(o)};
     if (opts) {
         if (opts->size < sizeof(uint32_t))
             return hk__swap_fail(loader, HK_STATUS_INVALID_VALUE,
@@ -533,6 +528,8 @@ static hk_status_t hk__job_begin(hk_loader_t *loader, const char *request,
                                      : (uint64_t)max_us * 1000u;
     int64_t dl_us = o.deadline_us > HK__HOLD_AFTER_MAX_US ? HK__HOLD_AFTER_MAX_US : o.deadline_us;
     job->deadline_ns = dl_us < 0 ? 0 : dl_us == 0 ? loader->deadline_ns : (uint64_t)dl_us * 1000u;
+    job->verify = o.verify;
+    job->verify_user = o.verify_user;
     job->t[0] = t0;
     job->owner = pthread_self();
     snprintf(job->request, sizeof(job->request), "%s", request);

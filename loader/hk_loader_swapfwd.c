@@ -491,3 +491,110 @@ hk_status_t hk_mhandle_get_table(const char *name, void *table, size_t size)
     return HK_STATUS_NOT_FOUND;
 }
 
+
+/* ---- what a swap's new implementation must offer of the forwarded ---- */
+
+const char *hk__fwd_lacking(const hk__binding_t *old, const hk__binding_t *neu, char *what,
+                            size_t n)
+{
+    /* A table the old one offers and the new one does not, named as such;
+     * then each slot, as the tables' headers list them. */
+#define HK__TABLE(TBL, NAME)                                    \
+    if (old->TBL.size && !neu->TBL.size) {                      \
+        snprintf(what, n, "table %s", NAME);                    \
+        return what;                                            \
+    }
+#define HK__SLOT(TBL, TNAME, NAME)                              \
+    if (old->TBL.NAME && !neu->TBL.NAME) {                      \
+        snprintf(what, n, "slot %s of %s", #NAME, TNAME);       \
+        return what;                                            \
+    }
+#define HK__BLAS1(name, minor, params, args) HK__SLOT(blas1, HK_TABLE_BLAS1_V1, name)
+#define HK__MEMORY(name, minor, params, args) HK__SLOT(memory, HK_TABLE_MEMORY_V1, name)
+#define HK__KERNELS(name, minor, params, args) HK__SLOT(kernels, HK_TABLE_KERNELS_V1, name)
+#define HK__CUDA(name, minor, params, args) HK__SLOT(cuda, HK_TABLE_CUDA_V1, name)
+    HK__TABLE(blas1, HK_TABLE_BLAS1_V1)
+    HK__TABLE(memory, HK_TABLE_MEMORY_V1)
+    HK__TABLE(kernels, HK_TABLE_KERNELS_V1)
+    HK__TABLE(cuda, HK_TABLE_CUDA_V1)
+    HK__SLOT(core, "the core vtable", set_stream)
+    HK__SLOT(core, "the core vtable", get_stream)
+    HK__SLOT(core, "the core vtable", set_pointer_mode)
+    HK__SLOT(core, "the core vtable", get_pointer_mode)
+    HK__SLOT(core, "the core vtable", handle_info)
+    HK__SLOT(core, "the core vtable", synchronize)
+    HK_BLAS1_V1_SLOTS(HK__BLAS1)
+    HK_MEMORY_V1_SLOTS(HK__MEMORY)
+    HK_KERNELS_V1_SLOTS(HK__KERNELS)
+    HK_CUDA_V1_SLOTS(HK__CUDA)
+#undef HK__CUDA
+#undef HK__KERNELS
+#undef HK__MEMORY
+#undef HK__BLAS1
+#undef HK__SLOT
+#undef HK__TABLE
+    return NULL;
+}
+
+/* ---- pins: the tables a movable handle does not forward ---- */
+
+/* The forwarded table of b named name (the implementation's own copy), or
+ * NULL. */
+static const void *hk__fwd_raw_table(const hk__binding_t *b, const char *name)
+{
+    const void *t = !strcmp(name, HK_TABLE_BLAS1_V1)     ? (const void *)&b->blas1
+                    : !strcmp(name, HK_TABLE_MEMORY_V1)  ? (const void *)&b->memory
+                    : !strcmp(name, HK_TABLE_KERNELS_V1) ? (const void *)&b->kernels
+                    : !strcmp(name, HK_TABLE_CUDA_V1)    ? (const void *)&b->cuda
+                                                         : NULL;
+    size_t size = 0;
+    if (t)
+        memcpy(&size, t, sizeof(size));
+    return size ? t : NULL;
+}
+
+hk_status_t hk_mhandle_pin(hk_mhandle_t *handle, const char *table, hk_mhandle_pin_t *pin)
+{
+    if (!table || !pin) {
+        hk__mh_thread_error("hk_mhandle_pin: %s is NULL", !table ? "table" : "pin");
+        return HK_STATUS_NULL_POINTER;
+    }
+    if (pin->size < sizeof(*pin)) {
+        hk__mh_thread_error("hk_mhandle_pin: pin->size %u is below %zu", (unsigned)pin->size,
+                            sizeof(*pin));
+        return HK_STATUS_INVALID_VALUE;
+    }
+    pin->internal[0] = NULL;
+    hk_mhandle_t *mh = hk__mh_of(handle);
+    if (!mh)
+        return hk__mh_not_live(handle, "hk_mhandle_pin");
+    hk_mhandle_t *was;
+    hk__binding_t *b = hk__mh_enter(mh, &was);
+    const void *t = hk__fwd_raw_table(b, table);
+    if (!t) {
+        hk__ext_table_t *e = hk__ext_find(b->ext, table);
+        if (e && !atomic_load_explicit(&e->used, memory_order_relaxed))
+            atomic_store(&e->used, 1); /* a swap now needs it in the new one */
+        t = e ? e->table : NULL;
+    }
+    if (!t) {
+        hk__mh_leave(b, was);
+        return hk__mh_refuse(mh, HK_STATUS_NOT_FOUND, "hk_mhandle_pin: %s %s offers no table %s",
+                             hk_plugin_name(b->plugin), hk_plugin_version(b->plugin), table);
+    }
+    pin->handle = b->raw;
+    pin->table = t;
+    pin->plugin = b->plugin;
+    pin->internal[0] = b;
+    pin->internal[1] = was;
+    return HK_STATUS_OK;
+}
+
+void hk_mhandle_unpin(hk_mhandle_pin_t *pin)
+{
+    if (!pin || !pin->internal[0])
+        return;
+    hk__binding_t *b = pin->internal[0];
+    pin->internal[0] = NULL;
+    hk__mh_leave(b, pin->internal[1]);
+}

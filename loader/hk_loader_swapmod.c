@@ -143,6 +143,7 @@ hk_status_t hk__swap_try_close(hk_loader_t *loader, struct hk__swap *sw, hk_plug
     dev_t dev;
     ino_t ino;
     hk__ltdl_mapped_id(mapped, &dev, &ino);
+    hk__ext_drop(sw, plugin); /* no binding runs on it: copies of a closing module */
     hk__ltdl_close(module, mapped);
     atomic_fetch_add(&mod->closes, 1);
     if (hk__mapped(dev, ino, cpath) == 0) {

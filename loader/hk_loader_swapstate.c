@@ -51,6 +51,7 @@ static void hk__swap_free(hk_loader_t *loader)
     struct hk__swap *sw = atomic_load(&loader->swap);
     if (!sw)
         return;
+    hk__ext_free_all(sw); /* the plugins are gone already: only the copies */
     for (size_t i = 0; i < sw->nmodules; i++)
         free(sw->modules[i]);
     free(sw->modules);

@@ -1,13 +1,18 @@
-/* handlekit loader: the verification workload a new implementation must
- * pass before a swap moves handles to it (hk_loader_swap.c), in the probe
- * process first (hk_loader_probe_run.c) and then in the host: every slot of
- * hk.blas1/1 and hk.memory/1 present, then dot, nrm2, axpy, scal and copy
- * in float and double on data whose every result is exact, each checked. */
+/* handlekit loader: the verification a new implementation must pass before
+ * a swap moves handles to it (hk_loader_swap.c), in the probe process first
+ * (hk_loader_probe_run.c) and then in the host. Which one fits the plugin
+ * (hk__verify_handle): its own known-answer workload when it offers
+ * hk.selfcheck/1 (it knows its tables; the loader does not), else the
+ * loader's workload when it offers hk.blas1/1 and hk.memory/1 (every slot of
+ * both present, then dot, nrm2, axpy, scal and copy in float and double on
+ * data whose every result is exact, each checked), else nothing beyond the
+ * handle that was made. */
 #include "hk__loader.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "hk_selfcheck.h"
 #include "hk_status_text.h"
 
 #define HK__VN 1027 /* odd and past a power of two: tails get exercised */
@@ -171,4 +176,38 @@ out:
     free(hx);
     free(hy);
     return st;
+}
+
+/* The plugin's own self-check on h. */
+static hk_status_t hk__verify_self(const hk_selfcheck_v1_t *sc, hk_handle_t *h, char *why,
+                                   size_t n)
+{
+    char said[HK__REASON_MAX];
+    said[0] = '\0';
+    hk_status_t st = sc->run(h, said, sizeof(said));
+    said[sizeof(said) - 1] = '\0';
+    if (st != HK_STATUS_OK)
+        snprintf(why, n, "its self-check (hk.selfcheck/1) says %s: %s", hk_status_name(st),
+                 said[0] ? said : "(no reason given)");
+    return st;
+}
+
+hk_status_t hk__verify_handle(const hk_plugin_t *p, hk_handle_t *h, const char **how, char *why,
+                              size_t n)
+{
+    hk_selfcheck_v1_t sc;
+    hk_blas1_v1_t b;
+    hk_memory_v1_t m;
+    if (hk_plugin_get_table(p, HK_TABLE_SELFCHECK_V1, &sc, sizeof(sc)) == HK_STATUS_OK
+        && sc.run) {
+        *how = "its self-check (hk.selfcheck/1)";
+        return hk__verify_self(&sc, h, why, n);
+    }
+    if (hk_plugin_get_table(p, HK_TABLE_BLAS1_V1, &b, sizeof(b)) == HK_STATUS_OK
+        && hk_plugin_get_table(p, HK_TABLE_MEMORY_V1, &m, sizeof(m)) == HK_STATUS_OK) {
+        *how = "the loader's hk.blas1/1 workload";
+        return hk__verify_workload(&p->vtable, &b, &m, h, why, n);
+    }
+    *how = "a handle made (it offers neither hk.selfcheck/1 nor hk.blas1/1 and hk.memory/1)";
+    return HK_STATUS_OK;
 }

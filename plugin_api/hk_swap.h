@@ -20,12 +20,20 @@
  *      follow): the domain is the plugin's HK_PLUGIN_MEMORY_HOST or
  *      HK_PLUGIN_MEMORY_CUDA flag, or for a plugin without one the device
  *      its handles report through handle_info (-1: host memory);
- *   3. verifies the new plugin: a handle is created and a small workload runs
- *      through its hk.memory/1 and hk.blas1/1 tables, every result checked,
- *      first in a probe process when isolation is on (a crash, exit or hang
- *      there refuses the swap), then in the host (that handle lives until
+ *   3. verifies the new plugin on a handle of it, with what fits the
+ *      plugin: its own known-answer workload when it offers hk.selfcheck/1
+ *      (plugin_api/hk_selfcheck.h); else, when it offers hk.blas1/1 and
+ *      hk.memory/1, the loader's workload through them, every result
+ *      checked; else only the handle's create. It runs first in a probe
+ *      process when isolation is on (a crash, exit or hang there refuses the
+ *      swap), then in the host, followed by the host's own verification
+ *      when it gives one (hk_swap_options_t.verify); that handle lives until
  *      step 6, so that what the plugin's first handle loaded stays loaded
- *      for the new handles);
+ *      for the new handles. The new plugin must offer what the handles that
+ *      move can call: every table and slot of the old implementation that
+ *      movable handles forward (the core's, hk.blas1/1, hk.memory/1,
+ *      hk.kernels/1, hk.cuda/1), and every other table the handles pinned
+ *      (hk_mhandle_pin) with at least the slots the old one sets;
  *   4. creates, for every movable handle that moves, a handle of the new
  *      plugin with the same state: the same create flags; the same device
  *      and context (a handle bound to a primary context is made with that
@@ -214,6 +222,41 @@ hk_status_t hk_mhandle_get_table(const char *name, void *table, size_t size);
  * NULL buf or len 0. */
 hk_status_t hk_mhandle_last_error_copy(hk_mhandle_t *mh, char *buf, size_t len);
 
+/* A call on a table the loader does not forward (a plugin's own ops, its
+ * self-check), held to the implementation a movable handle is bound to. */
+typedef struct hk_mhandle_pin {
+    uint32_t size;        /* set by the caller to sizeof as it knows it */
+    hk_handle_t *handle;  /* the implementation's own handle: give it to the
+                             table's slots */
+    const void *table;    /* the implementation's table (the loader's clamped
+                             copy; it starts with its size field) */
+    hk_plugin_t *plugin;  /* the implementation, owned by the loader */
+    void *internal[2];    /* the loader's; internal[0] is NULL once unpinned */
+} hk_mhandle_pin_t;
+
+/* [thread-safe] Pins mh to its current implementation for the length of
+ * one call, and gives that implementation's handle and its table named
+ * table (any table of the plugin but hk.trim/1; the four forwarded ones
+ * too) in *pin. Until hk_mhandle_unpin(pin) the pin counts as a call in
+ * flight: a swap switches mh to another implementation meanwhile, but
+ * waits for the pin before it destroys the old handle, so the pinned
+ * handle and table stay valid; the next pin gets the new implementation.
+ * Like a forwarded call it waits while the calls are held ("Held calls").
+ * A table pinned once is in use: a swap refuses a new implementation that
+ * lacks it or a slot of it the old one sets. Pin for one call and unpin
+ * at once; never keep a pin across a wait for something another thread's
+ * swap may wait for (its own swap included). Returns OK; NULL_POINTER
+ * (table or pin NULL); INVALID_VALUE (pin->size below sizeof as of this
+ * version); INVALID_HANDLE (mh not live); NOT_FOUND (the implementation
+ * offers no such table: the handle's last error says so). On failure
+ * nothing is pinned. The per-call cost is measured by hk-bench (P9
+ * "pinned"). */
+hk_status_t hk_mhandle_pin(hk_mhandle_t *mh, const char *table, hk_mhandle_pin_t *pin);
+
+/* [thread-safe] Ends a pin, on the thread that made it (NULL, or one
+ * ended already: nothing). */
+void hk_mhandle_unpin(hk_mhandle_pin_t *pin);
+
 typedef struct hk_mhandle_state {
     uint32_t size;        /* set by the caller to sizeof as it knows it */
     hk_plugin_t *plugin;  /* the current implementation, owned by the loader */
@@ -225,6 +268,12 @@ typedef struct hk_mhandle_state {
  * switch the handle right after). Returns INVALID_HANDLE, NULL_POINTER,
  * INVALID_VALUE (size below 4). */
 hk_status_t hk_mhandle_state(hk_mhandle_t *mh, hk_mhandle_state_t *state);
+
+/* A host's verification of a new implementation before a swap moves
+ * handles to it (hk_swap_options_t.verify). [not-concurrent]: it runs on the
+ * swapping thread, once per swap. */
+typedef hk_status_t (*hk_swap_verify_fn)(void *user, hk_plugin_t *plugin, hk_handle_t *handle,
+                                         char *why, size_t why_len);
 
 typedef struct hk_swap_options {
     uint32_t size;     /* sizeof(hk_swap_options_t) as the caller knows it */
@@ -253,6 +302,14 @@ typedef struct hk_swap_options {
      * (each call runs on the swapping thread, for as long as it takes);
      * above a day: a day. */
     int64_t deadline_us;
+    /* The host's own verification (added after the fields above): called
+     * on the verification handle of the new implementation in the host,
+     * after the verification that fits the plugin passed (step 3), with the
+     * plugin to find its tables (hk_plugin_get_table) and its vtable. It
+     * returns HK_STATUS_OK, or a status and a one-line reason in why (up to
+     * why_len bytes, NUL-terminated), which refuses the swap. NULL: none. */
+    hk_swap_verify_fn verify;
+    void *verify_user;     /* given to verify as it is */
 } hk_swap_options_t;
 
 /* Binds movable handles to the plugin that request resolves to (see the file
@@ -276,13 +333,17 @@ typedef struct hk_swap_options {
  *                  a closed plugin cannot be opened again (no descriptor
  *                  left; loaded in place: its file changed on disk,
  *                  writable by others, no entry point)
- *   NOT_SUPPORTED  the new plugin lacks hk.blas1/1 or hk.memory/1, or a slot
- *                  the old implementation offers; the memory domains differ
+ *   NOT_SUPPORTED  the new plugin lacks a table or slot the old implementation
+ *                  offers (a forwarded one, or one the handles pinned: the
+ *                  reason names it); the memory domains differ
  *                  or one is unknown; a handle's device or context cannot be
  *                  bound again; it offers no hk.kernels/1 that could take the
  *                  libraries loaded through the handles that move
- *   LOAD_FAILED    the verification workload computed a wrong result, or
- *                  crashed, exited or hung in the probe process
+ *   LOAD_FAILED    the loader's verification workload computed a wrong
+ *                  result, or the verification crashed, exited or hung in the
+ *                  probe process
+ *   the status of the plugin's self-check or of the host's verify callback
+ *                  when it refuses (INTERNAL: a wrong result)
  *   the status of the new plugin's handle_create, set_stream,
  *                  set_pointer_mode or a table slot when one fails (its
  *                  hk.kernels/1 load of a library's image, say: "<name>

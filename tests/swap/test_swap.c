@@ -708,5 +708,6 @@ int hk_test_register(void)
     swp_register_hold();
     swp_register_host();
     swp_register_deadline();
+    swp_register_generic();
     return 0;
 }

@@ -103,7 +103,8 @@ static void test_host_swap_refused(void)
     char *out;
     int rc = run(HOST " swap -p " SWP_A " -q " SWP_DOUBLE("swp_wrong") " -t 2 -k 4", &out);
     CU_ASSERT_EQUAL(rc, 1);
-    CU_ASSERT(has(out, "refused: hk-cpu 1.0.2 failed verification: saxpy gave"));
+    CU_ASSERT(has(out, "refused: hk-cpu 1.0.2 failed verification (the loader's hk.blas1/1 "
+                       "workload): saxpy gave"));
     CU_ASSERT(has(out, "wrong 0, failed 0, swaps 2 of 4 (2 refused)"));
     free(out);
 }

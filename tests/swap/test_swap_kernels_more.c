@@ -275,7 +275,7 @@ static void test_cannot_load_refuses(void)
     CU_ASSERT_EQUAL(hk_loader_swap(loader, HK_SWAP_NOKERNELS, NULL, NULL),
                     HK_STATUS_NOT_SUPPORTED);
     CU_ASSERT_PTR_NOT_NULL(strstr(hk_loader_last_error(loader),
-                                  "hk-cuda 1.0.3 lacks kernels.load, which hk-cuda 1.0.0 offers"));
+                                  "hk-cuda 1.0.3 lacks table hk.kernels/1, which hk-cuda 1.0.0 offers"));
     CU_ASSERT_PTR_EQUAL(plugin_of(mh), a);
     CU_ASSERT(iota_ok(mh, k, 2));
 
