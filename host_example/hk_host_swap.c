@@ -23,6 +23,7 @@
 #include "hk_blas1.h"
 #include "hk_host.h"
 #include "hk_memory.h"
+#include "hk_selfcheck.h"
 #include "hk_status_text.h"
 #include "hk_swap.h"
 
@@ -208,6 +209,36 @@ out:
     return NULL;
 }
 
+/* The workload of a plugin without hk.blas1/1: its own self-check, run
+ * again and again through pins (hk_mhandle_pin), each verdict counted. */
+static void *hkh_work_selfcheck(void *arg)
+{
+    hkh_worker_t *w = arg;
+    char why[256];
+    atomic_store(&w->ready, 1);
+    while (!atomic_load(&hkh_stop)) {
+        hk_mhandle_pin_t pin = {.size = sizeof pin};
+        hk_status_t st;
+        HKH_TIMED(w, st, hk_mhandle_pin(w->mh, HK_TABLE_SELFCHECK_V1, &pin));
+        if (st != HK_STATUS_OK) {
+            hkh_worker_fail(w, "hk_mhandle_pin", st);
+            break;
+        }
+        const hk_selfcheck_v1_t *sc = pin.table;
+        why[0] = '\0';
+        HKH_TIMED(w, st, sc->run(pin.handle, why, sizeof why));
+        hk_mhandle_unpin(&pin);
+        atomic_fetch_add(&w->calls, 1);
+        if (st == HK_STATUS_INTERNAL) {
+            atomic_fetch_add(&w->wrong, 1);
+        } else if (st != HK_STATUS_OK) {
+            hkh_worker_fail(w, "self-check", st);
+            break;
+        }
+    }
+    return NULL;
+}
+
 static void hkh_totals(hkh_worker_t *w, long n, unsigned long long t[3])
 {
     t[0] = t[1] = t[2] = 0;
@@ -348,9 +379,24 @@ static int hkh_start(hk_loader_t *loader, const hkh_swap_opts_t *o, hkh_worker_t
         hkh_fail("swap: %s", hk_loader_last_error(loader));
         return 1;
     }
+    /* The workload: hk.blas1/1 where A offers it, else A's own self-check. */
+    hk_blas1_v1_t b;
+    hk_selfcheck_v1_t sc;
+    int blas = hk_plugin_get_table(pa, HK_TABLE_BLAS1_V1, &b, sizeof b) == HK_STATUS_OK;
+    if (!blas && (hk_plugin_get_table(pa, HK_TABLE_SELFCHECK_V1, &sc, sizeof sc) != HK_STATUS_OK
+                  || !sc.run)) {
+        hkh_fail("swap: %s %s offers neither %s nor %s: there is no workload to run on it",
+                 hk_plugin_name(pa), hk_plugin_version(pa), HK_TABLE_BLAS1_V1,
+                 HK_TABLE_SELFCHECK_V1);
+        return 1;
+    }
     printf("swap: %s %s (%s) <-> %s %s (%s), %ld threads, %ld swaps, n %lld\n",
            hk_plugin_name(pa), hk_plugin_version(pa), hk_plugin_path(pa), hk_plugin_name(pb),
            hk_plugin_version(pb), hk_plugin_path(pb), o->threads, o->swaps, (long long)o->n);
+    printf("workload: %s\n", blas ? "saxpy, copy back, sdot through the forwarding tables, "
+                                    "every result checked"
+                                  : "its self-check (hk.selfcheck/1) through pins, every "
+                                    "verdict counted");
     fflush(stdout);
     hk_mhandle_get_table(HK_TABLE_BLAS1_V1, &hkh_blas, sizeof hkh_blas);
     hk_mhandle_get_table(HK_TABLE_MEMORY_V1, &hkh_mem, sizeof hkh_mem);
@@ -361,7 +407,7 @@ static int hkh_start(hk_loader_t *loader, const hkh_swap_opts_t *o, hkh_worker_t
             hkh_fail("swap: %s", hk_loader_last_error(loader));
             return 1;
         }
-        if (pthread_create(&wk->tid, NULL, hkh_work, wk) != 0) {
+        if (pthread_create(&wk->tid, NULL, blas ? hkh_work : hkh_work_selfcheck, wk) != 0) {
             hk_mhandle_destroy(wk->mh);
             hkh_fail("swap: cannot start a thread");
             return 1;
