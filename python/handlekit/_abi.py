@@ -221,9 +221,20 @@ class MhandleState(Structure):
                 ('inflight', c_uint64)]
 
 
+# hk_swap_verify_fn: (user, plugin, handle, why, why_len) -> status
+SwapVerifyFn = ctypes.CFUNCTYPE(status_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                ctypes.c_void_p, ctypes.c_size_t)
+
+
 class SwapOptions(Structure):
     _fields_ = [('size', c_uint32), ('from', c_char_p), ('hold_after_us', c_int64),
-                ('hold_max_us', c_int64), ('deadline_us', c_int64)]
+                ('hold_max_us', c_int64), ('deadline_us', c_int64), ('verify', SwapVerifyFn),
+                ('verify_user', ctypes.c_void_p)]
+
+
+class MhandlePin(Structure):
+    _fields_ = [('size', c_uint32), ('handle', ctypes.c_void_p), ('table', ctypes.c_void_p),
+                ('plugin', ctypes.c_void_p), ('internal', ctypes.c_void_p * 2)]
 
 
 class SwapState(Structure):

@@ -69,6 +69,8 @@ def _declare(lib):
         'hk_mhandle_vtable': (c_void_p, []),
         'hk_mhandle_get_table': (st, [c_char_p, c_void_p, c_size_t]),
         'hk_mhandle_state': (st, [mh, POINTER(_abi.MhandleState)]),
+        'hk_mhandle_pin': (st, [mh, c_char_p, POINTER(_abi.MhandlePin)]),
+        'hk_mhandle_unpin': (None, [POINTER(_abi.MhandlePin)]),
         'hk_loader_swap': (st, [loader, c_char_p, POINTER(_abi.SwapOptions), vp]),
         'hk_loader_swap_prepare': (st, [loader, c_char_p, POINTER(_abi.SwapOptions), vp]),
         'hk_loader_swap_commit': (st, [c_void_p, vp]),

@@ -145,6 +145,18 @@ class MovableHandle(Handle):
         """The Plugin the handle is bound to now (a swap may change it right after)."""
         return self.state()['plugin']
 
+    def pin(self, table):
+        """hk_mhandle_pin: the implementation's own handle and its table named
+        table (any table but hk.trim/1, a plugin's own ops included), held
+        for the length of a with block: a swap meanwhile waits for it before
+        it destroys that handle. Use as
+            with mh.pin('example.ops/1') as p:
+                ops = p.table_as(ExampleOpsV1)   # a ctypes Structure of the table
+                ops.scale(p.handle, n, byref(alpha), x)
+        HandlekitError NOT_FOUND when the implementation has no such table.
+        Unpin on the thread that pinned (the with block does)."""
+        return Pin(self, table)
+
     def _fetch_table(self, name, cls):
         out = cls()
         st = self.loader._lib.hk_mhandle_get_table(_limits.cstring(name, 'table name'),
@@ -156,17 +168,79 @@ class MovableHandle(Handle):
         return out
 
 
-def _options(from_name, hold_after_us):
+class Pin:
+    """A pin of a movable handle (MovableHandle.pin): handle is the
+    implementation's own handle (an int address) for the table's slots,
+    table the address of the loader's copy of the table, plugin the Plugin
+    it belongs to."""
+
+    def __init__(self, mh, table):
+        fn = _need(mh.loader._lib, 'hk_mhandle_pin')
+        self._mh = mh
+        self._pin = _abi.MhandlePin(size=ctypes.sizeof(_abi.MhandlePin))
+        st = fn(mh._h(), _limits.cstring(table, 'table'), byref(self._pin))
+        if st != _abi.Status.OK:
+            raise HandlekitError(st, _text(mh._vt.last_error(mh._ptr)) or 'hk_mhandle_pin failed')
+        self.handle = self._pin.handle
+        self.table = self._pin.table
+        self.plugin = mh.loader._wrap(self._pin.plugin)
+
+    def table_as(self, cls):
+        """The table as an instance of the ctypes Structure cls (a copy of
+        min(its size field, sizeof(cls)) bytes, the rest zero)."""
+        size = ctypes.c_size_t.from_address(self.table).value
+        out = cls()
+        ctypes.memmove(byref(out), self.table, min(size, ctypes.sizeof(cls)))
+        return out
+
+    def unpin(self):
+        """hk_mhandle_unpin (again: nothing)."""
+        self._mh.loader._lib.hk_mhandle_unpin(byref(self._pin))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.unpin()
+        return False
+
+
+def _verify_fn(verify):
+    """A C callback for hk_swap_options_t.verify around the Python callable
+    verify(plugin_address, handle_address) -> None (raise to refuse: the
+    exception's text is the reason, HandlekitError's status is kept)."""
+    if verify is None:
+        return _abi.SwapVerifyFn()
+    if not callable(verify):
+        raise TypeError('verify must be callable, not %s' % type(verify).__name__)
+
+    def call(user, plugin, handle, why, why_len):
+        try:
+            verify(plugin, handle)
+            return _abi.Status.OK
+        except Exception as e:  # a refusal, whatever its kind: the swap says why
+            st = e.status if isinstance(e, HandlekitError) else _abi.Status.INTERNAL
+            text = (str(e) or type(e).__name__).encode('utf-8', 'replace')
+            text = text.replace(b'\n', b' ')[:max(why_len - 1, 0)]
+            if why and why_len:
+                ctypes.memmove(why, text + b'\0', len(text) + 1)
+            return st
+    return _abi.SwapVerifyFn(call)
+
+
+def _options(from_name, hold_after_us, verify=None):
     o = _abi.SwapOptions(size=ctypes.sizeof(_abi.SwapOptions))
     if from_name is not None:
         setattr(o, 'from', _limits.cstring(from_name, 'from_name'))  # the struct keeps the bytes
     o.hold_after_us = _limits.int64(hold_after_us, 'hold_after_us')
+    o.verify = _verify_fn(verify)
+    o._keep = o.verify  # the callback lives as long as the options
     return o
 
 
-def swap(loader, request, from_name, hold_after_us):
+def swap(loader, request, from_name, hold_after_us, verify=None):
     fn = _need(loader._lib, 'hk_loader_swap')
-    opts, to = _options(from_name, hold_after_us), c_void_p()
+    opts, to = _options(from_name, hold_after_us, verify), c_void_p()
     _cancel_orphans(loader)
     st = fn(loader._p(), _request(request), byref(opts), byref(to))
     if st != _abi.Status.OK:

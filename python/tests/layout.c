@@ -125,6 +125,14 @@ static void structs_swap(void)
     OFF(hk_swap_options_t, hold_after_us);
     OFF(hk_swap_options_t, hold_max_us);
     OFF(hk_swap_options_t, deadline_us);
+    OFF(hk_swap_options_t, verify);
+    OFF(hk_swap_options_t, verify_user);
+    SIZE(hk_mhandle_pin_t);
+    OFF(hk_mhandle_pin_t, size);
+    OFF(hk_mhandle_pin_t, handle);
+    OFF(hk_mhandle_pin_t, table);
+    OFF(hk_mhandle_pin_t, plugin);
+    OFF(hk_mhandle_pin_t, internal);
     SIZE(hk_swap_state_t);
     SWAPSTATE(size), SWAPSTATE(phase), SWAPSTATE(generation), SWAPSTATE(failed);
     SWAPSTATE(modules_closed), SWAPSTATE(handles), SWAPSTATE(inflight), SWAPSTATE(draining);

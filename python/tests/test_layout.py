@@ -22,6 +22,7 @@ STRUCTS = {
     'hk_kernel_attributes_t': _abi.KernelAttributes,
     'hk_kernels_v1_t': _abi.KernelsV1,
     'hk_mhandle_state_t': _abi.MhandleState,
+    'hk_mhandle_pin_t': _abi.MhandlePin,
     'hk_swap_options_t': _abi.SwapOptions,
     'hk_swap_state_t': _abi.SwapState,
     'hk_swap_plugin_state_t': _abi.SwapPluginState,

@@ -11,6 +11,7 @@ pending makes every later create, destroy and swap of the loader wait.
 
 Every test has a loader of its own over fresh copies of the plugin files, so
 that no module is shared with the package's default loader."""
+import ctypes
 import os
 import shutil
 import subprocess
@@ -96,6 +97,54 @@ class Swap(unittest.TestCase):
                          ('idle', 1, 0, 0))
         # Nothing used the old module any more: the swap closed it.
         self.assertEqual(self.old.swap_state()['module'], 'closed')
+
+    def test_pin_reaches_a_table_across_a_swap(self):
+        """A pin gives the implementation's own handle and table; a swap from
+        inside it is refused BUSY; after it, the next pin gets the new one."""
+        with self.loader.mhandle('hk-cpu@1.0.0') as m:
+            y = np.ones(8, dtype=np.float32)
+            with m.pin('hk.blas1/1') as p:
+                self.assertIs(p.plugin, self.old)
+                blas = p.table_as(hk._abi.Blas1V1)
+                alpha = ctypes.c_float(2.0)
+                st = blas.saxpy(p.handle, 8, ctypes.byref(alpha), self.x.ctypes.data,
+                                1, y.ctypes.data, 1)
+                self.assertEqual(st, hk._abi.Status.OK)
+                # A pin is a call in flight: a swap on this thread would wait for it.
+                with self.assertRaises(hk.HandlekitError) as e:
+                    self.loader.swap('hk-cpu@1.0.1')
+                self.assertEqual(e.exception.status, hk._abi.Status.BUSY)
+            to = self.loader.swap('hk-cpu@1.0.1')
+            np.testing.assert_array_equal(y, 2 * self.x + 1)
+            with m.pin('hk.blas1/1') as p:
+                self.assertIs(p.plugin, to)
+            with self.assertRaises(hk.HandlekitError) as e:
+                m.pin('no.such/1')
+            self.assertEqual(e.exception.status, hk._abi.Status.NOT_FOUND)
+            self.assertIn('offers no table no.such/1', e.exception.reason)
+
+    def test_swap_verify_callback(self):
+        """The host's own verification: raising refuses the swap with the
+        exception's text; returning lets it through; not callable: TypeError."""
+        seen = []
+
+        def refuse(plugin, handle):
+            seen.append((plugin, handle))
+            raise ValueError('the host does not like this build')
+
+        with self.loader.mhandle('hk-cpu@1.0.0') as m:
+            with self.assertRaises(hk.HandlekitError) as e:
+                self.loader.swap('hk-cpu@1.0.1', verify=refuse)
+            self.assertEqual(e.exception.status, hk._abi.Status.INTERNAL)
+            self.assertIn("failed verification (the host's verify callback): the host does "
+                          "not like this build", e.exception.reason)
+            self.assertIs(m.plugin, self.old)
+            self.assertEqual(len(seen), 1)
+            self.assertTrue(seen[0][0] and seen[0][1])
+            to = self.loader.swap('hk-cpu@1.0.1', verify=lambda plugin, handle: None)
+            self.assertIs(m.plugin, to)
+            with self.assertRaises(TypeError):
+                self.loader.swap('hk-cpu@1.0.0', verify=123)
 
     def test_plugin_handle_keeps_its_module_open(self):
         h = self.old.handle()
