@@ -2,7 +2,8 @@
  * offers it. A host that swaps implementations moves its handles to a new
  * build only when that build's self-check says OK, so the verdict is what
  * is checked here: the table's size and slot; run's statuses and its why
- * buffer; the [handle-safe] promise; and, where hk-validate can compute the
+ * buffer; the [handle-safe] promise; for a CUDA plugin, the caller's
+ * current context after a run; and, where hk-validate can compute the
  * plugin's results on its own (hk.blas1/1), that a self-check saying OK is
  * never said of a plugin whose results are wrong. */
 #include <pthread.h>
@@ -12,6 +13,7 @@
 
 #include "hk_selfcheck.h"
 #include "hkv.h"
+#include "hkv_cuda.h"
 
 #define SC_THREADS 4 /* with handles of their own, and as many more on one handle */
 #define SC_ROUNDS 3
@@ -171,6 +173,42 @@ static void check_threads(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r
                 "every verdict OK", SC_THREADS, SC_THREADS, SC_ROUNDS);
 }
 
+/* A run allocates, launches, copies and frees in the handle's context: the
+ * caller's current context must be as it was afterwards, whatever it was
+ * (a user context, nothing), on success and on failure. */
+static void check_cuda_current(const hkv_check_t *k, hkv_plugin_t *p, hkv_result_t *r)
+{
+    (void)k;
+    run_fn fn = run_of(p, r, NULL);
+    if (!fn || hkv_cuda_begin(r))
+        return;
+    hkv_cuctx_t user = NULL;
+    if (hkv_cu_user_context(hkv.probe.ndev >= 2 ? 1 : 0, &user) || hkv_cu.cuCtxSetCurrent(NULL)) {
+        hkv_fail(r, "cannot make a user context");
+        return;
+    }
+    /* an explicit device: a handle made with nothing current would make its
+     * primary current, as the runtime does, and that is no run's doing */
+    hk_create_info_t c0 = {sizeof c0, 0, 0};
+    hk_handle_t *h = hkv_handle(p, &c0, r);
+    if (h) {
+        hkv_cu.cuCtxSetCurrent(user);
+        run_ok(fn, h, "with a user context current", r);
+        hkv_same_current(user, "run with a user context current", r);
+        hkv_cu.cuCtxSetCurrent(NULL);
+        run_ok(fn, h, "with nothing current", r);
+        hkv_same_current(NULL, "run with nothing current", r);
+        hkv_destroy(p, h, r);
+        hkv_cu.cuCtxSetCurrent(user);
+        fn(h, NULL, 0);
+        hkv_same_current(user, "run on a destroyed handle", r);
+    }
+    hkv_cu.cuCtxSetCurrent(NULL);
+    hkv_cu.cuCtxDestroy(user);
+    hkv_note(r, "the caller's context unchanged by run with a user context and with nothing "
+                "current, and on a destroyed handle");
+}
+
 /* hk-validate's own known-answer workload (checks_ops.c): every op of
  * hk.blas1/1 it has rules for, in both pointer modes, with a tail past any
  * block size and with strides. The first wrong result lands in *w. Returns
@@ -237,4 +275,6 @@ void hkv_register_selfcheck(void)
     hkv_add("selfcheck.run", check_run, HKV_NEED_HANDLE, 0, 0, 0);
     hkv_add("selfcheck.threads", check_threads, HKV_NEED_HANDLE, 0, 0, 0);
     hkv_add("selfcheck.agrees", check_agrees, HKV_NEED_HANDLE, 0, 0, 0);
+    hkv_add("selfcheck.cuda-current", check_cuda_current, HKV_NEED_HANDLE | HKV_NEED_CUDA, 0, 0,
+            0);
 }
