@@ -8,8 +8,9 @@
  * cudrv.c (the validator's own access to the CUDA driver), and the checks:
  * checks_abi.c (negotiation, vtable, tables), checks_handles.c (handles,
  * create/info structs, errors), checks_matrix.c (the bad-input matrix),
- * checks_ops.c (numbers), checks_threads.c (thread rules), checks_cuda.c (the
- * context contract).
+ * checks_ops.c (numbers), checks_threads.c (thread rules), checks_trim.c and
+ * checks_selfcheck.c (the optional tables hk.trim/1 and hk.selfcheck/1),
+ * checks_cuda.c (the context contract).
  *
  * Every check runs in a process of its own, forked (under a keeper, in a
  * session of its own) from a process that never loaded CUDA, so a crash, a
@@ -214,6 +215,7 @@ void hkv_register_matrix(void);
 void hkv_register_ops(void);
 void hkv_register_threads(void);
 void hkv_register_trim(void);
+void hkv_register_selfcheck(void);
 void hkv_register_cuda(void);
 
 /* Runs the checks whose select flag is set; prints as asked; returns the

@@ -415,6 +415,7 @@ int main(int argc, char **argv)
     hkv_register_ops();
     hkv_register_threads();
     hkv_register_trim();
+    hkv_register_selfcheck();
     hkv_register_cuda();
     size_t n = hkv_check_count();
     unsigned char *sel = calloc(n, 1);

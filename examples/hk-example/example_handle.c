@@ -235,6 +235,7 @@ static const struct {
 } tables[] = {
     {EXAMPLE_TABLE_OPS_V1, &ex_ops_table},
     {HK_TABLE_MEMORY_V1, &ex_memory_table},
+    {HK_TABLE_SELFCHECK_V1, &ex_selfcheck_table},
 };
 
 static hk_status_t get_table(const char *name, const void **table)

@@ -1,4 +1,4 @@
-/* hk-example internals shared by its two source files. */
+/* hk-example internals shared by its source files. */
 #ifndef EXAMPLE_INTERNAL_H
 #define EXAMPLE_INTERNAL_H
 
@@ -8,6 +8,7 @@
 
 #include <hk_kit.h>
 #include <hk_memory.h>
+#include <hk_selfcheck.h>
 
 #include "hk_example.h"
 
@@ -42,9 +43,16 @@ static inline int ex_live(const hk_handle_t *h)
     return hk_kit_handle_live(h);
 }
 
-/* The tables (example_ops.c) and the core vtable (example_handle.c). */
+/* scale with the pointer mode given rather than the handle's: the
+ * self-check runs both modes on a handle that other threads may be using,
+ * so it must not switch the handle's mode (example_ops.c). */
+hk_status_t ex_scale(hk_handle_t *h, int64_t n, const float *alpha, float *x, int device_mode);
+
+/* The tables (example_ops.c, example_selfcheck.c) and the core vtable
+ * (example_handle.c). */
 extern const example_ops_v1_t ex_ops_table;
 extern const hk_memory_v1_t ex_memory_table;
+extern const hk_selfcheck_v1_t ex_selfcheck_table;
 extern const hk_vtable_t ex_vtable;
 
 #endif /* EXAMPLE_INTERNAL_H */

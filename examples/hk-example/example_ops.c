@@ -58,7 +58,7 @@ static hk_status_t fill(hk_handle_t *h, int64_t n, float value, float *x)
     return launch(h, EX_FILL, n, x, args, "fill");
 }
 
-static hk_status_t scale(hk_handle_t *h, int64_t n, const float *alpha, float *x)
+hk_status_t ex_scale(hk_handle_t *h, int64_t n, const float *alpha, float *x, int device_mode)
 {
     if (!ex_live(h))
         return HK_STATUS_INVALID_HANDLE;
@@ -71,12 +71,18 @@ static hk_status_t scale(hk_handle_t *h, int64_t n, const float *alpha, float *x
         return st;
     /* Host pointer mode: the value now. Device pointer mode: the kernel reads
      * it, so the call neither waits nor copies. */
-    int device_mode = atomic_load(&h->pointer_mode) == HK_POINTER_MODE_DEVICE;
     long long nn = n;
     float a = device_mode ? 0.0f : *alpha;
     const float *alpha_ptr = device_mode ? alpha : NULL;
     void *args[] = {&nn, &a, &alpha_ptr, &x};
     return launch(h, EX_SCALE, n, x, args, "scale");
+}
+
+static hk_status_t scale(hk_handle_t *h, int64_t n, const float *alpha, float *x)
+{
+    if (!ex_live(h))
+        return HK_STATUS_INVALID_HANDLE;
+    return ex_scale(h, n, alpha, x, atomic_load(&h->pointer_mode) == HK_POINTER_MODE_DEVICE);
 }
 
 const example_ops_v1_t ex_ops_table = {

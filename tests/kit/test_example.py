@@ -11,6 +11,10 @@ pkg-config files, then checks the plugin it made:
             hidden) and needs neither libcuda nor libcudart
   validate  the staged hk-validate on the plugin, over the simulated driver:
             no check fails
+  selfcheck in that report, the example's hk.selfcheck/1 passes
+            selfcheck.table, .run, .threads and .cuda-current (run, not
+            skipped); .agrees
+            is skipped, saying why: the example offers no hk.blas1/1
   check     the example's `make check`: fails, saying it checked nothing,
             without a driver; passes over the simulated driver
   demo      the example's host, on the staged loader, over the simulated
@@ -122,9 +126,33 @@ def validate(args, steps):
     steps.passed += counts[0]
     steps.failed += counts[1]
     steps.skipped += counts[2] - notsup
+    selfcheck(out, steps)
     return steps.result('validate', rc == 0 and counts[1] == 0,
                         'hk-validate: %d passed, %d failed, %d skipped (%d of them checks of '
                         'slots the example does not offer)' % tuple(counts + [notsup]))
+
+
+def selfcheck(out, steps):
+    """The example's self-check is what a live swap trusts: its checks must
+    have run and passed, which a plugin without the table would not do (it
+    is skipped there)."""
+    rows = {}
+    for line in out.splitlines():
+        m = re.match(r'^(selfcheck\.\S+)\s+(\S+)\s*(.*)$', line)
+        if m:
+            rows[m.group(1)] = (m.group(2), m.group(3))
+    want = {'selfcheck.table': 'PASS', 'selfcheck.run': 'PASS', 'selfcheck.threads': 'PASS',
+            'selfcheck.cuda-current': 'PASS', 'selfcheck.agrees': 'SKIP'}
+    wrong = ['%s %s' % (name, rows.get(name, ('(no row)',))[0])
+             for name, verdict in sorted(want.items())
+             if rows.get(name, ('',))[0] != verdict]
+    agrees = rows.get('selfcheck.agrees', ('', ''))[1]
+    if 'no table hk-validate can check on its own' not in agrees:
+        wrong.append('selfcheck.agrees says "%s"' % agrees)
+    return steps.result('selfcheck', not wrong,
+                        'unexpected: ' + '; '.join(wrong) if wrong else
+                        'table, run, threads and cuda-current pass; agrees skipped '
+                        '(no hk.blas1/1)')
 
 
 def make_check(args, steps):
@@ -170,7 +198,7 @@ def main():
            'make or pkg-config is not installed'
            if not (shutil.which('make') and shutil.which('pkg-config')) else '')
     if why:
-        for name in ('build', 'exports', 'validate', 'check', 'demo'):
+        for name in ('build', 'exports', 'validate', 'selfcheck', 'check', 'demo'):
             steps.skip(name, why)
     elif build(args, steps):
         exports(args, steps)

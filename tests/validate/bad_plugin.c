@@ -8,12 +8,14 @@
  * entry point, which wraps hk-cpu's answer. */
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "hk_blas1.h"
 #include "hk_memory.h"
+#include "hk_selfcheck.h"
 #include "hk_trim.h"
 
 #define HKV_BAD_CRASH 1      /* saxpy writes to an address nothing is mapped at */
@@ -27,9 +29,11 @@
 #define HKV_BAD_KILL_PARENT 9  /* sscal kills its parent process, then its process group */
 #define HKV_BAD_CREATE_KILL_PARENT 10 /* handle_create does what sscal does in 9 */
 #define HKV_BAD_TRIM_CRASH 11  /* offers hk.trim/1, whose trim writes to nowhere */
+#define HKV_BAD_SELFCHECK_FAILS 12 /* offers hk.selfcheck/1, which always finds a wrong result */
+#define HKV_BAD_SELFCHECK_BLIND 13 /* saxpy is wrong, and its hk.selfcheck/1 says OK */
 
 #ifndef HKV_BAD
-#error "build with -DHKV_BAD=1..11"
+#error "build with -DHKV_BAD=1..13"
 #endif
 
 hk_status_t hk__cpu_entry(const hk_negotiate_request_t *req, hk_negotiate_answer_t *ans);
@@ -130,6 +134,15 @@ static hk_status_t bad_sscal(hk_handle_t *h, int64_t n, const float *a, float *x
         sleep(1);
     return HK_STATUS_OK;
 }
+#elif HKV_BAD == HKV_BAD_SELFCHECK_BLIND
+static hk_status_t bad_saxpy(hk_handle_t *h, int64_t n, const float *alpha, const float *x,
+                             int64_t incx, float *y, int64_t incy)
+{
+    hk_status_t st = inner_blas->saxpy(h, n, alpha, x, incx, y, incy);
+    if (st == HK_STATUS_OK && n > 0)
+        y[0] += 1.0f; /* hk-cpu's memory is host memory; y[0] is in every span */
+    return st;
+}
 #elif HKV_BAD == HKV_BAD_KILL_PARENT
 static hk_status_t bad_sscal(hk_handle_t *h, int64_t n, const float *a, float *x, int64_t incx)
 {
@@ -184,11 +197,39 @@ static hk_status_t bad_trim(void)
 static const hk_trim_v1_t trim_table = {sizeof(hk_trim_v1_t), bad_trim};
 #endif
 
+#if HKV_BAD == HKV_BAD_SELFCHECK_FAILS || HKV_BAD == HKV_BAD_SELFCHECK_BLIND
+/* No workload at all: the verdict is the defect (12: a wrong result found
+ * where there is none; 13: OK whatever saxpy computes). A handle that is not
+ * live is still told apart, through hk-cpu's own check. */
+static hk_status_t bad_selfcheck(hk_handle_t *h, char *why, size_t why_len)
+{
+    hk_pointer_mode_t mode;
+    hk_status_t st = inner->get_pointer_mode(h, &mode);
+    const char *text = "saxpy: y[3] is 0, expected 5";
+    if (st == HK_STATUS_OK && HKV_BAD == HKV_BAD_SELFCHECK_BLIND)
+        return HK_STATUS_OK;
+    if (st == HK_STATUS_OK)
+        st = HK_STATUS_INTERNAL;
+    else
+        text = "not a live hk-bad handle";
+    if (why && why_len > 0)
+        snprintf(why, why_len, "%s", text);
+    return st;
+}
+
+static const hk_selfcheck_v1_t selfcheck_table = {sizeof(hk_selfcheck_v1_t), bad_selfcheck};
+#endif
+
 static hk_status_t bad_get_table_locked(const char *name, const void **table)
 {
 #if HKV_BAD == HKV_BAD_TRIM_CRASH
     if (name && table && strcmp(name, HK_TABLE_TRIM_V1) == 0) {
         *table = &trim_table;
+        return HK_STATUS_OK;
+    }
+#elif HKV_BAD == HKV_BAD_SELFCHECK_FAILS || HKV_BAD == HKV_BAD_SELFCHECK_BLIND
+    if (name && table && strcmp(name, HK_TABLE_SELFCHECK_V1) == 0) {
+        *table = &selfcheck_table;
         return HK_STATUS_OK;
     }
 #endif
@@ -212,7 +253,7 @@ static hk_status_t bad_get_table_locked(const char *name, const void **table)
     }
     inner_blas = *table;
     blas = *inner_blas;
-#if HKV_BAD == HKV_BAD_CRASH
+#if HKV_BAD == HKV_BAD_CRASH || HKV_BAD == HKV_BAD_SELFCHECK_BLIND
     blas.saxpy = bad_saxpy;
 #elif HKV_BAD == HKV_BAD_OK_ON_NULL
     blas.saxpy = bad_saxpy, blas.daxpy = bad_daxpy, blas.sscal = bad_sscal;

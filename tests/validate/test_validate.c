@@ -199,6 +199,48 @@ static void test_trim_crash_fails(void)
     free(out);
 }
 
+/* hk.selfcheck/1 is a verdict a host acts on. A self-check that finds a
+ * wrong result fails selfcheck.run naming its reason (and threads, which
+ * wants every verdict OK); hk-validate's own workload finds nothing wrong
+ * with that plugin's hk.blas1/1, so agrees has nothing against it. */
+static void test_selfcheck_failing_fails(void)
+{
+    char *out;
+    CU_ASSERT_EQUAL(sh(V HK_TEST_SELFCHECK_FAILS " --only 'selfcheck.*'", &out), 1);
+    CU_ASSERT(row_is(out, "selfcheck.table", "PASS", NULL));
+    CU_ASSERT(row_is(out, "selfcheck.run", "FAIL", "INTERNAL: saxpy: y[3] is 0, expected 5"));
+    CU_ASSERT(row_is(out, "selfcheck.threads", "FAIL", "saxpy: y[3] is 0, expected 5"));
+    CU_ASSERT(row_is(out, "selfcheck.agrees", "PASS", "finds a wrong result"));
+    CU_ASSERT(row_is(out, "selfcheck.cuda-current", "SKIP", NULL)); /* hk-cpu underneath */
+    CU_ASSERT(has(out, "\n2 passed, 2 failed, 1 skipped\n"));
+    free(out);
+}
+
+/* A self-check that says OK for a plugin whose saxpy is wrong would let a
+ * host move handles to a broken build: agrees fails it, beside the ops
+ * check that finds the saxpy; the rest of its contract holds. */
+static void test_selfcheck_blind_fails(void)
+{
+    char *out;
+    CU_ASSERT_EQUAL(sh(V HK_TEST_SELFCHECK_BLIND " --only 'selfcheck.*' --only ops.saxpy.host",
+                       &out), 1);
+    CU_ASSERT(row_is(out, "selfcheck.table", "PASS", NULL));
+    CU_ASSERT(row_is(out, "selfcheck.run", "PASS", NULL));
+    CU_ASSERT(row_is(out, "selfcheck.threads", "PASS", NULL));
+    CU_ASSERT(row_is(out, "selfcheck.agrees", "FAIL",
+                     "the self-check passes a plugin whose hk.blas1/1 results are wrong"));
+    CU_ASSERT(row_is(out, "selfcheck.agrees", "FAIL", "saxpy"));
+    CU_ASSERT(row_is(out, "ops.saxpy.host", "FAIL", NULL));
+    CU_ASSERT(has(out, "\n3 passed, 2 failed, 1 skipped\n"));
+    free(out);
+    /* hk-cpu offers no self-check: each check is skipped, saying so */
+    CU_ASSERT_EQUAL(sh(V HK_TEST_CPU " --only 'selfcheck.*'", &out), 0);
+    CU_ASSERT(row_is(out, "selfcheck.table", "SKIP", "the plugin offers no hk.selfcheck/1"));
+    CU_ASSERT(row_is(out, "selfcheck.agrees", "SKIP", "the plugin offers no hk.selfcheck/1"));
+    CU_ASSERT(has(out, "\n0 passed, 0 failed, 5 skipped\n"));
+    free(out);
+}
+
 /* A check that kills its parent process and its process group ends itself,
  * not the validator: that check fails saying so, the next one runs, and the
  * summary is printed. */
@@ -254,6 +296,7 @@ static void test_modes(void)
     CU_ASSERT(has(out, "negotiate.short-answer\n"));
     CU_ASSERT(has(out, "matrix.saxpy.device.incy-zero-destination\n"));
     CU_ASSERT(has(out, "cuda.fork-child\n"));
+    CU_ASSERT(has(out, "selfcheck.agrees\n"));
     free(out);
     CU_ASSERT_EQUAL(sh(V HK_TEST_CPU " --matrix --only 'matrix.sscal.host.n-*'", &out), 0);
     CU_ASSERT_STRING_EQUAL(out, "matrix.sscal.host.n-negative OK\n"
@@ -354,6 +397,10 @@ int hk_test_register(void)
                 test_create_kills_parent_fails);
     hk_test_add(s, "a crashing hk.trim/1 fails the trim checks; hk-cpu skips them",
                 test_trim_crash_fails);
+    hk_test_add(s, "a self-check that finds a wrong result fails selfcheck.run with its reason",
+                test_selfcheck_failing_fails);
+    hk_test_add(s, "a self-check that passes a wrong saxpy fails selfcheck.agrees; hk-cpu skips",
+                test_selfcheck_blind_fails);
     hk_test_add(s, "NULL slots are reported not supported and never called",
                 test_null_slots_not_supported);
     hk_test_add(s, "hk-cpu passes negotiation, tables and numbers", test_passes_what_it_should);
