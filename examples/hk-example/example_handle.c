@@ -11,7 +11,9 @@
 
 #include "example_internal.h"
 
+#ifndef EX_VERSION /* a build may answer another version: -DEX_VERSION='"1.0.1"' */
 #define EX_VERSION "1.0.0"
+#endif
 
 ex_cu_t ex_cu;
 hk_kit_kernel_t *ex_kernels[EX_KERNELS];

@@ -19,6 +19,9 @@ pkg-config files, then checks the plugin it made:
             without a driver; passes over the simulated driver
   demo      the example's host, on the staged loader, over the simulated
             driver: every value right
+  swap      the staged hk-host swaps the example between two builds (1.0.0,
+            1.0.1) under 8 threads running its self-check through pins: 100
+            swaps, no wrong or failed call, the old build closed
 
 It prints hk-validate's report and ends with one line "N passed, N failed,
 N skipped": hk-validate's own counts plus these steps.
@@ -70,17 +73,22 @@ class Steps:
         self.skipped += 1
 
 
-def build(args, steps):
-    if os.path.isdir(args.work):
-        shutil.rmtree(args.work)
-    os.makedirs(args.work)
+def make(args, work, extra=()):
+    """(exit status, output) of the example's make in work (made anew)."""
+    if os.path.isdir(work):
+        shutil.rmtree(work)
+    os.makedirs(work)
     pcdir = staged(args, os.path.join(args.libdir, 'pkgconfig'))
-    cflags = ' '.join(['-O2', '-g'] + args.sanflags.split())
+    cflags = ' '.join(['-O2', '-g'] + args.sanflags.split() + list(extra))
     env = clean_env(PKG_CONFIG_PATH=pcdir)
     argv = ['make', '-f', os.path.join(args.src, 'Makefile'), 'CC=' + args.cc,
             'CFLAGS=' + cflags, 'CUDA_HOME=' + args.cuda_home, 'NVCC=' + args.nvcc,
             'CUDA_ARCH=' + args.cuda_arch]
-    rc, out = run(argv, env, cwd=args.work)
+    return run(argv, env, cwd=work)
+
+
+def build(args, steps):
+    rc, out = make(args, args.work)
     if rc != 0:
         print(out)
     return steps.result('build', rc == 0, 'make in %s' % args.work)
@@ -185,6 +193,30 @@ def demo(args, steps):
     return steps.result('demo', rc == 0 and out.splitlines()[-1:] == ['ok'])
 
 
+def swap(args, steps):
+    """The staged hk-host swaps hk-example between two builds (1.0.0 and a
+    second one answering 1.0.1) under 8 threads that run its self-check,
+    and so its kernels, through movable handles: 100 swaps, no wrong or
+    failed call, no refused swap, the old build's module closed."""
+    work_b = args.work + '-b'
+    rc, out = make(args, work_b, ['-DEX_VERSION=\'"1.0.1"\''])
+    if rc != 0:
+        print(out)
+        return steps.result('swap', False, 'the second build failed')
+    host = staged(args, os.path.join(args.libdir, 'handlekit', 'bin', 'hk-host'))
+    rc, out = run([host, 'swap', '-p', os.path.join(args.work, 'hk-example.so'),
+                   '-q', os.path.join(work_b, 'hk-example.so'), '-t', '8', '-k', '100'],
+                  sim_env(args), cwd=args.work)
+    for line in out.splitlines():
+        print('  ' + line)
+    want = ('hk-example 1.0.0', 'hk-example 1.0.1', 'its self-check (hk.selfcheck/1) through pins',
+            'wrong 0, failed 0, swaps 100 of 100 (0 refused)', 'modules still open: 1 of 2')
+    missing = [w for w in want if w not in out]
+    return steps.result('swap', rc == 0 and not missing,
+                        'exit status %d%s' % (rc, '; missing: ' + ', '.join(missing)
+                                              if missing else ''))
+
+
 def main():
     p = argparse.ArgumentParser()
     for opt in ('stage', 'libdir', 'src', 'work', 'cc', 'cuda-home', 'cuda-arch', 'nvcc',
@@ -198,13 +230,14 @@ def main():
            'make or pkg-config is not installed'
            if not (shutil.which('make') and shutil.which('pkg-config')) else '')
     if why:
-        for name in ('build', 'exports', 'validate', 'selfcheck', 'check', 'demo'):
+        for name in ('build', 'exports', 'validate', 'selfcheck', 'check', 'demo', 'swap'):
             steps.skip(name, why)
     elif build(args, steps):
         exports(args, steps)
         validate(args, steps)
         make_check(args, steps)
         demo(args, steps)
+        swap(args, steps)
     print('%d passed, %d failed, %d skipped' % (steps.passed, steps.failed, steps.skipped))
     return 1 if steps.failed else 0
 
