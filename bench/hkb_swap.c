@@ -129,6 +129,63 @@ fail:
     return -1;
 }
 
+/* ---- P9 pinned: a table reached through hk_mhandle_pin ---- */
+
+/* Each hk.blas1/1 slot as a host calls a table the loader does not forward:
+ * pin, call the implementation's own slot on its own handle, unpin. */
+#define PIN_ARGS(...) __VA_ARGS__
+#define PIN_SLOT(name, minor, params, args)                                                  \
+    static hk_status_t pin_##name params                                                     \
+    {                                                                                        \
+        hk_mhandle_pin_t p = {.size = sizeof p};                                             \
+        hk_status_t st = hk_mhandle_pin((hk_mhandle_t *)h, HK_TABLE_BLAS1_V1, &p);          \
+        if (st != HK_STATUS_OK)                                                              \
+            return st;                                                                       \
+        st = ((const hk_blas1_v1_t *)p.table)->name(p.handle, PIN_ARGS args);                \
+        hk_mhandle_unpin(&p);                                                                \
+        return st;                                                                           \
+    }
+HK_BLAS1_V1_SLOTS(PIN_SLOT)
+#undef PIN_SLOT
+
+#define PIN_ENTRY(name, minor, params, args) .name = pin_##name,
+static const hk_blas1_v1_t pin_blas = {.size = sizeof(hk_blas1_v1_t),
+                                       HK_BLAS1_V1_SLOTS(PIN_ENTRY)};
+#undef PIN_ENTRY
+
+/* The pinned path against the forwarded one, in float: the median over
+ * every op's rounds of pinned - forwarded, side by side in each round. */
+static int p9_pinned(hkb_lane_t *lane, hkb_lane_t *moved, const hkb_plugin_t *fwd, hkb_enq_t *e)
+{
+    hkb_plugin_t pinned = *fwd;
+    pinned.name = "pinned movable handle";
+    pinned.blas = pin_blas;
+    hkb_lane_t pl = *moved;
+    pl.plug = &pinned;
+    const hkb_enq_impl_t impls[3] = {{lane, HKB_ENQ_RAW, HKB_HK}, {moved, 0, HKB_HK},
+                                     {&pl, 0, HKB_HK}};
+    double med[3], diffs[HKB_OP_COUNT * 64], ratio = 0.0;
+    size_t nd = 0;
+    HKB_TRY(hkb_enq_fill(e, HKB_F32), fail);
+    for (hkb_op_t op = 0; op < HKB_OP_COUNT; op++) {
+        hkb_raw_t r;
+        double err = NAN;
+        hkb_where("P9 pinned %s", hkb_op_name(op));
+        HKB_TRY(hkb_enq_prepare(lane, e, op, HKB_F32, &r, &err), fail);
+        HKB_TRY(hkb_verify(&pl, op, HKB_F32, HKB_ENQ_N, e->x, e->y, e->w, e->v, &err), fail);
+        HKB_TRY(hkb_enq_medians(impls, 3, &r, op, HKB_F32, e, med, &diffs[nd]), fail);
+        nd += (size_t)e->reps;
+        ratio = med[2] / med[0] > ratio ? med[2] / med[0] : ratio;
+    }
+    hkb_row_t row;
+    hkb_row_set(&row, "P9", "pinned-extra", hkb_prec_name(HKB_F32), HKB_ENQ_N, "ns",
+                hkb_median(diffs, nd), 0.0, HKB_TARGET_NONE, 0.0);
+    snprintf(row.note, sizeof row.note, "%zu pairs; pinned/raw <= %.3f", nd, ratio);
+    return hkb_report_add(&row);
+fail:
+    return -1;
+}
+
 int hkb_fig_moved_calls(hkb_lane_t *lane, const hkb_opts_t *o)
 {
     hk_loader_t *loader = NULL;
@@ -174,6 +231,7 @@ int hkb_fig_moved_calls(hkb_lane_t *lane, const hkb_opts_t *o)
                         (size_t)HKB_OP_COUNT * (size_t)e.reps),
                 out);
     }
+    HKB_TRY(p9_pinned(lane, &moved, &fwd, &e), out);
     hkb_where("%s", "");
     rc = 0;
 out:

@@ -70,6 +70,10 @@ step hk-host-swap-cuda  $rel/bin/hk-host swap -p $rel/plugins/hk-cuda.so \
 step hk-host-swap-cuda-prepared $rel/bin/hk-host swap -p $rel/plugins/hk-cuda.so \
     -q $rel/tests/swap_plugins/hk-cuda-1.0.1.so -t 8 -k 100 -P
 step hk-validate-example $rel/bin/hk-validate $dbg/tests/kit/example/hk-example.so
+# A plugin without hk.blas1/1: hk-example's two builds, its self-check (its
+# kernels) through pins as the workload.
+step hk-host-swap-example $rel/bin/hk-host swap -p $dbg/tests/kit/example/hk-example.so \
+    -q $dbg/tests/kit/example-b/hk-example.so -t 8 -k 100
 if [ $long -eq 1 ]; then
 step hk-validate-cuda   $rel/bin/hk-validate $rel/plugins/hk-cuda.so
 step hk-validate-cmp    $rel/bin/hk-validate --compare $rel/plugins/hk-cpu.so $rel/plugins/hk-cuda.so
