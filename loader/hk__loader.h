@@ -84,6 +84,11 @@ struct hk_plugin {
     /* A call into the plugin was given up at its deadline (hk__plugin_leak):
      * its code may still run, so the module is never closed. */
     atomic_int stuck;
+    /* The devices it passed a swap's verification on, one bit each (bit
+     * d + 1 for device d, bit 0 for HK_DEVICE_CURRENT): a plugin record is
+     * one build's bytes (its snapshot), so its verdict stands for as long
+     * as the record (hk__verified, hk__verified_note). */
+    atomic_uint_fast64_t verified;
     /* The swap layer's copies of the tables movable handles do not forward
      * (hk__swap.h), while the module is open; NULL until needed. */
     struct hk__ext *swap_ext;
@@ -277,6 +282,12 @@ int hk__plugin_snap_dup(const hk_plugin_t *p);
 
 /* ---- hk_loader_verify.c ---- */
 
+/* Whether plugin passed a swap's verification on device before (always 0
+ * for a plugin loaded in place, whose file may have changed), and the
+ * record of a pass. */
+int hk__verified(const hk_plugin_t *plugin, int device);
+void hk__verified_note(hk_plugin_t *plugin, int device);
+
 /* Runs the swap's verification workload on h through the given tables.
  * Returns OK, or the failing status with why filled. */
 hk_status_t hk__verify_workload(const hk_vtable_t *core, const hk_blas1_v1_t *b,
@@ -403,9 +414,10 @@ size_t hk__probe_fit(const hk_loader_t *loader, size_t n);
  * negotiation there, or no probe could run. The verification ends with the
  * plugin's hk.trim/1 after the handle's destroy; a trim that crashed, exited
  * or hung there also sets plugin->trim_failed and keeps its module mapped.
- * Caller holds no loader lock. */
+ * *passed is 1 when the verification ran there and passed (the host then
+ * need not run it again), else 0. Caller holds no loader lock. */
 hk_status_t hk__probe_verify(hk_loader_t *loader, hk_plugin_t *plugin, int device,
-                             char *why, size_t n);
+                             char *why, size_t n, int *passed);
 
 /* ---- hk_loader_probe_run.c: the probe program's side ---- */
 

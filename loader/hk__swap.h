@@ -507,6 +507,9 @@ typedef struct hk_swap_prepared {
     uint64_t deadline_ns;   /* of each call into a plugin; 0: none */
     int switched;           /* the handles run the new plugin */
     int stuck;              /* a call into a plugin was given up at its deadline */
+    const char *verified;   /* how the new plugin's verification was met
+                               before the host's part (static text); NULL:
+                               the host runs it */
     hk_swap_verify_fn verify; /* the host's own verification; NULL: none */
     void *verify_user;
     char stuck_why[640];    /* the first such call */

@@ -704,10 +704,11 @@ static hk_status_t hk__verify_cand(const hk_plugin_t *plugin, hk__cand_t *c)
 }
 
 hk_status_t hk__probe_verify(hk_loader_t *loader, hk_plugin_t *plugin, int device,
-                             char *why, size_t n)
+                             char *why, size_t n, int *passed)
 {
     hk__cand_t *c = NULL;
     hk_status_t st = HK_STATUS_OK;
+    *passed = 0;
     if (loader->isolation == HK_ISOLATION_OFF)
         return HK_STATUS_OK;
     hk__gate_enter(loader);
@@ -747,6 +748,7 @@ hk_status_t hk__probe_verify(hk_loader_t *loader, hk_plugin_t *plugin, int devic
         snprintf(why, n, "%s", c->reason);
         st = HK_STATUS_LOAD_FAILED;
     }
+    *passed = !c->refused;
     /* The host would call that trim before it closes the module, in a swap
      * or in hk_loader_destroy, and the module's unload may do as badly. */
     if (c->refused && c->probe.phase == HK__PHASE_TRIM && plugin->module) {

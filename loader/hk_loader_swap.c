@@ -140,25 +140,43 @@ static hk_status_t hk__validate(hk__job_t *job)
     if (job->nmovers && HK__HAS(job->movers[0].mh->bound, device)
         && job->movers[0].mh->bound.device >= 0)
         job->ci.device = job->movers[0].mh->bound.device;
-    /* In a probe process first: a crash, exit or hang of the new plugin
-     * there refuses the swap; here it would end the host. */
+    /* One verification per build and device: a build that passed before
+     * runs nothing again. Else in a probe process first: a crash, exit or
+     * hang of the new plugin there refuses the swap (here it would end the
+     * host), and a pass there is the verification. */
+    if (hk__verified(to, job->ci.device)) {
+        job->verified = "verified before on this device: nothing run again";
+        return HK_STATUS_OK;
+    }
     char first[512];
-    st = hk__probe_verify(job->loader, to, job->ci.device, first, sizeof(first));
+    int passed = 0;
+    st = hk__probe_verify(job->loader, to, job->ci.device, first, sizeof(first), &passed);
     if (st != HK_STATUS_OK)
         snprintf(job->why, sizeof(job->why), "%s %s failed in the probe process: %s", to->name,
                  to->version, first);
+    if (passed) {
+        hk__verified_note(to, job->ci.device);
+        job->verified = "verified in the probe process";
+    }
     return st;
 }
 
-/* The verification that fits the new plugin (hk__verify_handle), then the
- * host's own when it gave one, on the verification handle. */
+/* The verification that fits the new plugin (hk__verify_handle), unless it
+ * was met already (job->verified: this build passed before on this device,
+ * or in the probe process just now), then the host's own when it gave one,
+ * on the verification handle. */
 static hk_status_t hk__verify_here(hk__job_t *job)
 {
     hk_plugin_t *to = job->to;
     char what[600];
-    const char *how = "";
+    const char *how = job->verified;
     what[0] = '\0';
-    hk_status_t st = hk__verify_handle(to, job->vh, &how, what, sizeof(what));
+    hk_status_t st = HK_STATUS_OK;
+    if (!how) { /* neither before nor in a probe process: here */
+        st = hk__verify_handle(to, job->vh, &how, what, sizeof(what));
+        if (st == HK_STATUS_OK)
+            hk__verified_note(to, job->ci.device);
+    }
     if (st == HK_STATUS_OK && job->verify) {
         how = "the host's verify callback";
         st = job->verify(job->verify_user, to, job->vh, what, sizeof(what));
@@ -168,8 +186,9 @@ static hk_status_t hk__verify_here(hk__job_t *job)
         snprintf(job->why, sizeof(job->why), "%s %s failed verification (%s): %.600s", to->name,
                  to->version, how, what[0] ? what : hk_status_string(st));
     else
-        HK__TRACE(HK__TRACE_DECISIONS, "swap", "%s %s verified by %s", to->name, to->version,
-                  how);
+        HK__TRACE(HK__TRACE_DECISIONS, "swap", "%s %s: verification met (%s)%s", to->name,
+                  to->version, job->verified ? job->verified : how,
+                  job->verify ? ", and the host's verify callback passed" : "");
     return st;
 }
 

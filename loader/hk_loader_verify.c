@@ -211,3 +211,20 @@ hk_status_t hk__verify_handle(const hk_plugin_t *p, hk_handle_t *h, const char *
     *how = "a handle made (it offers neither hk.selfcheck/1 nor hk.blas1/1 and hk.memory/1)";
     return HK_STATUS_OK;
 }
+
+/* The bit of device in hk_plugin_t.verified; 0 beyond what 64 bits hold. */
+static uint64_t hk__verified_bit(int device)
+{
+    return device >= -1 && device < 63 ? UINT64_C(1) << (device + 1) : 0;
+}
+
+int hk__verified(const hk_plugin_t *plugin, int device)
+{
+    uint64_t bit = hk__verified_bit(device);
+    return plugin->from_snap && bit && (atomic_load(&plugin->verified) & bit);
+}
+
+void hk__verified_note(hk_plugin_t *plugin, int device)
+{
+    atomic_fetch_or(&plugin->verified, hk__verified_bit(device));
+}

@@ -24,16 +24,19 @@
  *      plugin: its own known-answer workload when it offers hk.selfcheck/1
  *      (plugin_api/hk_selfcheck.h); else, when it offers hk.blas1/1 and
  *      hk.memory/1, the loader's workload through them, every result
- *      checked; else only the handle's create. It runs first in a probe
- *      process when isolation is on (a crash, exit or hang there refuses the
- *      swap), then in the host, followed by the host's own verification
- *      when it gives one (hk_swap_options_t.verify); that handle lives until
- *      step 6, so that what the plugin's first handle loaded stays loaded
- *      for the new handles. The new plugin must offer what the handles that
- *      move can call: every table and slot of the old implementation that
- *      movable handles forward (the core's, hk.blas1/1, hk.memory/1,
- *      hk.kernels/1, hk.cuda/1), and every other table the handles pinned
- *      (hk_mhandle_pin) with at least the slots the old one sets;
+ *      checked; else only the handle's create. It runs in a probe process
+ *      when isolation is on (a crash, exit or hang there refuses the swap;
+ *      a pass there is not repeated in the host), else in the host; a build
+ *      that passed on the device before is not verified again (docs/swap.md,
+ *      "One verification per build"). Then the host's own verification
+ *      runs when it gives one (hk_swap_options_t.verify). The handle lives
+ *      until step 6, so that what the plugin's first handle loaded stays
+ *      loaded for the new handles. The new plugin must offer what the
+ *      handles that move can call: every table and slot of the old
+ *      implementation that movable handles forward (the core's, hk.blas1/1,
+ *      hk.memory/1, hk.kernels/1, hk.cuda/1), and every other table the
+ *      handles pinned (hk_mhandle_pin) with at least the slots the old one
+ *      sets;
  *   4. creates, for every movable handle that moves, a handle of the new
  *      plugin with the same state: the same create flags; the same device
  *      and context (a handle bound to a primary context is made with that

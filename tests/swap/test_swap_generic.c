@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "gen_ops.h"
 #include "hk_selfcheck.h"
@@ -235,6 +237,49 @@ static void test_pin_bad_input(void)
     CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
 }
 
+/* How many self-check runs the file at path counts. */
+static long gen_checks(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (long)st.st_size : 0;
+}
+
+/* One verification per build: with isolation on, a build never seen is
+ * verified in the probe process only (the host does not run it again); a
+ * build verified before on the device runs nothing at all. 10 swaps
+ * between two builds: 2 self-check runs, not 20. With isolation off, the
+ * host runs it once per build: 2 again. */
+static void test_one_verification_per_build(void)
+{
+    char path[] = "/tmp/hk-gen-checks-XXXXXX";
+    int fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    close(fd);
+    setenv("GEN_CHECK_LOG", path, 1);
+    for (int iso = 0; iso < 2; iso++) {
+        hk_loader_options_t lo = {.size = sizeof(lo), .ignore_env = 1,
+                                  .isolation = iso ? HK_ISOLATION_OFF : HK_ISOLATION_PROBE};
+        hk_loader_t *loader = NULL;
+        CU_ASSERT_EQUAL_FATAL(hk_loader_create(&lo, &loader), HK_STATUS_OK);
+        hk_plugin_t *a = swp_open(loader, GEN("gen-a.so"));
+        CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+        hk_mhandle_t *mh = NULL;
+        CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(a, NULL, &mh), HK_STATUS_OK);
+        long before = gen_checks(path);
+        for (int k = 0; k < 10; k++)
+            CU_ASSERT_EQUAL(hk_loader_swap(loader, k % 2 ? GEN("gen-a.so") : GEN("gen-b.so"),
+                                           NULL, NULL), HK_STATUS_OK);
+        long runs = gen_checks(path) - before;
+        printf("\n    isolation %s: 10 swaps, %ld self-check runs", iso ? "off" : "on", runs);
+        CU_ASSERT_EQUAL(runs, 2);
+        CU_ASSERT_EQUAL(hk_mhandle_destroy(mh), HK_STATUS_OK);
+        CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
+    }
+    printf("\n");
+    unsetenv("GEN_CHECK_LOG");
+    unlink(path);
+}
+
 void swp_register_generic(void)
 {
     CU_pSuite s = hk_test_suite("swap of a plugin without hk.blas1/1", NULL, NULL);
@@ -243,4 +288,6 @@ void swp_register_generic(void)
     hk_test_add(s, "refused: a used table or slot lacking, a self-check that fails, crashes "
                 "or lies (the host's callback)", test_generic_refusals);
     hk_test_add(s, "pins: bad input, a pin counts as a call in flight", test_pin_bad_input);
+    hk_test_add(s, "one verification per build: 10 swaps between two builds run 2 self-checks",
+                test_one_verification_per_build);
 }
