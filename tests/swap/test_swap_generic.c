@@ -161,17 +161,24 @@ static hk_status_t gen_host_verify(void *user, hk_plugin_t *plugin, hk_handle_t 
     return HK_STATUS_OK;
 }
 
+/* loader (made by the caller) with gen-a opened and one movable handle on
+ * it in *mh; the test ends when any of it fails. */
+static hk_loader_t *gen_on_a(hk_loader_t *loader, hk_mhandle_t **mh)
+{
+    CU_ASSERT_PTR_NOT_NULL_FATAL(loader);
+    hk_plugin_t *a = swp_open(loader, GEN("gen-a.so"));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(a, NULL, mh), HK_STATUS_OK);
+    return loader;
+}
+
 /* Refusals: a build lacking a used table, or a slot of it the old one
  * sets; a self-check that finds a wrong result, or crashes (in the probe
  * process); a self-check that lies, caught by the host's callback. */
 static void test_generic_refusals(void)
 {
-    hk_loader_t *loader = swp_loader();
-    CU_ASSERT_PTR_NOT_NULL_FATAL(loader);
-    hk_plugin_t *a = swp_open(loader, GEN("gen-a.so"));
-    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
     hk_mhandle_t *mh = NULL;
-    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(a, NULL, &mh), HK_STATUS_OK);
+    hk_loader_t *loader = gen_on_a(swp_loader(), &mh);
     /* gen.ops/1 unused yet: a build without it may take the handle over. */
     CU_ASSERT_EQUAL(hk_loader_swap(loader, GEN("gen-noops.so"), NULL, NULL), HK_STATUS_OK);
     CU_ASSERT_EQUAL(hk_loader_swap(loader, GEN("gen-a.so"), NULL, NULL), HK_STATUS_OK);
@@ -204,12 +211,8 @@ static void test_generic_refusals(void)
 /* Bad input to pins: a documented status each, and nothing pinned. */
 static void test_pin_bad_input(void)
 {
-    hk_loader_t *loader = swp_loader();
-    CU_ASSERT_PTR_NOT_NULL_FATAL(loader);
-    hk_plugin_t *a = swp_open(loader, GEN("gen-a.so"));
-    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
     hk_mhandle_t *mh = NULL;
-    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(a, NULL, &mh), HK_STATUS_OK);
+    hk_loader_t *loader = gen_on_a(swp_loader(), &mh);
     hk_mhandle_pin_t pin = {.size = sizeof(pin)};
     CU_ASSERT_EQUAL(hk_mhandle_pin(mh, NULL, &pin), HK_STATUS_NULL_POINTER);
     CU_ASSERT_EQUAL(hk_mhandle_pin(mh, GEN_TABLE_OPS_V1, NULL), HK_STATUS_NULL_POINTER);
@@ -260,11 +263,9 @@ static void test_one_verification_per_build(void)
         hk_loader_options_t lo = {.size = sizeof(lo), .ignore_env = 1,
                                   .isolation = iso ? HK_ISOLATION_OFF : HK_ISOLATION_PROBE};
         hk_loader_t *loader = NULL;
-        CU_ASSERT_EQUAL_FATAL(hk_loader_create(&lo, &loader), HK_STATUS_OK);
-        hk_plugin_t *a = swp_open(loader, GEN("gen-a.so"));
-        CU_ASSERT_PTR_NOT_NULL_FATAL(a);
         hk_mhandle_t *mh = NULL;
-        CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(a, NULL, &mh), HK_STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(hk_loader_create(&lo, &loader), HK_STATUS_OK);
+        gen_on_a(loader, &mh);
         long before = gen_checks(path);
         for (int k = 0; k < 10; k++)
             CU_ASSERT_EQUAL(hk_loader_swap(loader, k % 2 ? GEN("gen-a.so") : GEN("gen-b.so"),
