@@ -225,7 +225,11 @@ static void sn_case(sn_change_t how, const char *want_again)
     CU_ASSERT_EQUAL(got, 1);
     if (got == 1)
         CU_ASSERT_EQUAL(sn_change(how, dir, path), 0);
-    CU_ASSERT_EQUAL(write(cmd[1], "S", 1), 1);
+    /* Loaded in place, the host may have died of the change already (that
+     * is the outcome checked below): the write then finds no reader. */
+    ssize_t sent = write(cmd[1], "S", 1);
+    if (!in_place)
+        CU_ASSERT_EQUAL(sent, 1);
     size_t len = 0;
     while (len + 1 < sizeof out && (got = read(res[0], out + len, sizeof out - 1 - len)) > 0)
         len += (size_t)got;
