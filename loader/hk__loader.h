@@ -89,6 +89,12 @@ struct hk_plugin {
      * one build's bytes (its snapshot), so its verdict stands for as long
      * as the record (hk__verified, hk__verified_note). */
     atomic_uint_fast64_t verified;
+    /* Its verification failed (a wrong result, or a crash, exit or hang in
+     * the probe process): no request selects it again (HK_SELECT_FAILED).
+     * failed_why (set once, before failed is stored; freed with the record)
+     * says why. */
+    atomic_int failed;
+    char *_Atomic failed_why;
     /* The swap layer's copies of the tables movable handles do not forward
      * (hk__swap.h), while the module is open; NULL until needed. */
     struct hk__ext *swap_ext;
@@ -287,6 +293,14 @@ int hk__plugin_snap_dup(const hk_plugin_t *p);
  * record of a pass. */
 int hk__verified(const hk_plugin_t *plugin, int device);
 void hk__verified_note(hk_plugin_t *plugin, int device);
+
+/* Records that plugin failed its verification, with why (copied; the first
+ * reason stays): hk_loader_select passes it over from now on. */
+void hk__failed_note(hk_plugin_t *plugin, const char *why);
+
+/* The reason of a failed plugin ("" when it did not fail, or the reason
+ * could not be kept). */
+const char *hk__failed_why(const hk_plugin_t *plugin);
 
 /* Runs the swap's verification workload on h through the given tables.
  * Returns OK, or the failing status with why filled. */

@@ -518,7 +518,17 @@ typedef struct hk_swap_prepared {
     char destroy_why[512];    /* the last of them */
     char request[256]; /* for messages, cut */
     char why[768];
+    hk_plugin_t *target; /* the plugin chosen by the caller, not by a request */
+    int verify_only;     /* move nothing: verify target, then give the job up */
 } hk__job_t;
+
+/* hk_loader_swap to plugin itself rather than to what a request selects (the
+ * watch: hk_loader_watch.c): the same steps, the same refusals, with the
+ * plugin's path naming it in messages. With verify_only no handle moves: the
+ * plugin is verified (tables of no handle, the verification that fits it, on
+ * HK_DEVICE_CURRENT) and the job given up; OK when it passed. */
+hk_status_t hk__swap_plugin(hk_loader_t *loader, hk_plugin_t *plugin,
+                            const hk_swap_options_t *opts, int verify_only, hk_plugin_t **to);
 
 /* Makes a handle of the swap's new plugin (what: "the verification
  * handle"...) with ci: on a helper thread within the job's deadline, or,

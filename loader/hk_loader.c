@@ -280,6 +280,7 @@ static void hk__plugin_free(hk_plugin_t *p)
      * pages through the mapping. */
     if (p->snap_fd >= 0)
         close(p->snap_fd);
+    free(atomic_load(&p->failed_why));
     free(p->path);
     free(p->name);
     free(p->version);

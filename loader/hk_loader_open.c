@@ -221,6 +221,7 @@ static void hk__plugin_drop(hk_plugin_t *plugin)
         return;
     if (plugin->snap_fd >= 0)
         close(plugin->snap_fd);
+    free(atomic_load(&plugin->failed_why));
     free(plugin->path);
     free(plugin->name);
     free(plugin->version);

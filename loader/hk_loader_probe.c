@@ -747,6 +747,7 @@ hk_status_t hk__probe_verify(hk_loader_t *loader, hk_plugin_t *plugin, int devic
     if (c->refused && !reported) {
         snprintf(why, n, "%s", c->reason);
         st = HK_STATUS_LOAD_FAILED;
+        hk__failed_note(plugin, c->reason); /* it crashed, exited or hung there */
     }
     *passed = !c->refused;
     /* The host would call that trim before it closes the module, in a swap

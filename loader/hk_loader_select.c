@@ -334,6 +334,7 @@ typedef struct hk__sel_cand {
     int v_ok;
     hk_select_verdict_t verdict;
     const hk__rule_t *rule; /* the exclude or pin entry that decided */
+    const hk_plugin_t *later; /* SUPERSEDED: the build that supersedes it */
     char bad[200];          /* why the version is not semantic */
 } hk__sel_cand_t;
 
@@ -399,20 +400,46 @@ out:
     return st;
 }
 
+/* The build loaded after c[i] from the same path that supersedes it: the
+ * last one that is selectable too (verdict CHOSEN so far); NULL when none.
+ * c is in load order. */
+static const hk_plugin_t *hk__superseded_by(const hk__sel_cand_t *c, size_t n, size_t i)
+{
+    const hk_plugin_t *later = NULL;
+    for (size_t j = i + 1; j < n; j++)
+        if (c[j].verdict == HK_SELECT_CHOSEN && strcmp(c[j].p->path, c[i].p->path) == 0)
+            later = c[j].p;
+    return later;
+}
+
+/* The verdict of c (CHOSEN: selectable) before superseding and ranking. */
+static hk_select_verdict_t hk__verdict(hk__sel_cand_t *c, const hk__request_t *req,
+                                       const hk__rules_t *rules)
+{
+    c->v_ok = hk_semver_parse(c->p->version, &c->v, c->bad, sizeof(c->bad)) == HK_STATUS_OK;
+    if (atomic_load(&c->p->failed))
+        return HK_SELECT_FAILED;
+    if ((c->rule = hk__excluded_by(rules, c->p, c->v_ok ? &c->v : NULL)) != NULL)
+        return HK_SELECT_EXCLUDED;
+    if (!c->v_ok)
+        return HK_SELECT_BAD_VERSION;
+    return hk__in_ranges(req, rules, c->p, &c->v, &c->rule);
+}
+
 /* Gives every candidate its verdict. Returns the chosen index or -1. */
 static long hk__decide(hk__sel_cand_t *c, size_t n, const hk__request_t *req,
                        const hk__rules_t *rules)
 {
     long best = -1;
+    for (size_t i = 0; i < n; i++)
+        c[i].verdict = hk__verdict(&c[i], req, rules);
+    /* A file rewritten with a build that is selectable too: the path holds
+     * that one now (later candidates first, so that a chain resolves to
+     * the last build). */
+    for (size_t i = n; i-- > 0;)
+        if (c[i].verdict == HK_SELECT_CHOSEN && (c[i].later = hk__superseded_by(c, n, i)))
+            c[i].verdict = HK_SELECT_SUPERSEDED;
     for (size_t i = 0; i < n; i++) {
-        c[i].v_ok = hk_semver_parse(c[i].p->version, &c[i].v, c[i].bad, sizeof(c[i].bad))
-                    == HK_STATUS_OK;
-        if ((c[i].rule = hk__excluded_by(rules, c[i].p, c[i].v_ok ? &c[i].v : NULL)) != NULL)
-            c[i].verdict = HK_SELECT_EXCLUDED;
-        else if (!c[i].v_ok)
-            c[i].verdict = HK_SELECT_BAD_VERSION;
-        else
-            c[i].verdict = hk__in_ranges(req, rules, c[i].p, &c[i].v, &c[i].rule);
         if (c[i].verdict != HK_SELECT_CHOSEN)
             continue;
         /* Selectable: LOWER until the best is known. Strictly higher only,
@@ -480,6 +507,13 @@ static void hk__reason(char *dst, size_t n, const hk__sel_cand_t *c, const hk__s
         break;
     case HK_SELECT_BAD_VERSION:
         hk__text_add(&t, "version is not a semantic version: %s", c->bad);
+        break;
+    case HK_SELECT_SUPERSEDED:
+        hk__text_add(&t, "superseded: its file was rewritten with %s, loaded later",
+                     c->later->version);
+        break;
+    case HK_SELECT_FAILED:
+        hk__text_add(&t, "failed verification: %s", hk__failed_why(c->p));
         break;
     }
     hk__clean(dst, n, t.oom ? "out of memory" : t.buf ? t.buf : "",
@@ -745,6 +779,8 @@ const char *hk_select_verdict_name(hk_select_verdict_t verdict)
     case HK_SELECT_PINNED: return "pinned";
     case HK_SELECT_EXCLUDED: return "excluded";
     case HK_SELECT_BAD_VERSION: return "bad-version";
+    case HK_SELECT_SUPERSEDED: return "superseded";
+    case HK_SELECT_FAILED: return "failed";
     }
     return "unknown";
 }

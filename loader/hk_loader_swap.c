@@ -58,7 +58,8 @@ static hk_status_t hk__collect(hk__job_t *job)
     for (size_t i = 0; i < sw->nhandles; i++) {
         hk_mhandle_t *mh = sw->handles[i];
         hk__binding_t *b = hk__mh_bound(mh); /* the prepare may hold it already */
-        if (b->plugin == job->to || (job->from && strcmp(b->plugin->name, job->from) != 0))
+        if (job->verify_only || b->plugin == job->to
+            || (job->from && strcmp(b->plugin->name, job->from) != 0))
             continue;
         job->movers[job->nmovers].mh = mh;
         job->movers[job->nmovers].old = b;
@@ -176,6 +177,8 @@ static hk_status_t hk__verify_here(hk__job_t *job)
         st = hk__verify_handle(to, job->vh, &how, what, sizeof(what));
         if (st == HK_STATUS_OK)
             hk__verified_note(to, job->ci.device);
+        else /* the build's own verification: no request selects it again */
+            hk__failed_note(to, what[0] ? what : hk_status_string(st));
     }
     if (st == HK_STATUS_OK && job->verify) {
         how = "the host's verify callback";
@@ -380,7 +383,10 @@ static hk_status_t hk__commit(hk__job_t *job)
  * failure nothing has moved. */
 static hk_status_t hk__prepare(hk__job_t *job, const char *request)
 {
-    hk_status_t st = hk_loader_select(job->loader, request, &job->to);
+    hk_status_t st = HK_STATUS_OK;
+    job->to = job->target;
+    if (!job->to)
+        st = hk_loader_select(job->loader, request, &job->to);
     if (st != HK_STATUS_OK) {
         snprintf(job->why, sizeof(job->why), "%s", hk_loader_last_error(job->loader));
         return st;
@@ -612,6 +618,25 @@ hk_status_t hk_loader_swap(hk_loader_t *loader, const char *request,
         return st;
     st = hk__prepare_guarded(job, request);
     if (st == HK_STATUS_OK)
+        st = hk__commit_and_finish(job);
+    else
+        hk__abandon_guarded(job);
+    return hk__job_end(job, st, to);
+}
+
+hk_status_t hk__swap_plugin(hk_loader_t *loader, hk_plugin_t *plugin,
+                            const hk_swap_options_t *opts, int verify_only, hk_plugin_t **to)
+{
+    hk__job_t *job = NULL;
+    if (to)
+        *to = NULL;
+    hk_status_t st = hk__job_begin(loader, plugin->path, opts, &job);
+    if (st != HK_STATUS_OK)
+        return st;
+    job->target = plugin;
+    job->verify_only = verify_only;
+    st = hk__prepare_guarded(job, plugin->path);
+    if (st == HK_STATUS_OK && !verify_only)
         st = hk__commit_and_finish(job);
     else
         hk__abandon_guarded(job);

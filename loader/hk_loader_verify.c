@@ -11,6 +11,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "hk_selfcheck.h"
 #include "hk_status_text.h"
@@ -227,4 +228,19 @@ int hk__verified(const hk_plugin_t *plugin, int device)
 void hk__verified_note(hk_plugin_t *plugin, int device)
 {
     atomic_fetch_or(&plugin->verified, hk__verified_bit(device));
+}
+
+void hk__failed_note(hk_plugin_t *plugin, const char *why)
+{
+    char *copy = strdup(why ? why : "");
+    char *none = NULL;
+    if (copy && !atomic_compare_exchange_strong(&plugin->failed_why, &none, copy))
+        free(copy); /* the first reason stays */
+    atomic_store(&plugin->failed, 1);
+}
+
+const char *hk__failed_why(const hk_plugin_t *plugin)
+{
+    const char *why = atomic_load(&((hk_plugin_t *)plugin)->failed_why);
+    return atomic_load(&plugin->failed) && why ? why : "";
 }

@@ -384,12 +384,21 @@ const char *hk_load_stage_name(hk_load_stage_t stage);
  * search path, and within a directory the earlier file name.
  *
  * A candidate is not selectable, checked in this order, when:
+ *   it failed a swap's verification (a wrong
+ *   result, or it crashed, exited or hung in the
+ *   probe process), for the loader's life           HK_SELECT_FAILED
  *   an HK_PLUGIN_EXCLUDE entry matches it           HK_SELECT_EXCLUDED
  *   its version is not a semantic version           HK_SELECT_BAD_VERSION
  *   it is outside the request's range               HK_SELECT_OUT_OF_RANGE
  *   it is outside an HK_PLUGIN_PIN range of NAME    HK_SELECT_PINNED
  *   it is a pre-release that neither the request's
  *   range nor a pin of NAME names                   HK_SELECT_OUT_OF_RANGE
+ * Last, a selectable candidate is superseded (HK_SELECT_SUPERSEDED) by a
+ * selectable one loaded later from the same path (the same text): its file
+ * was rewritten or renamed over and opened or scanned again, so the path
+ * now holds the later build, whatever its version (a rebuild with the same
+ * version, a rollback to a lower one). A later build that is not
+ * selectable (outside the range, failed) supersedes nothing.
  * The pre-release rule of hk_semver.h applies to the request and its pins
  * together: a pre-release is selectable when one of them names a
  * pre-release of its MAJOR.MINOR.PATCH and it satisfies every operator
@@ -435,7 +444,12 @@ typedef enum hk_select_verdict {
     HK_SELECT_OUT_OF_RANGE = 3, /* outside the request's range */
     HK_SELECT_PINNED = 4,       /* outside an HK_PLUGIN_PIN range */
     HK_SELECT_EXCLUDED = 5,     /* removed by an HK_PLUGIN_EXCLUDE entry */
-    HK_SELECT_BAD_VERSION = 6   /* its version text is not a semantic version */
+    HK_SELECT_BAD_VERSION = 6,  /* its version text is not a semantic version */
+    /* Added after the others: a host written before them may meet these two
+     * (hk_select_verdict_name names them). */
+    HK_SELECT_SUPERSEDED = 7,   /* its file was rewritten with another
+                                   selectable build, loaded later */
+    HK_SELECT_FAILED = 8        /* it failed a swap's verification */
 } hk_select_verdict_t;
 
 #define HK_SELECT_REASON_MAX 320
@@ -494,8 +508,8 @@ hk_status_t hk_loader_select_explain(hk_loader_t *loader, const char *request,
                                      size_t *count);
 
 /* [thread-safe] Name of a verdict ("chosen", "lower", "duplicate",
- * "out-of-range", "pinned", "excluded", "bad-version"); "unknown" outside
- * the list; never NULL. */
+ * "out-of-range", "pinned", "excluded", "bad-version", "superseded",
+ * "failed"); "unknown" outside the list; never NULL. */
 const char *hk_select_verdict_name(hk_select_verdict_t verdict);
 
 /* ==== end of version selection ======================================== */
