@@ -140,5 +140,6 @@ int hkh_cmd_run(const hkh_opts_t *opts);      /* hk_host_run.c */
 int hkh_cmd_validate(const hkh_opts_t *opts); /* hk_host_exec.c */
 int hkh_cmd_bench(const hkh_opts_t *opts);    /* hk_host_exec.c */
 int hkh_cmd_swap(const hkh_opts_t *opts);     /* hk_host_swap.c */
+int hkh_cmd_watch(const hkh_opts_t *opts);    /* hk_host_watch.c */
 
 #endif /* HKH_H */

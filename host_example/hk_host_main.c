@@ -76,6 +76,11 @@ static const hkh_cmd_t hkh_commands[] = {
      "swap -p REQUEST_A -q REQUEST_B [-t THREADS] [-k SWAPS] [-n N] [-w MS] [-P]",
      "threads call through movable handles, every result checked, while the\n"
      "implementation is swapped between A and B (docs/swap.md)"},
+    {"watch", hkh_cmd_watch, NULL,
+     "watch [-r REQUEST] [-t THREADS] [-n N] [-s SECONDS] [-k SWAPS] [-D MS] [-R]",
+     "threads call through movable handles on what REQUEST selects, every\n"
+     "result checked, while new builds written into the search path go live\n"
+     "by themselves; each event and swap printed (docs/deploy.md)"},
 };
 #define HKH_NCMDS (sizeof hkh_commands / sizeof hkh_commands[0])
 

@@ -26,6 +26,7 @@
 #include "hk_selfcheck.h"
 #include "hk_status_text.h"
 #include "hk_swap.h"
+#include "hk_host_swap.h"
 
 typedef struct hkh_swap_opts {
     const char *a, *b;
@@ -34,18 +35,8 @@ typedef struct hkh_swap_opts {
     int prepared; /* -P: prepare each swap, then commit it */
 } hkh_swap_opts_t;
 
-typedef struct hkh_worker {
-    pthread_t tid;
-    hk_mhandle_t *mh;
-    int64_t n;
-    atomic_ullong calls, wrong, failed;
-    char first[320];  /* the first failure, written by the worker only */
-    atomic_int ready; /* 1: set up, -1: set-up failed */
-    hk__lat_t lat[2]; /* the calls' times: [0] outside the swaps, [1] during one */
-} hkh_worker_t;
-
-static atomic_int hkh_stop;
-static hk__lat_windows_t hkh_windows;
+atomic_int hkh_stop;
+hk__lat_windows_t hkh_windows;
 
 /* st = call, timed and classed by the swaps' windows. */
 #define HKH_TIMED(w, st, call)                                                                 \
@@ -57,6 +48,12 @@ static hk__lat_windows_t hkh_windows;
     } while (0)
 static hk_blas1_v1_t hkh_blas;
 static hk_memory_v1_t hkh_mem;
+
+void hkh_swap_tables(void)
+{
+    hk_mhandle_get_table(HK_TABLE_BLAS1_V1, &hkh_blas, sizeof hkh_blas);
+    hk_mhandle_get_table(HK_TABLE_MEMORY_V1, &hkh_mem, sizeof hkh_mem);
+}
 
 /* swap's options; an id is the short letter. */
 static const hk__cli_opt_t hkh_swap_options[] = {
@@ -144,7 +141,7 @@ static void hkh_worker_fail(hkh_worker_t *w, const char *op, hk_status_t st)
 
 /* Rounds of: y += x or y -= x, read y back, x.y; each call counted and
  * each result checked exactly (small integers). */
-static void *hkh_work(void *arg)
+void *hkh_work(void *arg)
 {
     hkh_worker_t *w = arg;
     hk_handle_t *h = hk_mhandle_handle(w->mh);
@@ -211,7 +208,7 @@ out:
 
 /* The workload of a plugin without hk.blas1/1: its own self-check, run
  * again and again through pins (hk_mhandle_pin), each verdict counted. */
-static void *hkh_work_selfcheck(void *arg)
+void *hkh_work_selfcheck(void *arg)
 {
     hkh_worker_t *w = arg;
     char why[256];
@@ -239,7 +236,7 @@ static void *hkh_work_selfcheck(void *arg)
     return NULL;
 }
 
-static void hkh_totals(hkh_worker_t *w, long n, unsigned long long t[3])
+void hkh_totals(hkh_worker_t *w, long n, unsigned long long t[3])
 {
     t[0] = t[1] = t[2] = 0;
     for (long i = 0; i < n; i++) {
@@ -249,12 +246,7 @@ static void hkh_totals(hkh_worker_t *w, long n, unsigned long long t[3])
     }
 }
 
-/* A swap's time by step (hk_swap_state_t): open, verify, new handles,
- * switch, drain, close; then the whole switch (the first four). */
-enum { STEP_OPEN, STEP_VERIFY, STEP_CREATE, STEP_COMMIT, STEP_DRAIN, STEP_CLOSE, STEP_SWITCH,
-       STEPS };
-
-static void hkh_steps_of(const hk_swap_state_t *s, uint64_t v[STEPS])
+void hkh_steps_of(const hk_swap_state_t *s, uint64_t v[STEPS])
 {
     v[STEP_OPEN] = s->last_open_ns;
     v[STEP_VERIFY] = s->last_verify_ns;
@@ -274,7 +266,7 @@ static int hkh_cmp_u64(const void *a, const void *b)
 /* The second summary line: the median of every step over the n swaps that
  * succeeded (steps[i * STEPS + k]), and the steps of the one whose switch
  * took longest. */
-static void hkh_print_steps(uint64_t *steps, long n)
+void hkh_print_steps(uint64_t *steps, long n)
 {
     static const char *const names[STEPS - 1] = {"open", "verify", "new handles", "switch",
                                                  "drain", "close"};
@@ -300,8 +292,9 @@ static void hkh_print_steps(uint64_t *steps, long n)
 }
 
 /* The last two lines: the calls' times during the swaps and outside them,
- * over every thread (read after the threads ended). */
-static void hkh_print_times(const hkh_worker_t *w, long n)
+ * over every thread (read after the threads ended); with windows 0 (the
+ * swaps ran on another thread, unmarked) one line for every call. */
+void hkh_print_times(const hkh_worker_t *w, long n, int windows)
 {
     static const char *const when[2] = {"outside swaps", "during swaps"};
     hk__lat_t *all = calloc(2, sizeof *all);
@@ -309,13 +302,13 @@ static void hkh_print_times(const hkh_worker_t *w, long n)
         return;
     for (long i = 0; i < n; i++)
         for (int c = 0; c < 2; c++)
-            hk__lat_merge(&all[c], &w[i].lat[c]);
-    for (int c = 1; c >= 0; c--) {
+            hk__lat_merge(&all[windows ? c : 0], &w[i].lat[c]);
+    for (int c = windows; c >= 0; c--) {
         hk__lat_summary_t s;
         hk__lat_summarize(&all[c], &s);
-        printf("swap: call time %s (%llu calls): p50 %.1f, p99 %.1f, p99.9 %.1f, longest %.1f "
-               "us\n", when[c], (unsigned long long)s.count, s.p50_us, s.p99_us, s.p999_us,
-               s.max_us);
+        printf("%s: call time%s%s (%llu calls): p50 %.1f, p99 %.1f, p99.9 %.1f, longest %.1f "
+               "us\n", windows ? "swap" : "watch", windows ? " " : "", windows ? when[c] : "",
+               (unsigned long long)s.count, s.p50_us, s.p99_us, s.p999_us, s.max_us);
     }
     free(all);
 }
@@ -398,8 +391,7 @@ static int hkh_start(hk_loader_t *loader, const hkh_swap_opts_t *o, hkh_worker_t
                                   : "its self-check (hk.selfcheck/1) through pins, every "
                                     "verdict counted");
     fflush(stdout);
-    hk_mhandle_get_table(HK_TABLE_BLAS1_V1, &hkh_blas, sizeof hkh_blas);
-    hk_mhandle_get_table(HK_TABLE_MEMORY_V1, &hkh_mem, sizeof hkh_mem);
+    hkh_swap_tables();
     for (*started = 0; *started < o->threads; (*started)++) {
         hkh_worker_t *wk = &w[*started];
         wk->n = o->n;
@@ -479,7 +471,7 @@ int hkh_cmd_swap(const hkh_opts_t *opts)
                open, total);
         if (steps)
             hkh_print_steps(steps, done);
-        hkh_print_times(w, started);
+        hkh_print_times(w, started, 1);
         rc = (t[1] || t[2] || refused) ? 1 : 0;
     }
     free(steps);

@@ -526,9 +526,10 @@ typedef struct hk_swap_prepared {
  * watch: hk_loader_watch.c): the same steps, the same refusals, with the
  * plugin's path naming it in messages. With verify_only no handle moves: the
  * plugin is verified (tables of no handle, the verification that fits it, on
- * HK_DEVICE_CURRENT) and the job given up; OK when it passed. */
+ * HK_DEVICE_CURRENT) and the job given up; OK when it passed. *moved (may
+ * be NULL) receives the number of movable handles that moved. */
 hk_status_t hk__swap_plugin(hk_loader_t *loader, hk_plugin_t *plugin,
-                            const hk_swap_options_t *opts, int verify_only, hk_plugin_t **to);
+                            const hk_swap_options_t *opts, int verify_only, size_t *moved);
 
 /* Makes a handle of the swap's new plugin (what: "the verification
  * handle"...) with ci: on a helper thread within the job's deadline, or,

@@ -625,11 +625,11 @@ hk_status_t hk_loader_swap(hk_loader_t *loader, const char *request,
 }
 
 hk_status_t hk__swap_plugin(hk_loader_t *loader, hk_plugin_t *plugin,
-                            const hk_swap_options_t *opts, int verify_only, hk_plugin_t **to)
+                            const hk_swap_options_t *opts, int verify_only, size_t *moved)
 {
     hk__job_t *job = NULL;
-    if (to)
-        *to = NULL;
+    if (moved)
+        *moved = 0;
     hk_status_t st = hk__job_begin(loader, plugin->path, opts, &job);
     if (st != HK_STATUS_OK)
         return st;
@@ -640,7 +640,9 @@ hk_status_t hk__swap_plugin(hk_loader_t *loader, hk_plugin_t *plugin,
         st = hk__commit_and_finish(job);
     else
         hk__abandon_guarded(job);
-    return hk__job_end(job, st, to);
+    if (moved && job->switched)
+        *moved = job->nmovers;
+    return hk__job_end(job, st, NULL);
 }
 
 hk_status_t hk_loader_swap_prepare(hk_loader_t *loader, const char *request,

@@ -108,30 +108,43 @@ static int hk__verify_only(hk_watch_t *w, hk_plugin_t *p, int64_t mtime, uint64_
     return 0;
 }
 
-/* HK_WATCH_SWAP with a build of the request's name: swap when the request
- * now selects it, else verify and report it as not taken. */
+/* Swaps the request's handles to sel, the request's selection; SWAPPED
+ * when some moved, REFUSED when the swap was. */
+static void hk__swap_to_selection(hk_watch_t *w, hk_plugin_t *sel, int64_t mtime, uint64_t seen)
+{
+    char why[HK_SELECT_REASON_MAX + 200];
+    hk_swap_options_t o = w->swap;
+    size_t moved = 0;
+    o.from = w->name;
+    hk_status_t st = hk__swap_plugin(w->loader, sel, &o, 0, &moved);
+    if (st != HK_STATUS_OK) {
+        hk__watch_emit(w, HK_WATCH_REFUSED, st, sel->path, sel, hk_loader_last_error(w->loader),
+                       mtime, seen);
+        return;
+    }
+    if (!moved)
+        return;
+    snprintf(why, sizeof(why), "%s selects %s %s; %zu movable handle%s of %s moved to it",
+             w->request, sel->name, sel->version, moved, moved == 1 ? "" : "s", w->name);
+    hk__watch_emit(w, HK_WATCH_SWAPPED, st, sel->path, sel, why, mtime, seen);
+}
+
+/* HK_WATCH_SWAP with a build of the request's name: the request resolved
+ * again; the handles go to what it selects now (the new build, or another
+ * one when the new build superseded what they ran: a rollback); a new build
+ * it does not select is verified and reported as not taken. */
 static void hk__follow(hk_watch_t *w, hk_plugin_t *p, int64_t mtime, uint64_t seen)
 {
     char why[HK_SELECT_REASON_MAX + 200];
     hk_plugin_t *sel = NULL;
-    if (hk_loader_select(w->loader, w->request, &sel) != HK_STATUS_OK || sel != p) {
-        if (hk__verify_only(w, p, mtime, seen)) {
-            hk__not_taken_reason(w, p, why, sizeof(why));
-            hk__watch_emit(w, HK_WATCH_NOT_TAKEN, HK_STATUS_OK, p->path, p, why, mtime, seen);
-        }
-        return;
+    if (hk_loader_select(w->loader, w->request, &sel) != HK_STATUS_OK)
+        sel = NULL;
+    if (sel != p && hk__verify_only(w, p, mtime, seen)) {
+        hk__not_taken_reason(w, p, why, sizeof(why));
+        hk__watch_emit(w, HK_WATCH_NOT_TAKEN, HK_STATUS_OK, p->path, p, why, mtime, seen);
     }
-    hk_swap_options_t o = w->swap;
-    o.from = w->name;
-    hk_status_t st = hk__swap_plugin(w->loader, p, &o, 0, NULL);
-    if (st == HK_STATUS_OK) {
-        snprintf(why, sizeof(why), "%s selects it; the movable handles of %s run it",
-                 w->request, w->name);
-        hk__watch_emit(w, HK_WATCH_SWAPPED, st, p->path, p, why, mtime, seen);
-    } else {
-        hk__watch_emit(w, HK_WATCH_REFUSED, st, p->path, p, hk_loader_last_error(w->loader),
-                       mtime, seen);
-    }
+    if (sel)
+        hk__swap_to_selection(w, sel, mtime, seen);
 }
 
 /* HK_WATCH_REPORT, or a build of another name: verify, then report it

@@ -534,6 +534,35 @@ static void test_bad_input(void)
     rmdir(dir);
 }
 
+/* hk-host watch as a user runs it: a new build written while it computes
+ * goes live, the event and the swap's line printed, every call right. */
+static void test_host_watch(void)
+{
+    char dir[PATH_MAX], path[PATH_MAX + 16], cmd[3 * PATH_MAX], line[2048];
+    snprintf(dir, sizeof dir, "%s/watchhost-XXXXXX", HK_SWAP_PLUGIN_DIR);
+    CU_ASSERT_FATAL(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/hk-cpu.so", dir);
+    CU_ASSERT_EQUAL_FATAL(copy_bytes(SWP_A, path, -1), 0);
+    snprintf(cmd, sizeof cmd, "env HK_PLUGIN_PATH=%s %s watch -r 'hk-cpu@^1' -k 1 -s 60 -t 4 "
+             "-n 1000 -D 100 2>&1", dir, HK_TEST_HOST);
+    FILE *p = popen(cmd, "r");
+    CU_ASSERT_FATAL(p != NULL);
+    int watching = 0, swapped = 0, live = 0, summary = 0, times = 0;
+    while (fgets(line, sizeof line, p)) {
+        fputs(line, stdout);
+        if (strncmp(line, "watch: watching the search path", 31) == 0 && !watching++)
+            CU_ASSERT_EQUAL(copy_bytes(SWP_B, path, -1), 0);
+        swapped |= strstr(line, "watch: swapped ") && strstr(line, "(hk-cpu 1.0.1)");
+        live |= strstr(line, "live: the file's last write to the swap's return") != NULL;
+        summary |= strstr(line, "wrong 0, failed 0; builds: live 1,") != NULL;
+        times |= strncmp(line, "watch: call time (", 18) == 0;
+    }
+    CU_ASSERT_EQUAL(pclose(p), 0);
+    CU_ASSERT(watching && swapped && live && summary && times);
+    unlink(path);
+    rmdir(dir);
+}
+
 int hk_test_register(void)
 {
     CU_pSuite s = hk_test_suite("watch", NULL, NULL);
@@ -549,5 +578,6 @@ int hk_test_register(void)
     hk_test_add(s, "report policy: loaded and verified, the host swaps", test_report);
     hk_test_add(s, "a host's own poll loop", test_fd_loop);
     hk_test_add(s, "bad input", test_bad_input);
+    hk_test_add(s, "hk-host watch", test_host_watch);
     return 0;
 }
