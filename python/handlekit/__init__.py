@@ -24,12 +24,13 @@ from ._core import HandlekitError, Loader, LoadReport, Plugin, stream_address
 from ._handle import Handle
 from ._kernels import Kernel, KernelLibrary
 from ._swap import MovableHandle, PreparedSwap
+from ._watch import Watch, WatchEvent
 
 __version__ = '%d.%d.0' % (ABI_MAJOR, ABI_MINOR)
 __all__ = ['ABI_MAJOR', 'ABI_MINOR', 'CUDA', 'HOST', 'HandlekitError', 'Handle', 'Kernel',
            'KernelLibrary', 'Loader', 'LoadReport', 'MovableHandle', 'Plugin', 'PreparedSwap',
            'Status', 'default_loader', 'load', 'mhandle', 'plugins', 'reports',
-           'stream_address', 'swap', 'swap_prepare', 'swap_state']
+           'stream_address', 'swap', 'swap_prepare', 'swap_state', 'Watch', 'WatchEvent']
 
 _default = None
 

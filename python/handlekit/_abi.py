@@ -251,3 +251,25 @@ class SwapState(Structure):
 class SwapPluginState(Structure):
     _fields_ = [('size', c_uint32), ('module', c_int)] + [
         (name, c_uint64) for name in ('handles', 'inflight', 'draining', 'closes', 'reopens')]
+
+
+# hk_watch.h
+WATCH_REPORT, WATCH_SWAP = 0, 1
+WATCH_KINDS = ('unknown', 'loaded', 'swapped', 'not-taken', 'refused', 'directory')
+
+
+class WatchEvent(Structure):
+    _fields_ = [('size', c_uint32), ('kind', c_int), ('status', c_int),
+                ('path', ctypes.c_char_p), ('plugin', ctypes.c_void_p),
+                ('reason', ctypes.c_char_p), ('mtime_ns', c_int64), ('seen_ns', c_uint64),
+                ('done_ns', c_uint64)]
+
+
+# hk_watch_fn: (user, const hk_watch_event_t *) -> void
+WatchFn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(WatchEvent))
+
+
+class WatchOptions(Structure):
+    _fields_ = [('size', c_uint32), ('policy', c_uint32), ('request', ctypes.c_char_p),
+                ('debounce_ms', c_uint32), ('on_event', WatchFn), ('user', ctypes.c_void_p),
+                ('swap', ctypes.POINTER(SwapOptions))]

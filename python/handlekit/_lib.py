@@ -79,6 +79,12 @@ def _declare(lib):
         'hk_plugin_swap_state': (st, [plugin, POINTER(_abi.SwapPluginState)]),
         'hk_swap_phase_name': (c_char_p, [ctypes.c_int]),
         'hk_module_state_name': (c_char_p, [ctypes.c_int]),
+        'hk_watch_create': (st, [loader, POINTER(_abi.WatchOptions), vp]),
+        'hk_watch_fd': (ctypes.c_int, [c_void_p]),
+        'hk_watch_process': (st, [c_void_p]),
+        'hk_watch_start': (st, [c_void_p]),
+        'hk_watch_destroy': (st, [c_void_p]),
+        'hk_watch_kind_name': (c_char_p, [ctypes.c_int]),
     }
     for name, (res, args) in optional.items():
         if hasattr(lib, name):
