@@ -74,6 +74,27 @@ step hk-validate-example $rel/bin/hk-validate $dbg/tests/kit/example/hk-example.
 # kernels) through pins as the workload.
 step hk-host-swap-example $rel/bin/hk-host swap -p $dbg/tests/kit/example/hk-example.so \
     -q $dbg/tests/kit/example-b/hk-example.so -t 8 -k 100
+# P12 on the GPU: hk-cuda rebuilt (its other build copied over the loaded
+# file) while hk-host watch computes through 8 movable handles on it.
+watch_cuda() {
+    local d rc=1
+    d=$(mktemp -d "$PWD/$rel/tests/watch-cuda-XXXXXX") || return 1
+    chmod 700 "$d" && cp $rel/plugins/hk-cuda.so "$d/" || return 1
+    HK_PLUGIN_PATH=$d $rel/bin/hk-host watch -r 'hk-cuda@^1' -k 1 -s 120 -t 8 >"$d/out" 2>&1 &
+    local pid=$! i
+    for i in $(seq 1200); do # the start: a deadline, not a pause
+        grep -q 'watching the search path' "$d/out" && break
+        kill -0 $pid 2>/dev/null || break
+        sleep 0.1
+    done
+    cp $rel/tests/swap_plugins/hk-cuda-1.0.1.so "$d/hk-cuda.so" && { wait $pid; rc=$?; }
+    kill $pid 2>/dev/null
+    cat "$d/out"
+    grep -q 'watch: swapped .*(hk-cuda 1.0.1)' "$d/out" || rc=1
+    rm -rf "$d"
+    return $rc
+}
+step hk-host-watch-cuda watch_cuda
 if [ $long -eq 1 ]; then
 step hk-validate-cuda   $rel/bin/hk-validate $rel/plugins/hk-cuda.so
 step hk-validate-cmp    $rel/bin/hk-validate --compare $rel/plugins/hk-cpu.so $rel/plugins/hk-cuda.so
