@@ -28,8 +28,10 @@
  *      when isolation is on (a crash, exit or hang there refuses the swap;
  *      a pass there is not repeated in the host), else in the host; a build
  *      that passed on the device before is not verified again (docs/swap.md,
- *      "One verification per build"). Then the host's own verification
- *      runs when it gives one (hk_swap_options_t.verify). The handle lives
+ *      "One verification per build"); a build that fails it (a wrong
+ *      result, a crash, exit or hang in the probe process) is never
+ *      selected by that loader again (HK_SELECT_FAILED). Then the host's
+ *      own verification runs when it gives one (hk_swap_options_t.verify). The handle lives
  *      until step 6, so that what the plugin's first handle loaded stays
  *      loaded for the new handles. The new plugin must offer what the
  *      handles that move can call: every table and slot of the old
