@@ -278,6 +278,9 @@ typedef struct hkb_opts {
     int quick;
     int device;       /* the device of P1..P5, P8, P9 */
     const char *only; /* NULL: all; else "P1,P3" */
+    /* P8's rows for a plugin without hk.blas1/1: two builds of hk-example
+     * (examples/hk-example), or NULL: none. */
+    const char *example_a, *example_b;
 } hkb_opts_t;
 
 /* ---- the enqueue method of P3 and P9 (hkb_enqueue.c) ------------------------ */

@@ -41,7 +41,7 @@ static void on_alarm(int sig)
 }
 
 enum { HKB_OPT_QUICK = 1, HKB_OPT_ONLY, HKB_OPT_CSV, HKB_OPT_PLUGIN, HKB_OPT_PLUGIN_B,
-       HKB_OPT_DEVICE, HKB_OPT_STRICT, HKB_OPT_TIMEOUT };
+       HKB_OPT_DEVICE, HKB_OPT_STRICT, HKB_OPT_TIMEOUT, HKB_OPT_EXAMPLE };
 
 /* The options, read by the programs' common parser (common/hk__cli.h). */
 static const hk__cli_opt_t hkb_options[] = {
@@ -55,6 +55,9 @@ static const hk__cli_opt_t hkb_options[] = {
      "the second build of hk-cuda that P8 swaps with\n"
      "(default: ../tests/swap_plugins/hk-cuda-1.0.1.so\n"
      "next to the program)"},
+    {HKB_OPT_EXAMPLE, 0, "example", "A,B",
+     "two builds of hk-example (a plugin without hk.blas1/1)\n"
+     "that P8 also swaps between, its own ops through pins"},
     {HKB_OPT_DEVICE, 0, "device", "N",
      "device of P1..P5, P8, P9, 0 to 1024 (default 0); P6\n"
      "uses devices 0 and 1"},
@@ -68,7 +71,8 @@ static const hk__cli_opt_t hkb_options[] = {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: hk-bench [--quick] [--only P1,P2,...] [--csv FILE] [--plugin PATH]\n"
-               "                [--plugin-b PATH] [--device N] [--strict] [--timeout S]\n");
+               "                [--plugin-b PATH] [--example A,B] [--device N] [--strict]\n"
+               "                [--timeout S]\n");
     hk__cli_print_options(f, hkb_options, NULL);
 }
 
@@ -134,6 +138,7 @@ fail:
 typedef struct hkb_args {
     hkb_opts_t o;
     const char *csv, *plugin_path, *plugin_b;
+    char *example_a; /* --example's first path (its own copy) */
     int want[11]; /* want[k]: run figure Pk */
     long long timeout;
     int strict;
@@ -150,6 +155,18 @@ static int hkb_apply(hk__cli_t *c, int id, hkb_args_t *a)
     case HKB_OPT_CSV: a->csv = c->value; return 0;
     case HKB_OPT_PLUGIN: a->plugin_path = c->value; return 0;
     case HKB_OPT_PLUGIN_B: a->plugin_b = c->value; return 0;
+    case HKB_OPT_EXAMPLE: {
+        const char *comma = strchr(c->value, ',');
+        if (!comma || comma == c->value || !comma[1]) {
+            fprintf(stderr, "hk-bench: --example: give two paths, A,B (hk-bench --help for "
+                    "usage)\n");
+            return -1;
+        }
+        a->example_a = strndup(c->value, (size_t)(comma - c->value));
+        a->o.example_a = a->example_a;
+        a->o.example_b = comma + 1;
+        return a->example_a ? 0 : -1;
+    }
     case HKB_OPT_DEVICE:
         if (hk__cli_number(c, c->value, 0, 1024, &v) != 0)
             break;
@@ -312,6 +329,7 @@ out:
         rc = 3;
     }
     hkb_report_free();
+    free(a.example_a);
     /* The plugin stays mapped until exit (unless P8 ran): hk-cuda is
      * unload-safe, but nothing is gained by closing it here. */
     return rc;

@@ -14,6 +14,7 @@
 #include "hk_status_text.h"
 #include "hk_swap.h"
 #include "hkb_p8.h"
+#include "hk_example.h"
 
 #define P8_BATCH 64 /* flood: calls between two waits for the stream; even, so y returns to 0 */
 #define P8_WHY 320
@@ -47,6 +48,7 @@ typedef struct p8_worker {
     hk_mhandle_t *mh;
     void *stream;
     void *dx, *dy;
+    float *back; /* the pinned service's y read back */
     hk__lat_t lat[HKB_P8_CLASSES];
     uint64_t calls;
     p8_longest_t *longest; /* [swaps]: the longest call whose first window it was */
@@ -110,6 +112,72 @@ static inline void p8_record(p8_worker_t *w, uint64_t before, uint64_t after, ui
         p8_record((w), before_, after_, t0_, t1_ - t0_, (what));                               \
     } while (0)
 
+/* example.ops/1's scale through a pin of the worker's handle. */
+static hk_status_t p8_scale(p8_worker_t *w, const float *alpha, void *x)
+{
+    hk_mhandle_pin_t pin = {.size = sizeof pin};
+    hk_status_t st = hk_mhandle_pin(w->mh, EXAMPLE_TABLE_OPS_V1, &pin);
+    if (st != HK_STATUS_OK)
+        return st;
+    const example_ops_v1_t *ops = pin.table;
+    st = ops->scale(pin.handle, w->run->n, alpha, x);
+    hk_mhandle_unpin(&pin);
+    return st;
+}
+
+/* The same with fill. */
+static hk_status_t p8_fill(p8_worker_t *w, float value, void *x)
+{
+    hk_mhandle_pin_t pin = {.size = sizeof pin};
+    hk_status_t st = hk_mhandle_pin(w->mh, EXAMPLE_TABLE_OPS_V1, &pin);
+    if (st != HK_STATUS_OK)
+        return st;
+    const example_ops_v1_t *ops = pin.table;
+    st = ops->fill(pin.handle, w->run->n, value, x);
+    hk_mhandle_unpin(&pin);
+    return st;
+}
+
+static int p8_flood_pinned(p8_worker_t *w)
+{
+    const float alpha[2] = {2.0f, 0.5f};
+    hk_handle_t *h = hk_mhandle_handle(w->mh);
+    while (!atomic_load_explicit(&w->run->stop, memory_order_relaxed)) {
+        for (int i = 0; i < P8_BATCH; i++)
+            P8_TIMED(w, "scale", p8_scale(w, &alpha[i & 1], w->dy));
+        hk_status_t st = w->run->vt.synchronize(h);
+        if (st != HK_STATUS_OK)
+            return p8_failed(w, "synchronize", st);
+    }
+    return 0;
+}
+
+static int p8_service_pinned(p8_worker_t *w)
+{
+    const p8_run_t *run = w->run;
+    hk_handle_t *h = hk_mhandle_handle(w->mh);
+    size_t bytes = (size_t)run->n * sizeof(float);
+    float *back = w->back;
+    for (uint64_t round = 0; !atomic_load_explicit(&w->run->stop, memory_order_relaxed);
+         round++) {
+        int k = (int)(round % 3);
+        float alpha = (round & 1) ? 2.0f : 1.0f;
+        P8_TIMED(w, "copy_to_device", run->mem.copy_to_device(h, w->dy, run->y[k], bytes));
+        P8_TIMED(w, "scale", p8_scale(w, &alpha, w->dy));
+        P8_TIMED(w, "copy_to_host", run->mem.copy_to_host(h, back, w->dy, bytes));
+        for (int64_t i = 0; i < run->n; i++)
+            if (back[i] != alpha * run->y[k][i]) {
+                say(w->why, sizeof w->why, "thread %d, round %llu: y[%lld] is %g after scale by "
+                    "%g, expected %g (a wrong copy or scale)", w->index,
+                    (unsigned long long)round, (long long)i, (double)back[i], (double)alpha,
+                    (double)(alpha * run->y[k][i]));
+                atomic_store(&w->state, -1);
+                return -1;
+            }
+    }
+    return 0;
+}
+
 static int p8_flood(p8_worker_t *w)
 {
     const p8_run_t *run = w->run;
@@ -157,7 +225,9 @@ static void *p8_thread(void *arg)
         return NULL;
     }
     atomic_store(&w->state, 1);
-    if (s->load == HKB_P8_FLOOD)
+    if (s->pinned)
+        (void)(s->load == HKB_P8_FLOOD ? p8_flood_pinned(w) : p8_service_pinned(w));
+    else if (s->load == HKB_P8_FLOOD)
         (void)p8_flood(w);
     else
         (void)p8_service(w);
@@ -219,16 +289,19 @@ static int p8_worker_init(p8_worker_t *w, hk_plugin_t *a, char *why, size_t len)
     what = "copy_to_device";
     if ((st = run->mem.copy_to_device(h, w->dx, run->x, bytes)) != HK_STATUS_OK)
         goto fail;
-    what = "memset_";
-    if ((st = run->mem.memset_(h, w->dy, 0, bytes)) != HK_STATUS_OK)
+    what = s->pinned ? "fill (example.ops/1)" : "memset_";
+    if ((st = s->pinned ? p8_fill(w, 1.0f, w->dy) : run->mem.memset_(h, w->dy, 0, bytes))
+        != HK_STATUS_OK)
         goto fail;
+    if (s->pinned && s->load != HKB_P8_FLOOD && !(w->back = malloc(bytes)))
+        return say(why, len, "out of host memory");
     /* The service's swaps meet a service that runs: one whose handles have
      * made their first host-mode reduction (and with it their result word,
      * whose first allocation in a process waits for a pause in other
      * threads' launches, docs/contexts.md fact 30). */
     float dot = 0.0f;
     what = "sdot";
-    if (s->load != HKB_P8_FLOOD &&
+    if (s->load != HKB_P8_FLOOD && !s->pinned &&
         (st = run->blas.sdot(h, run->n, w->dx, 1, w->dx, 1, &dot)) != HK_STATUS_OK)
         goto fail;
     return 0;
@@ -256,10 +329,12 @@ static int p8_worker_check(p8_worker_t *w, char *why, size_t len)
         p8_failed(w, "reading y back", st);
         rc = say(why, len, "%s", w->why);
     }
+    float want = run->setup->pinned ? 1.0f : 0.0f; /* x2 and x1/2, or +x and -x, in turn */
     for (int64_t i = 0; rc == 0 && i < run->n; i++)
-        if (y[i] != 0.0f)
-            rc = say(why, len, "thread %d: y[%lld] is %g after an even number of +x and -x, "
-                     "expected 0", w->index, (long long)i, (double)y[i]);
+        if (y[i] != want)
+            rc = say(why, len, "thread %d: y[%lld] is %g after an even number of %s, expected "
+                     "%g", w->index, (long long)i, (double)y[i],
+                     run->setup->pinned ? "scales by 2 and 1/2" : "+x and -x", (double)want);
     free(y);
     return rc;
 }
@@ -278,6 +353,7 @@ static void p8_worker_fini(p8_worker_t *w)
     if (w->stream && s->stream_destroy)
         s->stream_destroy(s->ctx, w->stream);
     free(w->longest);
+    free(w->back);
     free(w);
 }
 

@@ -59,6 +59,12 @@ typedef struct hkb_p8_setup {
     /* Optional: in each worker thread before its first call. */
     int (*thread_init)(void *ctx, char *why, size_t len);
     void *ctx;
+    /* The workloads through pins (hk_mhandle_pin) of the plugin's own
+     * table "example.ops/1" (hk-example, a plugin without hk.blas1/1):
+     * flood, scale by 2 and by 1/2 in turn (y, filled with 1, stays 1);
+     * service, a copy of y to the device, scale by 1 or 2, and y read back
+     * and checked element by element. */
+    int pinned;
 } hkb_p8_setup_t;
 
 typedef struct hkb_p8_swap {

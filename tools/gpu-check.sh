@@ -122,7 +122,12 @@ if [ $sanitize -eq 1 ]; then
     step sanitize-racecheck-host timeout 300 $cs --tool racecheck $rel/bin/hk-host run
     step sanitize-memcheck-kernels timeout 300 $cs --tool memcheck $rel/tests/test_cuda_kernels
 fi
-[ $bench -eq 0 ] || step bench $rel/bin/hk-bench $quick --csv "$out/bench.csv"
+# P8's rows for a plugin without hk.blas1/1: the two builds of hk-example the
+# kit's test made (scons test), when they are there.
+ex=""
+[ -f $dbg/tests/kit/example-b/hk-example.so ] && \
+    ex="--example $dbg/tests/kit/example/hk-example.so,$dbg/tests/kit/example-b/hk-example.so"
+[ $bench -eq 0 ] || step bench $rel/bin/hk-bench $quick $ex --csv "$out/bench.csv"
 echo
 printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
 exit $fails
