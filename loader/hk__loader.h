@@ -120,6 +120,10 @@ struct hk_loader {
     uint32_t probe_timeout_ms;
     uint32_t isolation;
     int in_place;           /* load_in_place: map the files, no snapshots */
+    uint32_t verifier_mode; /* HK_VERIFIER_KEEP or HK_VERIFIER_PER_SWAP */
+    /* The verifier process (hk_loader_verifier.c) once one ran; its own
+     * lock. Freed through its hook at destroy. */
+    struct hk__verifier *verifier;
     uint64_t deadline_ns;   /* of a call into a plugin (hk_loader_deadline.c) */
     char *probe_path;       /* the option, or NULL */
     int probe_fd;           /* the checked probe program, -1 until found */
@@ -378,6 +382,29 @@ hk_status_t hk__snap_make(int fd, struct stat *st, const char *path, int *out, c
 #define HK__ANSWER_MAGIC 0x41504b48u /* "HKPA" */
 #define HK__RECORD_MAGIC 0x52504b48u /* "HKPR" */
 
+/* The verifier (hk_loader_verifier.c, hk__probe_serve): one probe process
+ * that a loader keeps for its swaps' verifications, so that no process
+ * and no device context is made per verification. Started as
+ *   argv: hk-probe --serve <abi_min> <abi_max> <flags: HK__PROBE_LOG>
+ *   fd 3: a stream socket to the host; fds 0, 1 and 2: /dev/null,
+ * in a session of its own, with no parent-death signal (that follows the
+ * thread that started it). For each request the host sends an
+ * hk__verify_req_t with the build's descriptor (SCM_RIGHTS); the verifier
+ * writes what a probe child writes for one verification (the phase bytes,
+ * then the answer) and waits for the next request. It ends after a refusal
+ * (it answered, then exits: the next request starts a new one), after
+ * HK__SERVE_MAX requests, or at EOF. The request's build is opened as
+ * descriptor HK__SERVE_FD_BASE + the request's index, so a reason naming
+ * "/proc/self/fd/N" is renamed by the host as for a probe child. */
+#define HK__VERIFY_MAGIC 0x56504b48u /* "HKPV" */
+#define HK__SERVE_FD_BASE 64
+#define HK__SERVE_MAX 256
+typedef struct hk__verify_req {
+    uint32_t magic;
+    uint32_t device; /* the verification handle's device, as in the probe's argv */
+    uint32_t timeout_ms; /* its limit: the verifier's alarm ends it a little later */
+} hk__verify_req_t;
+
 typedef struct hk__probe_answer {
     uint32_t magic;
     uint32_t size; /* this struct and the three strings (no terminators) */
@@ -432,6 +459,26 @@ size_t hk__probe_fit(const hk_loader_t *loader, size_t n);
  * need not run it again), else 0. Caller holds no loader lock. */
 hk_status_t hk__probe_verify(hk_loader_t *loader, hk_plugin_t *plugin, int device,
                              char *why, size_t n, int *passed);
+
+/* Applies one record of the probe (or the verifier) to its candidate:
+ * the phase it reached, the refusal or the answer (index: the probe's
+ * descriptor of it less HK__PROBE_FD_FIRST, for renaming reasons;
+ * timeout_ms: its limit, for the reason). Returns the phase reached. */
+int hk__probe_apply(hk__cand_t *c, size_t index, const hk__probe_record_t *rec,
+                    const unsigned char *p, uint32_t timeout_ms);
+
+/* ---- hk_loader_verifier.c: the loader's verifier process ---- */
+
+/* Verifies the build behind c->fd (a snapshot) in the loader's verifier,
+ * started when none runs, on device, within timeout_ms: the outcome as a
+ * probe record in *rec, with its bytes in out (HK__PROBE_OUT_MAX) and the
+ * verifier's descriptor of the build in *fd_no. Returns OK, or a failure
+ * to start or talk to a verifier (why filled: the caller falls back to a
+ * probe process of its own). The loader's probe program must be ready.
+ * Calls of one loader are serialised. */
+hk_status_t hk__verifier_run(hk_loader_t *loader, int fd, int device, uint32_t timeout_ms,
+                             hk__probe_record_t *rec, unsigned char *out, int *fd_no,
+                             char *why, size_t n);
 
 /* ---- hk_loader_probe_run.c: the probe program's side ---- */
 

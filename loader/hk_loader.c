@@ -148,6 +148,8 @@ hk_status_t hk_loader_create(const hk_loader_options_t *opts, hk_loader_t **out)
         return HK_STATUS_INVALID_VALUE;
     if (o.isolation != HK_ISOLATION_PROBE && o.isolation != HK_ISOLATION_OFF)
         return HK_STATUS_INVALID_VALUE;
+    if (o.verifier != HK_VERIFIER_KEEP && o.verifier != HK_VERIFIER_PER_SWAP)
+        return HK_STATUS_INVALID_VALUE;
 
     pthread_once(&hk__atfork_once, hk__atfork_install);
     loader = calloc(1, sizeof(*loader));
@@ -160,6 +162,7 @@ hk_status_t hk_loader_create(const hk_loader_options_t *opts, hk_loader_t **out)
     loader->probe_timeout_ms = o.probe_timeout_ms ? o.probe_timeout_ms : HK_PROBE_TIMEOUT_MS;
     loader->isolation = o.isolation;
     loader->in_place = o.load_in_place != 0;
+    loader->verifier_mode = o.verifier;
     loader->deadline_ns = o.deadline_ms == HK_DEADLINE_NONE ? 0
                           : (uint64_t)(o.deadline_ms ? o.deadline_ms : HK_STEP_DEADLINE_MS) * 1000000u;
     if (o.probe_path) {

@@ -265,8 +265,8 @@ enum { HK__PHASE_LOADING, HK__PHASE_NEGOTIATION, HK__PHASE_VERIFICATION, HK__PHA
 
 /* Applies one record of the probe to its candidate (timeout_ms: the
  * child's limit). Returns the phase the child reached. */
-static int hk__probe_apply(hk__cand_t *c, size_t index, const hk__probe_record_t *rec,
-                           const unsigned char *p, uint32_t timeout_ms)
+int hk__probe_apply(hk__cand_t *c, size_t index, const hk__probe_record_t *rec,
+                    const unsigned char *p, uint32_t timeout_ms)
 {
     static const char *const names[] = {"loading", "negotiation", "verification",
                                         "trim (hk.trim/1)"};
@@ -703,6 +703,31 @@ static hk_status_t hk__verify_cand(const hk_plugin_t *plugin, hk__cand_t *c)
     return st;
 }
 
+/* The verification of c in the loader's verifier (hk_loader_verifier.c):
+ * its reply applied to c as a probe child's record. A verifier that
+ * cannot run returns its failure (traced): the caller uses a probe
+ * process of its own then. */
+static hk_status_t hk__probe_in_verifier(hk_loader_t *loader, hk__cand_t *c,
+                                         const hk__probe_how_t *how)
+{
+    hk__probe_record_t rec;
+    char why[256];
+    int fd_no = 0;
+    unsigned char *out = malloc(HK__PROBE_OUT_MAX);
+    if (!out)
+        return HK_STATUS_OUT_OF_MEMORY;
+    hk_status_t st = hk__verifier_run(loader, c->fd, how->device, how->timeout_ms, &rec, out,
+                                      &fd_no, why, sizeof(why));
+    if (st == HK_STATUS_OK)
+        c->probe.phase = hk__probe_apply(c, (size_t)(fd_no - HK__PROBE_FD_FIRST), &rec, out,
+                                         how->timeout_ms);
+    else
+        HK__TRACE(HK__TRACE_DECISIONS, "probe", "no verifier (%s): a probe process verifies "
+                  "%s", why, c->path);
+    free(out);
+    return st;
+}
+
 hk_status_t hk__probe_verify(hk_loader_t *loader, hk_plugin_t *plugin, int device,
                              char *why, size_t n, int *passed)
 {
@@ -731,11 +756,14 @@ hk_status_t hk__probe_verify(hk_loader_t *loader, hk_plugin_t *plugin, int devic
     uint64_t limit = (uint64_t)loader->probe_timeout_ms * HK__PROBE_VERIFY_TIMES;
     hk__probe_how_t how = {limit > UINT32_MAX ? UINT32_MAX : (uint32_t)limit, HK__PROBE_VERIFY,
                            device, 1};
-    unsigned char done[1];
-    int wstatus = 0, reaped = 0;
-    hk__cand_t *one[1] = {c};
-    if (hk__probe_round(loader, one, 1, &how, done, &wstatus, &reaped) > 0)
-        hk__probe_lost(c, wstatus, reaped, 1);
+    if (loader->verifier_mode != HK_VERIFIER_KEEP
+        || hk__probe_in_verifier(loader, c, &how) != HK_STATUS_OK) {
+        unsigned char done[1];
+        int wstatus = 0, reaped = 0;
+        hk__cand_t *one[1] = {c};
+        if (hk__probe_round(loader, one, 1, &how, done, &wstatus, &reaped) > 0)
+            hk__probe_lost(c, wstatus, reaped, 1);
+    }
     /* What the plugin reported there is for the host's own verification to
      * find again, safely; what only a process of its own survives is not. */
     int reported = c->refused && c->stage == HK_STAGE_VALIDATE

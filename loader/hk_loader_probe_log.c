@@ -26,25 +26,33 @@
 #include <time.h>
 #include <unistd.h>
 
-static struct {
+/* The rules' record of one negotiation. A probe child negotiates once; a
+ * verifier negotiates build after build, and each gets a record of its own
+ * (never freed: a build kept loaded may still call its callback), so a
+ * call of an earlier build is never held against a later one. */
+typedef struct hk__plog {
     pthread_t owner;   /* the thread that negotiates */
     atomic_int returned;
     atomic_uint lines;
     atomic_int state;  /* 0: no rule broken, 1: what being written, 2: written */
     char what[256];
-} hk__plog;
+} hk__plog_t;
 
-static void hk__plog_broken(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void hk__plog_broken(const char *fmt, ...)
+static hk__plog_t hk__plog_first; /* the first negotiation's (no allocation) */
+static hk__plog_t *hk__plog_now;  /* the negotiation in progress, or the last */
+
+static void hk__plog_broken(hk__plog_t *g, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void hk__plog_broken(hk__plog_t *g, const char *fmt, ...)
 {
     int expect = 0;
-    if (!atomic_compare_exchange_strong(&hk__plog.state, &expect, 1))
+    if (!atomic_compare_exchange_strong(&g->state, &expect, 1))
         return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(hk__plog.what, sizeof(hk__plog.what), fmt, ap);
+    vsnprintf(g->what, sizeof(g->what), fmt, ap);
     va_end(ap);
-    atomic_store(&hk__plog.state, 2);
+    atomic_store(&g->state, 2);
 }
 
 /* Reads msg a page at a time through the kernel, which reports a fault
@@ -87,35 +95,39 @@ static int hk__plog_string(const char *msg, size_t max, size_t *got)
 
 static void hk__probe_log(void *user, hk_log_level_t level, const char *msg)
 {
+    hk__plog_t *g = user;
     size_t got = 0;
-    (void)user;
-    unsigned line = atomic_fetch_add(&hk__plog.lines, 1) + 1;
-    if (atomic_load(&hk__plog.returned))
-        hk__plog_broken("a call after hk_plugin_negotiate returned");
-    else if (!pthread_equal(pthread_self(), hk__plog.owner))
-        hk__plog_broken("a call from a thread other than the one negotiating");
+    unsigned line = atomic_fetch_add(&g->lines, 1) + 1;
+    if (atomic_load(&g->returned))
+        hk__plog_broken(g, "a call after hk_plugin_negotiate returned");
+    else if (!pthread_equal(pthread_self(), g->owner))
+        hk__plog_broken(g, "a call from a thread other than the one negotiating");
     else if (line > HK__PROBE_LOG_LINES)
-        hk__plog_broken("more than %u lines", HK__PROBE_LOG_LINES);
+        hk__plog_broken(g, "more than %u lines", HK__PROBE_LOG_LINES);
     else if ((unsigned)level > HK_LOG_DEBUG)
-        hk__plog_broken("level %u, not one of HK_LOG_ERROR to HK_LOG_DEBUG", (unsigned)level);
+        hk__plog_broken(g, "level %u, not one of HK_LOG_ERROR to HK_LOG_DEBUG", (unsigned)level);
     else if (!msg)
-        hk__plog_broken("a NULL message");
+        hk__plog_broken(g, "a NULL message");
     else {
         int r = hk__plog_string(msg, HK__PROBE_LOG_MSG_MAX, &got);
         if (r < 0)
-            hk__plog_broken("a message whose NUL is not in readable memory (%zu bytes read)",
-                            got);
+            hk__plog_broken(g, "a message whose NUL is not in readable memory (%zu bytes "
+                            "read)", got);
         else if (r == 0)
-            hk__plog_broken("a message with no NUL in its first %u bytes",
+            hk__plog_broken(g, "a message with no NUL in its first %u bytes",
                             HK__PROBE_LOG_MSG_MAX);
     }
 }
 
 void hk__probe_log_begin(hk_loader_t *fake)
 {
-    hk__plog.owner = pthread_self();
+    hk__plog_t *g = hk__plog_now ? calloc(1, sizeof(*g)) : &hk__plog_first;
+    if (!g) /* out of memory: this negotiation shares the last record */
+        g = hk__plog_now;
+    g->owner = pthread_self();
+    hk__plog_now = g;
     fake->log = hk__probe_log;
-    fake->log_user = &hk__plog;
+    fake->log_user = g;
 }
 
 int hk__probe_threads(void)
@@ -148,7 +160,8 @@ static int hk__threads_left(int before)
 
 const char *hk__probe_negotiated(int threads_before, char *buf, size_t n)
 {
-    atomic_store(&hk__plog.returned, 1);
+    hk__plog_t *g = hk__plog_now ? hk__plog_now : &hk__plog_first;
+    atomic_store(&g->returned, 1);
     /* A thread the plugin joined can be on its way out for a moment. */
     int left = hk__threads_left(threads_before);
     for (int i = 0; i < 20 && left > 0; i++) {
@@ -161,10 +174,10 @@ const char *hk__probe_negotiated(int threads_before, char *buf, size_t n)
                  left == 1 ? "" : "s");
         return buf;
     }
-    if (atomic_load(&hk__plog.state) == 0)
+    if (atomic_load(&g->state) == 0)
         return NULL;
-    while (atomic_load(&hk__plog.state) != 2)
+    while (atomic_load(&g->state) != 2)
         sched_yield();
-    snprintf(buf, n, "negotiation broke the log callback's rules: %s", hk__plog.what);
+    snprintf(buf, n, "negotiation broke the log callback's rules: %s", g->what);
     return buf;
 }

@@ -8,6 +8,7 @@
  * refusal found here has the same stage, status and reason as in the host. */
 #include "hk__loader.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -19,6 +20,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -81,8 +83,12 @@ static int hk__write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
+/* Set in a verifier process (hk__probe_serve): it answers request after
+ * request, and ends only after a refusal (or when the host goes). */
+static int hk__serving;
+
 /* Writes the answer and ends the child without running anyone's
- * destructors. */
+ * destructors; in a verifier, a pass returns. */
 static void hk__answer(int out, hk_load_stage_t stage, hk_status_t status, const hk_plugin_t *p,
                        const char *reason)
 {
@@ -110,9 +116,13 @@ static void hk__answer(int out, hk_load_stage_t stage, hk_status_t status, const
     memcpy(buf + sizeof(a), name, nl);
     memcpy(buf + sizeof(a) + nl, version, vl);
     memcpy(buf + sizeof(a) + nl + vl, reason, rl);
+    int rc = hk__write_all(out, buf, a.size) == 0 ? 0 : 1;
+    /* A verifier (hk__probe_serve) goes on after a pass. */
+    if (hk__serving && rc == 0 && stage == HK_STAGE_LOADED)
+        return;
     /* The system call itself, not _exit: a sanitizer's _exit waits a second
      * when the plugin left a thread running, past the child's time limit. */
-    syscall(SYS_exit_group, hk__write_all(out, buf, a.size) == 0 ? 0 : 1);
+    syscall(SYS_exit_group, rc);
     _exit(1);
 }
 
@@ -259,6 +269,155 @@ static void hk__probe_child(int fd, int out, int err)
     if (hk__args.flags & HK__PROBE_VERIFY)
         hk__child_verify(out, &p);
     hk__answer(out, HK_STAGE_LOADED, HK_STATUS_OK, &p, "");
+}
+
+static int hk__arg(const char *s, unsigned long max, unsigned long *v)
+{
+    char *end = NULL;
+    errno = 0;
+    *v = strtoul(s, &end, 10);
+    return errno == 0 && end != s && *end == '\0' && *v <= max;
+}
+
+/* ---- the verifier: one process for the verifications of a loader ---- */
+
+/* Keeps the primary context of the verification's device while the
+ * verifier lives, for a CUDA plugin: the plugin gives its own retain back
+ * at its trim, and a primary context nobody retains is destroyed, so each
+ * verification would make the device's context again (the cost the
+ * verifier is there to save). Only a driver a plugin loaded already is
+ * used (RTLD_NOLOAD). */
+static void hk__serve_hold(const hk_plugin_t *p, int device)
+{
+    static void *drv;
+    static unsigned char held[64];
+    int ordinal = device < 0 ? 0 : device;
+    if (!(p->flags & HK_PLUGIN_MEMORY_CUDA) || ordinal >= 64 || held[ordinal])
+        return;
+    const char *env = getenv("HK_CUDA_DRIVER");
+    if (!drv)
+        drv = dlopen(env && env[0] ? env : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (!drv)
+        return;
+    int (*get)(int *, int);
+    int (*retain)(void **, int);
+    void *sg = dlsym(drv, "cuDeviceGet"), *sr = dlsym(drv, "cuDevicePrimaryCtxRetain");
+    memcpy(&get, &sg, sizeof(get));
+    memcpy(&retain, &sr, sizeof(retain));
+    int dev = 0;
+    void *ctx = NULL;
+    if (get && retain && get(&dev, ordinal) == 0 && retain(&ctx, dev) == 0)
+        held[ordinal] = 1;
+}
+
+/* One verification in the verifier, of the build behind fd: as a probe
+ * child does it, but a pass answers and returns (the module closed when it
+ * is unload-safe, else kept), and the next request comes. */
+static void hk__serve_one(lt_dladvise advise, int fd)
+{
+    static char reason[HK__REASON_MAX];
+    char name[48];
+    hk_plugin_t p;
+    int out = HK__PROBE_FD_HOST;
+    snprintf(name, sizeof(name), "/proc/self/fd/%d", fd);
+    lt_dlhandle module = hk__ltdl_open_name(advise, name, name, reason, sizeof(reason));
+    if (!module)
+        hk__answer(out, HK_STAGE_OPEN, HK_STATUS_LOAD_FAILED, NULL, reason);
+    char loaded = HK__PROBE_LOADED;
+    if (hk__write_all(out, &loaded, 1) != 0)
+        _exit(1);
+    void *sym = hk__ltdl_sym(module, HK_ENTRY_SYMBOL);
+    if (!sym) {
+        snprintf(reason, sizeof(reason), "missing entry symbol %s", HK_ENTRY_SYMBOL);
+        hk__answer(out, HK_STAGE_SYMBOL, HK_STATUS_NOT_FOUND, NULL, reason);
+    }
+    hk_negotiate_fn entry;
+    memcpy(&entry, &sym, sizeof(entry));
+    memset(&p, 0, sizeof(p));
+    hk__child_negotiate(out, entry, &p);
+    hk__child_verify(out, &p);
+    hk__serve_hold(&p, hk__args.device);
+    hk__answer(out, HK_STAGE_LOADED, HK_STATUS_OK, &p, "");
+    if (p.flags & HK_PLUGIN_UNLOAD_SAFE)
+        hk__ltdl_close(module, NULL);
+    else
+        hk__ltdl_keep(module);
+    close(fd);
+    pthread_mutex_destroy(&p.loader->lock);
+    free(p.loader);
+}
+
+/* Receives one request: its header and the build's descriptor. Returns 1,
+ * 0 when the host closed its end, -1 on a malformed request. */
+static int hk__serve_recv(hk__verify_req_t *req, int *fd)
+{
+    char ctl[CMSG_SPACE(sizeof(int))];
+    struct iovec iov = {req, sizeof(*req)};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+                       .msg_controllen = sizeof(ctl)};
+    ssize_t n;
+    while ((n = recvmsg(HK__PROBE_FD_HOST, &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+        ;
+    if (n == 0)
+        return 0;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    if (n != (ssize_t)sizeof(*req) || req->magic != HK__VERIFY_MAGIC || !c
+        || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
+        return -1;
+    memcpy(fd, CMSG_DATA(c), sizeof(int));
+    return 1;
+}
+
+/* main() of a verifier: argv hk-probe --serve <abi_min> <abi_max> <flags>,
+ * fd 3 a stream socket to the host. Each request (hk__verify_req_t and the
+ * build's descriptor) gets what a probe child writes for one verification.
+ * The build is opened as a descriptor number used once (HK__SERVE_FD_BASE
+ * and up, one per request): the dynamic loader knows a module by its name,
+ * and a kept one keeps it. It ends after a refusal, after HK__SERVE_MAX
+ * requests, or when the host closes its end. */
+static int hk__probe_serve(int argc, char **argv)
+{
+    static const int crash[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS};
+    unsigned long lo, hi, flags;
+    struct rlimit no_core = {0, 0};
+    lt_dladvise advise;
+    if (argc != 5 || !hk__arg(argv[2], 0xffffffffu, &lo) || !hk__arg(argv[3], 0xffffffffu, &hi)
+        || !hk__arg(argv[4], HK__PROBE_LOG, &flags)) {
+        fprintf(stderr, "hk-probe: started by the handlekit loader only\n");
+        return 2;
+    }
+    hk__args.lo = (uint32_t)lo;
+    hk__args.hi = (uint32_t)hi;
+    hk__args.flags = (uint32_t)flags | HK__PROBE_VERIFY;
+    hk__serving = 1;
+    /* No PR_SET_PDEATHSIG: it follows the thread that started us, which
+     * may end long before the loader does. The host's end of the socket
+     * ends us between requests; during one, the alarm below. */
+    setrlimit(RLIMIT_CORE, &no_core);
+    for (size_t i = 0; i < sizeof(crash) / sizeof(crash[0]); i++)
+        signal(crash[i], SIG_DFL);
+    close_range(HK__PROBE_FD_FIRST, ~0u, 0);
+    if (hk__ltdl_init(&advise) != HK_STATUS_OK)
+        return 3;
+    for (int k = 0; k < HK__SERVE_MAX; k++) {
+        hk__verify_req_t req;
+        int fd = -1;
+        int got = hk__serve_recv(&req, &fd);
+        if (got <= 0)
+            return got == 0 ? 0 : 2;
+        int mine = HK__SERVE_FD_BASE + k;
+        if (dup2(fd, mine) != mine)
+            hk__answer(HK__PROBE_FD_HOST, HK_STAGE_OPEN, HK_STATUS_LOAD_FAILED, NULL,
+                       "the verifier cannot place the file's descriptor");
+        close(fd);
+        hk__args.device = (int)(int32_t)req.device;
+        /* A verification past its time limit is killed by the host; one
+         * whose host is gone dies by the alarm. */
+        alarm(req.timeout_ms / 1000 + 2);
+        hk__serve_one(advise, mine);
+        alarm(0);
+    }
+    return 0;
 }
 
 static void hk__emit(const hk__slot_t *s, uint32_t index, uint32_t kind, int32_t code)
@@ -412,17 +571,12 @@ static void hk__wait_any(uint32_t timeout_ms)
             hk__child_drain(who[i]);
 }
 
-static int hk__arg(const char *s, unsigned long max, unsigned long *v)
-{
-    char *end = NULL;
-    errno = 0;
-    *v = strtoul(s, &end, 10);
-    return errno == 0 && end != s && *end == '\0' && *v <= max;
-}
 
 int hk__probe_main(int argc, char **argv)
 {
     unsigned long lo, hi, timeout, count, parallel, flags, device;
+    if (argc > 1 && strcmp(argv[1], "--serve") == 0)
+        return hk__probe_serve(argc, argv);
     if (argc != 8 || !hk__arg(argv[1], 0xffffffffu, &lo) || !hk__arg(argv[2], 0xffffffffu, &hi)
         || !hk__arg(argv[3], 0xffffffffu, &timeout) || !hk__arg(argv[4], HK__PROBE_CHUNK, &count)
         || !hk__arg(argv[5], HK__PROBE_PARALLEL, &parallel)

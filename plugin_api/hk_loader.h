@@ -185,7 +185,22 @@ typedef struct hk_loader_options {
                                   0 → HK_STEP_DEADLINE_MS; HK_DEADLINE_NONE:
                                   none (each call runs on the calling
                                   thread, for as long as it takes) */
+    /* Added after the fields above. */
+    uint32_t verifier;         /* with isolation: where a swap verifies a
+                                  build it has not verified before.
+                                  HK_VERIFIER_KEEP (0, the default): one
+                                  probe process kept by the loader for
+                                  every verification, with the device's
+                                  primary context, until the loader is
+                                  destroyed (it starts again after a
+                                  refusal); HK_VERIFIER_PER_SWAP: a new
+                                  probe process, with its own context, for
+                                  each (docs/swap.md, "The verifier") */
 } hk_loader_options_t;
+
+/* hk_loader_options_t.verifier. */
+#define HK_VERIFIER_KEEP 0u
+#define HK_VERIFIER_PER_SWAP 1u
 
 /* Default of hk_loader_options_t.deadline_ms: far above any step measured
  * (a CUDA plugin's first handle, which loads its kernels: a quarter of a

@@ -26,7 +26,9 @@
  *      hk.memory/1, the loader's workload through them, every result
  *      checked; else only the handle's create. It runs in a probe process
  *      when isolation is on (a crash, exit or hang there refuses the swap;
- *      a pass there is not repeated in the host), else in the host; a build
+ *      a pass there is not repeated in the host): the loader's verifier,
+ *      kept for every verification (hk_loader_options_t.verifier), else in
+ *      the host; a build
  *      that passed on the device before is not verified again (docs/swap.md,
  *      "One verification per build"); a build that fails it (a wrong
  *      result, a crash, exit or hang in the probe process) is never

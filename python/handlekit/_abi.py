@@ -187,7 +187,7 @@ class LoaderOptions(Structure):
                 ('abi_max', c_uint32), ('probe_timeout_ms', c_uint32),
                 ('isolation', c_uint32), ('probe_path', c_char_p),
                 ('load_in_place', c_uint32),
-                ('deadline_ms', c_uint32)]
+                ('deadline_ms', c_uint32), ('verifier', c_uint32)]
 
 
 def read_struct(cls, address, size=None):

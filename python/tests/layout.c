@@ -168,6 +168,7 @@ static void structs_loader(void)
     OFF(hk_loader_options_t, probe_path);
     OFF(hk_loader_options_t, load_in_place);
     OFF(hk_loader_options_t, deadline_ms);
+    OFF(hk_loader_options_t, verifier);
 }
 
 static void constants(void)

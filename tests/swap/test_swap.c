@@ -709,5 +709,6 @@ int hk_test_register(void)
     swp_register_host();
     swp_register_deadline();
     swp_register_generic();
+    swp_register_verifier();
     return 0;
 }
