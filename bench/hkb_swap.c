@@ -15,6 +15,7 @@
  * per call through the loader's forwarding table against a raw cuLaunchKernel
  * of the same kernel, and against the direct call of the same hk-cuda on the
  * same stream, interleaved batch by batch. */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -440,6 +441,103 @@ static int p8_load(const char *path_a, const char *path_b, const hkb_opts_t *o,
     return rc;
 }
 
+/* ---- P8 prepare of a build never seen ---- */
+
+#define P8_NEW_BUILDS 12 /* copies of build b, each a build the loader never saw */
+
+/* Copies the file from to the new file to (mode 0644). 0 or -1. */
+static int p8_copy(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wbx");
+    char buf[1 << 16];
+    size_t n;
+    int rc = in && out ? 0 : -1;
+    while (rc == 0 && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        rc = fwrite(buf, 1, n, out) == n ? 0 : -1;
+    if (in)
+        fclose(in);
+    if (out && fclose(out) != 0)
+        rc = -1;
+    return rc;
+}
+
+/* The prepare call (open, verify, new handle) of P8_NEW_BUILDS builds the
+ * loader never saw (copies of b in a private directory), each cancelled,
+ * with a movable handle on a on the bench's device; us[i] each one's. */
+static int p8_new_run(const char *a, const char *dir, uint32_t verifier, int device,
+                      double *us)
+{
+    hk_loader_options_t lo = {.size = sizeof lo, .ignore_env = 1, .verifier = verifier};
+    hk_loader_t *loader = NULL;
+    hk_mhandle_t *mh = NULL;
+    hk_plugin_t *pa = NULL;
+    hk_create_info_t ci = {sizeof ci, device, 0};
+    int rc = -1;
+    if (hk_loader_create(&lo, &loader) != HK_STATUS_OK || hk_loader_open(loader, a, &pa)
+        || hk_mhandle_create_on(pa, &ci, &mh) != HK_STATUS_OK) {
+        rc = hkb_fail("P8 prepare-new: %s", loader ? hk_loader_last_error(loader) : "loader");
+        goto out;
+    }
+    for (int i = 0; i < P8_NEW_BUILDS; i++) {
+        char path[4200];
+        hk_swap_prepared_t *prep = NULL;
+        snprintf(path, sizeof path, "%s/hk-cuda-new%d-%u.so", dir, i, (unsigned)verifier);
+        uint64_t t0 = hk__lat_now_ns();
+        hk_status_t st = hk_loader_swap_prepare(loader, path, NULL, &prep);
+        us[i] = (double)(hk__lat_now_ns() - t0) / 1e3;
+        if (st != HK_STATUS_OK) {
+            rc = hkb_fail("P8 prepare-new: %s", hk_loader_last_error(loader));
+            goto out;
+        }
+        hk_loader_swap_cancel(prep);
+    }
+    rc = 0;
+out:
+    if (mh)
+        hk_mhandle_destroy(mh);
+    if (loader)
+        hk_loader_destroy(loader);
+    return rc;
+}
+
+/* Side by side: the loader's verifier kept (the default) against a probe
+ * process per verification; the median of the builds after the first
+ * (which starts the verifier) against the target. */
+static int p8_prepare_new_rows(const char *a, const char *b, const hkb_opts_t *o)
+{
+    char dir[] = "/tmp/hk-bench-XXXXXX";
+    double keep[P8_NEW_BUILDS], per[P8_NEW_BUILDS];
+    int rc = -1;
+    hkb_where("P8 prepare-new");
+    if (!mkdtemp(dir))
+        return hkb_fail("P8 prepare-new: mkdtemp: %s", strerror(errno));
+    for (int i = 0; i < P8_NEW_BUILDS; i++)
+        for (unsigned v = 0; v < 2; v++) {
+            char path[sizeof dir + 64];
+            snprintf(path, sizeof path, "%s/hk-cuda-new%d-%u.so", dir, i, v);
+            if (p8_copy(b, path) != 0) {
+                hkb_fail("P8 prepare-new: cannot copy %s to %s", b, path);
+                goto out;
+            }
+        }
+    HKB_TRY(p8_new_run(a, dir, HK_VERIFIER_KEEP, o->device, keep), out);
+    HKB_TRY(p8_new_run(a, dir, HK_VERIFIER_PER_SWAP, o->device, per), out);
+    double mk = hkb_median(keep + 1, P8_NEW_BUILDS - 1);
+    double mp = hkb_median(per + 1, P8_NEW_BUILDS - 1);
+    rc = p8_add("prepare-new", "verifier", mk, mp, HKB_TARGET_VALUE_LE, 25000.0,
+                "builds never seen, median of %d after the first; ref: a probe process per "
+                "verification; first %.0f / %.0f us", P8_NEW_BUILDS - 1, keep[0], per[0]);
+out:
+    for (int i = 0; i < P8_NEW_BUILDS; i++)
+        for (unsigned v = 0; v < 2; v++) {
+            char path[sizeof dir + 64];
+            snprintf(path, sizeof path, "%s/hk-cuda-new%d-%u.so", dir, i, v);
+            unlink(path);
+        }
+    rmdir(dir);
+    return rc;
+}
+
 /* The floor: the driver's own time to load the new build's code into the
  * idle context, and to unload it. */
 static int p8_floor_rows(const hkb_opts_t *o)
@@ -466,6 +564,7 @@ int hkb_fig_swap(const char *path_a, const char *path_b, const hkb_opts_t *o)
 {
     int rc = -1;
     HKB_TRY(p8_floor_rows(o), out);
+    HKB_TRY(p8_prepare_new_rows(path_a, path_b, o), out);
     HKB_TRY(p8_load(path_a, path_b, o, HKB_P8_FLOOD, 0, 0), out);
     HKB_TRY(p8_load(path_a, path_b, o, HKB_P8_SERVICE, 0, 0), out);
     /* the same service with the verification in this process only: what
