@@ -205,6 +205,39 @@ static void hk__child_trim(int out, hk_plugin_t *p)
     (void)t.trim();
 }
 
+/* Keeps the primary context of the verification's device while the
+ * verifier lives, for a plugin that loaded the CUDA driver: the plugin
+ * gives its own retain back at its trim, and a primary context nobody
+ * retains is destroyed, so each verification would make the device's
+ * context again (the cost the verifier is there to save). Called between
+ * the verification handle's destroy and the trim, while the plugin still
+ * keeps the context: the retain makes nothing. Only a driver a plugin
+ * loaded already is used (RTLD_NOLOAD): for a plugin that did not, it does
+ * nothing. */
+static void hk__serve_hold(const hk_plugin_t *p, int device)
+{
+    static void *drv;
+    static unsigned char held[64];
+    int ordinal = device < 0 ? 0 : device;
+    (void)p;
+    if (ordinal >= 64 || held[ordinal])
+        return;
+    const char *env = getenv("HK_CUDA_DRIVER");
+    if (!drv)
+        drv = dlopen(env && env[0] ? env : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (!drv)
+        return;
+    int (*get)(int *, int);
+    int (*retain)(void **, int);
+    void *sg = dlsym(drv, "cuDeviceGet"), *sr = dlsym(drv, "cuDevicePrimaryCtxRetain");
+    memcpy(&get, &sg, sizeof(get));
+    memcpy(&retain, &sr, sizeof(retain));
+    int dev = 0;
+    void *ctx = NULL;
+    if (get && retain && get(&dev, ordinal) == 0 && retain(&ctx, dev) == 0)
+        held[ordinal] = 1;
+}
+
 /* The swap's verification of a negotiated plugin, as the host will run it
  * (hk_loader_swap.c): a handle on the host's device, the verification that
  * fits the plugin (hk__verify_handle), the destroy. What the plugin reports (a failed create, a wrong result) is
@@ -234,6 +267,8 @@ static void hk__child_verify(int out, hk_plugin_t *p)
     }
     if (st != HK_STATUS_OK)
         hk__answer(out, HK_STAGE_VALIDATE, st, NULL, why);
+    if (hk__serving)
+        hk__serve_hold(p, hk__args.device);
     hk__child_trim(out, p);
 }
 
@@ -281,34 +316,6 @@ static int hk__arg(const char *s, unsigned long max, unsigned long *v)
 
 /* ---- the verifier: one process for the verifications of a loader ---- */
 
-/* Keeps the primary context of the verification's device while the
- * verifier lives, for a CUDA plugin: the plugin gives its own retain back
- * at its trim, and a primary context nobody retains is destroyed, so each
- * verification would make the device's context again (the cost the
- * verifier is there to save). Only a driver a plugin loaded already is
- * used (RTLD_NOLOAD). */
-static void hk__serve_hold(const hk_plugin_t *p, int device)
-{
-    static void *drv;
-    static unsigned char held[64];
-    int ordinal = device < 0 ? 0 : device;
-    if (!(p->flags & HK_PLUGIN_MEMORY_CUDA) || ordinal >= 64 || held[ordinal])
-        return;
-    const char *env = getenv("HK_CUDA_DRIVER");
-    if (!drv)
-        drv = dlopen(env && env[0] ? env : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-    if (!drv)
-        return;
-    int (*get)(int *, int);
-    int (*retain)(void **, int);
-    void *sg = dlsym(drv, "cuDeviceGet"), *sr = dlsym(drv, "cuDevicePrimaryCtxRetain");
-    memcpy(&get, &sg, sizeof(get));
-    memcpy(&retain, &sr, sizeof(retain));
-    int dev = 0;
-    void *ctx = NULL;
-    if (get && retain && get(&dev, ordinal) == 0 && retain(&ctx, dev) == 0)
-        held[ordinal] = 1;
-}
 
 /* One verification in the verifier, of the build behind fd: as a probe
  * child does it, but a pass answers and returns (the module closed when it
@@ -336,7 +343,6 @@ static void hk__serve_one(lt_dladvise advise, int fd)
     memset(&p, 0, sizeof(p));
     hk__child_negotiate(out, entry, &p);
     hk__child_verify(out, &p);
-    hk__serve_hold(&p, hk__args.device);
     hk__answer(out, HK_STAGE_LOADED, HK_STATUS_OK, &p, "");
     if (p.flags & HK_PLUGIN_UNLOAD_SAFE)
         hk__ltdl_close(module, NULL);
