@@ -72,6 +72,26 @@ static hk_status_t library_load(void)
     return HK_STATUS_OK;
 }
 
+/* Takes every kernel's function in the handle's context now, at the
+ * create, rather than at each kernel's first launch: with the driver's lazy
+ * loading, taking a function loads its code into the context, and a load
+ * waits for the other threads' launches and copies there to pause (they
+ * can keep it waiting without end). A create is where a host expects that
+ * cost, and where a live swap holds the other calls for it. Cached per
+ * context by the kit: later handles of the context pay nothing. */
+static hk_status_t functions_take(hk_handle_t *h)
+{
+    hk_kit_call_t c;
+    hk_status_t st = hk_kit_begin(h->kb, &c);
+    if (st != HK_STATUS_OK)
+        return st;
+    for (int k = 0; st == HK_STATUS_OK && k < EX_KERNELS; k++) {
+        struct CUfunc_st *f = NULL;
+        st = hk_kit_kernel_function(ex_kernels[k], c.arm->ctx_id, h->kb, &f);
+    }
+    return hk_kit_end(&c, st);
+}
+
 /* ---- the core vtable ---- */
 
 static hk_status_t handle_create(const hk_create_info_t *info, hk_handle_t **out)
@@ -110,6 +130,12 @@ static hk_status_t handle_create(const hk_create_info_t *info, hk_handle_t **out
      * functions per context, so a reset primary needs nothing from us. */
     st = hk_kit_bind(ci.device, NULL, h, &h->kb);
     if (st != HK_STATUS_OK) {
+        hk_kit_handle_put(h);
+        return st;
+    }
+    st = functions_take(h);
+    if (st != HK_STATUS_OK) {
+        hk_kit_unbind(h->kb);
         hk_kit_handle_put(h);
         return st;
     }
