@@ -72,6 +72,15 @@ def run_rc(argv, env=None, cwd=None):
     return proc.returncode, proc.stdout
 
 
+def has_loader_installed():
+    """Whether the dynamic linker knows a libhkloader.so.1 here."""
+    try:
+        out = subprocess.run(['/sbin/ldconfig', '-p'], stdout=subprocess.PIPE, text=True).stdout
+    except OSError:
+        return False
+    return 'libhkloader.so.1 ' in out
+
+
 def has_cuda_driver():
     """Whether the dynamic linker knows a libcuda.so.1 here (a real driver)."""
     try:
@@ -277,6 +286,35 @@ class FreshInstall(unittest.TestCase):
         self.assertEqual(proc.returncode, 1, proc.stdout)
         self.assertIn('%s/hk-cpu.so: probe: LOAD_FAILED: no usable probe program: %s: no such '
                       'file' % (self.plugdir, probe), proc.stdout)
+
+    def test_pip_install_of_the_sources_finds_the_prefix(self):
+        """`pip install ./python` into a venv, against this install: the
+        package asks pkg-config for handlekit's libdir (PKG_CONFIG_PATH, as
+        for C) and loads the prefix's loader and plugins."""
+        self.need('pkg-config')
+        try:
+            import setuptools  # noqa: F401  (pip builds the sources with it, offline)
+        except ImportError:
+            self.skipTest('setuptools is not installed for %s' % sys.executable)
+        src = os.path.join(self.work, 'pysrc')
+        venv = os.path.join(self.work, 'pyvenv')
+        for d in (src, venv):
+            shutil.rmtree(d, ignore_errors=True)
+        shutil.copytree(os.path.join(ARGS.root, 'python'), src,
+                        ignore=shutil.ignore_patterns('tests', 'build', '*.egg-info',
+                                                      '__pycache__'))
+        run([sys.executable, '-m', 'venv', '--system-site-packages', venv], env=clean_env())
+        py = os.path.join(venv, 'bin', 'python')
+        run([py, '-m', 'pip', 'install', '-q', '--no-index', '--no-deps', '--no-build-isolation',
+             '--disable-pip-version-check', src], env=clean_env(), cwd=self.work)
+        code = 'import handlekit; print(handlekit.load("hk-cpu").path)'
+        out = run([py, '-c', code], env=self.pcenv, cwd=self.work)
+        self.assertEqual(out.strip(), os.path.join(self.plugdir, 'hk-cpu.so'))
+        if has_loader_installed():
+            return  # the system's own loader would answer the second question
+        rc, out = run_rc([py, '-c', code], env=clean_env(), cwd=self.work)
+        self.assertNotEqual(rc, 0, out)
+        self.assertIn('PKG_CONFIG_PATH', out)
 
     # ---- CUDA plugins checked without a GPU ----
 
