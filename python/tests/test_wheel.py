@@ -111,6 +111,13 @@ class Wheel(unittest.TestCase):
                 if need not in SYSTEM and need not in bundled:
                     wrong.append('%s needs %s' % (path, need))
         self.assertEqual(wrong, [])
+        # and the dynamic linker finds the wheel's copies, through the RPATHs
+        for path in self.elf_files():
+            rc, out = run(['ldd', path])
+            for name, where in re.findall(r'^\s*(\S+) => (\S+)', out, re.M):
+                if name in bundled and not os.path.realpath(where).startswith(self.kit + os.sep):
+                    wrong.append('%s finds %s at %s' % (path, name, where))
+        self.assertEqual(wrong, [])
         rc, dyn = run(['readelf', '-d', os.path.join(self.kit, 'lib', 'libhkloader.so.1')])
         self.assertIn('[libltdl.so.7]', dyn)
         self.assertIn('runpath: [$ORIGIN]', dyn)
