@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian 12 (or Ubuntu) machine lacks to build and test
 # handlekit: SCons, CUnit, GNU libltdl and a C compiler; for the tests of the
-# installed tree and of the Python package also pkg-config (pkgconf), CMake and
-# NumPy. Idempotent and quiet when nothing is missing. The CUDA toolkit is not installed here (it is large
+# installed tree and of the Python package also pkg-config (pkgconf), CMake,
+# NumPy, venv and setuptools (the package installed by pip in a fresh venv),
+# and auditwheel from PyPI, in a private venv (build/tools/venv), for the
+# wheel's test. Idempotent and quiet when nothing is missing. The CUDA toolkit is not installed here (it is large
 # and comes from NVIDIA's repository); without it hk-cuda is not built and the
 # CPU parts still build and test.
 #
@@ -43,7 +45,8 @@ apt_run() {
 
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
-for p in scons libcunit1-dev libltdl-dev gcc python3 python3-numpy cmake valgrind; do
+for p in scons libcunit1-dev libltdl-dev gcc python3 python3-numpy python3-venv \
+         python3-setuptools cmake valgrind; do
     have_pkg "$p" || need+=("$p")
 done
 # pkgconf and the older pkg-config both provide the pkg-config command.
@@ -61,6 +64,18 @@ if [ ${#need[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt_run update -qq
     apt_run install -y -qq --no-install-recommends "${need[@]}"
+fi
+
+# auditwheel (from PyPI, in a venv of its own under the build tree): the wheel
+# test asks it which manylinux tag the wheel meets, and says it skipped that
+# check without it. Failing to get it is a warning, not a failure.
+tools_venv="$(cd "$(dirname "$0")/.." && pwd)/build/tools/venv"
+if [ ! -x "$tools_venv/bin/auditwheel" ]; then
+    echo "setup: installing auditwheel into $tools_venv"
+    if ! { python3 -m venv "$tools_venv" && \
+           "$tools_venv/bin/pip" install -q --disable-pip-version-check auditwheel; } >&2; then
+        echo "setup: could not install auditwheel (PyPI); the wheel's manylinux check is skipped" >&2
+    fi
 fi
 
 cuda_home="${CUDA_HOME:-/usr/local/cuda}"

@@ -209,6 +209,11 @@ void hkv_add(const char *name, hkv_check_fn fn, unsigned needs, int a, int b, in
 size_t hkv_check_count(void);
 hkv_check_t *hkv_check_at(size_t i);
 
+/* Takes --simulate[=N] out of argv (simulate.c) and, when given, points
+ * HK_CUDA_DRIVER at the simulated driver with N devices. Returns -1 to go
+ * on, else the exit status after one line on stderr. */
+int hkv_simulate_args(int *argc, char **argv);
+
 void hkv_register_abi(void);
 void hkv_register_handles(void);
 void hkv_register_matrix(void);

@@ -69,6 +69,9 @@ static void usage(FILE *f)
             "root or you and writable by nobody else (docs/security.md); /dev/fd/N names a\n"
             "descriptor the caller opened and checked (hk-host validate passes one).\n"
             "HK_CUDA_DRIVER names the CUDA driver library (default libcuda.so.1).\n"
+            "--simulate[=N] runs over handlekit's simulated CUDA driver with N devices\n"
+            "(default 2), found beside hk-validate: the plugin's CUDA code is checked\n"
+            "without a GPU, as far as the simulation goes (docs/contexts.md).\n"
             "HK_VALIDATE_NO_FORK=1 runs the first selected check inside hk-validate itself and\n"
             "exits (for a debugger; a crash then ends the run).\n");
 }
@@ -406,7 +409,10 @@ int main(int argc, char **argv)
     hkv.no_fork = nf && !strcmp(nf, "1");
     opts_t o;
     memset(&o, 0, sizeof o);
-    int st = parse(argc, argv, &o);
+    int st = hkv_simulate_args(&argc, argv);
+    if (st >= 0)
+        return st;
+    st = parse(argc, argv, &o);
     if (st >= 0)
         return st;
     hkv_register_abi();

@@ -21,7 +21,7 @@ END {
         printf "make check: FAILED: hk-validate ran %d checks and skipped %d that need a handle, " \
                "so nothing of its CUDA code was checked\n", passed, missed
         print "make check: run it where a CUDA driver is, or over handlekit's simulated driver " \
-              "(HK_CUDA_DRIVER=<handlekit build>/tests/simcuda/libcuda.so.1 make check)"
+              "(make check SIMULATE=yes, or hk-validate --simulate)"
         exit 1
     }
     printf "make check: %d checks passed, %d skipped (%d of them of slots the plugin does not " \

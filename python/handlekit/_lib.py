@@ -1,12 +1,17 @@
 """Finding and declaring the shared loader library, libhkloader.so.
 
-Looked for, in order: the file named by HK_LOADER_LIBRARY; libhkloader.so.1
-through the dynamic linker's search (LD_LIBRARY_PATH, the system's library
-directories, /usr/local/lib once `scons install` ran and ldconfig knows it);
-then <prefix>/lib/libhkloader.so.1 for the prefixes this package sits under.
+Looked for, in order: the file named by HK_LOADER_LIBRARY; the copy the
+wheel carries (handlekit/_kit/lib, with its plugins and hk-probe beside it);
+libhkloader.so.1 through the dynamic linker's search (LD_LIBRARY_PATH, the
+system's library directories, /usr/local/lib once `scons install` ran and
+ldconfig knows it); <prefix>/lib/libhkloader.so.1 for the prefixes this
+package sits under; then the libdir pkg-config gives for handlekit (an
+install to a private prefix, its <libdir>/pkgconfig in PKG_CONFIG_PATH).
 """
 import ctypes
 import os
+import shutil
+import subprocess
 from ctypes import POINTER, c_char_p, c_size_t, c_uint32, c_void_p
 
 from . import _abi
@@ -16,17 +21,38 @@ SONAME = 'libhkloader.so.%d' % _abi.ABI_MAJOR
 _lib = None
 
 
+def _pkg_config_libdir():
+    """handlekit's libdir as pkg-config gives it, or None."""
+    tool = shutil.which('pkg-config')
+    if not tool:
+        return None
+    try:
+        proc = subprocess.run([tool, '--variable=libdir', 'handlekit'], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    out = proc.stdout.decode(errors='replace').strip()
+    return out if proc.returncode == 0 and out else None
+
+
 def _candidates():
+    """The places to try, in order; pkg-config is asked only when the others failed."""
     env = os.environ.get('HK_LOADER_LIBRARY')
     if env:
-        return [env]
+        yield env
+        return
     here = os.path.dirname(os.path.abspath(__file__))
-    out = [SONAME]
+    bundled = os.path.join(here, '_kit', 'lib', SONAME)
+    if os.path.exists(bundled):
+        yield bundled
+    yield SONAME
     # An installed package: <prefix>/lib/pythonX.Y/site-packages/handlekit.
     for up in (3, 4):
         prefix = os.path.normpath(os.path.join(here, *(['..'] * up)))
-        out.append(os.path.join(prefix, 'lib', SONAME))
-    return out
+        yield os.path.join(prefix, 'lib', SONAME)
+    libdir = _pkg_config_libdir()
+    if libdir:
+        yield os.path.join(os.path.abspath(libdir), SONAME)
 
 
 def _declare(lib):
@@ -109,6 +135,7 @@ def lib():
                 errors.append(str(e))
         if _lib is None:
             raise OSError('handlekit: cannot load the loader library %s (set HK_LOADER_LIBRARY '
-                          'to its path, or install it with `scons install`): %s'
+                          'to its path, install it with `scons install`, or name a private '
+                          'prefix\'s <libdir>/pkgconfig in PKG_CONFIG_PATH): %s'
                           % (SONAME, '; '.join(errors)))
     return _lib

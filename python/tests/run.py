@@ -2,8 +2,9 @@
 """Runs python/tests with unittest and ends with "N passed, N failed, N skipped".
 
 usage: run.py [MODULE ...]   (default: every test_*.py here)
-The package is imported from python/ beside this folder. Exits 1 when a test
-failed or none ran.
+The package is imported from python/ beside this folder, or, with
+HK_TEST_INSTALLED=1, as the interpreter finds it (a venv the wheel was
+installed into). Exits 1 when a test failed or none ran.
 """
 import os
 import sys
@@ -18,7 +19,8 @@ def _test_id(test):
 
 
 def main(argv):
-    sys.path.insert(0, os.path.dirname(HERE))
+    if os.environ.get('HK_TEST_INSTALLED') != '1':
+        sys.path.insert(0, os.path.dirname(HERE))
     sys.path.insert(0, HERE)
     loader = unittest.defaultTestLoader
     if argv:
