@@ -71,6 +71,11 @@ int hkh_doc_end(int rc);
  * document's "errors" under --json. Arguments are raw text. */
 void hkh_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* One warning: "hk-host: warning: <text>" on stderr, escaped, on one line,
+ * and in the document's "warnings" under --json (the first 8). For what the
+ * environment changed without failing the command. */
+void hkh_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* The progress line: only when stdout is a terminal and not under --json.
  * hkh_progress_start arms it for a run of `total` steps; from
  * HKH_PROGRESS_AFTER_MS after that on (short runs never show it),
@@ -89,6 +94,17 @@ void hkh_progress_clear(void);
  * list, info and run load quietly: list shows every refusal as its output,
  * and info and run name only the refusals of the names they tried. */
 hk_loader_t *hkh_loader(int verbose, int quiet);
+
+/* Every command says what its environment changed, whether or not it loads
+ * a plugin: a refused directory of the search path (HK_PLUGIN_PATH, or the
+ * built-in one) and each report of HK_PLUGIN_PATH, HK_PLUGIN_PIN and
+ * HK_PLUGIN_EXCLUDE (malformed entries, or variables ignored under elevated
+ * privileges) is one hkh_warn line. hkh_loader does it after its scan;
+ * hkh_env_check is for the commands that make no loader of their own
+ * (bench, validate of a path): when one of the variables is set it scans
+ * the search path with a loader of its own (no plugin of the build's
+ * directory), and warns alike. */
+void hkh_env_check(void);
 
 /* A chosen plugin and, when one could be made, a live handle on it. vt is
  * the loader's copy of the plugin's vtable: every slot is checked for NULL

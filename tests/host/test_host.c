@@ -522,6 +522,7 @@ int hk_test_register(void)
     hk_test_add(s, "bench: missing hk-bench, CSV, plot and comparison", test_bench);
     host_register_cli(s);
     host_register_mem(s);
+    host_register_warn(s);
     host_register_others(hk_test_suite("host_others", NULL, NULL));
     return 0;
 }

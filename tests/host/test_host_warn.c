@@ -1,0 +1,111 @@
+/* What the environment changes is said: a directory of HK_PLUGIN_PATH that
+ * the loader refuses, and a malformed HK_PLUGIN_PIN or HK_PLUGIN_EXCLUDE
+ * entry, give one warning line on stderr in every command, whatever else the
+ * command prints; under --json the document lists them too. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "host_util.h"
+
+/* Every command, run the quickest way it can; each ends without a GPU.
+ * bench runs a copy of hk-host in a directory without hk-bench (it stops
+ * there, after its warnings); validate takes a name and a path. */
+static const char *const commands[] = {
+    HK_TEST_HOST " run -n 8",
+    HK_TEST_HOST " info",
+    HK_TEST_HOST " list",
+    HK_TEST_HOST " swap -p hk-cpu -q hk-cpu -k 1 -t 1 -n 16",
+#ifdef HK_TEST_VALIDATE
+    HK_TEST_HOST " validate hk-cpu --only 'tables.*'",
+    HK_TEST_HOST " validate \"$(dirname " HK_TEST_HOST ")/../plugins/hk-cpu.so\" --only "
+    "'tables.*'",
+#endif
+    "%s/hk-host bench --quick",
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+/* How many lines of out hold needle. */
+static int count_lines(const char *out, const char *needle)
+{
+    int n = 0;
+    for (const char *p = out; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* Runs every command with env before it; each must say want exactly once
+ * on stderr. */
+static void each_command_warns(const char *env, const char *want)
+{
+    char bin[1024];
+    bin_dir(bin, sizeof bin);
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        char line[1400], cmd[2048], *out = NULL;
+        snprintf(line, sizeof line, commands[i], bin);
+        snprintf(cmd, sizeof cmd, "env -u LD_LIBRARY_PATH HK_CUDA_DRIVER=/nonexistent %s %s",
+                 env, line);
+        run_err(cmd, &out);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+        if (count_lines(out, want) != 1)
+            fprintf(stderr, "\n%s\nwanted once: %s\ngot: %s\n", cmd, want, out);
+        CU_ASSERT_EQUAL(count_lines(out, want), 1);
+        free(out);
+    }
+    remove_tree(bin);
+}
+
+static void test_refused_path_dir_warns(void)
+{
+    char dir[1024], env[1200], want[1300];
+    temp_dir(dir, sizeof dir, "open");
+    CU_ASSERT_FATAL(chmod(dir, 0777) == 0);
+    snprintf(env, sizeof env, "HK_PLUGIN_PATH=%s", dir);
+    snprintf(want, sizeof want, "hk-host: warning: HK_PLUGIN_PATH directory %s refused, "
+             "nothing in it is loaded: ", dir);
+    each_command_warns(env, want);
+    /* run still runs the installed hk-cpu, and says why the directory was refused */
+    char cmd[1400], *out;
+    snprintf(cmd, sizeof cmd, "env -u LD_LIBRARY_PATH HK_CUDA_DRIVER=/x %s " HK_TEST_HOST
+             " run -n 8", env);
+    out = expect_kept(run, cmd, 0, want, "writable by others (mode 0777)\n", "plugin: hk-cpu",
+                      NULL);
+    free(out);
+    remove_tree(dir);
+}
+
+static void test_malformed_pin_and_exclude_warn(void)
+{
+    each_command_warns("HK_PLUGIN_PIN='hk-cpu@^^1'",
+                       "hk-host: warning: HK_PLUGIN_PIN: entry 'hk-cpu@^^1' ignored: bad range: ");
+    each_command_warns("HK_PLUGIN_EXCLUDE='hk-cuda@>=x,hk-zz@1'",
+                       "hk-host: warning: HK_PLUGIN_EXCLUDE: entry 'hk-cuda@>=x' ignored: ");
+    /* a well-formed pair says nothing */
+    char *out;
+    CU_ASSERT_EQUAL(run_err(NO_DRIVER "HK_PLUGIN_PIN='hk-cpu@^1' HK_PLUGIN_EXCLUDE='hk-zz' "
+                            HK_TEST_HOST " run -n 8", &out), 0);
+    CU_ASSERT_PTR_NULL(strstr(out, "warning"));
+    free(out);
+}
+
+/* --json: the warning is in the document's "warnings", and still on stderr. */
+static void test_warnings_in_json(void)
+{
+    char *out;
+    CU_ASSERT_EQUAL(run_out(NO_DRIVER "HK_PLUGIN_PIN='hk-cpu@^^1' " HK_TEST_HOST
+                            " info --json", &out), 0);
+    CU_ASSERT_EQUAL(json_check(out, "len(d[\"warnings\"]) == 1",
+                               "d[\"warnings\"][0].startswith(\"HK_PLUGIN_PIN: entry \")",
+                               "\"hk-cpu@^^1\" in d[\"warnings\"][0]", NULL), 0);
+    free(out);
+}
+
+void host_register_warn(CU_pSuite s)
+{
+    hk_test_add(s, "a refused HK_PLUGIN_PATH directory: one warning in every command",
+                test_refused_path_dir_warns);
+    hk_test_add(s, "a malformed HK_PLUGIN_PIN or EXCLUDE entry: one warning in every command",
+                test_malformed_pin_and_exclude_warn);
+    hk_test_add(s, "--json lists the warnings", test_warnings_in_json);
+}
