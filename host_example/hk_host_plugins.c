@@ -284,6 +284,23 @@ static int hkh_device_applies(const hkh_target_t *t, const hkh_opts_t *opts)
     return HKH_EXIT_USAGE;
 }
 
+/* hkh_device_applies for the fallback to hk-cpu. When hk-cuda was loaded
+ * and refused the device -d named (cuda_why: its handle's failure, NULL when
+ * it did not load), the device is the cause, and is named first. */
+static int hkh_device_applies_fallback(const hkh_target_t *t, const hkh_opts_t *opts,
+                                       const char *cuda_why)
+{
+    static const char missing[] = "INVALID_DEVICE: ";
+    if (opts->device == HK_DEVICE_CURRENT || !cuda_why ||
+        strncmp(cuda_why, missing, sizeof missing - 1) != 0 ||
+        (hk_plugin_flags(t->plugin) & HK_PLUGIN_MEMORY_MASK) != HK_PLUGIN_MEMORY_HOST)
+        return hkh_device_applies(t, opts);
+    hkh_fail("-d %d: no such device: hk-cuda: %s; %s %s, the fallback, computes on the host and "
+             "has no devices", opts->device, cuda_why, hk_plugin_name(t->plugin),
+             hk_plugin_version(t->plugin));
+    return HKH_EXIT_USAGE;
+}
+
 /* The -p request: hkh_select, and why it chose what it chose. */
 static int hkh_choose_requested(hk_loader_t *loader, const hkh_opts_t *opts, hkh_target_t *out)
 {
@@ -336,7 +353,7 @@ int hkh_choose(hk_loader_t *loader, const hkh_opts_t *opts, hkh_target_t *out)
         return HKH_EXIT_FAIL;
     }
     snprintf(out->why, sizeof out->why, "hk-cuda is unusable: %s", why_cuda);
-    if (hkh_device_applies(out, opts) != 0)
+    if (hkh_device_applies_fallback(out, opts, cuda_err ? NULL : why_cuda) != 0)
         return HKH_EXIT_USAGE;
     hkh_make_handle(out, opts);
     return 0;

@@ -101,6 +101,22 @@ static void test_warnings_in_json(void)
     free(out);
 }
 
+/* -d names a device the GPU does not have: that is the cause, named first;
+ * hk-cpu's lack of devices comes after it. */
+static void test_missing_device_named_first(void)
+{
+#ifdef HK_TEST_SIM_DIR
+    char *out = expect_kept(run_err, "env -u LD_LIBRARY_PATH -u HK_PLUGIN_PATH SIMCUDA_DEVICES=2 "
+                            "HK_CUDA_DRIVER=" HK_TEST_SIM_DIR "/libcuda.so.1 " HK_TEST_HOST
+                            " run -d 5 -n 8", 2,
+                            "hk-host: -d 5: no such device: hk-cuda: INVALID_DEVICE: device 5 "
+                            "does not exist (2 devices); hk-cpu 1.0.0, the fallback, computes on "
+                            "the host and has no devices\n", NULL);
+    CU_ASSERT_EQUAL(lines(out), 1);
+    free(out);
+#endif
+}
+
 void host_register_warn(CU_pSuite s)
 {
     hk_test_add(s, "a refused HK_PLUGIN_PATH directory: one warning in every command",
@@ -108,4 +124,11 @@ void host_register_warn(CU_pSuite s)
     hk_test_add(s, "a malformed HK_PLUGIN_PIN or EXCLUDE entry: one warning in every command",
                 test_malformed_pin_and_exclude_warn);
     hk_test_add(s, "--json lists the warnings", test_warnings_in_json);
+    CU_pTest t = hk_test_add(s, "-d of a device the GPU lacks: that cause first",
+                             test_missing_device_named_first);
+#ifndef HK_TEST_SIM_DIR
+    hk_test_skip(t, "no simulated driver: built without the CUDA toolkit");
+#else
+    (void)t;
+#endif
 }
