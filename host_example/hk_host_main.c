@@ -75,7 +75,8 @@ static const hkh_cmd_t hkh_commands[] = {
     {"swap", hkh_cmd_swap, NULL,
      "swap -p REQUEST_A -q REQUEST_B [-t THREADS] [-k SWAPS] [-n N] [-w MS] [-P]",
      "threads call through movable handles, every result checked, while the\n"
-     "implementation is swapped between A and B (docs/swap.md)"},
+     "implementation is swapped between A and B, two builds: A and B resolving\n"
+     "to the same file is a usage error (docs/swap.md)"},
 };
 #define HKH_NCMDS (sizeof hkh_commands / sizeof hkh_commands[0])
 

@@ -117,6 +117,27 @@ static void test_missing_device_named_first(void)
 #endif
 }
 
+/* A swap between a build and itself moves nothing: refused as bad usage
+ * before any thread starts, whether the two requests are alike or one is
+ * the path of the file the other selects. */
+static void test_swap_to_same_build_refused(void)
+{
+    static const char *const cases[] = {
+        " swap -p hk-cpu -q hk-cpu -k 20",
+        " swap -p hk-cpu -q \"$(dirname " HK_TEST_HOST ")/../plugins/hk-cpu.so\" -k 20",
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, NO_DRIVER HK_TEST_HOST "%s", cases[i]);
+        char *out = expect_kept(run, cmd, 2, "hk-host: swap: -p hk-cpu and -q ",
+                                " are the same build (hk-cpu 1.0.0, ",
+                                "): a swap to it would move nothing; name two builds", NULL);
+        CU_ASSERT_PTR_NULL(strstr(out, "swaps 20 of 20"));
+        CU_ASSERT_EQUAL(lines(out), 1);
+        free(out);
+    }
+}
+
 void host_register_warn(CU_pSuite s)
 {
     hk_test_add(s, "a refused HK_PLUGIN_PATH directory: one warning in every command",
@@ -124,6 +145,8 @@ void host_register_warn(CU_pSuite s)
     hk_test_add(s, "a malformed HK_PLUGIN_PIN or EXCLUDE entry: one warning in every command",
                 test_malformed_pin_and_exclude_warn);
     hk_test_add(s, "--json lists the warnings", test_warnings_in_json);
+    hk_test_add(s, "swap to the same build: refused as bad usage",
+                test_swap_to_same_build_refused);
     CU_pTest t = hk_test_add(s, "-d of a device the GPU lacks: that cause first",
                              test_missing_device_named_first);
 #ifndef HK_TEST_SIM_DIR
