@@ -34,7 +34,8 @@ static const hk__cli_opt_t hkv_options[] = {
     {HKV_OPT_COMPARE, 0, "compare", NULL,
      "run the bad-input matrix on the two plugins A and B\n"
      "and print every case where their statuses differ;\n"
-     "exit 1 if any does"},
+     "exit 1 if any does, or if none could be compared\n"
+     "(each skipped on A or B)"},
     {HKV_OPT_TIMEOUT, 0, "timeout", "MS", "time limit of one check, 1 to 3600000 (default 20000)"},
     {HKV_OPT_JSON, 0, "json", NULL, "print the results as one JSON document"},
     {HKV_OPT_VERBOSE, 'v', "verbose", NULL,
@@ -209,9 +210,21 @@ static int run_compare(const char *a, const char *b, const unsigned char *sel, s
            shown(b), same,
            differ, skipped);
     printf("%d passed, %d failed, %d skipped\n", same, differ, skipped);
+    int rc = differ ? 1 : 0;
+    if (same + differ == 0) { /* nothing compared: no answer, not a pass */
+        size_t i = 0;
+        while (i < n && !(sel[i] && (ra[i].verdict == HKV_SKIP || rb[i].verdict == HKV_SKIP)))
+            i++;
+        const hkv_result_t *r = i < n && ra[i].verdict == HKV_SKIP ? &ra[i] : &rb[i];
+        fprintf(stderr, "hk-validate: --compare compared nothing: each of the %d cases was "
+                "skipped on A or B (%s on %s: %s)\n", skipped,
+                i < n ? hkv_check_at(i)->name : "?", r == &ra[i] ? "A" : "B",
+                i < n ? r->detail : "?");
+        rc = 1;
+    }
     free(ra);
     free(rb);
-    return differ ? 1 : 0;
+    return rc;
 }
 
 typedef struct opts {

@@ -138,6 +138,28 @@ static void test_swap_to_same_build_refused(void)
     }
 }
 
+/* --compare that compared nothing (every case skipped on one side: hk-cuda
+ * without a driver) is no pass: status 1 and why, from hk-validate and
+ * through hk-host. */
+static void test_compare_nothing_fails(void)
+{
+#if defined(HK_TEST_VALIDATE) && defined(HK_TEST_CUDA_PLUGIN)
+    static const char *const cases[] = {
+        HK_TEST_VALIDATE " --compare \"$(dirname " HK_TEST_HOST ")/../plugins/hk-cpu.so\" "
+        "\"$(dirname " HK_TEST_HOST ")/../plugins/hk-cuda.so\" --only matrix.saxpy.host",
+        HK_TEST_HOST " validate --compare hk-cpu hk-cuda --only matrix.saxpy.host",
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[1024], *out;
+        snprintf(cmd, sizeof cmd, NO_DRIVER "%s", cases[i]);
+        out = expect_kept(run_err, cmd, 1, "hk-validate: --compare compared nothing: each of "
+                          "the ", " cases was skipped on A or B (matrix.", " on B: ", NULL);
+        CU_ASSERT_EQUAL(lines(out), 1);
+        free(out);
+    }
+#endif
+}
+
 void host_register_warn(CU_pSuite s)
 {
     hk_test_add(s, "a refused HK_PLUGIN_PATH directory: one warning in every command",
@@ -147,7 +169,12 @@ void host_register_warn(CU_pSuite s)
     hk_test_add(s, "--json lists the warnings", test_warnings_in_json);
     hk_test_add(s, "swap to the same build: refused as bad usage",
                 test_swap_to_same_build_refused);
-    CU_pTest t = hk_test_add(s, "-d of a device the GPU lacks: that cause first",
+    CU_pTest t = hk_test_add(s, "validate --compare that compared nothing: status 1, why",
+                             test_compare_nothing_fails);
+#if !defined(HK_TEST_VALIDATE) || !defined(HK_TEST_CUDA_PLUGIN)
+    hk_test_skip(t, "needs hk-validate and hk-cuda");
+#endif
+    t = hk_test_add(s, "-d of a device the GPU lacks: that cause first",
                              test_missing_device_named_first);
 #ifndef HK_TEST_SIM_DIR
     hk_test_skip(t, "no simulated driver: built without the CUDA toolkit");
