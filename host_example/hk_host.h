@@ -44,7 +44,10 @@ int hkh_cli_next(hk__cli_t *c, const char *cmd, void (*usage)(FILE *f));
 int hkh_cli_exit(int what);
 
 /* One usage error line, "CMD: TEXT (see hk-host CMD --help)" (cmd NULL:
- * none); returns HKH_EXIT_USAGE. */
+ * none); returns HKH_EXIT_USAGE. When --json was given anywhere on the
+ * command line (hkh_json_wanted) and no document is open yet, the error is
+ * also one document on stdout, as a command's failure would be. */
+extern int hkh_json_wanted;
 int hkh_usage_error(const char *cmd, const char *text);
 
 /* The line that ends the help of a command: where the rest is told. */
@@ -145,7 +148,8 @@ int hkh_is_path(const char *request);
 
 /* hk_loader_select; on failure the loader's reason (after prefix) and then
  * each candidate of that name it refused, an error line each, and
- * HKH_EXIT_FAIL. prefix: "" or "validate: ". */
+ * HKH_EXIT_FAIL, or HKH_EXIT_USAGE for a malformed request (no name, a bad
+ * range). prefix: "", "validate: " or "swap: ". */
 int hkh_select(hk_loader_t *loader, const char *request, const char *prefix, hk_plugin_t **out);
 
 /* ---- commands ---- */

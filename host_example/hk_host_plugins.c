@@ -258,13 +258,16 @@ int hkh_is_path(const char *request)
 
 int hkh_select(hk_loader_t *loader, const char *request, const char *prefix, hk_plugin_t **out)
 {
-    if (hk_loader_select(loader, request, out) == HK_STATUS_OK)
+    hk_status_t st = hk_loader_select(loader, request, out);
+    if (st == HK_STATUS_OK)
         return 0;
     /* The loader names every candidate of that name it refused, a line each. */
     const char *e = hk_loader_last_error(loader);
     hkh_fail("%s%.*s", prefix, (int)strcspn(e, "\n"), e);
     hkh_fail_candidates(e, NULL);
-    return HKH_EXIT_FAIL;
+    /* A malformed request (no name, a bad range) is the command line's fault. */
+    return st == HK_STATUS_INVALID_VALUE && !hkh_is_path(request) ? HKH_EXIT_USAGE
+                                                                  : HKH_EXIT_FAIL;
 }
 
 /* -d names a device, and a plugin that computes on the host has none (its

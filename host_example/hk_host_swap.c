@@ -376,11 +376,9 @@ static long hkh_swap_loop(hk_loader_t *loader, const hkh_swap_opts_t *o, hkh_wor
 static int hkh_start(hk_loader_t *loader, const hkh_swap_opts_t *o, hkh_worker_t *w, long *started)
 {
     hk_plugin_t *pa = NULL, *pb = NULL;
-    if (hk_loader_select(loader, o->a, &pa) != HK_STATUS_OK
-        || hk_loader_select(loader, o->b, &pb) != HK_STATUS_OK) {
-        hkh_fail("swap: %s", hk_loader_last_error(loader));
-        return 1;
-    }
+    int rc = hkh_select(loader, o->a, "swap: ", &pa);
+    if (rc != 0 || (rc = hkh_select(loader, o->b, "swap: ", &pb)) != 0)
+        return rc;
     /* A swap to the build the handles are on moves nothing: refused, not
      * counted as done. */
     if (pa == pb) {

@@ -74,11 +74,24 @@ static void usage(FILE *f)
             "exits (for a debugger; a crash then ends the run).\n");
 }
 
+/* --json stands among the arguments (before any "--"). */
+static int json_usage;
+
 static int usage_error(const char *fmt, const char *arg)
 {
-    fprintf(stderr, "hk-validate: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n(hk-validate --help for usage)\n");
+    char line[1024];
+    int k = snprintf(line, sizeof line, "hk-validate: ");
+    snprintf(line + k, sizeof line - (size_t)k, fmt, arg);
+    fprintf(stderr, "%s\n(hk-validate --help for usage)\n", line);
+    if (json_usage) { /* under --json, the error is a document too */
+        hk__json_t j;
+        hk__json_init(&j, stdout);
+        hk__json_open(&j, NULL, '{');
+        hk__json_str(&j, "error", line);
+        hk__json_int(&j, "exit_status", 2);
+        hk__json_close(&j);
+        fflush(stdout);
+    }
     return 2;
 }
 
@@ -419,6 +432,8 @@ int main(int argc, char **argv)
     hkv.no_fork = nf && !strcmp(nf, "1");
     opts_t o;
     memset(&o, 0, sizeof o);
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        json_usage |= strcmp(argv[i], "--json") == 0;
     int st = parse(argc, argv, &o);
     if (st >= 0)
         return st;

@@ -87,7 +87,7 @@ static void test_plugin_request(void)
                       NULL);
     CU_ASSERT_EQUAL(lines(out), 1);
     free(out);
-    out = expect_kept(run_err, TWINS HK_TEST_HOST " info -p hk-twin@1.x.y.z", 1, "bad range",
+    out = expect_kept(run_err, TWINS HK_TEST_HOST " info -p hk-twin@1.x.y.z", 2, "bad range",
                       NULL);
     CU_ASSERT_EQUAL(lines(out), 1);
     free(out);

@@ -160,6 +160,64 @@ static void test_compare_nothing_fails(void)
 #endif
 }
 
+/* A malformed version range is bad usage in every command that takes a
+ * request: status 2, one line. */
+static void test_malformed_range_is_usage(void)
+{
+    static const char *const cases[] = {
+        " run -p 'hk-cpu@^^1'",
+        " info -p 'hk-cpu@^^1'",
+        " swap -p 'hk-cpu@^^1' -q hk-cpu",
+        " swap -p hk-cpu -q 'hk-cpu@>=1.0,,<2'",
+#ifdef HK_TEST_VALIDATE
+        " validate 'hk-cpu@^^1'",
+#endif
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, NO_DRIVER HK_TEST_HOST "%s", cases[i]);
+        char *out = expect_kept(run, cmd, 2, "hk-cpu@", ": bad range: ", NULL);
+        CU_ASSERT_EQUAL(lines(out), 1);
+        free(out);
+    }
+}
+
+/* Under --json a usage error is a document too, wherever --json stands:
+ * the error in "errors", "exit_status" 2; hk-validate's is an object with
+ * the error. */
+static void test_json_usage_errors(void)
+{
+    static const char *const cases[] = {
+        " run --json -n 0", " run -n 0 --json", " --json run -n lots", " list --json extra",
+        " info --json -p 'hk-cpu@^^1'", " run --json -p 'hk-cpu@^^1'", " --json frobnicate",
+        " --json validate x.so",
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[512], *out;
+        snprintf(cmd, sizeof cmd, NO_DRIVER HK_TEST_HOST "%s", cases[i]);
+        CU_ASSERT_EQUAL(run_out(cmd, &out), 2);
+        if (json_check(out, "d[\"exit_status\"] == 2", "len(d[\"errors\"]) == 1", NULL) != 0)
+            fprintf(stderr, "\n%s: %s\n", cmd, out);
+        CU_ASSERT_EQUAL(json_check(out, "d[\"exit_status\"] == 2", "len(d[\"errors\"]) == 1",
+                                   NULL), 0);
+        free(out);
+    }
+#ifdef HK_TEST_VALIDATE
+    static const char *const vcases[] = {
+        HK_TEST_VALIDATE " --json --timeout 0 x.so",
+        HK_TEST_VALIDATE " --json",
+        HK_TEST_VALIDATE " x.so --json --frob",
+    };
+    for (size_t i = 0; i < sizeof vcases / sizeof vcases[0]; i++) {
+        char *out;
+        CU_ASSERT_EQUAL(run_out(vcases[i], &out), 2);
+        CU_ASSERT_EQUAL(json_check(out, "d[\"exit_status\"] == 2",
+                                   "d[\"error\"].startswith(\"hk-validate: \")", NULL), 0);
+        free(out);
+    }
+#endif
+}
+
 void host_register_warn(CU_pSuite s)
 {
     hk_test_add(s, "a refused HK_PLUGIN_PATH directory: one warning in every command",
@@ -167,6 +225,8 @@ void host_register_warn(CU_pSuite s)
     hk_test_add(s, "a malformed HK_PLUGIN_PIN or EXCLUDE entry: one warning in every command",
                 test_malformed_pin_and_exclude_warn);
     hk_test_add(s, "--json lists the warnings", test_warnings_in_json);
+    hk_test_add(s, "a malformed range is bad usage: status 2", test_malformed_range_is_usage);
+    hk_test_add(s, "--json: a usage error is a document too", test_json_usage_errors);
     hk_test_add(s, "swap to the same build: refused as bad usage",
                 test_swap_to_same_build_refused);
     CU_pTest t = hk_test_add(s, "validate --compare that compared nothing: status 1, why",
