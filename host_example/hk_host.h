@@ -44,7 +44,10 @@ int hkh_cli_next(hk__cli_t *c, const char *cmd, void (*usage)(FILE *f));
 int hkh_cli_exit(int what);
 
 /* One usage error line, "CMD: TEXT (see hk-host CMD --help)" (cmd NULL:
- * none); returns HKH_EXIT_USAGE. */
+ * none); returns HKH_EXIT_USAGE. When --json was given anywhere on the
+ * command line (hkh_json_wanted) and no document is open yet, the error is
+ * also one document on stdout, as a command's failure would be. */
+extern int hkh_json_wanted;
 int hkh_usage_error(const char *cmd, const char *text);
 
 /* The line that ends the help of a command: where the rest is told. */
@@ -71,6 +74,11 @@ int hkh_doc_end(int rc);
  * document's "errors" under --json. Arguments are raw text. */
 void hkh_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* One warning: "hk-host: warning: <text>" on stderr, escaped, on one line,
+ * and in the document's "warnings" under --json (the first 8). For what the
+ * environment changed without failing the command. */
+void hkh_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* The progress line: only when stdout is a terminal and not under --json.
  * hkh_progress_start arms it for a run of `total` steps; from
  * HKH_PROGRESS_AFTER_MS after that on (short runs never show it),
@@ -89,6 +97,17 @@ void hkh_progress_clear(void);
  * list, info and run load quietly: list shows every refusal as its output,
  * and info and run name only the refusals of the names they tried. */
 hk_loader_t *hkh_loader(int verbose, int quiet);
+
+/* Every command says what its environment changed, whether or not it loads
+ * a plugin: a refused directory of the search path (HK_PLUGIN_PATH, or the
+ * built-in one) and each report of HK_PLUGIN_PATH, HK_PLUGIN_PIN and
+ * HK_PLUGIN_EXCLUDE (malformed entries, or variables ignored under elevated
+ * privileges) is one hkh_warn line. hkh_loader does it after its scan;
+ * hkh_env_check is for the commands that make no loader of their own
+ * (bench, validate of a path): when one of the variables is set it scans
+ * the search path with a loader of its own (no plugin of the build's
+ * directory), and warns alike. */
+void hkh_env_check(void);
 
 /* A chosen plugin and, when one could be made, a live handle on it. vt is
  * the loader's copy of the plugin's vtable: every slot is checked for NULL
@@ -129,7 +148,8 @@ int hkh_is_path(const char *request);
 
 /* hk_loader_select; on failure the loader's reason (after prefix) and then
  * each candidate of that name it refused, an error line each, and
- * HKH_EXIT_FAIL. prefix: "" or "validate: ". */
+ * HKH_EXIT_FAIL, or HKH_EXIT_USAGE for a malformed request (no name, a bad
+ * range). prefix: "", "validate: " or "swap: ". */
 int hkh_select(hk_loader_t *loader, const char *request, const char *prefix, hk_plugin_t **out);
 
 /* ---- commands ---- */

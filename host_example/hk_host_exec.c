@@ -239,6 +239,8 @@ static int hkh_validate_resolve(char **args, int argc, const int *at, int n, cha
     /* Before hk-validate replaces this process: nothing of a plugin is left. */
     if (loader)
         hk_loader_destroy(loader);
+    else
+        hkh_env_check();
     return rc;
 }
 
@@ -435,6 +437,7 @@ int hkh_cmd_bench(const hkh_opts_t *opts)
     if (rc >= 0)
         goto out;
     rc = HKH_EXIT_FAIL;
+    hkh_env_check();
     const char *how = "it is built by `scons bench` where nvcc and cuBLAS are found";
     if ((fds[2] = hkh_find_sibling("bench", "hk-bench", 1, how, bench, sizeof bench)) < 0 ||
         hkh_bench_scripts(&b, fds) != 0)

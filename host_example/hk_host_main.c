@@ -75,7 +75,8 @@ static const hkh_cmd_t hkh_commands[] = {
     {"swap", hkh_cmd_swap, NULL,
      "swap -p REQUEST_A -q REQUEST_B [-t THREADS] [-k SWAPS] [-n N] [-w MS] [-P]",
      "threads call through movable handles, every result checked, while the\n"
-     "implementation is swapped between A and B (docs/swap.md)"},
+     "implementation is swapped between A and B, two builds: A and B resolving\n"
+     "to the same file is a usage error (docs/swap.md)"},
     {"watch", hkh_cmd_watch, NULL,
      "watch [-r REQUEST] [-t THREADS] [-n N] [-s SECONDS] [-k SWAPS] [-D MS] [-R]",
      "threads call through movable handles on what REQUEST selects, every\n"
@@ -155,13 +156,30 @@ static void hkh_version(void)
            HK_ABI_MINOR);
 }
 
+int hkh_json_wanted;
+
 int hkh_usage_error(const char *cmd, const char *text)
 {
+    int doc = hkh_json_wanted && !hkh_json();
+    if (doc) {
+        hkh_opts_t o = {.json = 1};
+        hkh_doc_begin(&o, cmd);
+    }
     if (cmd)
         hkh_fail("%s: %s (see hk-host %s --help)", cmd, text, cmd);
     else
         hkh_fail("%s (see hk-host --help)", text);
-    return HKH_EXIT_USAGE;
+    return doc ? hkh_doc_end(HKH_EXIT_USAGE) : HKH_EXIT_USAGE;
+}
+
+/* Whether --json stands among the options (before any "--"), so that a
+ * usage error met before it is read is a document too. */
+static int hkh_json_given(int argc, char **argv)
+{
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--json") == 0)
+            return 1;
+    return 0;
 }
 
 int hkh_cli_next(hk__cli_t *c, const char *cmd, void (*usage)(FILE *f))
@@ -245,6 +263,7 @@ int main(int argc, char **argv)
     hk__cli_t c;
     int id, rc;
     hk__cli_init(&c, hkh_options, argc, argv);
+    hkh_json_wanted = hkh_json_given(argc, argv);
     while ((id = hkh_cli_next(&c, NULL, hkh_usage)) > 0)
         if ((rc = hkh_apply(&c, id, NULL, &opts, seen)) != 0)
             return rc < 0 ? HKH_EXIT_OK : rc;

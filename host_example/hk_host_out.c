@@ -48,6 +48,8 @@ static hk__json_t hkh_doc;
 static int hkh_doc_on;
 static char hkh_errors[HKH_ERRORS][2048];
 static int hkh_nerrors, hkh_lost_errors;
+static char hkh_warnings[HKH_ERRORS][2048];
+static int hkh_nwarnings;
 
 hk__json_t *hkh_json(void)
 {
@@ -77,6 +79,10 @@ int hkh_doc_end(int rc)
     if (hkh_lost_errors)
         hk__json_str(&hkh_doc, NULL, "(more errors on stderr)");
     hk__json_close(&hkh_doc);
+    hk__json_open(&hkh_doc, "warnings", '[');
+    for (int i = 0; i < hkh_nwarnings; i++)
+        hk__json_str(&hkh_doc, NULL, hkh_warnings[i]);
+    hk__json_close(&hkh_doc);
     hk__json_int(&hkh_doc, "exit_status", rc);
     hk__json_close(&hkh_doc);
     fflush(stdout);
@@ -100,6 +106,20 @@ void hkh_fail(const char *fmt, ...)
         memcpy(hkh_errors[hkh_nerrors++], line, sizeof line);
     else
         hkh_lost_errors = 1;
+}
+
+void hkh_warn(const char *fmt, ...)
+{
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    hkh_progress_clear();
+    fflush(stdout);
+    fprintf(stderr, "hk-host: warning: %s\n", hkh_esc(line));
+    if (hkh_doc_on && hkh_nwarnings < HKH_ERRORS)
+        memcpy(hkh_warnings[hkh_nwarnings++], line, sizeof line);
 }
 
 /* ---- the progress line ---- */

@@ -16,11 +16,59 @@ const char *hkh_error(const hkh_target_t *t, const hk_handle_t *handle, char *bu
     return buf;
 }
 
+/* What of the environment a report's path names: "HK_PLUGIN_PIN" and the
+ * like for a variable's own report, "dir" for a directory of HK_PLUGIN_PATH,
+ * NULL for anything else. path[0..len) is compared. */
+static const char *hkh_env_subject(const char *path, size_t len)
+{
+    static const char *const vars[] = {"HK_PLUGIN_PATH", "HK_PLUGIN_PIN", "HK_PLUGIN_EXCLUDE"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        if (strlen(vars[i]) == len && strncmp(path, vars[i], len) == 0)
+            return vars[i];
+    const char *env = secure_getenv("HK_PLUGIN_PATH");
+    for (const char *d = env; d && *d; d += strcspn(d, ":"), d += *d == ':') {
+        size_t n = strcspn(d, ":");
+        if (n && n == len && strncmp(d, path, len) == 0)
+            return "dir";
+    }
+    return NULL;
+}
+
+/* The loader's line for a refusal that hkh_env_warnings says itself:
+ * "PATH: scan: REASON" with PATH one of hkh_env_subject's. */
+static int hkh_env_line(const char *msg)
+{
+    const char *scan = strstr(msg, ": scan: ");
+    return scan && hkh_env_subject(msg, (size_t)(scan - msg)) != NULL;
+}
+
+/* hkh_env_check's and hkh_loader's: one warning per report about the
+ * environment, once per process. */
+static void hkh_env_warnings(const hk_loader_t *loader)
+{
+    static int done;
+    if (done)
+        return;
+    done = 1;
+    for (size_t i = 0; i < hk_loader_report_count(loader); i++) {
+        const hk_load_report_t *r = hk_loader_report(loader, i);
+        const char *what = hkh_env_subject(r->path, strlen(r->path));
+        if (!what || r->stage != HK_STAGE_SCAN)
+            continue;
+        if (strcmp(what, "dir") == 0)
+            hkh_warn("HK_PLUGIN_PATH directory %s refused, nothing in it is loaded: %s",
+                     r->path, r->reason);
+        else
+            hkh_warn("%s: %s", r->path, r->reason);
+    }
+}
+
 /* user: the log level to print up to (HK_LOG_ERROR .. HK_LOG_DEBUG). Lines
- * come from the loader and from plugins: shown escaped. */
+ * come from the loader and from plugins: shown escaped. A refusal that is
+ * said as a warning after the scan is not said twice. */
 static void hkh_log_line(void *user, hk_log_level_t level, const char *msg)
 {
-    if ((int)level <= *(const int *)user) {
+    if ((int)level <= *(const int *)user && !hkh_env_line(msg)) {
         hkh_progress_clear();
         fprintf(stderr, "hk-host: %s\n", hkh_esc(msg));
     }
@@ -62,7 +110,22 @@ hk_loader_t *hkh_loader(int verbose, int quiet)
         hk_loader_destroy(loader);
         return NULL;
     }
+    hkh_env_warnings(loader);
     return loader;
+}
+
+void hkh_env_check(void)
+{
+    if (!secure_getenv("HK_PLUGIN_PATH") && !secure_getenv("HK_PLUGIN_PIN") &&
+        !secure_getenv("HK_PLUGIN_EXCLUDE"))
+        return;
+    hk_loader_options_t lo = {.size = sizeof lo};
+    hk_loader_t *loader = NULL;
+    if (hk_loader_create(&lo, &loader) != HK_STATUS_OK)
+        return;
+    if (hk_loader_scan(loader) == HK_STATUS_OK)
+        hkh_env_warnings(loader);
+    hk_loader_destroy(loader);
 }
 
 /* What hk_loader_select_explain says about request, in a malloc'ed array
@@ -195,13 +258,16 @@ int hkh_is_path(const char *request)
 
 int hkh_select(hk_loader_t *loader, const char *request, const char *prefix, hk_plugin_t **out)
 {
-    if (hk_loader_select(loader, request, out) == HK_STATUS_OK)
+    hk_status_t st = hk_loader_select(loader, request, out);
+    if (st == HK_STATUS_OK)
         return 0;
     /* The loader names every candidate of that name it refused, a line each. */
     const char *e = hk_loader_last_error(loader);
     hkh_fail("%s%.*s", prefix, (int)strcspn(e, "\n"), e);
     hkh_fail_candidates(e, NULL);
-    return HKH_EXIT_FAIL;
+    /* A malformed request (no name, a bad range) is the command line's fault. */
+    return st == HK_STATUS_INVALID_VALUE && !hkh_is_path(request) ? HKH_EXIT_USAGE
+                                                                  : HKH_EXIT_FAIL;
 }
 
 /* -d names a device, and a plugin that computes on the host has none (its
@@ -218,6 +284,23 @@ static int hkh_device_applies(const hkh_target_t *t, const hkh_opts_t *opts)
              "-1); -d applies to plugins with CUDA devices (%s was chosen %s%s)",
              opts->device, name, hk_plugin_version(t->plugin), name,
              t->request ? "by -p " : "because ", t->request ? t->request : t->why);
+    return HKH_EXIT_USAGE;
+}
+
+/* hkh_device_applies for the fallback to hk-cpu. When hk-cuda was loaded
+ * and refused the device -d named (cuda_why: its handle's failure, NULL when
+ * it did not load), the device is the cause, and is named first. */
+static int hkh_device_applies_fallback(const hkh_target_t *t, const hkh_opts_t *opts,
+                                       const char *cuda_why)
+{
+    static const char missing[] = "INVALID_DEVICE: ";
+    if (opts->device == HK_DEVICE_CURRENT || !cuda_why ||
+        strncmp(cuda_why, missing, sizeof missing - 1) != 0 ||
+        (hk_plugin_flags(t->plugin) & HK_PLUGIN_MEMORY_MASK) != HK_PLUGIN_MEMORY_HOST)
+        return hkh_device_applies(t, opts);
+    hkh_fail("-d %d: no such device: hk-cuda: %s; %s %s, the fallback, computes on the host and "
+             "has no devices", opts->device, cuda_why, hk_plugin_name(t->plugin),
+             hk_plugin_version(t->plugin));
     return HKH_EXIT_USAGE;
 }
 
@@ -273,7 +356,7 @@ int hkh_choose(hk_loader_t *loader, const hkh_opts_t *opts, hkh_target_t *out)
         return HKH_EXIT_FAIL;
     }
     snprintf(out->why, sizeof out->why, "hk-cuda is unusable: %s", why_cuda);
-    if (hkh_device_applies(out, opts) != 0)
+    if (hkh_device_applies_fallback(out, opts, cuda_err ? NULL : why_cuda) != 0)
         return HKH_EXIT_USAGE;
     hkh_make_handle(out, opts);
     return 0;

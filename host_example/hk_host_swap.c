@@ -75,7 +75,9 @@ static void hkh_swap_usage(FILE *f)
     fprintf(f, "usage: hk-host swap -p REQUEST_A -q REQUEST_B [-t THREADS] [-k SWAPS] [-n N] "
                "[-w MS] [-P]\n"
                "  worker threads call saxpy and sdot through movable handles, every result\n"
-               "  checked, while the implementation is swapped between A and B; exit\n"
+               "  checked, while the implementation is swapped between A and B, which\n"
+               "  must be two builds (two files): A and B resolving to the same build is a\n"
+               "  usage error (status 2), as a swap to it would move nothing; exit\n"
                "  status 1 on a wrong or failed call or a refused swap\n"
                "options:\n");
     hk__cli_print_options(f, hkh_swap_options, NULL);
@@ -367,10 +369,17 @@ static long hkh_swap_loop(hk_loader_t *loader, const hkh_swap_opts_t *o, hkh_wor
 static int hkh_start(hk_loader_t *loader, const hkh_swap_opts_t *o, hkh_worker_t *w, long *started)
 {
     hk_plugin_t *pa = NULL, *pb = NULL;
-    if (hk_loader_select(loader, o->a, &pa) != HK_STATUS_OK
-        || hk_loader_select(loader, o->b, &pb) != HK_STATUS_OK) {
-        hkh_fail("swap: %s", hk_loader_last_error(loader));
-        return 1;
+    int rc = hkh_select(loader, o->a, "swap: ", &pa);
+    if (rc != 0 || (rc = hkh_select(loader, o->b, "swap: ", &pb)) != 0)
+        return rc;
+    /* A swap to the build the handles are on moves nothing: refused, not
+     * counted as done. */
+    if (pa == pb) {
+        char text[HK__CLI_ERROR_MAX + 1200];
+        snprintf(text, sizeof text, "-p %s and -q %s are the same build (%s %s, %s): a swap "
+                 "to it would move nothing; name two builds", o->a, o->b, hk_plugin_name(pa),
+                 hk_plugin_version(pa), hk_plugin_path(pa));
+        return hkh_usage_error("swap", text);
     }
     /* The workload: hk.blas1/1 where A offers it, else A's own self-check. */
     hk_blas1_v1_t b;

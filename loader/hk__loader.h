@@ -230,6 +230,13 @@ void hk__loader_kept_free(hk_loader_t *loader);
 /* Fills *id from st (NULL st: an invalid id). */
 void hk__file_id_set(hk__file_id_t *id, const struct stat *st);
 
+/* ---- hk_loader_select.c ---- */
+
+/* Reads HK_PLUGIN_PIN and HK_PLUGIN_EXCLUDE as a select would, so that a
+ * malformed entry (or a variable ignored under AT_SECURE) is reported once
+ * the scan returns. Call without the gate held. */
+void hk__select_env_check(hk_loader_t *loader);
+
 /* ---- hk_loader.c ---- */
 
 /* Enter and leave the loader's gate (scan and open). */

@@ -188,5 +188,8 @@ hk_status_t hk_loader_scan(hk_loader_t *loader)
     if (loader->default_dir)
         hk__scan_dir(loader, loader->default_dir, 1);
     hk__gate_leave(loader);
+    /* Every complaint about the environment is in the reports once the scan
+     * returns, so a host can say what its environment changed. */
+    hk__select_env_check(loader);
     return HK_STATUS_OK;
 }

@@ -265,6 +265,14 @@ static void hk__rules_free(hk__rules_t *rules)
     free(rules->list);
 }
 
+void hk__select_env_check(hk_loader_t *loader)
+{
+    hk__rules_t rules = {{NULL, NULL}, NULL, 0};
+    if (hk__rules_read(loader, HK__PIN_ENV, 0, &rules) == 0)
+        hk__rules_read(loader, HK__EXCLUDE_ENV, 1, &rules);
+    hk__rules_free(&rules); /* out of memory: the next select reports it */
+}
+
 static int hk__rule_names(const hk__rule_t *r, const char *name)
 {
     return r->name && strlen(name) == r->name_len && memcmp(r->name, name, r->name_len) == 0;

@@ -267,7 +267,14 @@ hk_status_t hk_loader_destroy(hk_loader_t *loader);
  * limit about once, not once each.
  * HK_PLUGIN_PATH is read with secure_getenv; in a process with elevated
  * privileges (AT_SECURE) it is ignored, and when it is set a report with
- * path "HK_PLUGIN_PATH", stage scan, status INSECURE says so. */
+ * path "HK_PLUGIN_PATH", stage scan, status INSECURE says so.
+ * HK_PLUGIN_PIN and HK_PLUGIN_EXCLUDE are read too (see "Version
+ * selection"): a malformed entry is reported by the scan, not only by the
+ * first select, so that once scan returns the reports hold every complaint
+ * about the environment: a refused directory of the search path (its
+ * directory as path, stage scan) and the variables' own reports (the
+ * variable's name as path, stage scan). A host can tell its user what the
+ * environment changed from them; the loader itself never prints. */
 hk_status_t hk_loader_scan(hk_loader_t *loader);
 
 /* [thread-safe] Loads one file, after the same checks as a scanned one (see

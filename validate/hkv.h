@@ -209,10 +209,15 @@ void hkv_add(const char *name, hkv_check_fn fn, unsigned needs, int a, int b, in
 size_t hkv_check_count(void);
 hkv_check_t *hkv_check_at(size_t i);
 
+/* Reports a usage error (one line, and a JSON document under --json) and
+ * returns the exit status 2; fmt has one %s, for arg. */
+typedef int (*hkv_usage_fn)(const char *fmt, const char *arg);
+
 /* Takes --simulate[=N] out of argv (simulate.c) and, when given, points
  * HK_CUDA_DRIVER at the simulated driver with N devices. Returns -1 to go
- * on, else the exit status after one line on stderr. */
-int hkv_simulate_args(int *argc, char **argv);
+ * on, else the exit status after one line on stderr (a malformed N goes
+ * through usage). */
+int hkv_simulate_args(int *argc, char **argv, hkv_usage_fn usage);
 
 void hkv_register_abi(void);
 void hkv_register_handles(void);

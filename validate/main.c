@@ -34,7 +34,8 @@ static const hk__cli_opt_t hkv_options[] = {
     {HKV_OPT_COMPARE, 0, "compare", NULL,
      "run the bad-input matrix on the two plugins A and B\n"
      "and print every case where their statuses differ;\n"
-     "exit 1 if any does"},
+     "exit 1 if any does, or if none could be compared\n"
+     "(each skipped on A or B)"},
     {HKV_OPT_TIMEOUT, 0, "timeout", "MS", "time limit of one check, 1 to 3600000 (default 20000)"},
     {HKV_OPT_JSON, 0, "json", NULL, "print the results as one JSON document"},
     {HKV_OPT_VERBOSE, 'v', "verbose", NULL,
@@ -76,11 +77,24 @@ static void usage(FILE *f)
             "exits (for a debugger; a crash then ends the run).\n");
 }
 
+/* --json stands among the arguments (before any "--"). */
+static int json_usage;
+
 static int usage_error(const char *fmt, const char *arg)
 {
-    fprintf(stderr, "hk-validate: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n(hk-validate --help for usage)\n");
+    char line[1024];
+    int k = snprintf(line, sizeof line, "hk-validate: ");
+    snprintf(line + k, sizeof line - (size_t)k, fmt, arg);
+    fprintf(stderr, "%s\n(hk-validate --help for usage)\n", line);
+    if (json_usage) { /* under --json, the error is a document too */
+        hk__json_t j;
+        hk__json_init(&j, stdout);
+        hk__json_open(&j, NULL, '{');
+        hk__json_str(&j, "error", line);
+        hk__json_int(&j, "exit_status", 2);
+        hk__json_close(&j);
+        fflush(stdout);
+    }
     return 2;
 }
 
@@ -212,9 +226,21 @@ static int run_compare(const char *a, const char *b, const unsigned char *sel, s
            shown(b), same,
            differ, skipped);
     printf("%d passed, %d failed, %d skipped\n", same, differ, skipped);
+    int rc = differ ? 1 : 0;
+    if (same + differ == 0) { /* nothing compared: no answer, not a pass */
+        size_t i = 0;
+        while (i < n && !(sel[i] && (ra[i].verdict == HKV_SKIP || rb[i].verdict == HKV_SKIP)))
+            i++;
+        const hkv_result_t *r = i < n && ra[i].verdict == HKV_SKIP ? &ra[i] : &rb[i];
+        fprintf(stderr, "hk-validate: --compare compared nothing: each of the %d cases was "
+                "skipped on A or B (%s on %s: %s)\n", skipped,
+                i < n ? hkv_check_at(i)->name : "?", r == &ra[i] ? "A" : "B",
+                i < n ? r->detail : "?");
+        rc = 1;
+    }
     free(ra);
     free(rb);
-    return differ ? 1 : 0;
+    return rc;
 }
 
 typedef struct opts {
@@ -409,7 +435,9 @@ int main(int argc, char **argv)
     hkv.no_fork = nf && !strcmp(nf, "1");
     opts_t o;
     memset(&o, 0, sizeof o);
-    int st = hkv_simulate_args(&argc, argv);
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        json_usage |= strcmp(argv[i], "--json") == 0;
+    int st = hkv_simulate_args(&argc, argv, usage_error);
     if (st >= 0)
         return st;
     st = parse(argc, argv, &o);

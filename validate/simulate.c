@@ -22,6 +22,7 @@
 
 #define HKV_SIM_DEFAULT_DEVICES 2
 #define HKV_SIM_MAX_DEVICES 16 /* the simulation's own limit */
+#define HKV_SIM_MAX_TEXT "16"
 
 static const char *const hkv_sim_places[] = {"../simcuda/libcuda.so.1",
                                              "../tests/simcuda/libcuda.so.1"};
@@ -54,7 +55,7 @@ static int hkv_sim_find(char *path, size_t n, char *why, size_t wn)
     return -1;
 }
 
-int hkv_simulate_args(int *argc, char **argv)
+int hkv_simulate_args(int *argc, char **argv, hkv_usage_fn usage)
 {
     int devices = 0, out = 1;
     for (int i = 1; i < *argc; i++) {
@@ -68,11 +69,8 @@ int hkv_simulate_args(int *argc, char **argv)
             devices = HKV_SIM_DEFAULT_DEVICES;
         } else if (!strncmp(a, "--simulate=", 11)) {
             long long v;
-            if (hk__cli_decimal(a + 11, 1, HKV_SIM_MAX_DEVICES, &v) != 0) {
-                fprintf(stderr, "hk-validate: %s: not a decimal number from 1 to %d\n"
-                        "(hk-validate --help for usage)\n", a, HKV_SIM_MAX_DEVICES);
-                return 2;
-            }
+            if (hk__cli_decimal(a + 11, 1, HKV_SIM_MAX_DEVICES, &v) != 0)
+                return usage("%s: not a decimal number from 1 to " HKV_SIM_MAX_TEXT, a);
             devices = (int)v;
         } else {
             argv[out++] = argv[i];

@@ -1,6 +1,8 @@
 """Loader, plugins and handles over libhkloader.so."""
 import ctypes
+import os
 import threading
+import warnings
 import weakref
 from ctypes import byref, c_char_p, c_void_p
 
@@ -105,6 +107,8 @@ class Loader:
         if st != _abi.Status.OK:
             raise HandlekitError(st, 'hk_loader_create refused the options')
         self._ptr = ptr.value
+        self._ignore_env = bool(ignore_env)
+        self._env_warned = False
         self._plugins = {}
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, self._lib.hk_loader_destroy, self._ptr)
@@ -164,7 +168,28 @@ class Loader:
         st = self._lib.hk_loader_scan(self._p())
         if st != _abi.Status.OK:
             raise HandlekitError(st, self.last_error)
+        self._warn_env()
         return self
+
+    def _warn_env(self):
+        """Says, once per loader, what the environment changed: a refused
+        directory of HK_PLUGIN_PATH, and each report of HK_PLUGIN_PATH,
+        HK_PLUGIN_PIN or HK_PLUGIN_EXCLUDE (a malformed entry, or a variable
+        ignored under elevated privileges), a warnings.warn each."""
+        if self._env_warned:
+            return
+        self._env_warned = True
+        names = ('HK_PLUGIN_PATH', 'HK_PLUGIN_PIN', 'HK_PLUGIN_EXCLUDE')
+        dirs = [] if self._ignore_env else \
+            [d for d in os.environ.get('HK_PLUGIN_PATH', '').split(':') if d]
+        for r in self.reports:
+            if r.loaded or r.stage != 'scan':
+                continue
+            if r.path in names:
+                warnings.warn('%s: %s' % (r.path, r.reason), stacklevel=3)
+            elif r.path in dirs:
+                warnings.warn('HK_PLUGIN_PATH directory %s refused, nothing in it is '
+                              'loaded: %s' % (r.path, r.reason), stacklevel=3)
 
     def open(self, path):
         """Loads one plugin file; HandlekitError with the loader's reason on refusal."""
@@ -207,6 +232,7 @@ class Loader:
         out = c_void_p()
         st = self._lib.hk_loader_select(self._p(), _limits.cstring(request, 'request', path=True),
                                         byref(out))
+        self._warn_env()
         if st != _abi.Status.OK:
             raise HandlekitError(st, self.last_error)
         return self._wrap(out.value)

@@ -5,6 +5,7 @@ import os
 import tempfile
 import threading
 import unittest
+import warnings
 
 try:
     import numpy as np
@@ -112,6 +113,42 @@ class Loading(unittest.TestCase):
             'no plugin named hk-cpu is loaded (no plugin is loaded); refused:',
             '  %s (the default directory): scan: INSECURE: directory %s is writable by '
             'others (mode 0777)' % (plugdir, os.path.realpath(ww))])
+
+    def test_environment_refusals_warn_once(self):
+        """A refused HK_PLUGIN_PATH directory and a malformed HK_PLUGIN_PIN
+        entry: one warnings.warn each, once per loader however often it scans
+        or selects; a loader that ignores the environment says nothing of the
+        directory."""
+        saved = {k: os.environ.get(k) for k in ('HK_PLUGIN_PATH', 'HK_PLUGIN_PIN')}
+        with tempfile.TemporaryDirectory(dir=_tmp_root()) as d:
+            os.chmod(d, 0o777)
+            os.environ['HK_PLUGIN_PATH'] = d
+            os.environ['HK_PLUGIN_PIN'] = 'hk-cpu@^^1'
+            try:
+                with warnings.catch_warnings(record=True) as got:
+                    warnings.simplefilter('always')
+                    loader = hk.Loader(default_dir=os.environ['HK_TEST_PLUGIN_DIR'])
+                    loader.scan()
+                    self.assertEqual(loader.select('hk-cpu').name, 'hk-cpu')
+                    loader.scan()
+                    quiet = hk.Loader(default_dir=os.environ['HK_TEST_PLUGIN_DIR'],
+                                      ignore_env=True).scan()
+                    quiet.select('hk-cpu')
+            finally:
+                for k, v in saved.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
+        texts = sorted(str(w.message) for w in got)
+        self.assertEqual(len(texts), 3, texts)
+        self.assertTrue(texts[0].startswith('HK_PLUGIN_PATH directory %s refused, nothing in '
+                                            'it is loaded: ' % d), texts)
+        self.assertIn('writable by others (mode 0777)', texts[0])
+        # one per loader: the second loader still reads HK_PLUGIN_PIN
+        self.assertEqual(texts[1], texts[2])
+        self.assertTrue(texts[1].startswith("HK_PLUGIN_PIN: entry 'hk-cpu@^^1' ignored: bad "
+                                            "range: "), texts)
 
     def test_refused_file_gives_the_loaders_reason(self):
         with tempfile.TemporaryDirectory(dir=_tmp_root()) as d:

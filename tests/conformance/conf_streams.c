@@ -195,11 +195,16 @@ static void fact23_capture_modes(void)
  * loading in their context ---- */
 
 #define F25_THREADS 8
-/* The simulation's pause (simcuda_quiet_loads): long, so that a scheduler
- * hiccup on two loaded cores under a sanitizer does not look like a pause
- * in the launches (2 ms and 5 ms let calls through in such runs). The real
+/* The simulation's pause (simcuda_quiet_loads) while a call is watched being
+ * held: far above any scheduler stall on two loaded cores under a sanitizer
+ * (2 ms and 5 ms let calls through in such runs, and a stall can pass 200
+ * ms), so that it never looks like a pause in the launches; once they are
+ * told to stop it is cut to F25_RELEASE_US, which lets the call go. The real
  * driver holds the calls until the launches stop. */
-#define F25_QUIET_US 50000u
+#define F25_HELD_US 10000000u
+#define F25_RELEASE_US 50000u
+/* How long a step that needs the scheduler is waited for. */
+#define F25_DEADLINE_MS 10000
 
 enum f25_call { F25_STREAM, F25_FUNCTION };
 
@@ -337,7 +342,7 @@ static void f25_check_held(f25_run_t *run, const char *what)
     const char *loading = getenv("CUDA_MODULE_LOADING");
     int eager = loading && strcmp(loading, "EAGER") == 0; /* then the load is held too */
     char line[160];
-    int ready = f25_wait(&run->stage, 1, 2000);
+    int ready = f25_wait(&run->stage, 1, F25_DEADLINE_MS);
     if (!eager)
         CU_ASSERT(ready);
     if (ready) {
@@ -348,6 +353,9 @@ static void f25_check_held(f25_run_t *run, const char *what)
     }
     unsigned long before = __atomic_load_n(&run->launches, __ATOMIC_RELAXED);
     usleep(300 * 1000);
+    long end = f25_now_us() + F25_DEADLINE_MS * 1000L; /* on a loaded machine: at least one */
+    while (__atomic_load_n(&run->launches, __ATOMIC_RELAXED) == before && f25_now_us() < end)
+        usleep(1000);
     unsigned long during = __atomic_load_n(&run->launches, __ATOMIC_RELAXED) - before;
     int held = __atomic_load_n(&run->stage, __ATOMIC_ACQUIRE) < 2;
     CU_ASSERT(held);
@@ -359,8 +367,9 @@ static void f25_check_held(f25_run_t *run, const char *what)
 }
 
 /* Stops the launchers; the call (caller NULL: none started) must then
- * return CUDA_SUCCESS within 2 s. On the simulation a call still waiting is
- * let go (model off, then on again). Returns 1 when every thread has ended
+ * return CUDA_SUCCESS within F25_DEADLINE_MS (on the simulation the model's
+ * pause is cut to F25_RELEASE_US first, and a call still waiting then is let
+ * go: model off, then on again). Returns 1 when every thread has ended
  * (and is joined); threads that did not are detached, keeping their
  * reference to run. */
 static int f25_stop(f25_run_t *run, pthread_t *launchers, int n, const pthread_t *caller,
@@ -369,16 +378,18 @@ static int f25_stop(f25_run_t *run, pthread_t *launchers, int n, const pthread_t
     char line[160];
     long stopped = f25_now_us();
     __atomic_store_n(&run->stop, 1, __ATOMIC_RELEASE);
+    if (quiet)
+        quiet(F25_RELEASE_US);
     int returned = 1;
     if (caller) {
-        returned = f25_wait(&run->stage, 2, 2000);
+        returned = f25_wait(&run->stage, 2, F25_DEADLINE_MS);
         CU_ASSERT(returned);
         snprintf(line, sizeof line, "fact 25: %s returned, ms after the launches were told to stop",
                  what);
         conf_observe_int(line, returned ? (f25_now_us() - stopped) / 1000 : -1);
         if (!returned && quiet) {
             quiet(0);
-            quiet(F25_QUIET_US);
+            quiet(F25_RELEASE_US);
         }
         returned = f25_wait(&run->stage, 2, 10000);
         returned ? pthread_join(*caller, NULL) : pthread_detach(*caller);
@@ -400,6 +411,8 @@ static int f25_phase(f25_run_t *run, void (*quiet)(unsigned))
     const char *what = names[run->call];
     pthread_t launchers[F25_THREADS], caller;
     int n = f25_flood(run, launchers);
+    if (quiet)
+        quiet(F25_HELD_US);
     if (f25_start(run, f25_caller, &caller) != 0) {
         CU_FAIL("could not start the calling thread");
         f25_stop(run, launchers, n, NULL, what, quiet);
@@ -437,7 +450,7 @@ static void fact25_launches_hold_loads(void)
     for (int i = 0; i < F25_THREADS; i++)
         EXPECT_FATAL(cuStreamCreate(&streams[i], CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
     if (quiet)
-        quiet(F25_QUIET_US);
+        quiet(F25_RELEASE_US);
     int clean = 1;
     for (int c = F25_STREAM; c <= F25_FUNCTION && clean; c++) {
         f25_run_t *run = calloc(1, sizeof *run);

@@ -473,8 +473,11 @@ SCENARIO(t_destroy_under_service)
     unsigned long rounds = __atomic_load_n(&svc.rounds, __ATOMIC_RELAXED);
     int done = __atomic_load_n(&destroyed, __ATOMIC_ACQUIRE);
     unsigned held = waiting();
-    usleep(20000);
-    CU_ASSERT(__atomic_load_n(&svc.rounds, __ATOMIC_RELAXED) > rounds); /* it went on */
+    /* it went on: a round more, waited for (a loaded machine may keep the
+     * service threads away for a while) */
+    for (int t = 0; t < 10000 && __atomic_load_n(&svc.rounds, __ATOMIC_RELAXED) <= rounds; t++)
+        usleep(1000);
+    CU_ASSERT(__atomic_load_n(&svc.rounds, __ATOMIC_RELAXED) > rounds);
     __atomic_store_n(&svc.stop, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < SERVICE_THREADS; i++)
         pthread_join(svc.th[i], NULL);

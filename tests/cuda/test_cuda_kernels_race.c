@@ -167,7 +167,7 @@ SCENARIO(t_unload_during_get_kernel)
     CU_ASSERT_EQUAL(wait_paused(1, 10000), 0);
     unloader_t u = {h, lib, HK_STATUS_INTERNAL, 0};
     CU_ASSERT_EQUAL_FATAL(pthread_create(&tu, NULL, unload_thread, &u), 0);
-    for (int i = 0; i < 2000 && !atomic_load(&u.done); i++) /* up to 2 s */
+    for (int i = 0; i < 10000 && !atomic_load(&u.done); i++) /* up to 10 s */
         nanosleep(&(struct timespec){0, 1000000}, NULL);
     int unload_returned = atomic_load(&u.done);
     resume();

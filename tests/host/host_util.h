@@ -57,6 +57,9 @@ void bin_dir(char *dir, size_t len);
 void host_register_cli(CU_pSuite s);
 void host_register_others(CU_pSuite s);
 
+/* Warnings about the environment in every command (test_host_warn.c). */
+void host_register_warn(CU_pSuite s);
+
 /* The memory check against cgroup limits (test_host_mem.c). */
 void host_register_mem(CU_pSuite s);
 

@@ -87,7 +87,7 @@ static void test_plugin_request(void)
                       NULL);
     CU_ASSERT_EQUAL(lines(out), 1);
     free(out);
-    out = expect_kept(run_err, TWINS HK_TEST_HOST " info -p hk-twin@1.x.y.z", 1, "bad range",
+    out = expect_kept(run_err, TWINS HK_TEST_HOST " info -p hk-twin@1.x.y.z", 2, "bad range",
                       NULL);
     CU_ASSERT_EQUAL(lines(out), 1);
     free(out);
@@ -522,6 +522,7 @@ int hk_test_register(void)
     hk_test_add(s, "bench: missing hk-bench, CSV, plot and comparison", test_bench);
     host_register_cli(s);
     host_register_mem(s);
+    host_register_warn(s);
     host_register_others(hk_test_suite("host_others", NULL, NULL));
     return 0;
 }

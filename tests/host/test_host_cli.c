@@ -270,7 +270,7 @@ static void test_bad_arguments(void)
         {" list -x", "unknown option -x", 2},
         {" run -n", "-n needs a value (N)", 2},
         {" list -n 5", "list: -n/--size does not apply to it", 2},
-        {" --json validate x.so", "validate: put its options after it", 2},
+        {" -v validate x.so", "validate: put its options after it", 2},
         {" run extra", "run: unexpected argument \"extra\"", 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

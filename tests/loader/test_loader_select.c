@@ -419,6 +419,25 @@ static int env_reports(hk_loader_t *loader, const char *var, const char *want)
     return n;
 }
 
+/* The scan reports a malformed entry already, before any select: a host
+ * that reads the reports after scanning can say what its environment
+ * changed. */
+static void test_env_malformed_reported_by_scan(void)
+{
+    CU_ASSERT_EQUAL(setenv("HK_PLUGIN_PIN", "tp-sel@^^1,tp-sel@^1", 1), 0);
+    CU_ASSERT_EQUAL(setenv("HK_PLUGIN_EXCLUDE", "a@@", 1), 0);
+    hk_loader_t *loader = sel_loader(SEL_A, NULL, NULL, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(loader);
+    CU_ASSERT_EQUAL(env_reports(loader, "HK_PLUGIN_PIN", "entry 'tp-sel@^^1' ignored: bad "
+                                "range: '^^1': major is not a number: found '^'"), 1);
+    CU_ASSERT_EQUAL(env_reports(loader, "HK_PLUGIN_EXCLUDE", NULL), 1);
+    /* a select after it adds nothing */
+    expect_sel(loader, "tp-sel", "sel-a/sel_1_10_0.so", "1.10.0");
+    CU_ASSERT_EQUAL(env_reports(loader, "HK_PLUGIN_PIN", NULL), 1);
+    env_clear();
+    CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
+}
+
 static void test_env_malformed(void)
 {
     struct log_count logs = {PTHREAD_MUTEX_INITIALIZER, 0, 0};
@@ -749,6 +768,7 @@ int hk_test_register(void)
     hk_test_add(s, "HK_PLUGIN_PIN: intersection with the request", test_pin);
     hk_test_add(s, "HK_PLUGIN_EXCLUDE: by version, path and name", test_exclude);
     hk_test_add(s, "malformed variables: ignored, reported once", test_env_malformed);
+    hk_test_add(s, "malformed variables: reported by the scan", test_env_malformed_reported_by_scan);
     hk_test_add(s, "explain: a verdict and reason per plugin", test_explain);
     hk_test_add(s, "concurrent select and explain while opening", test_concurrent_select);
     hk_test_add(s, "helper without privileges reads the variables", test_env_read_unprivileged);

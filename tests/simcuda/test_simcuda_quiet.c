@@ -18,13 +18,35 @@
  * code loading in its context until it pauses ---- */
 
 #define FLOOD_THREADS 4
-/* The pause that lets a held call go: longer than the 150 ms a held call is
- * watched for, because on two loaded cores under a sanitizer the scheduler
- * can keep every launcher away for tens of milliseconds (2 ms and 5 ms let
- * calls through in such runs, 50 ms did once in the fact-30 cases under
- * AddressSanitizer beside another build), and a flood must not look like it
- * paused. */
-#define QUIET_US 200000u
+/* The model's pause while a call is watched being held: far longer than any
+ * stall of the launchers (on two loaded cores under a sanitizer, beside
+ * another build, the scheduler kept every launcher away for tens of
+ * milliseconds, once past 200 ms), so that a flood never looks like it
+ * paused. Once the flood is stopped the pause is cut to QUIET_RELEASE_US,
+ * which lets the held call go as soon as the launches are that old, and
+ * stays so for the set-up calls between the cases. */
+#define QUIET_HELD_US 10000000u
+#define QUIET_RELEASE_US 20000u
+/* How long a condition that needs the scheduler is waited for. */
+#define DEADLINE_MS 10000
+
+static double since_ms(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (t.tv_sec - t0->tv_sec) * 1e3 + (t.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+/* Waits until cond holds, polling every millisecond, for up to DEADLINE_MS
+ * by the clock; evaluates to whether it holds. */
+#define WAIT_FOR(cond)                                                                         \
+    __extension__({                                                                            \
+        struct timespec t0_;                                                                   \
+        clock_gettime(CLOCK_MONOTONIC, &t0_);                                                  \
+        while (!(cond) && since_ms(&t0_) < DEADLINE_MS)                                        \
+            usleep(1000);                                                                      \
+        (cond) ? 1 : 0;                                                                        \
+    })
 
 typedef struct flood flood_t;
 
@@ -96,9 +118,7 @@ static int flood_start(flood_t *fl)
             break;
     }
     CU_ASSERT_EQUAL(fl->started, FLOOD_THREADS);
-    for (int t = 0; t < 5000 && flood_count(fl) < before + 256; t++)
-        usleep(1000);
-    CU_ASSERT(flood_count(fl) >= before + 256);
+    CU_ASSERT(WAIT_FOR(flood_count(fl) >= before + 256));
     return fl->started == FLOOD_THREADS ? 0 : -1;
 }
 
@@ -204,7 +224,9 @@ static void *call_thread(void *arg)
 /* Waits up to ms for the call to return; 1 when it has. */
 static int call_wait(call_t *c, int ms)
 {
-    for (int t = 0; t < ms && !__atomic_load_n(&c->done, __ATOMIC_ACQUIRE); t++)
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (!__atomic_load_n(&c->done, __ATOMIC_ACQUIRE) && since_ms(&t0) < ms)
         usleep(1000);
     return __atomic_load_n(&c->done, __ATOMIC_ACQUIRE);
 }
@@ -213,49 +235,43 @@ static int call_wait(call_t *c, int ms)
  * turning the model off, and joins its thread. */
 static void call_join(call_t *c, pthread_t t)
 {
-    if (!call_wait(c, 5000))
+    if (!call_wait(c, DEADLINE_MS))
         simcuda_quiet_loads(0);
     pthread_join(t, NULL);
 }
 
-static double since_ms(const struct timespec *t0)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (t.tv_sec - t0->tv_sec) * 1e3 + (t.tv_nsec - t0->tv_nsec) / 1e6;
-}
-
-/* The call must wait while the flood goes on (150 ms, counted by
- * simcuda_loads_waiting) and return c->want soon (< 1 s) after it stops. */
+/* The call must wait while the flood goes on (for at least 150 ms and 64 more
+ * launches, counted by simcuda_loads_waiting) and return c->want once it
+ * stops. Every wait is for a condition, with a deadline: on a loaded machine
+ * no step is assumed to take any given time. */
 static void expect_held(flood_t *fl, call_t *c)
 {
     pthread_t t;
+    simcuda_quiet_loads(QUIET_HELD_US);
     if (flood_start(fl) != 0 || pthread_create(&t, NULL, call_thread, c) != 0) {
         CU_FAIL("could not start the flood or the call");
         flood_stop(fl);
+        simcuda_quiet_loads(QUIET_RELEASE_US);
         return;
     }
     /* the call first has to get its turn among the launchers */
-    for (int i = 0; i < 5000 && !simcuda_loads_waiting() && !call_wait(c, 0); i++)
-        usleep(1000);
+    CU_ASSERT(WAIT_FOR(simcuda_loads_waiting() || __atomic_load_n(&c->done, __ATOMIC_ACQUIRE)));
     CU_ASSERT_EQUAL(simcuda_loads_waiting(), 1);
     unsigned long before = flood_count(fl);
-    usleep(150 * 1000);
+    struct timespec held;
+    clock_gettime(CLOCK_MONOTONIC, &held);
+    /* the launches go on meanwhile, and the call stays held */
+    CU_ASSERT(WAIT_FOR(since_ms(&held) >= 150.0 && flood_count(fl) > before + 64));
     CU_ASSERT_EQUAL(__atomic_load_n(&c->done, __ATOMIC_ACQUIRE), 0);
     /* A call that waits in turn for each context of a library is between
      * two waits for an instant, and on a loaded machine its thread may not
-     * run again for a while: look again for up to a second. */
-    for (int i = 0; i < 1000 && simcuda_loads_waiting() != 1; i++)
-        usleep(1000);
-    CU_ASSERT_EQUAL(simcuda_loads_waiting(), 1);
-    CU_ASSERT(flood_count(fl) > before + 64); /* the launches went on meanwhile */
+     * run again for a while: look again until it waits. */
+    CU_ASSERT(WAIT_FOR(simcuda_loads_waiting() == 1));
     if (c->unload)
         CU_ASSERT_EQUAL(cuLibraryUnload(c->unload), CUDA_SUCCESS);
     flood_stop(fl);
-    struct timespec stopped;
-    clock_gettime(CLOCK_MONOTONIC, &stopped);
-    CU_ASSERT(call_wait(c, 1000));
-    CU_ASSERT(since_ms(&stopped) < 1000.0);
+    simcuda_quiet_loads(QUIET_RELEASE_US);
+    CU_ASSERT(call_wait(c, DEADLINE_MS));
     call_join(c, t);
     CU_ASSERT_EQUAL(c->r, c->want);
     CU_ASSERT_EQUAL(simcuda_loads_waiting(), 0);
@@ -270,7 +286,7 @@ static void expect_free(flood_t *fl, call_t *c)
         flood_stop(fl);
         return;
     }
-    CU_ASSERT(call_wait(c, 5000));
+    CU_ASSERT(call_wait(c, DEADLINE_MS));
     CU_ASSERT_EQUAL(__atomic_load_n(&fl->stop, __ATOMIC_ACQUIRE), 0);
     flood_stop(fl);
     call_join(c, t);
@@ -297,7 +313,7 @@ void test_quiet_loads(void)
     OK(cuMemAlloc(&fl.out, (FLOOD_THREADS + 1) * sizeof(unsigned)));
     for (int i = 0; i < FLOOD_THREADS; i++)
         OK(cuStreamCreate(&fl.streams[i], CU_STREAM_NON_BLOCKING));
-    simcuda_quiet_loads(QUIET_US);
+    simcuda_quiet_loads(QUIET_RELEASE_US);
     /* from here on nothing fatal: the model must be turned off at the end */
 
     call_t mk = {.kind = CALL_STREAM, .ctx = fl.ctx};
@@ -373,7 +389,7 @@ void test_quiet_service(void)
     OK(cuLibraryLoadData(&other, simt_probe_ptx, NULL, NULL, 0, NULL, NULL, 0));
     OK(cuLibraryGetKernel(&k, other, "hk_probe_kernel"));
     OK(cuKernelGetFunction(&f, k)); /* its code is in the context */
-    simcuda_quiet_loads(QUIET_US);
+    simcuda_quiet_loads(QUIET_RELEASE_US);
     /* from here on nothing fatal: the model must be turned off at the end */
 
     call_t alloc = {.kind = CALL_ALLOC, .ctx = fl.ctx};

@@ -86,9 +86,13 @@ static int hold_begin(hold_fixture_t *f)
     for (int i = 0; i < 2; i++)
         if (pthread_create(&f->w[i].tid, NULL, hwork, &f->w[i]) != 0)
             return 0;
-    struct timespec settle = {0, 30000000};
-    nanosleep(&settle, NULL);
-    return 1;
+    /* both calling before any swap: waited for, not assumed after a pause */
+    for (int t = 0; t < 10000 && (atomic_load(&f->w[0].calls) < 16 ||
+                                  atomic_load(&f->w[1].calls) < 16); t++) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    return atomic_load(&f->w[0].calls) >= 16 && atomic_load(&f->w[1].calls) >= 16;
 }
 
 static void hold_end(hold_fixture_t *f)

@@ -388,8 +388,11 @@ static void test_slow_step_holds_calls(void)
         CU_ASSERT_EQUAL_FATAL(pthread_create(&w[i].tid, NULL, gap_work, &w[i]), 0);
     pthread_t setter;
     CU_ASSERT_EQUAL_FATAL(pthread_create(&setter, NULL, setter_work, &w[0]), 0);
-    struct timespec settle = {0, 30000000};
-    nanosleep(&settle, NULL);
+    /* both calling before the swap: waited for, not assumed after a pause */
+    for (int t = 0; t < 10000 && (atomic_load(&w[0].calls) < 16 || atomic_load(&w[1].calls) < 16);
+         t++)
+        sleep_us(1000);
+    CU_ASSERT(atomic_load(&w[0].calls) >= 16 && atomic_load(&w[1].calls) >= 16);
     unsigned long long before[2] = {atomic_load(&w[0].calls), atomic_load(&w[1].calls)};
 
     hk_swap_options_t o = {.size = sizeof o, .hold_after_us = 20000, .hold_max_us = -1};
@@ -402,7 +405,11 @@ static void test_slow_step_holds_calls(void)
      * too when closing a module takes past 20 ms (under TSan it does). */
     CU_ASSERT(st.holds >= 1);
     CU_ASSERT(st.max_hold_ns >= 100000000u && st.max_hold_ns <= took);
-    nanosleep(&settle, NULL);
+    /* each calls again after the swap: waited for, up to 10 s */
+    unsigned long long after[2] = {atomic_load(&w[0].calls), atomic_load(&w[1].calls)};
+    for (int t = 0; t < 10000 && (atomic_load(&w[0].calls) <= after[0] ||
+                                  atomic_load(&w[1].calls) <= after[1]); t++)
+        sleep_us(1000);
     for (int i = 0; i < 2; i++) {
         /* held for the hold's length, then calling again */
         CU_ASSERT(atomic_load(&w[i].max_gap_ns) >= 90000000u);

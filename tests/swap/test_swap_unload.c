@@ -323,7 +323,7 @@ static void test_unload_outside_dl_lock(void)
     CU_ASSERT_EQUAL(sim.wait_paused(1, 5000), 0);
     atomic_int probed = 0;
     CU_ASSERT_EQUAL_FATAL(pthread_create(&prober, NULL, dl_probe, &probed), 0);
-    for (int i = 0; i < 200 && !atomic_load(&probed); i++)
+    for (int i = 0; i < 1000 && !atomic_load(&probed); i++) /* up to 10 s */
         usleep(10000);
     CU_ASSERT(atomic_load(&probed)); /* not waiting for the dynamic loader's lock */
     sim.resume();
