@@ -31,6 +31,7 @@ public final class P13 {
             System.err.println("usage: P13 PLUGIN.so [ROUNDS [CALLS]]");
             System.exit(2);
         }
+        Loader.version(); // the loader library first: libhkp13 uses the same one
         Native.register(P13.class, NativeLibrary.getInstance(System.getProperty(
                 "handlekit.p13.library")));
         int rounds = args.length > 1 ? Integer.parseInt(args[1]) : 21;
