@@ -2,7 +2,8 @@
 # Installs what a fresh Debian 12 (or Ubuntu) machine lacks to build and test
 # handlekit: SCons, CUnit, GNU libltdl and a C compiler; for the tests of the
 # installed tree and of the Python package also pkg-config (pkgconf), CMake and
-# NumPy. Idempotent and quiet when nothing is missing. The CUDA toolkit is not installed here (it is large
+# NumPy; for the Java binding (java/) a JDK (openjdk-17-jdk-headless), JNA
+# (libjna-java) and JUnit 5 (junit5, its console launcher). Idempotent and quiet when nothing is missing. The CUDA toolkit is not installed here (it is large
 # and comes from NVIDIA's repository); without it hk-cuda is not built and the
 # CPU parts still build and test.
 #
@@ -43,9 +44,12 @@ apt_run() {
 
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
-for p in scons libcunit1-dev libltdl-dev gcc python3 python3-numpy cmake valgrind; do
+for p in scons libcunit1-dev libltdl-dev gcc python3 python3-numpy cmake valgrind \
+         libjna-java junit5; do
     have_pkg "$p" || need+=("$p")
 done
+# Any JDK 17 or later provides javac; the headless one is installed when none is.
+command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
 # pkgconf and the older pkg-config both provide the pkg-config command.
 command -v pkg-config >/dev/null 2>&1 || need+=(pkgconf)
 

@@ -6,7 +6,8 @@ failed plus containers (test classes) that failed, skipped those disabled or
 aborted by an assumption (a test that needs what this machine lacks: the
 simulated driver, a GPU). Each failure is repeated as a "FAIL: " line.
 
-usage: run_junit.py --java JAVA --junit JAR --cp CLASSPATH [-D...] [--select CLASS]
+usage: run_junit.py [--strict] --java JAVA --junit JAR --cp CLASSPATH [-D...] [--select CLASS]
+       (--strict: a skipped test is a failure, for runs where every test must run)
        run_junit.py --skip REASON     (prints the reason and counts one skip)
 """
 import argparse
@@ -20,6 +21,7 @@ COUNT = re.compile(r'^\[\s*(\d+) (tests|containers) (successful|failed|skipped|a
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--skip')
+    ap.add_argument('--strict', action='store_true')
     ap.add_argument('--java')
     ap.add_argument('--junit')
     ap.add_argument('--cp')
@@ -50,6 +52,9 @@ def main():
     passed = counts.get(('tests', 'successful'), 0)
     failed = counts.get(('tests', 'failed'), 0) + counts.get(('containers', 'failed'), 0)
     skipped = counts.get(('tests', 'skipped'), 0) + counts.get(('tests', 'aborted'), 0)
+    if a.strict and skipped:
+        print('FAIL: %d test(s) skipped in a strict run (each must run here)' % skipped)
+        failed, skipped = failed + skipped, 0
     for line in out.splitlines():
         if '\u2718' in line:  # the tree marks a failed test or container with it
             print('FAIL: ' + line.strip(' \u2502\u251c\u2514\u2500'))
