@@ -147,4 +147,28 @@ class CpuTest {
             m.free(d);
         }
     }
+
+    @Test
+    void aHandleNeverClosedIsDestroyedByTheCleaner() {
+        makeAndDrop(loader.select("hk-cpu"));
+        // The loader refuses to close (BUSY) while the dropped handle lives.
+        long deadline = System.nanoTime() + 60_000_000_000L;
+        for (;;) {
+            System.gc();
+            try {
+                loader.close();
+                break;
+            } catch (HandlekitException e) {
+                assertEquals("BUSY", e.statusName());
+                assertTrue(System.nanoTime() < deadline, "the cleaner destroyed it within 60 s");
+                Thread.onSpinWait();
+            }
+        }
+        loader = TestEnv.loader(); // for close()
+    }
+
+    private static void makeAndDrop(Plugin p) {
+        Handle h = p.handle();
+        h.blas1().sscal(1, 2f, TestEnv.floats(1), 1);
+    }
 }

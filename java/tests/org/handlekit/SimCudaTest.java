@@ -248,8 +248,8 @@ class SimCudaTest {
                 try {
                     for (int k = 0; k < 6; k++) {
                         long seen = calls.get();
-                        while (calls.get() < seen + 4)
-                            Thread.onSpinWait();
+                        ThreadsSwapTest.waitFor(() -> calls.get() >= seen + 4,
+                                                "calls between swaps");
                         l.swap(k % 2 == 0 ? "hk-cuda@1.0.1" : "hk-cuda@1.0.0");
                     }
                 } finally {

@@ -36,6 +36,16 @@ class ThreadsSwapTest {
         }
     }
 
+    /** Waits until cond holds, failing after 60 s (the threads it waits for may have died). */
+    static void waitFor(java.util.function.BooleanSupplier cond, String what) {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+        while (!cond.getAsBoolean()) {
+            if (System.nanoTime() > deadline)
+                throw new AssertionError("waited 60 s for " + what);
+            Thread.onSpinWait();
+        }
+    }
+
     static List<Throwable> run(int threads, java.util.function.IntConsumer body)
             throws InterruptedException {
         ConcurrentLinkedQueue<Throwable> errors = new ConcurrentLinkedQueue<>();
@@ -77,11 +87,11 @@ class ThreadsSwapTest {
             Thread closer = new Thread(() -> {
                 try {
                     started.await();
-                    while (ok.get() < 1000) // calls are running on every thread
-                        Thread.onSpinWait();
-                    h.close();
+                    waitFor(() -> ok.get() >= 1000, "1000 calls"); // calls run on every thread
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
+                } finally {
+                    h.close();
                 }
             });
             closer.start();
@@ -123,8 +133,7 @@ class ThreadsSwapTest {
                     try {
                         for (int k = 0; k < 20; k++) {
                             long seen = calls.get();
-                            while (calls.get() < seen + 50) // calls in between
-                                Thread.onSpinWait();
+                            waitFor(() -> calls.get() >= seen + 50, "calls between swaps");
                             String to = k % 2 == 0 ? "hk-cpu@1.0.1" : "hk-cpu@1.0.0";
                             assertEquals(to.substring(7), loader.swap(to).version());
                         }
