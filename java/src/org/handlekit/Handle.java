@@ -265,15 +265,16 @@ public class Handle implements AutoCloseable {
     }
 
     /**
-     * Waits for the calls in flight on the handle, then destroys it. Later
-     * calls throw INVALID_HANDLE; closing again does nothing. The plugin's
-     * failure of handle_destroy is thrown (the handle is gone anyway).
+     * Unloads the kernel libraries loaded through the handle, waits for the
+     * calls in flight on it, then destroys it. Later calls throw
+     * INVALID_HANDLE; closing again does nothing. The plugin's failure of
+     * handle_destroy is thrown (the handle is gone anyway), else the first
+     * failed unload.
      */
     @Override
     public void close() {
         Kernels k = kernels;
-        if (k != null && !isClosed())
-            k.unloadAll();
+        HandlekitException unload = k != null && !isClosed() ? k.unloadAll() : null;
         for (;;) {
             long c = calls.get();
             if (c < 0)
@@ -288,5 +289,7 @@ public class Handle implements AutoCloseable {
         int st = state.destroy();
         if (st != Status.OK)
             throw new HandlekitException(st, "handle_destroy failed");
+        if (unload != null)
+            throw unload;
     }
 }

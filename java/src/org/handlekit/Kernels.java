@@ -137,9 +137,17 @@ public final class Kernels {
         return load(ptx.getBytes(StandardCharsets.UTF_8));
     }
 
-    void unloadAll() {
-        for (Library lib : libraries)
-            lib.close();
+    /** Unloads every library loaded through this handle; the first failure, after all were tried. */
+    HandlekitException unloadAll() {
+        HandlekitException first = null;
+        for (Library lib : libraries) {
+            try {
+                lib.close();
+            } catch (HandlekitException e) {
+                first = first == null ? e : first;
+            }
+        }
+        return first;
     }
 
     /** One loaded image; {@link #close()} unloads it and its kernels. */

@@ -125,6 +125,7 @@ class ThreadsSwapTest {
                                         .ignoreEnv(true)).scan()) {
             try (MovableHandle m = loader.movableHandle("hk-cpu@1.0.0")) {
                 assertEquals("1.0.0", m.plugin().version());
+                assertTrue(m.blas1().isDirect(), "the loader's forwarders by direct mapping");
                 AtomicBoolean stop = new AtomicBoolean();
                 AtomicLong calls = new AtomicLong();
                 Thread[] swapper = new Thread[1];
