@@ -54,7 +54,7 @@ public final class Blas1 {
         this.h = h;
         long[] fns = new long[SLOTS.length];
         for (int i = 0; i < SLOTS.length; i++) {
-            fns[i] = table.getLong(8 + 8L * i);
+            fns[i] = table.getLong(Layout.BLAS1_SAXPY + 8L * i);
             present[i] = fns[i] != 0;
         }
         Blas1Calls c;

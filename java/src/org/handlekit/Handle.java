@@ -99,9 +99,9 @@ public class Handle implements AutoCloseable {
     }
 
     static Memory createInfo(int device, boolean checked) {
-        Memory info = Lib.sized(12);
-        info.setInt(4, device);
-        info.setInt(8, checked ? 1 : 0);
+        Memory info = Lib.sized(Layout.CREATE_INFO);
+        info.setInt(Layout.CREATE_INFO_DEVICE, device);
+        info.setInt(Layout.CREATE_INFO_FLAGS, checked ? 1 : 0);
         return info;
     }
 
@@ -180,11 +180,12 @@ public class Handle implements AutoCloseable {
 
     /** hk_handle_info_t of the handle. */
     public Info info() {
-        Memory m = Lib.sized(32);
+        Memory m = Lib.sized(Layout.HANDLE_INFO);
         callChecked(vt.handleInfo, "handle_info", m);
-        com.sun.jna.Pointer name = m.getPointer(24);
-        return new Info(m.getInt(4), m.getLong(8), m.getInt(16) != 0, m.getInt(20),
-                        name == null ? "" : name.getString(0));
+        com.sun.jna.Pointer name = m.getPointer(Layout.HANDLE_INFO_PLUGIN_NAME);
+        return new Info(m.getInt(Layout.HANDLE_INFO_DEVICE), m.getLong(Layout.HANDLE_INFO_CONTEXT_ID),
+                        m.getInt(Layout.HANDLE_INFO_OWNS_PRIMARY) != 0,
+                        m.getInt(Layout.HANDLE_INFO_FLAGS), name == null ? "" : name.getString(0));
     }
 
     /** The handle's CUstream (0: the default stream). */
@@ -224,7 +225,7 @@ public class Handle implements AutoCloseable {
     public Blas1 blas1() {
         Blas1 b = blas1;
         if (b == null) {
-            Memory t = table("hk.blas1/1", 88);
+            Memory t = table("hk.blas1/1", Layout.BLAS1);
             if (t == null)
                 throw new HandlekitException(Status.NOT_SUPPORTED, plugin().name()
                                              + " has no hk.blas1/1 table");
@@ -237,7 +238,7 @@ public class Handle implements AutoCloseable {
     public org.handlekit.Memory memory() {
         org.handlekit.Memory m = memory;
         if (m == null) {
-            Memory t = table("hk.memory/1", 48);
+            Memory t = table("hk.memory/1", Layout.MEMORY);
             if (t == null)
                 throw new HandlekitException(Status.NOT_SUPPORTED, plugin().name()
                                              + " has no hk.memory/1 table");
@@ -250,7 +251,7 @@ public class Handle implements AutoCloseable {
     public Kernels kernels() {
         Kernels k = kernels;
         if (k == null) {
-            Memory t = table("hk.kernels/1", 56);
+            Memory t = table("hk.kernels/1", Layout.KERNELS);
             if (t == null)
                 throw new HandlekitException(Status.NOT_SUPPORTED, plugin().name()
                                              + " has no hk.kernels/1 table");

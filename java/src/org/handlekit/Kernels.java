@@ -87,12 +87,12 @@ public final class Kernels {
 
     Kernels(Handle h, Memory t) {
         this.h = h;
-        load = t.getLong(8);
-        unload = t.getLong(16);
-        getKernel = t.getLong(24);
-        getAttributes = t.getLong(32);
-        launch = t.getLong(40);
-        getFunction = t.getLong(48);
+        load = t.getLong(Layout.KERNELS_LOAD);
+        unload = t.getLong(Layout.KERNELS_UNLOAD);
+        getKernel = t.getLong(Layout.KERNELS_GET_KERNEL);
+        getAttributes = t.getLong(Layout.KERNELS_GET_ATTRIBUTES);
+        launch = t.getLong(Layout.KERNELS_LAUNCH);
+        getFunction = t.getLong(Layout.KERNELS_GET_FUNCTION);
     }
 
     /**
@@ -202,10 +202,10 @@ public final class Kernels {
 
         /** The kernel's attributes on the handle's device. */
         public Attributes attributes() {
-            Memory a = Lib.sized(36);
+            Memory a = Lib.sized(Layout.KERNEL_ATTRIBUTES);
             h.callChecked(getAttributes, "get_attributes", p(), a);
-            return new Attributes(a.getInt(4), a.getInt(8), a.getInt(12), a.getInt(16),
-                                  a.getInt(20), a.getInt(24), a.getInt(28), a.getInt(32));
+            int[] v = a.getIntArray(Layout.KERNEL_ATTRIBUTES_REGISTERS, 8);
+            return new Attributes(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
         }
 
         /** The kernel's CUfunction in the handle's context. */
@@ -238,6 +238,7 @@ public final class Kernels {
             }
             h.callChecked(launch, "launch", p(), grid.x(), grid.y(), grid.z(), block.x(),
                           block.y(), block.z(), sharedBytes, ptrs);
+            java.lang.ref.Reference.reachabilityFence(values); // read through ptrs
         }
 
         private long total(Arg[] args) {

@@ -86,13 +86,14 @@ public final class Loader implements AutoCloseable {
 
     public Loader(Options o) {
         Memory name = o.defaultDir == null ? null : cstr(Lib.cstring(o.defaultDir, "defaultDir"));
-        Memory opts = Lib.sized(72); // hk_loader_options_t on LP64
+        Memory opts = Lib.sized(Layout.LOADER_OPTIONS);
         if (name != null)
-            opts.setPointer(8, name);
-        opts.setInt(16, o.ignoreEnv ? 1 : 0);
-        opts.setInt(52, o.isolationOff ? 1 : 0);
+            opts.setPointer(Layout.LOADER_OPTIONS_DEFAULT_DIR, name);
+        opts.setInt(Layout.LOADER_OPTIONS_IGNORE_ENV, o.ignoreEnv ? 1 : 0);
+        opts.setInt(Layout.LOADER_OPTIONS_ISOLATION, o.isolationOff ? 1 : 0);
         long[] out = new long[1];
         int st = Lib.hk_loader_create(opts, out);
+        java.lang.ref.Reference.reachabilityFence(name); // read through opts during the call
         if (st != Status.OK)
             throw new HandlekitException(st, "hk_loader_create refused the options");
         state = new State(out[0]);
@@ -167,12 +168,13 @@ public final class Loader implements AutoCloseable {
             Pointer r = Lib.ptr(Lib.hk_loader_report(l, i));
             if (r == null)
                 break;
-            Pointer path = r.getPointer(0), reason = r.getPointer(16);
+            Pointer path = r.getPointer(Layout.LOAD_REPORT_PATH),
+                    reason = r.getPointer(Layout.LOAD_REPORT_REASON);
             out.add(new LoadReport(path == null ? "" : path.getString(0),
-                                   Lib.hk_load_stage_name(r.getInt(8)),
-                                   Status.name(r.getInt(12)),
+                                   Lib.hk_load_stage_name(r.getInt(Layout.LOAD_REPORT_STAGE)),
+                                   Status.name(r.getInt(Layout.LOAD_REPORT_STATUS)),
                                    reason == null ? "" : reason.getString(0),
-                                   r.getPointer(24) != null));
+                                   r.getPointer(Layout.LOAD_REPORT_PLUGIN) != null));
         }
         return Collections.unmodifiableList(out);
     }
@@ -204,7 +206,7 @@ public final class Loader implements AutoCloseable {
 
     /** hk_loader_select_explain: every plugin of the request's name with its verdict. */
     public List<SelectEntry> explain(String request) {
-        final int entry = 336; // sizeof(hk_select_entry_t) on LP64
+        final int entry = Layout.SELECT_ENTRY;
         long[] count = new long[1];
         String req = Lib.cstring(request, "request");
         explained(Lib.hk_loader_select_explain(ptr(), req, null, 0, count));
@@ -216,8 +218,8 @@ public final class Loader implements AutoCloseable {
         for (int i = 0; i < Math.min(cap, count[0]); i++) {
             long base = (long) i * entry;
             out.add(new SelectEntry(wrap(Lib.address(m.getPointer(base))),
-                                    Lib.hk_select_verdict_name(m.getInt(base + 8)),
-                                    m.getString(base + 12)));
+                                    Lib.hk_select_verdict_name(m.getInt(base + Layout.SELECT_ENTRY_VERDICT)),
+                                    m.getString(base + Layout.SELECT_ENTRY_REASON)));
         }
         return Collections.unmodifiableList(out);
     }
@@ -251,11 +253,13 @@ public final class Loader implements AutoCloseable {
      */
     public Plugin swap(String request, String from) {
         Memory fromText = from == null ? null : cstr(Lib.cstring(from, "from"));
-        Memory opts = Lib.sized(56); // hk_swap_options_t on LP64
+        Memory opts = Lib.sized(Layout.SWAP_OPTIONS);
         if (fromText != null)
-            opts.setPointer(8, fromText);
+            opts.setPointer(Layout.SWAP_OPTIONS_FROM, fromText);
         long[] to = new long[1];
-        check(Lib.hk_loader_swap(ptr(), Lib.cstring(request, "request"), opts, to));
+        int st = Lib.hk_loader_swap(ptr(), Lib.cstring(request, "request"), opts, to);
+        java.lang.ref.Reference.reachabilityFence(fromText); // read through opts
+        check(st);
         return wrap(to[0]);
     }
 
@@ -265,9 +269,13 @@ public final class Loader implements AutoCloseable {
 
     /** hk_loader_swap_state. */
     public SwapState swapState() {
-        Memory s = Lib.sized(192); // hk_swap_state_t on LP64
+        Memory s = Lib.sized(Layout.SWAP_STATE);
         check(Lib.hk_loader_swap_state(ptr(), s));
-        return new SwapState(Lib.hk_swap_phase_name(s.getInt(4)), s.getLong(8), s.getLong(16),
-                             s.getLong(24), s.getLong(32), s.getLong(40));
+        return new SwapState(Lib.hk_swap_phase_name(s.getInt(Layout.SWAP_STATE_PHASE)),
+                             s.getLong(Layout.SWAP_STATE_GENERATION),
+                             s.getLong(Layout.SWAP_STATE_FAILED),
+                             s.getLong(Layout.SWAP_STATE_MODULES_CLOSED),
+                             s.getLong(Layout.SWAP_STATE_HANDLES),
+                             s.getLong(Layout.SWAP_STATE_INFLIGHT));
     }
 }

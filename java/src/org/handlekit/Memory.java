@@ -14,11 +14,11 @@ public final class Memory {
 
     Memory(Handle h, com.sun.jna.Memory t) {
         this.h = h;
-        alloc = t.getLong(8);
-        free = t.getLong(16);
-        toDevice = t.getLong(24);
-        toHost = t.getLong(32);
-        memset = t.getLong(40);
+        alloc = t.getLong(Layout.MEMORY_ALLOC);
+        free = t.getLong(Layout.MEMORY_FREE);
+        toDevice = t.getLong(Layout.MEMORY_COPY_TO_DEVICE);
+        toHost = t.getLong(Layout.MEMORY_COPY_TO_HOST);
+        memset = t.getLong(Layout.MEMORY_MEMSET);
     }
 
     /** Allocates bytes of the plugin's memory; free it with {@link #free}. */

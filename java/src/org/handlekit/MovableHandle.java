@@ -56,21 +56,16 @@ public final class MovableHandle extends Handle {
     /** The plugin the handle is bound to now. */
     @Override
     public Plugin plugin() {
-        Memory s = Lib.sized(32);
-        enter();
-        try {
-            int st = Lib.hk_mhandle_state(mh, s);
-            if (st != Status.OK)
-                throw new HandlekitException(st, "hk_mhandle_state failed");
-        } finally {
-            exit();
-        }
-        return loader.wrap(Lib.address(s.getPointer(8)));
+        return loader.wrap(Lib.address(state().getPointer(Layout.MHANDLE_STATE_PLUGIN)));
     }
 
     /** How often a swap moved this handle. */
     public long generation() {
-        Memory s = Lib.sized(32);
+        return state().getLong(Layout.MHANDLE_STATE_GENERATION);
+    }
+
+    private Memory state() {
+        Memory s = Lib.sized(Layout.MHANDLE_STATE);
         enter();
         try {
             int st = Lib.hk_mhandle_state(mh, s);
@@ -79,7 +74,7 @@ public final class MovableHandle extends Handle {
         } finally {
             exit();
         }
-        return s.getLong(16);
+        return s;
     }
 
     @Override

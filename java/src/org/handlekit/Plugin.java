@@ -144,17 +144,17 @@ public final class Plugin {
         Vtable(long address) {
             Pointer p = Lib.ptr(address);
             long size = p == null ? 0 : p.getLong(0);
-            handleCreate = slot(p, size, 8);
-            handleDestroy = slot(p, size, 16);
-            setStream = slot(p, size, 24);
-            getStream = slot(p, size, 32);
-            setPointerMode = slot(p, size, 40);
-            getPointerMode = slot(p, size, 48);
-            lastError = slot(p, size, 56);
-            enumTables = slot(p, size, 72);
-            handleInfo = slot(p, size, 80);
-            synchronize = slot(p, size, 88);
-            lastErrorCopy = slot(p, size, 96);
+            handleCreate = slot(p, size, Layout.VT_HANDLE_CREATE);
+            handleDestroy = slot(p, size, Layout.VT_HANDLE_DESTROY);
+            setStream = slot(p, size, Layout.VT_SET_STREAM);
+            getStream = slot(p, size, Layout.VT_GET_STREAM);
+            setPointerMode = slot(p, size, Layout.VT_SET_POINTER_MODE);
+            getPointerMode = slot(p, size, Layout.VT_GET_POINTER_MODE);
+            lastError = slot(p, size, Layout.VT_LAST_ERROR);
+            enumTables = slot(p, size, Layout.VT_ENUM_TABLES);
+            handleInfo = slot(p, size, Layout.VT_HANDLE_INFO);
+            synchronize = slot(p, size, Layout.VT_SYNCHRONIZE);
+            lastErrorCopy = slot(p, size, Layout.VT_LAST_ERROR_COPY);
         }
 
         private static long slot(Pointer p, long size, int offset) {
