@@ -84,12 +84,13 @@ class ThreadsSwapTest {
             AtomicLong ok = new AtomicLong(), refused = new AtomicLong();
             CountDownLatch started = new CountDownLatch(THREADS);
             List<Throwable> errors = new ArrayList<>();
+            ConcurrentLinkedQueue<Throwable> closerErrors = new ConcurrentLinkedQueue<>();
             Thread closer = new Thread(() -> {
                 try {
                     started.await();
                     waitFor(() -> ok.get() >= 1000, "1000 calls"); // calls run on every thread
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
+                } catch (Throwable e) {
+                    closerErrors.add(e);
                 } finally {
                     h.close();
                 }
@@ -111,6 +112,7 @@ class ThreadsSwapTest {
             }));
             closer.join();
             assertTrue(errors.isEmpty(), errors.toString());
+            assertTrue(closerErrors.isEmpty(), closerErrors.toString());
             assertEquals(THREADS, refused.get());
             assertTrue(h.isClosed());
         }
