@@ -5,7 +5,8 @@
 # simulation; a skipped test fails the step unless it needs the simulated
 # driver), hk-host's verified workload on the default plugin, the client
 # suite (PyTorch, CuPy, cuda.core, a CUDA runtime program; a skipped case
-# fails the step unless its library is not installed), optionally
+# fails the step unless its library is not installed), the Java binding's
+# GPU tests, optionally
 # compute-sanitizer over the GPU suites, and the benchmark.
 #
 # usage: tools/gpu-check.sh [-q] [-s] [-B] [-L] OUT_DIR
@@ -102,6 +103,15 @@ fi
 # The Python package against PyTorch and CuPy, where the machine has them.
 step python-gpu env HK_LOADER_LIBRARY=$rel/stage/usr/local/lib/libhkloader.so.1 PYTHONPATH=python \
     python3 python/tests/run.py test_gpu
+# The Java binding on the GPU (java/tests GpuTest): a PTX kernel loaded,
+# taken and launched from Java against a host reference, and hk-cuda's BLAS1
+# results equal to hk-cpu's; --strict: a skipped test fails the step.
+step java-gpu env HK_TEST_GPU=1 HK_LOADER_LIBRARY=$PWD/$rel/stage/usr/local/lib/libhkloader.so.1 \
+    HK_PLUGIN_PATH= HK_TEST_PLUGIN_DIR=$PWD/$rel/plugins HK_TEST_KERNELS=$PWD/$rel/python/tests \
+    python3 java/tests/run_junit.py --strict --java java \
+    --junit /usr/share/java/junit-platform-console-standalone.jar \
+    --cp $rel/java/tests/classes:$rel/java/handlekit.jar:/usr/share/java/jna.jar \
+    --select org.handlekit.GpuTest
 # Real clients of hk-cuda; --strict: only a missing library or a second
 # device may be skipped (tests/clients/README.md), as the step's rule above.
 step clients env HK_LOADER_LIBRARY=$rel/stage/usr/local/lib/libhkloader.so.1 PYTHONPATH=python \

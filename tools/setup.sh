@@ -4,7 +4,9 @@
 # installed tree and of the Python package also pkg-config (pkgconf), CMake,
 # NumPy, venv and setuptools (the package installed by pip in a fresh venv),
 # and auditwheel from PyPI, in a private venv (build/tools/venv), for the
-# wheel's test. Idempotent and quiet when nothing is missing. The CUDA toolkit is not installed here (it is large
+# wheel's test; for the Java binding (java/) a JDK (openjdk-17-jdk-headless),
+# JNA (libjna-java) and JUnit 5 (junit5, its console launcher). Idempotent and
+# quiet when nothing is missing. The CUDA toolkit is not installed here (it is large
 # and comes from NVIDIA's repository); without it hk-cuda is not built and the
 # CPU parts still build and test.
 #
@@ -46,9 +48,11 @@ apt_run() {
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 for p in scons libcunit1-dev libltdl-dev gcc python3 python3-numpy python3-venv \
-         python3-setuptools cmake valgrind; do
+         python3-setuptools cmake valgrind libjna-java junit5; do
     have_pkg "$p" || need+=("$p")
 done
+# Any JDK 17 or later provides javac; the headless one is installed when none is.
+command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
 # pkgconf and the older pkg-config both provide the pkg-config command.
 command -v pkg-config >/dev/null 2>&1 || need+=(pkgconf)
 
