@@ -10,7 +10,7 @@ final class Layout {
     }
 
     // hk_loader_options_t
-    static final int LOADER_OPTIONS = 72, LOADER_OPTIONS_DEFAULT_DIR = 8,
+    static final int LOADER_OPTIONS = 80, LOADER_OPTIONS_DEFAULT_DIR = 8,
             LOADER_OPTIONS_IGNORE_ENV = 16, LOADER_OPTIONS_ISOLATION = 52;
     // hk_load_report_t
     static final int LOAD_REPORT_PATH = 0, LOAD_REPORT_STAGE = 8, LOAD_REPORT_STATUS = 12,
