@@ -80,15 +80,9 @@ static void *hk__pcall_main(void *arg)
  * given up. c is the caller's to unref either way. */
 static int hk__pcall_wait(hk__pcall_t *c, uint64_t deadline_ns)
 {
-    pthread_attr_t attr;
     pthread_t tid;
-    int made = pthread_attr_init(&attr) == 0;
-    if (made) {
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        atomic_store(&c->refs, 2);
-        made = pthread_create(&tid, &attr, hk__pcall_main, c) == 0;
-        pthread_attr_destroy(&attr);
-    }
+    atomic_store(&c->refs, 2);
+    int made = pthread_create(&tid, NULL, hk__pcall_main, c) == 0;
     if (!made) { /* no thread to spare: the call runs here, without a deadline */
         atomic_store(&c->refs, 1);
         hk__pcall_run(c);
@@ -107,6 +101,14 @@ static int hk__pcall_wait(hk__pcall_t *c, uint64_t deadline_ns)
     if (!in_time)
         c->abandoned = 1;
     pthread_mutex_unlock(&c->m);
+    /* Done in time: the thread is joined, so that it has ended (its exit
+     * run, its thread-local blocks of the plugin given back) before the
+     * caller goes on, say to close the plugin's module. Given up: it is left
+     * to end by itself. */
+    if (in_time)
+        pthread_join(tid, NULL);
+    else
+        pthread_detach(tid);
     return in_time;
 }
 

@@ -31,9 +31,14 @@
  *                          the test writes a byte or closes the pipe; they
  *                          log "swp-hang NAME VERSION" before and
  *                          "swp-hung NAME VERSION" after the wait
+ *   SWP_THREAD_EXIT_MS     handle_destroy leaves a thread-specific value
+ *                          whose destructor, run when the calling thread
+ *                          ends, takes this long in the plugin's code (as a
+ *                          plugin's per-thread clean-up at thread exit would)
  * Every handle_create and handle_destroy logs "swp-create NAME VERSION" or
  * "swp-destroy NAME VERSION" at HK_LOG_DEBUG through the host's log callback,
  * so a test sees whether any code of the plugin ran. */
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,7 +75,8 @@ static void say(const char *what)
         host_log(host_log_user, HK_LOG_DEBUG, what);
 }
 
-#if defined(SWP_SLOW_FIRST_CREATE_MS) || defined(SWP_SLOW_DESTROY_MS)
+#if defined(SWP_SLOW_FIRST_CREATE_MS) || defined(SWP_SLOW_DESTROY_MS) || \
+    defined(SWP_THREAD_EXIT_MS)
 static void swp_sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -118,8 +124,33 @@ static hk_status_t swp_create(const hk_create_info_t *info, hk_handle_t **out)
 #endif
 }
 
+#ifdef SWP_THREAD_EXIT_MS
+static pthread_key_t swp_exit_key;
+static int swp_exit_key_made;
+static pthread_once_t swp_exit_once = PTHREAD_ONCE_INIT;
+
+/* Runs in the plugin's code as a thread that called handle_destroy ends. */
+static void swp_thread_exit(void *value)
+{
+    (void)value;
+    swp_sleep_ms(SWP_THREAD_EXIT_MS);
+}
+
+/* Made at the first destroy (a plugin runs no code when loaded), and never
+ * deleted: the double lives in test processes that end soon after. */
+static void swp_exit_key_make(void)
+{
+    swp_exit_key_made = pthread_key_create(&swp_exit_key, swp_thread_exit) == 0;
+}
+#endif
+
 static hk_status_t swp_destroy(hk_handle_t *h)
 {
+#ifdef SWP_THREAD_EXIT_MS
+    pthread_once(&swp_exit_once, swp_exit_key_make);
+    if (swp_exit_key_made)
+        pthread_setspecific(swp_exit_key, (void *)1);
+#endif
     say("swp-destroy " SWP_NAME " " SWP_VERSION);
 #ifdef SWP_HANG_DESTROY
     swp_hang();

@@ -10,6 +10,7 @@
  * and waits for the calls to come back, before it ends. Every scenario that
  * could hang runs on a thread (or, when nothing could release it, in a child
  * process) that the test waits for with a deadline. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -115,23 +116,23 @@ static int inside_call_child(void)
     return 0;
 }
 
-/* Before the check the swap waited for its own call for ever, so the
- * scenario runs in a child process that must end within STUCK_NS. */
-static void test_swap_inside_call(void)
+/* Runs child() in a child process that must end within STUCK_NS and exit
+ * 0; what names the scenario in the failure. */
+static void in_child(int (*child)(void), const char *what)
 {
     fflush(NULL);
     pid_t pid = fork();
     CU_ASSERT_FATAL(pid >= 0);
     if (pid == 0)
-        _exit(inside_call_child());
+        _exit(child());
     int status = 0;
     pid_t got = 0;
     for (uint64_t t0 = swp_now_ns(); (got = waitpid(pid, &status, WNOHANG)) == 0;) {
         if (swp_now_ns() - t0 > STUCK_NS) {
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
-            CU_FAIL("hk_loader_swap from inside a call did not return within 10 s "
-                    "(it waits for its own call to drain)");
+            fprintf(stderr, "\n%s: did not end within 10 s\n", what);
+            CU_FAIL("the scenario's child process did not end within 10 s");
             return;
         }
         struct timespec ts = {0, 1000000};
@@ -139,9 +140,69 @@ static void test_swap_inside_call(void)
     }
     CU_ASSERT_EQUAL(got, pid);
     CU_ASSERT(WIFEXITED(status));
+    if (WIFSIGNALED(status))
+        fprintf(stderr, "\n%s: killed by signal %d\n", what, WTERMSIG(status));
     if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
-        fprintf(stderr, "\ninside-call child: check %d failed\n", WEXITSTATUS(status));
+        fprintf(stderr, "\n%s: check %d failed\n", what, WEXITSTATUS(status));
     CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* Before the check the swap waited for its own call for ever. */
+static void test_swap_inside_call(void)
+{
+    in_child(inside_call_child, "hk_loader_swap from inside a call");
+}
+
+/* The threads of this process, from /proc/self/task; -1 if unreadable. */
+static int task_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* swp_threadexit's handle_destroy leaves work for its thread's end (300 ms
+ * in the plugin's code). The swap destroys the old handle on a thread of
+ * the deadline's: that thread must have ended before the swap closes the
+ * module, or it would come back into unmapped code. */
+static int thread_exit_child(void)
+{
+    hk_loader_options_t o = {.size = sizeof o, .ignore_env = 1,
+                             .isolation = HK_ISOLATION_OFF};
+    hk_loader_t *loader = NULL;
+    if (hk_loader_create(&o, &loader) != HK_STATUS_OK)
+        return 2;
+    hk_plugin_t *te = dl_open(loader, SWP_DOUBLE("swp_threadexit"));
+    hk_plugin_t *a = dl_open(loader, SWP_A);
+    hk_mhandle_t *mh = NULL;
+    if (!te || !a || hk_mhandle_create_on(te, NULL, &mh) != HK_STATUS_OK)
+        return 3;
+    int before = task_count();
+    if (hk_loader_swap(loader, SWP_A, NULL, NULL) != HK_STATUS_OK) {
+        fprintf(stderr, "\nswap: %s\n", hk_loader_last_error(loader));
+        return 4;
+    }
+    int after = task_count();
+    if (before < 1 || after != before) {
+        fprintf(stderr, "\nthreads before the swap %d, after it returned %d\n", before, after);
+        return 5;
+    }
+    hk_swap_plugin_state_t ps = {.size = sizeof ps};
+    if (hk_plugin_swap_state(te, &ps) != HK_STATUS_OK || ps.module != HK_MODULE_CLOSED)
+        return 6;
+    if (hk_mhandle_destroy(mh) != HK_STATUS_OK || hk_loader_destroy(loader) != HK_STATUS_OK)
+        return 7;
+    return 0;
+}
+
+static void test_thread_exit_before_close(void)
+{
+    in_child(thread_exit_child, "a plugin's thread-exit work during a swap");
 }
 
 /* ---- deadlines ---- */
@@ -402,6 +463,8 @@ void swp_register_deadline(void)
     CU_pSuite s = hk_test_suite("swap from inside a call", NULL, NULL);
     hk_test_add(s, "hk_loader_swap inside a movable-handle call is refused BUSY",
                 test_swap_inside_call);
+    hk_test_add(s, "a step's thread has ended, its thread-exit work in the plugin done, "
+                   "before the swap closes the module", test_thread_exit_before_close);
     s = hk_test_suite("swap step deadlines", NULL, NULL);
     hk_test_add(s, "a hung handle_create gives the swap up; the old plugin serves",
                 test_deadline_create);
