@@ -49,7 +49,14 @@ def clean_env():
 
 
 def run(argv, env=None, shell=False, cwd=None):
-    p = subprocess.run(argv, shell=shell, cwd=cwd, env=env or clean_env(),
+    env = env or clean_env()
+    if shell:
+        # A sanitizer build preloads its runtime for the Python checks; the
+        # shell itself is not built with it (dash crashes under libtsan), and
+        # the programs it runs link their runtime themselves.
+        env = dict(env)
+        env.pop('LD_PRELOAD', None)
+    p = subprocess.run(argv, shell=shell, cwd=cwd, env=env,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
     return p.returncode, p.stdout.decode('utf-8', 'replace')
 
