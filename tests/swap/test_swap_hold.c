@@ -68,7 +68,29 @@ static void *hwork(void *arg)
 typedef struct hold_fixture {
     hk_loader_t *loader;
     hworker_t w[2];
+    pthread_t stall_tid;
+    int stall_made;
 } hold_fixture_t;
+
+/* The scheduler's longest delay of a thread that only sleeps 200 us at a
+ * time: on a loaded machine a caller may wait that long with no hold at
+ * all, so a caller's wait is judged against the hold limit plus it. */
+static atomic_ullong stall_max_ns;
+
+static void *stall_watch(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&hstop)) {
+        struct timespec d = {0, 200000};
+        uint64_t t0 = swp_now_ns();
+        nanosleep(&d, NULL);
+        uint64_t late = swp_now_ns() - t0;
+        late = late > 200000u ? late - 200000u : 0;
+        if (late > atomic_load(&stall_max_ns))
+            atomic_store(&stall_max_ns, late);
+    }
+    return NULL;
+}
 
 static int hold_begin(hold_fixture_t *f)
 {
@@ -86,6 +108,7 @@ static int hold_begin(hold_fixture_t *f)
     for (int i = 0; i < 2; i++)
         if (pthread_create(&f->w[i].tid, NULL, hwork, &f->w[i]) != 0)
             return 0;
+    f->stall_made = pthread_create(&f->stall_tid, NULL, stall_watch, NULL) == 0;
     /* both calling before any swap: waited for, not assumed after a pause */
     for (int t = 0; t < 10000 && (atomic_load(&f->w[0].calls) < 16 ||
                                   atomic_load(&f->w[1].calls) < 16); t++) {
@@ -98,6 +121,8 @@ static int hold_begin(hold_fixture_t *f)
 static void hold_end(hold_fixture_t *f)
 {
     atomic_store(&hstop, 1);
+    if (f->stall_made)
+        pthread_join(f->stall_tid, NULL);
     for (int i = 0; i < 2; i++) {
         pthread_join(f->w[i].tid, NULL);
         CU_ASSERT_EQUAL(atomic_load(&f->w[i].wrong), 0);
@@ -123,6 +148,7 @@ static void swap_past_the_limit(hold_fixture_t *f, const char *to, const char *w
     unsigned long long calls0 = atomic_load(&f->w[0].calls) + atomic_load(&f->w[1].calls);
     for (int i = 0; i < 2; i++)
         atomic_store(&f->w[i].max_gap_ns, 0);
+    atomic_store(&stall_max_ns, 0);
     uint64_t t0 = swp_now_ns();
     hk_status_t st = hk_loader_swap(f->loader, to, &o, NULL);
     uint64_t took = swp_now_ns() - t0;
@@ -134,10 +160,11 @@ static void swap_past_the_limit(hold_fixture_t *f, const char *to, const char *w
                                  atomic_load(&f->w[1].max_gap_ns)};
     unsigned long long during =
         atomic_load(&f->w[0].calls) + atomic_load(&f->w[1].calls) - calls0;
+    unsigned long long stall = atomic_load(&stall_max_ns);
     printf("\n    %s: swap %.0f ms, %llu hold(s) cut, longest hold %.1f ms, longest wait of a "
-           "caller %.1f / %.1f ms, %llu calls meanwhile", what, took / 1e6,
-           (unsigned long long)(s.holds_cut - before.holds_cut), s.max_hold_ns / 1e6,
-           gap[0] / 1e6, gap[1] / 1e6, during);
+           "caller %.1f / %.1f ms, longest scheduler delay %.1f ms, %llu calls meanwhile", what,
+           took / 1e6, (unsigned long long)(s.holds_cut - before.holds_cut),
+           s.max_hold_ns / 1e6, gap[0] / 1e6, gap[1] / 1e6, stall / 1e6, during);
     CU_ASSERT(took >= SLOW_NS - SLOW_NS / 20); /* the step was slow */
     CU_ASSERT(s.holds > before.holds);
     /* Held again and again while the step runs: one cut hold every 25 ms of
@@ -147,8 +174,8 @@ static void swap_past_the_limit(hold_fixture_t *f, const char *to, const char *w
      * step that held may be another one, shorter: a loaded machine can take
      * longer than the hold time to drain and close.) */
     CU_ASSERT(s.max_hold_ns >= 5000000u && s.max_hold_ns < 5000000u + SLACK_NS);
-    for (int i = 0; i < 2; i++)
-        CU_ASSERT(gap[i] < 5000000u + SLACK_NS);
+    for (int i = 0; i < 2; i++) /* the limit, the slack, and what the scheduler took */
+        CU_ASSERT(gap[i] < 5000000u + SLACK_NS + 2 * stall);
     CU_ASSERT(during > 0);
 }
 
