@@ -133,7 +133,7 @@ hk_status_t hkc_kernels_trim(void)
         return HK_STATUS_OK;
     /* Refused (twice): kept for the next handle rather than lost, unless a
      * create loaded another one meanwhile; then the kit gives this one back
-     * when the module is closed (hkk_driver.c). */
+     * when the module is closed (hkk_module.c). */
     pthread_mutex_lock(&hkc_lock);
     if (!library) {
         library = lib;

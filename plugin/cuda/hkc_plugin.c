@@ -24,7 +24,7 @@ hk_status_t hk_plugin_negotiate(const hk_negotiate_request_t *request,
      * last handle unloads the kernel library; the kit's destructor gives back
      * anything else (libraries of hk.kernels/1 left loaded, the driver
      * reference); glibc removes the kit's fork handler when the module is
-     * closed; no thread-local destructors (plugin/kit/hkk_driver.c). */
+     * closed; no thread-local destructors (plugin/kit/hkk_module.c). */
     hk_negotiate_answer_t a = {
         {HK_STRUCT_NEGOTIATE_ANSWER, sizeof a, 1}, HK_ABI_CURRENT, HK_PLUGIN_UNLOAD_SAFE,
         "hk-cuda", HK__CUDA_VERSION, &hkc_vtable};
