@@ -1,15 +1,18 @@
 /* handlekit kit internals shared by its source files. Not installed.
  *
- * Files by concern: hkk_table.c (the driver table, the give-backs through
- * it), hkk_fork.c (the fork and exit flags), hkk_driver.c (opening the
- * driver, entry points), hkk_error.c (messages), hkk_module.c
- * (hk_kit_driver_load, the handle registry, the module's unload), hkk_bind.c (binding at create,
- * primaries, give-backs), hkk_keep.c (the primary retain kept per device
- * between handles, trim), hkk_call.c (the per-call guard, re-arm, streams,
- * unbind, checked mode), hkk_library.c (libraries, kernels, launch),
- * hkk_image.c (images checked before the driver reads them), hkk_params.c (a
- * launch's arguments against the kernel's parameters), hkk_trace.c (the
- * debug trace's longer lines). */
+ * Files by concern, from the bottom up (each calls only files above it in
+ * this list; README.md, "Calls between files"): hkk_table.c (the driver
+ * table, the give-backs through it), hkk_fork.c (the fork and exit flags),
+ * hkk_error.c (messages), hkk_trace.c (the debug trace's longer lines),
+ * hkk_driver.c (opening the driver, entry points), hkk_image.c (images
+ * checked before the driver reads them), hkk_params.c (a launch's arguments
+ * against the kernel's parameters), hkk_stream.c (the stream setting, stream
+ * capture), hkk_wait.c (the streams used, destroy's wait), hkk_bind.c
+ * (binding at create, primaries, arming), hkk_keep.c (the primary retain
+ * kept per device between handles, trim), hkk_library.c (libraries,
+ * kernels, launch), hkk_call.c (the per-call guard, re-arm, unbind,
+ * accessors, checked mode), hkk_module.c (hk_kit_driver_load, the handle
+ * registry, the module's unload). */
 #ifndef HKK_INTERNAL_H
 #define HKK_INTERNAL_H
 
@@ -138,7 +141,20 @@ struct hk_kit_bind {
     char err[HK__KIT_MSG_LEN];
 };
 
-/* Reads one whole stream setting. [handle-safe] */
+/* A binding as its trace lines name it: the user pointer given to
+ * hk_kit_bind (hk-cuda's handle), else the binding. */
+#define WHO(b) ((b)->user ? (b)->user : (void *)(b))
+
+/* b's context ID, from its newest arm; 0 before the first
+ * (hk_kit_context_id; the trace's lines too). [handle-safe] */
+static inline unsigned long long hkk_context_id(const hk_kit_bind_t *b)
+{
+    const hk_kit_arm_t *a = atomic_load_explicit(&((hk_kit_bind_t *)b)->arm,
+                                                 memory_order_acquire);
+    return a ? a->ctx_id : 0;
+}
+
+/* Reads one whole stream setting (hkk_stream.c). [handle-safe] */
 void hkk_stream_read(hk_kit_bind_t *b, CUstream *s, unsigned long long *id);
 
 /* used_last before any call ran, and once calls ran on several streams (no
