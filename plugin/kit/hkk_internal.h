@@ -1,7 +1,7 @@
 /* handlekit kit internals shared by its source files. Not installed.
  *
- * Files by concern, from the bottom up (each calls only files above it in
- * this list; README.md, "Calls between files"): hkk_table.c (the driver
+ * Files by concern, from the bottom layer up (each calls only files named
+ * before it; README.md, "Calls between files"): hkk_table.c (the driver
  * table, the give-backs through it), hkk_fork.c (the fork and exit flags),
  * hkk_error.c (messages), hkk_trace.c (the debug trace's longer lines),
  * hkk_driver.c (opening the driver, entry points), hkk_image.c (images
