@@ -8,19 +8,6 @@
 
 #include "hkc_internal.h"
 
-/* In relaxed capture mode, as every free (hkc_relaxed_free). */
-CUresult hkc_give_back_host(void *p)
-{
-    int mode;
-    CUresult relaxed = hkc_relax(&mode);
-    CUresult r = hkc_cu.cuMemFreeHost(p);
-    if (r != CUDA_SUCCESS)
-        r = hkc_cu.cuMemFreeHost(p);
-    if (relaxed == CUDA_SUCCESS)
-        hkc_relaxed_end(mode);
-    return r;
-}
-
 /* Set once an arm of this module ran: the first create of a process is the
  * one that pays for loading the code, and leaves host mode's word to the
  * handle's first host-mode call (hkc_result_slot); later arms make it. */

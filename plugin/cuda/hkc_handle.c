@@ -52,7 +52,7 @@ static hk_status_t handle_create(const hk_create_info_t *info, hk_handle_t **out
     pthread_mutex_lock(&hkc_lock);
     st = hkc_driver_take();
     if (st == HK_STATUS_OK)
-        st = hkc_kernels_acquire();
+        st = hkc_kernels_acquire(hkc_trim);
     pthread_mutex_unlock(&hkc_lock);
     if (st != HK_STATUS_OK) {
         HK__TRACE(HK__TRACE_DECISIONS, "ctx", "handle_create refused before binding: %s: %s",
@@ -191,9 +191,6 @@ static hk_status_t synchronize(hk_handle_t *h)
         return st;
     return HK_STATUS_OK;
 }
-
-hk_status_t hkc_get_table(const char *name, const void **table);
-hk_status_t hkc_enum_tables(size_t index, const char **name);
 
 const hk_vtable_t hkc_vtable = {
     .size = sizeof(hk_vtable_t),

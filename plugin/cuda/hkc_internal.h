@@ -100,8 +100,10 @@ typedef enum hkc_kernel_id {
 #define HK__UNROLL 4
 
 /* Takes a reference on the process-wide kernel library, loading the embedded
- * fatbin on the first one. Caller holds hkc_lock. */
-hk_status_t hkc_kernels_acquire(void);
+ * fatbin on the first one and then setting trim as the plugin's part of
+ * hk_kit_trim (hk_kit_set_trim; hk-cuda's is hkc_trim, hkc_spare.c). Caller
+ * holds hkc_lock. */
+hk_status_t hkc_kernels_acquire(hk_status_t (*trim)(void));
 
 /* Drops a reference; the library stays loaded after the last one, until
  * hkc_kernels_trim. The caller must not hold hkc_lock. */
@@ -310,8 +312,8 @@ void hkc_spare_take(unsigned long long ctx_id, CUdeviceptr *slab, void **word,
  * Takes hkc_lock. */
 hk_status_t hkc_spares_trim(void);
 
-/* What hk-cuda gives back at a trim (set with hk_kit_set_trim): the spares,
- * then the library if no handle uses it. */
+/* What hk-cuda gives back at a trim (set with hk_kit_set_trim by
+ * hkc_kernels_acquire): the spares, then the library if no handle uses it. */
 hk_status_t hkc_trim(void);
 
 
@@ -337,5 +339,10 @@ extern const struct hk_memory_v1 hkc_memory_table;
 extern const struct hk_kernels_v1 hkc_kernels_table;
 extern const struct hk_cuda_v1 hkc_cuda_table;
 extern const hk_vtable_t hkc_vtable;
+
+/* The tables by name, and the names by index (hkc_tables.c): the core
+ * vtable's get_table and enum_tables. */
+hk_status_t hkc_get_table(const char *name, const void **table);
+hk_status_t hkc_enum_tables(size_t index, const char **name);
 
 #endif /* HKC_INTERNAL_H */

@@ -74,7 +74,7 @@ static void give_back_library(hk_kit_library_t *lib)
         hk_kit_fail(NULL, HK_STATUS_OK, "%s", first);
 }
 
-hk_status_t hkc_kernels_acquire(void)
+hk_status_t hkc_kernels_acquire(hk_status_t (*trim)(void))
 {
     if (library) { /* loaded by an earlier handle, kept */
         refs++;
@@ -95,7 +95,7 @@ hk_status_t hkc_kernels_acquire(void)
     }
     library = lib;
     refs = 1;
-    hk_kit_set_trim(hkc_trim);
+    hk_kit_set_trim(trim);
     return HK_STATUS_OK;
 }
 
@@ -133,7 +133,7 @@ hk_status_t hkc_kernels_trim(void)
         return HK_STATUS_OK;
     /* Refused (twice): kept for the next handle rather than lost, unless a
      * create loaded another one meanwhile; then the kit gives this one back
-     * when the module is closed (hkk_driver.c). */
+     * when the module is closed (hkk_module.c). */
     pthread_mutex_lock(&hkc_lock);
     if (!library) {
         library = lib;
@@ -141,13 +141,6 @@ hk_status_t hkc_kernels_trim(void)
     }
     pthread_mutex_unlock(&hkc_lock);
     return st;
-}
-
-hk_status_t hkc_trim(void)
-{
-    hk_status_t st = hkc_spares_trim();
-    hk_status_t lst = hkc_kernels_trim();
-    return st != HK_STATUS_OK ? st : lst;
 }
 
 hk_status_t hkc_kernels_functions(hk_handle_t *h, unsigned long long ctx_id,
@@ -308,6 +301,20 @@ CUresult hkc_relaxed_free(CUdeviceptr p)
         return r;
     r = hkc_cu.cuMemFree(p);
     hkc_relaxed_end(mode);
+    return r;
+}
+
+/* In relaxed capture mode, as every free (hkc_relaxed_free): the arm and
+ * the spares give host mode's word back through it. */
+CUresult hkc_give_back_host(void *p)
+{
+    int mode;
+    CUresult relaxed = hkc_relax(&mode);
+    CUresult r = hkc_cu.cuMemFreeHost(p);
+    if (r != CUDA_SUCCESS)
+        r = hkc_cu.cuMemFreeHost(p);
+    if (relaxed == CUDA_SUCCESS)
+        hkc_relaxed_end(mode);
     return r;
 }
 

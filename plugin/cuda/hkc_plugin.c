@@ -1,59 +1,13 @@
-/* hk-cuda: the entry point (negotiation) and table lookup.
+/* hk-cuda: the entry point (negotiation).
  *
  * Negotiation makes no CUDA call and allocates nothing (docs/abi.md), so a
  * machine without a driver still loads and negotiates hk-cuda;
  * the driver is opened by the first handle_create. */
 #include <string.h>
 
-#include "hk_blas1.h"
-#include "hk_cuda.h"
-#include "hk_kernels.h"
-#include "hk_memory.h"
-#include "hk_trim.h"
 #include "hkc_internal.h"
 
 #define HK__CUDA_VERSION "1.0.0"
-
-static const hk_trim_v1_t trim_table = {sizeof(hk_trim_v1_t), hk_kit_trim};
-
-static const struct {
-    const char *name;
-    const void *table;
-} tables[] = {
-    {HK_TABLE_BLAS1_V1, &hkc_blas1_table},
-    {HK_TABLE_MEMORY_V1, &hkc_memory_table},
-    {HK_TABLE_KERNELS_V1, &hkc_kernels_table},
-    {HK_TABLE_CUDA_V1, &hkc_cuda_table},
-    {HK_TABLE_TRIM_V1, &trim_table},
-};
-
-hk_status_t hkc_get_table(const char *name, const void **table)
-{
-    if (!table)
-        return HK_STATUS_NULL_POINTER;
-    *table = NULL;
-    if (!name)
-        return HK_STATUS_NULL_POINTER;
-    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
-        if (strcmp(tables[i].name, name) == 0) {
-            *table = tables[i].table;
-            return HK_STATUS_OK;
-        }
-    }
-    return HK_STATUS_NOT_FOUND;
-}
-
-hk_status_t hkc_enum_tables(size_t index, const char **name)
-{
-    if (!name)
-        return HK_STATUS_NULL_POINTER;
-    if (index >= sizeof tables / sizeof tables[0]) {
-        *name = NULL;
-        return HK_STATUS_NOT_FOUND;
-    }
-    *name = tables[index].name;
-    return HK_STATUS_OK;
-}
 
 __attribute__((visibility("default"))) hk_status_t
 hk_plugin_negotiate(const hk_negotiate_request_t *request, hk_negotiate_answer_t *answer);
@@ -70,7 +24,7 @@ hk_status_t hk_plugin_negotiate(const hk_negotiate_request_t *request,
      * last handle unloads the kernel library; the kit's destructor gives back
      * anything else (libraries of hk.kernels/1 left loaded, the driver
      * reference); glibc removes the kit's fork handler when the module is
-     * closed; no thread-local destructors (plugin/kit/hkk_driver.c). */
+     * closed; no thread-local destructors (plugin/kit/hkk_module.c). */
     hk_negotiate_answer_t a = {
         {HK_STRUCT_NEGOTIATE_ANSWER, sizeof a, 1}, HK_ABI_CURRENT, HK_PLUGIN_UNLOAD_SAFE,
         "hk-cuda", HK__CUDA_VERSION, &hkc_vtable};

@@ -251,3 +251,10 @@ hk_status_t hkc_spares_trim(void)
     }
     return st;
 }
+
+hk_status_t hkc_trim(void)
+{
+    hk_status_t st = hkc_spares_trim();
+    hk_status_t lst = hkc_kernels_trim();
+    return st != HK_STATUS_OK ? st : lst;
+}

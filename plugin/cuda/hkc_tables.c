@@ -1,10 +1,16 @@
 /* hk-cuda: tables "hk.kernels/1" (plugin_api/hk_kernels.h: the caller's own
  * kernels) and "hk.cuda/1" (plugin_api/hk_cuda.h: what a handle is bound
- * to). The work is the kit's (libraries, kernels, launches; the context
+ * to), and the look-up of every table by name (the core vtable's get_table
+ * and enum_tables). The work is the kit's (libraries, kernels, launches; the context
  * guard); these slots check the handle, the pointers and the order of the
  * checks the headers give. */
+#include <string.h>
+
+#include "hk_blas1.h"
 #include "hk_cuda.h"
 #include "hk_kernels.h"
+#include "hk_memory.h"
+#include "hk_trim.h"
 #include "hkc_internal.h"
 
 /* ---- hk.kernels/1 ---- */
@@ -176,3 +182,46 @@ const hk_cuda_v1_t hkc_cuda_table = {
     .get_device = c_get_device,
     .get_stream = c_get_stream,
 };
+
+/* ---- the look-up ---- */
+
+static const hk_trim_v1_t trim_table = {sizeof(hk_trim_v1_t), hk_kit_trim};
+
+static const struct {
+    const char *name;
+    const void *table;
+} tables[] = {
+    {HK_TABLE_BLAS1_V1, &hkc_blas1_table},
+    {HK_TABLE_MEMORY_V1, &hkc_memory_table},
+    {HK_TABLE_KERNELS_V1, &hkc_kernels_table},
+    {HK_TABLE_CUDA_V1, &hkc_cuda_table},
+    {HK_TABLE_TRIM_V1, &trim_table},
+};
+
+hk_status_t hkc_get_table(const char *name, const void **table)
+{
+    if (!table)
+        return HK_STATUS_NULL_POINTER;
+    *table = NULL;
+    if (!name)
+        return HK_STATUS_NULL_POINTER;
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+        if (strcmp(tables[i].name, name) == 0) {
+            *table = tables[i].table;
+            return HK_STATUS_OK;
+        }
+    }
+    return HK_STATUS_NOT_FOUND;
+}
+
+hk_status_t hkc_enum_tables(size_t index, const char **name)
+{
+    if (!name)
+        return HK_STATUS_NULL_POINTER;
+    if (index >= sizeof tables / sizeof tables[0]) {
+        *name = NULL;
+        return HK_STATUS_NOT_FOUND;
+    }
+    *name = tables[index].name;
+    return HK_STATUS_OK;
+}

@@ -26,21 +26,6 @@ static _Thread_local const char *bind_why;
 #define WHY_INACTIVE "it is current and alive while its device's primary is inactive, so it " \
                      "is not the primary"
 
-/* ---- giving back (see hk_kit.h) ---- */
-
-int hk_kit_give_back_primary(int cudevice)
-{
-    CUresult r = KCU.cuDevicePrimaryCtxRelease(cudevice);
-    return r == CUDA_SUCCESS ? r : KCU.cuDevicePrimaryCtxRelease(cudevice);
-}
-
-int hk_kit_pop_current(void)
-{
-    CUcontext popped = NULL;
-    CUresult r = KCU.cuCtxPopCurrent(&popped);
-    return r == CUDA_SUCCESS ? r : KCU.cuCtxPopCurrent(&popped);
-}
-
 /* ---- arming: what the plugin makes in the bound context ---- */
 
 static void hkk_free_arm(hk_kit_bind_t *b, hk_kit_arm_t *a)

@@ -1,35 +1,14 @@
-/* handlekit kit: opening the CUDA driver and taking its entry points, the
- * fork handler, and what the plugin's module gives back when it is closed.
+/* handlekit kit: opening the CUDA driver and taking its entry points, and
+ * giving the driver back when the plugin's module is closed.
  *
  * docs/contexts.md, "Other rules": no link to libcuda; dlopen of libcuda.so.1
  * (or $HK_CUDA_DRIVER, checked like a plugin file) at the first create, never
  * at load or negotiation, and every entry point through cuGetProcAddress at a
  * pinned version.
  *
- * Unloading. A plugin built on the kit may be closed (dlclose) once nothing
- * uses it (docs/swap.md: no handle, no call in flight, no acquire), and may
- * be loaded again later, several builds of it side by side. When its module
- * goes, nothing may be left pointing into it and nothing it loaded may leak:
- *   - the fork handler: glibc registers a pthread_atfork handler with the
- *     registering object's __dso_handle and removes it when that object is
- *     closed (__cxa_finalize calls __unregister_atfork), so a fork() after the
- *     close runs nothing of the module (tests/swap checks it: the child runs
- *     and the file is gone from /proc/self/maps);
- *   - kernel libraries: the plugin unloads its own with its last handle, with
- *     no lock held (cuLibraryUnload waits for running kernels); the
- *     destructor below gives back whatever is left;
- *   - the driver: once it is known to be the driver, marked RTLD_NODELETE,
- *     and our reference given back at unload. The driver's state is the
- *     process's (the runtime and other libraries hold contexts in it, memory
- *     our handles allocated outlives them, the driver runs threads of its
- *     own): unmapping it because our reference was the last one would pull it
- *     from under all of them, and a later load would initialise a second
- *     copy. So it stays mapped for the life of the process, as the runtime
- *     keeps it;
- *   - no thread-local destructors: the kit's thread-local data are plain
- *     arrays (no pthread_key_create, no C++ thread_local), which glibc frees
- *     with the module's TLS block;
- *   - at process exit the destructor gives back nothing (see kit_unload). */
+ * The fork and exit flags are hkk_fork.c's, the table hkk_table.c's; the
+ * public hk_kit_driver_load and what the module gives back when it is closed
+ * are hkk_module.c's. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -46,9 +25,6 @@
 #include "hk__trust.h"
 #include "hkk_internal.h"
 
-hkk_cu_t hkk_cu;
-atomic_int hkk_forked;
-
 /* Guards opening the driver; never taken on a call's path. */
 static pthread_mutex_t drv_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *drv_lib;     /* our reference on the driver, given back at unload */
@@ -56,59 +32,6 @@ static int drv_pinned;    /* the driver stays mapped whatever we give back */
 static char drv_path[PATH_MAX]; /* for messages */
 static PFN_cuGetProcAddress_v12000 drv_getproc;
 static atomic_int drv_ready;
-
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-
-/* The child of a fork() cannot use CUDA (docs/contexts.md fact 18), and the parent's
- * handles and library are meaningless there: flag it, touch nothing else.
- * Registered with this module's __dso_handle: closing the module removes it
- * (see the file comment). */
-static void on_fork_child(void)
-{
-    atomic_store(&hkk_forked, 1);
-}
-
-/* Set when the process exits. Registered with this module's __dso_handle
- * too: at exit() it runs before any destructor (the dynamic loader's own
- * exit handler, which runs the destructors, was registered first), while at
- * dlclose it runs after this module's destructor (crtbegin's entry, which
- * calls __cxa_finalize, is the last one of the module's fini array to run).
- * So the destructor below knows an exit from a close. */
-static atomic_int process_exiting;
-
-/* glibc's (the C++ ABI's) registration of an exit handler owned by the
- * object dso: run at exit(), or when dso is closed, whichever comes first.
- * Called directly rather than through atexit(), which a sanitizer runtime
- * may intercept and register as the program's own (dso NULL): that handler
- * would outlive the module and be called in unmapped memory at exit. */
-extern int __cxa_atexit(void (*fn)(void *), void *arg, void *dso);
-extern void *__dso_handle __attribute__((visibility("hidden")));
-
-static void on_exit_noted(void *unused)
-{
-    (void)unused;
-    atomic_store(&process_exiting, 1);
-}
-
-static void register_fork_handler(void)
-{
-    /* pthread_atfork cannot fail except for lack of memory; then a child would
-     * see CUDA errors instead of HK_STATUS_FORKED, which is still a status. */
-    (void)pthread_atfork(NULL, NULL, on_fork_child);
-    /* Without it (no memory), the destructor may give back at exit what it
-     * would give back at a close: still correct while the driver answers. */
-    (void)__cxa_atexit(on_exit_noted, NULL, &__dso_handle);
-}
-
-void hk_kit_fork_watch(void)
-{
-    pthread_once(&fork_once, register_fork_handler);
-}
-
-int hk_kit_forked(void)
-{
-    return atomic_load_explicit(&hkk_forked, memory_order_relaxed);
-}
 
 static void version_text(int v, char *buf, size_t len)
 {
@@ -299,12 +222,8 @@ out:
     return HK_STATUS_OK;
 }
 
-hk_status_t hk_kit_driver_load(int min_version)
+hk_status_t hkk_driver_open(int min_version)
 {
-    hk_kit_fork_watch();
-    if (atomic_load(&hkk_forked))
-        return hk_kit_fail(NULL, HK_STATUS_FORKED,
-                           "this process is a fork() child of a CUDA process");
     if (atomic_load_explicit(&drv_ready, memory_order_acquire))
         return HK_STATUS_OK;
     pthread_mutex_lock(&drv_lock);
@@ -328,36 +247,15 @@ hk_status_t hk_kit_driver_take(const hk_kit_entry_t *entries, size_t count)
     return take_entry_points(drv_getproc, drv_path, entries, count);
 }
 
-/* ---- the module's unload ---- */
+/* ---- the module's unload (hkk_module.c) ---- */
 
-/* Runs when the plugin's module is closed, and at process exit. At exit it
- * does nothing: the process's end takes everything, and the driver's own
- * destructors may have run already (the dynamic loader orders the
- * destructors of objects that do not depend on each other by their place in
- * its list, which a driver loaded at start-up precedes). In a fork() child it
- * does nothing either: the driver is unusable there, and a lock another
- * parent thread held at the fork may stay held. Nor when a handle of the
- * plugin is still live (a module closed under a host's raw handles, against
- * the acquire rule). Otherwise it
- * unloads the kernel libraries still loaded (none can be running: every
- * handle synchronised its context when it was destroyed, so the driver does
- * not wait, although this runs inside dlclose), gives back the primary
- * retains the kit keeps (hkk_keep.c), frees the kit's registries, and gives
- * back the driver reference (the driver stays mapped:
- * RTLD_NODELETE). */
-__attribute__((destructor)) static void kit_unload(void)
+int hkk_driver_ready(void)
 {
-    if (atomic_load(&process_exiting) || atomic_load(&hkk_forked) ||
-        hkk_handles_fini() > 0)
-        return;
-    /* What the plugin and the kit keep between handles first (a host that
-     * closes the module should have called it already, hk_trim.h: here the
-     * dynamic loader's lock is held while the driver works); a refusal
-     * leaves it to what follows, or to the driver. */
-    if (atomic_load(&drv_ready))
-        (void)hk_kit_trim();
-    if (atomic_load(&drv_ready) && hkk_libraries_fini() > 0)
-        return; /* the driver refused an unload: keep the reference it needs */
+    return atomic_load(&drv_ready);
+}
+
+void hkk_driver_close(void)
+{
     pthread_mutex_lock(&drv_lock);
     atomic_store(&drv_ready, 0);
     memset(&hkk_cu, 0, sizeof hkk_cu);

@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "hk__msg.h"
-#include "hk__registry.h"
 #include "hkk_internal.h"
 
 _Static_assert(HK__KIT_MSG_LEN <= HK__MSG_MAX, "a message longer than hk__msg.h keeps");
@@ -88,45 +87,4 @@ hk_status_t hk_kit_last_error_copy(const hk_kit_bind_t *b, char *buf, size_t len
     if (mb)
         return hk__msg_copy(&mb->errlock, mb->err, sizeof mb->err, buf, len, needed);
     return hk__msg_copy(NULL, create_error, sizeof create_error, buf, len, needed);
-}
-
-/* ---- the handle registry ---- */
-
-static hk__registry_t handles = HK__REGISTRY_INIT(HK_KIT_HANDLE_MAX);
-
-_Static_assert(HK__REG_SLOT_BYTES(HK_KIT_HANDLE_MAX) != 0, "HK_KIT_HANDLE_MAX too big for a slot");
-
-void *hk_kit_handle_take(size_t bytes)
-{
-    return bytes <= HK_KIT_HANDLE_MAX ? hk__reg_take(&handles) : NULL;
-}
-
-void hk_kit_handle_publish(void *handle)
-{
-    hk__reg_publish(&handles, handle);
-}
-
-int hk_kit_handle_live(const void *p)
-{
-    return hk__reg_live(&handles, p);
-}
-
-int hk_kit_handle_retire(void *handle)
-{
-    return hk__reg_retire(&handles, handle);
-}
-
-void hk_kit_handle_put(void *handle)
-{
-    hk__reg_put(&handles, handle);
-}
-
-size_t hkk_handles_fini(void)
-{
-    pthread_mutex_lock(&handles.lock);
-    size_t out = handles.out;
-    pthread_mutex_unlock(&handles.lock);
-    if (out == 0)
-        hk__reg_fini(&handles);
-    return out;
 }

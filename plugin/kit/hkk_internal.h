@@ -1,13 +1,18 @@
 /* handlekit kit internals shared by its source files. Not installed.
  *
- * Files by concern: hkk_driver.c (opening the driver, entry points, fork),
- * hkk_error.c (messages, the handle registry), hkk_bind.c (binding at create,
- * primaries, give-backs), hkk_keep.c (the primary retain kept per device
- * between handles, trim), hkk_call.c (the per-call guard, re-arm, streams,
- * unbind, checked mode), hkk_library.c (libraries, kernels, launch),
- * hkk_image.c (images checked before the driver reads them), hkk_params.c (a
- * launch's arguments against the kernel's parameters), hkk_trace.c (the
- * debug trace's longer lines). */
+ * Files by concern, from the bottom layer up (each calls only files named
+ * before it; README.md, "Calls between files"): hkk_table.c (the driver
+ * table, the give-backs through it), hkk_fork.c (the fork and exit flags),
+ * hkk_error.c (messages), hkk_trace.c (the debug trace's longer lines),
+ * hkk_driver.c (opening the driver, entry points), hkk_image.c (images
+ * checked before the driver reads them), hkk_params.c (a launch's arguments
+ * against the kernel's parameters), hkk_stream.c (the stream setting, stream
+ * capture), hkk_wait.c (the streams used, destroy's wait), hkk_bind.c
+ * (binding at create, primaries, arming), hkk_keep.c (the primary retain
+ * kept per device between handles, trim), hkk_library.c (libraries,
+ * kernels, launch), hkk_call.c (the per-call guard, re-arm, unbind,
+ * accessors, checked mode), hkk_module.c (hk_kit_driver_load, the handle
+ * registry, the module's unload). */
 #ifndef HKK_INTERNAL_H
 #define HKK_INTERNAL_H
 
@@ -20,7 +25,7 @@
 #include "hk__trace.h"
 #include "hk_kit.h"
 
-/* ---- driver entry points (hkk_driver.c) ---- */
+/* ---- driver entry points (hkk_table.c, filled by hkk_driver.c) ---- */
 
 /* X(name, version): each entry point is taken with cuGetProcAddress at the
  * pinned version, which fixes its signature (cudaTypedefs.h's
@@ -65,8 +70,27 @@ typedef struct hkk_cu {
 extern hkk_cu_t hkk_cu;
 #define KCU hkk_cu
 
-/* Set in the child after fork(). */
+/* Set in the child after fork() (hkk_fork.c). */
 extern atomic_int hkk_forked;
+
+/* Set when the process exits, before the module's destructor runs; not set
+ * when the module is closed before that (hkk_fork.c). */
+extern atomic_int hkk_exiting;
+
+/* ---- the driver (hkk_driver.c) ---- */
+
+/* hk_kit_driver_load's work once the fork watch is set and this is no fork
+ * child: opens the driver unless it is open (once, under the driver lock),
+ * and traces the attempt. */
+hk_status_t hkk_driver_open(int min_version);
+
+/* 1 once the driver is open (hk_kit_driver_load succeeded) until
+ * hkk_driver_close. */
+int hkk_driver_ready(void);
+
+/* The module's unload: forgets the entry points and gives back the driver
+ * reference (the driver stays mapped, RTLD_NODELETE). */
+void hkk_driver_close(void);
 
 /* ---- bindings ---- */
 
@@ -117,7 +141,20 @@ struct hk_kit_bind {
     char err[HK__KIT_MSG_LEN];
 };
 
-/* Reads one whole stream setting. [handle-safe] */
+/* A binding as its trace lines name it: the user pointer given to
+ * hk_kit_bind (hk-cuda's handle), else the binding. */
+#define WHO(b) ((b)->user ? (b)->user : (void *)(b))
+
+/* b's context ID, from its newest arm; 0 before the first
+ * (hk_kit_context_id; the trace's lines too). [handle-safe] */
+static inline unsigned long long hkk_context_id(const hk_kit_bind_t *b)
+{
+    const hk_kit_arm_t *a = atomic_load_explicit(&((hk_kit_bind_t *)b)->arm,
+                                                 memory_order_acquire);
+    return a ? a->ctx_id : 0;
+}
+
+/* Reads one whole stream setting (hkk_stream.c). [handle-safe] */
 void hkk_stream_read(hk_kit_bind_t *b, CUstream *s, unsigned long long *id);
 
 /* used_last before any call ran, and once calls ran on several streams (no
@@ -231,15 +268,11 @@ int hkk_param_count(CUkernel k);
  * NULL among the first nparams pointers → HK_STATUS_INVALID_VALUE naming it. */
 hk_status_t hkk_check_args(hk_kit_bind_t *b, const char *name, int nparams, void **args);
 
-/* ---- the module's unload (hkk_driver.c's destructor; never in a fork child) ---- */
+/* ---- the module's unload (hkk_module.c's destructor; never in a fork child) ---- */
 
 /* Unloads every library still loaded that no binding uses, frees the library
  * and kernel registries when none is left; returns how many are left
  * (hkk_library.c). */
 size_t hkk_libraries_fini(void);
-
-/* Frees the handle registry when every handle was given back; returns how
- * many were not (hkk_error.c). */
-size_t hkk_handles_fini(void);
 
 #endif /* HKK_INTERNAL_H */

@@ -96,7 +96,7 @@ COLD void hkk_trace_bound(const hk_kit_bind_t *b, const char *why)
 {
     if (!hk__trace_enabled(HK__TRACE_DECISIONS))
         return;
-    unsigned long long id = hk_kit_context_id(b);
+    unsigned long long id = hkk_context_id(b);
     if (b->is_primary) {
         hk__trace_emit(HK__TRACE_DECISIONS, "ctx",
                        "handle %p bound to the primary context of device %d (%p, context id "
@@ -150,7 +150,7 @@ COLD void hkk_trace_rearmed(const hk_kit_bind_t *b, unsigned long long old_id)
     hk__trace_emit(HK__TRACE_DECISIONS, "ctx",
                    "handle %p: the primary context of device %d was reset (context id %llu "
                    "gone); re-armed in context id %llu", who(b), b->device, old_id,
-                   hk_kit_context_id(b));
+                   hkk_context_id(b));
 }
 
 COLD void hkk_trace_unbound(hk_kit_bind_t *b, int released, int kept, int freed, int gone,
