@@ -389,6 +389,12 @@ def main():
                 unit_test(name, [o for o in objs.split(',') if o]))
     suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__])
     result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2).run(suite)
+    # What breaks the house, again as "FAIL:" lines: the lines that the test
+    # runner repeats at the end of `scons test` and tools/check.sh.
+    for _, text in result.failures:
+        msg = text.split('AssertionError: ', 1)[-1].rstrip('\n').splitlines()
+        for line in msg:
+            print('FAIL: house: %s' % line)
     failed = len(result.failures) + len(result.errors)
     skipped = len(result.skipped)
     passed = result.testsRun - failed - skipped
