@@ -127,41 +127,12 @@ static unsigned grid_for(hkb_op_t op, hkb_prec_t prec, int64_t n, int sms, int a
     return g < 1 ? 1u : (unsigned)g;
 }
 
-int hkb_raw_prepare(hkb_raw_t *r, hkb_op_t op, hkb_prec_t prec, int64_t n, const void *x,
-                    void *y, const hkb_raw_scratch_t *s, int sms, float alpha_f, double alpha_d)
+/* Parameter lists as the kernels declare them (kernels/hk_blas1*.cu);
+ * device pointer mode, so alpha itself is ignored in favour of alpha_ptr. */
+static int raw_params(hkb_raw_t *r, hkb_op_t op, int f)
 {
-    char name[32];
-    CUkernel k = NULL;
-    int f = prec == HKB_F32;
     void **p = r->params;
 
-    memset(r, 0, sizeof *r);
-    /* hk-cuda's reductions on 16-byte aligned unit-stride vectors (these:
-     * cudaMalloc'ed) use kernels of their own with the same parameters. */
-    int aligned = hkb_op_is_reduction(op) && (((uintptr_t)x | (uintptr_t)y) & 15) == 0;
-    snprintf(name, sizeof name, "hk_%c%s%s_kernel", f ? 's' : 'd', hkb_op_name(op),
-             aligned ? "_aligned" : "");
-    HKB_TRY(hkb_raw_cu_ok(drv.library_get_kernel(&k, drv.lib, name), name), fail);
-    /* The CUfunction of the current (the primary) context: what a library
-     * that caches per context ends up launching. */
-    CUfunction fn = NULL;
-    HKB_TRY(hkb_raw_cu_ok(drv.kernel_get_function(&fn, k), "cuKernelGetFunction"), fail);
-    r->fn = fn;
-    r->op = op;
-    r->prec = prec;
-    r->grid = grid_for(op, prec, n, sms, aligned);
-    r->n = n;
-    r->incx = r->incy = 1;
-    r->alpha_f = alpha_f;
-    r->alpha_d = alpha_d;
-    r->alpha_ptr = f ? (const void *)s->alpha_f : (const void *)s->alpha_d;
-    r->x = x;
-    r->y = y;
-    r->partials = s->partials;
-    r->counter = s->counter;
-    r->result = s->result;
-    /* Parameter lists as the kernels declare them (kernels/hk_blas1*.cu);
-     * device pointer mode, so alpha itself is ignored in favour of alpha_ptr. */
     switch (op) {
     case HKB_AXPY: /* n, alpha, alpha_ptr, x, incx, y, incy */
         *p++ = &r->n;
@@ -208,6 +179,41 @@ int hkb_raw_prepare(hkb_raw_t *r, hkb_op_t op, hkb_prec_t prec, int64_t n, const
         return hkb_fail("raw launch: unknown op %d", (int)op);
     }
     return 0;
+}
+
+int hkb_raw_prepare(hkb_raw_t *r, hkb_op_t op, hkb_prec_t prec, int64_t n, const void *x,
+                    void *y, const hkb_raw_scratch_t *s, int sms, float alpha_f, double alpha_d)
+{
+    char name[32];
+    CUkernel k = NULL;
+    int f = prec == HKB_F32;
+
+    memset(r, 0, sizeof *r);
+    /* hk-cuda's reductions on 16-byte aligned unit-stride vectors (these:
+     * cudaMalloc'ed) use kernels of their own with the same parameters. */
+    int aligned = hkb_op_is_reduction(op) && (((uintptr_t)x | (uintptr_t)y) & 15) == 0;
+    snprintf(name, sizeof name, "hk_%c%s%s_kernel", f ? 's' : 'd', hkb_op_name(op),
+             aligned ? "_aligned" : "");
+    HKB_TRY(hkb_raw_cu_ok(drv.library_get_kernel(&k, drv.lib, name), name), fail);
+    /* The CUfunction of the current (the primary) context: what a library
+     * that caches per context ends up launching. */
+    CUfunction fn = NULL;
+    HKB_TRY(hkb_raw_cu_ok(drv.kernel_get_function(&fn, k), "cuKernelGetFunction"), fail);
+    r->fn = fn;
+    r->op = op;
+    r->prec = prec;
+    r->grid = grid_for(op, prec, n, sms, aligned);
+    r->n = n;
+    r->incx = r->incy = 1;
+    r->alpha_f = alpha_f;
+    r->alpha_d = alpha_d;
+    r->alpha_ptr = f ? (const void *)s->alpha_f : (const void *)s->alpha_d;
+    r->x = x;
+    r->y = y;
+    r->partials = s->partials;
+    r->counter = s->counter;
+    r->result = s->result;
+    return raw_params(r, op, f);
 fail:
     return -1;
 }

@@ -34,7 +34,7 @@ typedef struct hkh_opts {
     char **argv;        /* swap): argv[0] is the command's name, then its arguments */
 } hkh_opts_t;
 
-/* ---- the command line (hk_host_main.c) ---- */
+/* ---- the command line (hk_host_cli.c) ---- */
 
 /* Reads the next argument of c for the command cmd (e.g. "swap"): an option's
  * id or HK__CLI_OPERAND/END as hk__cli_next; help is printed by usage(stdout)

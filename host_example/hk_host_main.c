@@ -100,11 +100,6 @@ static void hkh_indented(FILE *f, const char *indent, const char *text)
     fputc('\n', f);
 }
 
-void hkh_usage_more(FILE *f)
-{
-    fprintf(f, "hk-host --help: the other commands, the environment and the exit statuses\n");
-}
-
 static void hkh_usage(FILE *f)
 {
     fprintf(f, "usage: hk-host [options] <command> [options]\n"
@@ -156,22 +151,6 @@ static void hkh_version(void)
            HK_ABI_MINOR);
 }
 
-int hkh_json_wanted;
-
-int hkh_usage_error(const char *cmd, const char *text)
-{
-    int doc = hkh_json_wanted && !hkh_json();
-    if (doc) {
-        hkh_opts_t o = {.json = 1};
-        hkh_doc_begin(&o, cmd);
-    }
-    if (cmd)
-        hkh_fail("%s: %s (see hk-host %s --help)", cmd, text, cmd);
-    else
-        hkh_fail("%s (see hk-host --help)", text);
-    return doc ? hkh_doc_end(HKH_EXIT_USAGE) : HKH_EXIT_USAGE;
-}
-
 /* Whether --json stands among the options (before any "--"), so that a
  * usage error met before it is read is a document too. */
 static int hkh_json_given(int argc, char **argv)
@@ -180,21 +159,6 @@ static int hkh_json_given(int argc, char **argv)
         if (strcmp(argv[i], "--json") == 0)
             return 1;
     return 0;
-}
-
-int hkh_cli_next(hk__cli_t *c, const char *cmd, void (*usage)(FILE *f))
-{
-    int id = hk__cli_next(c);
-    if (id == HK__CLI_HELP)
-        usage(stdout);
-    else if (id == HK__CLI_ERROR)
-        hkh_usage_error(cmd, c->error);
-    return id;
-}
-
-int hkh_cli_exit(int what)
-{
-    return what == HK__CLI_HELP ? HKH_EXIT_OK : HKH_EXIT_USAGE;
 }
 
 /* Applies option id. Returns 0, -1 after -V (stop, status 0), or the exit

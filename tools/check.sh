@@ -4,6 +4,9 @@
 #   2. the same suite built with ASan + UBSan         (scons --sanitize=address,undefined test)
 #   3. the same suite built with TSan                 (scons --sanitize=thread test)
 #   4. valgrind over hk-host and the loader tests     (no error, no definite leak)
+# `scons test` holds the house rules (tests/house, docs/house.md): steps 1-3
+# each check them on the objects of their own build, and a broken rule fails
+# that step like any other test (its circles or offenders in the digest).
 # Each step prints its own output; the last line is the sum of every step's
 # counts, "total: N passed, N failed, N skipped". The exit status is non-zero
 # when any step failed.

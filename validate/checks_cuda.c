@@ -535,5 +535,4 @@ void hkv_register_cuda(void)
     hkv_add("cuda.capture-stream-set-inside-global", check_capture_inside, c, 0, 0, 0);
     hkv_add("cuda.capture-stream-set-inside-thread-local", check_capture_inside, c, 1, 0, 0);
     hkv_add("cuda.capture-stream-set-inside-relaxed", check_capture_inside, c, 2, 0, 0);
-    hkv_register_cuda_current();
 }

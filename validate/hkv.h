@@ -173,7 +173,7 @@ typedef struct hkv_env {
     int no_fork; /* HK_VALIDATE_NO_FORK=1: run the first check in this process (debuggers) */
 } hkv_env_t;
 
-extern hkv_env_t hkv;
+extern hkv_env_t hkv; /* util.c */
 
 /* ---- checks and results ---- */
 
@@ -227,6 +227,9 @@ void hkv_register_threads(void);
 void hkv_register_trim(void);
 void hkv_register_selfcheck(void);
 void hkv_register_cuda(void);
+/* The checks of the caller's current context after every slot
+ * (checks_cudacur.c), registered after the other CUDA checks. */
+void hkv_register_cuda_current(void);
 
 /* Runs the checks whose select flag is set; prints as asked; returns the
  * number failed. Results land in results[i] (indexed like the checks). */

@@ -72,8 +72,4 @@ unsigned long long hkv_cu_id(hkv_cuctx_t ctx);
 int hkv_cuda_begin(hkv_result_t *r);
 void hkv_same_current(hkv_cuctx_t want, const char *after, hkv_result_t *r);
 
-/* The checks of the caller's current context after every slot
- * (checks_cudacur.c), registered by hkv_register_cuda. */
-void hkv_register_cuda_current(void);
-
 #endif /* HKV_CUDA_H */

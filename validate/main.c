@@ -451,6 +451,7 @@ int main(int argc, char **argv)
     hkv_register_trim();
     hkv_register_selfcheck();
     hkv_register_cuda();
+    hkv_register_cuda_current();
     size_t n = hkv_check_count();
     unsigned char *sel = calloc(n, 1);
     if (!sel)

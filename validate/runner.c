@@ -17,8 +17,6 @@
 
 #include "hkv.h"
 
-hkv_env_t hkv;
-
 static hkv_check_t *checks;
 static size_t nchecks, capchecks;
 

@@ -10,6 +10,10 @@
 #include "hk_status_text.h"
 #include "hkv.h"
 
+/* The run's settings (hkv.h): here, below the runner, the spawner and the
+ * plugin's loading that all read them. */
+hkv_env_t hkv;
+
 /* ---- results ---- */
 
 void hkv_fail(hkv_result_t *r, const char *fmt, ...)

@@ -44,6 +44,12 @@ hk_status_t hkcpu_stray(hk_status_t status, const char *fmt, ...)
  * h unless the registry says it is one of its slots. */
 hk_status_t hkcpu_check(const hk_handle_t *h, const char *fn);
 
+/* The core vtable's last_error and last_error_copy (docs/abi.md): a live
+ * handle's message, the calling thread's last failed create for NULL, and
+ * for a handle that is not live the reason hkcpu_check recorded. */
+const char *hkcpu_last_error(const hk_handle_t *h);
+hk_status_t hkcpu_last_error_copy(const hk_handle_t *h, char *buf, size_t len, size_t *needed);
+
 /* Returns from the calling function with expr's status unless it is OK. */
 #define HKCPU_TRY(expr)                                                             \
     do {                                                                            \

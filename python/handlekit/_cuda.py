@@ -12,6 +12,7 @@ import os
 import threading
 
 from . import _abi
+from ._common import HandlekitError
 
 _driver = None
 _lock = threading.Lock()
@@ -38,7 +39,6 @@ def _open():
 
 
 def stream_synchronize(stream, what):
-    from ._core import HandlekitError
     try:
         drv = _open()
     except OSError as e:

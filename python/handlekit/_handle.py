@@ -7,7 +7,8 @@ import weakref
 from ctypes import byref, c_int, c_void_p
 
 from . import _abi, _arrays, _limits
-from ._core import CUDA, HOST, HandlekitError, _text, stream_address
+from ._arrays import CUDA, HOST
+from ._common import HandlekitError, _text, stream_address
 
 _POINTER_MODES = {'host': _abi.POINTER_MODE_HOST, 'device': _abi.POINTER_MODE_DEVICE}
 

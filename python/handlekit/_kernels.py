@@ -21,7 +21,7 @@ import weakref
 from ctypes import byref, c_void_p
 
 from . import _abi, _arrays, _limits
-from ._core import HandlekitError
+from ._common import HandlekitError
 
 _FATBIN_MAGIC = b'\x50\xed\x55\xba'  # 0xBA55ED50, little-endian
 _ELF_MAGIC = b'\x7fELF'

@@ -16,15 +16,9 @@ import weakref
 from ctypes import byref, c_void_p
 
 from . import _abi, _limits
-from ._core import HandlekitError, Plugin, _text
+from ._common import HandlekitError, _fields, _name, _need, _text
 from ._handle import Handle, create_info
-
-
-def _need(L, name):
-    if not hasattr(L, name):
-        raise HandlekitError(_abi.Status.NOT_SUPPORTED, 'the loader library has no %s: movable '
-                             'handles and swap need a loader of ABI 1.2' % name)
-    return getattr(L, name)
+from ._plugin import Plugin
 
 
 # Set by an exit hook that runs before weakref.finalize's own (see
@@ -314,14 +308,6 @@ class PreparedSwap:
             self.cancel()
 
 
-def _fields(struct, skip=('size',)):
-    return {name: getattr(struct, name) for name, _ in struct._fields_ if name not in skip}
-
-
-def _name(names, value):
-    return names[value] if 0 <= value < len(names) else 'unknown'
-
-
 def loader_state(loader):
     s = _abi.SwapState(size=ctypes.sizeof(_abi.SwapState))
     st = _need(loader._lib, 'hk_loader_swap_state')(loader._p(), byref(s))
@@ -329,17 +315,6 @@ def loader_state(loader):
         raise HandlekitError(st, 'hk_loader_swap_state failed')
     out = _fields(s)
     out['phase'] = _name(_abi.SWAP_PHASES, s.phase)
-    return out
-
-
-def plugin_state(plugin):
-    L = plugin.loader._lib
-    s = _abi.SwapPluginState(size=ctypes.sizeof(_abi.SwapPluginState))
-    st = _need(L, 'hk_plugin_swap_state')(plugin._p(), byref(s))
-    if st != _abi.Status.OK:
-        raise HandlekitError(st, 'hk_plugin_swap_state failed')
-    out = _fields(s)
-    out['module'] = _name(_abi.MODULE_STATES, s.module)
     return out
 
 

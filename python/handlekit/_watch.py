@@ -18,7 +18,8 @@ import weakref
 from ctypes import byref, c_void_p
 
 from . import _abi, _limits
-from ._core import HandlekitError, Loader, _text
+from ._common import HandlekitError, _text
+from ._core import Loader
 
 WatchEvent = collections.namedtuple(
     'WatchEvent', 'kind status path plugin reason mtime_ns seen_ns done_ns')
