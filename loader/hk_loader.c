@@ -123,33 +123,43 @@ static size_t hk__hooks(hk_loader_t *loader, const hk__loader_hook_t **out)
     return n;
 }
 
+/* Reads the caller's options (as much as both sides know; later fields keep
+ * their defaults) into *o and checks them; *lo and *hi get the ABI range. */
+static hk_status_t hk__options_read(const hk_loader_options_t *opts, hk_loader_options_t *o,
+                                    uint32_t *lo, uint32_t *hi)
+{
+    memset(o, 0, sizeof(*o));
+    if (opts) {
+        if (opts->size < sizeof(uint32_t))
+            return HK_STATUS_INVALID_VALUE;
+        memcpy(o, opts, opts->size < sizeof(*o) ? opts->size : sizeof(*o));
+    }
+    *lo = o->abi_min ? o->abi_min : HK_ABI_VERSION(HK_ABI_MAJOR, 0);
+    *hi = o->abi_max ? o->abi_max : HK_ABI_CURRENT;
+    /* The host can only read vtables of the major it was built with, and no
+     * minor newer than its headers describe. */
+    if (HK_ABI_VERSION_MAJOR(*lo) != HK_ABI_MAJOR || HK_ABI_VERSION_MAJOR(*hi) != HK_ABI_MAJOR
+        || *lo > *hi || *hi > HK_ABI_CURRENT)
+        return HK_STATUS_INVALID_VALUE;
+    if (o->isolation != HK_ISOLATION_PROBE && o->isolation != HK_ISOLATION_OFF)
+        return HK_STATUS_INVALID_VALUE;
+    if (o->verifier != HK_VERIFIER_KEEP && o->verifier != HK_VERIFIER_PER_SWAP)
+        return HK_STATUS_INVALID_VALUE;
+    return HK_STATUS_OK;
+}
+
 hk_status_t hk_loader_create(const hk_loader_options_t *opts, hk_loader_t **out)
 {
     hk_loader_options_t o;
     hk_loader_t *loader = NULL;
-    hk_status_t st = HK_STATUS_OK;
+    uint32_t lo, hi;
 
     if (!out)
         return HK_STATUS_NULL_POINTER;
     *out = NULL;
-    memset(&o, 0, sizeof(o));
-    if (opts) {
-        /* Read as much as both sides know; later fields keep their defaults. */
-        if (opts->size < sizeof(uint32_t))
-            return HK_STATUS_INVALID_VALUE;
-        memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
-    }
-    uint32_t lo = o.abi_min ? o.abi_min : HK_ABI_VERSION(HK_ABI_MAJOR, 0);
-    uint32_t hi = o.abi_max ? o.abi_max : HK_ABI_CURRENT;
-    /* The host can only read vtables of the major it was built with, and no
-     * minor newer than its headers describe. */
-    if (HK_ABI_VERSION_MAJOR(lo) != HK_ABI_MAJOR || HK_ABI_VERSION_MAJOR(hi) != HK_ABI_MAJOR
-        || lo > hi || hi > HK_ABI_CURRENT)
-        return HK_STATUS_INVALID_VALUE;
-    if (o.isolation != HK_ISOLATION_PROBE && o.isolation != HK_ISOLATION_OFF)
-        return HK_STATUS_INVALID_VALUE;
-    if (o.verifier != HK_VERIFIER_KEEP && o.verifier != HK_VERIFIER_PER_SWAP)
-        return HK_STATUS_INVALID_VALUE;
+    hk_status_t st = hk__options_read(opts, &o, &lo, &hi);
+    if (st != HK_STATUS_OK)
+        return st;
 
     pthread_once(&hk__atfork_once, hk__atfork_install);
     loader = calloc(1, sizeof(*loader));

@@ -22,8 +22,9 @@
    validate/, host_example/, bench/, the kernels of kernels/ (.cu, .cuh),
    the Python package python/handlekit and the Java binding java/src. Tests,
    examples and tools are not product and are not measured. A C function is
-   counted from its opening brace to its closing brace, both alone at column
-   0 after the line closing its parameters (the project's style; a function
+   counted from the first line of its head to its closing brace (the opening
+   and closing braces alone at column 0, after the line closing its
+   parameters) (the project's style; a function
    head that ends with "{" is reported, as its length would not be seen); a
    Python function from its first body line to its last (ast end_lineno); a
    Java method from the line of its opening brace to the line of its closing
@@ -177,9 +178,14 @@ def c_functions(lines):
             bad.append(i + 1)
         if line.rstrip() != '{' or i == 0 or not lines[i - 1].rstrip().endswith(')'):
             continue
+        head = i - 1  # the head's first line: up past the lines of its parameters
+        while head > 0 and lines[head - 1].strip() and \
+                not lines[head - 1].rstrip().endswith((';', '}', '*/', '{')) and \
+                not lines[head - 1].lstrip().startswith(('#', '/*', '*', '//')):
+            head -= 1
         for j in range(i + 1, len(lines)):
             if lines[j].startswith('}'):
-                found.append((i + 1, j - i + 1))
+                found.append((i + 1, j - head + 1))
                 break
     return found, bad
 
@@ -351,7 +357,7 @@ class Fixtures(unittest.TestCase):
                           '    _b -> _a (import at line 1)'])
 
     def test_sizes_reported(self):
-        body = ''.join('    x += %d;\n' % i for i in range(FUNC_MAX - 2))
+        body = ''.join('    x += %d;\n' % i for i in range(FUNC_MAX - 3))
         self.write('loader/ok.c', 'int ok(int x)\n{\n' + body + '}\n')
         self.write('loader/long.c', 'int f(void)\n{\n    int x = 0;\n' + body + '}\n')
         self.write('loader/brace.c', 'int g(void) {\n    return 0;\n}\n')
