@@ -3,8 +3,11 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 hkct_plugin_t hkct_plug;
 int hkct_ndev;
@@ -55,11 +58,30 @@ int hkct_setup(char *why, size_t len)
     return 0;
 }
 
+/* Takes the page where the unloaded plugin's vtable was, for good (address
+ * space only, one page a reload), so that no later open maps the plugin
+ * there again: a test that kept a pointer into an old mapping then fails
+ * every time, not only when the system happens to place the plugin
+ * elsewhere. */
+static void hold_old_page(const void *old)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    if (!old || page <= 0)
+        return;
+    void *at = (void *)((uintptr_t)old & ~((uintptr_t)page - 1));
+    void *r = mmap(at, (size_t)page, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (r != MAP_FAILED && r != at) /* a kernel that took the flag as a hint */
+        munmap(r, (size_t)page);
+}
+
 void hkct_reload(void)
 {
+    const void *old = hkct_plug.vt;
     if (hkct_plug.dl)
         CU_ASSERT_EQUAL(dlclose(hkct_plug.dl), 0);
     hkct_plug.dl = NULL;
+    hold_old_page(old);
     if (hkct_plugin_open(&hkct_plug) != 0) {
         printf("\n  reopening hk-cuda: %s\n", hkct_plug.why);
         CU_FAIL_FATAL("hk-cuda could not be opened again");

@@ -48,7 +48,8 @@ int hkct_setup(char *why, size_t len);
 
 /* Closes hk-cuda (its module's unload gives back everything the kit keeps,
  * the primary retains included) and opens it again, as a new process would
- * find it. No handle may be live. */
+ * find it. No handle may be live. The new mapping is placed away from the
+ * old one, so every table must be fetched again (hkct_plug's are). */
 void hkct_reload(void);
 
 /* hk-cuda's hk.trim/1 (asserting it is offered and answers OK): gives back

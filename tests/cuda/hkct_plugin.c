@@ -61,6 +61,10 @@ static int open_path(hkct_plugin_t *p, const char *path)
         p->mem = t;
     if (p->vt->get_table(HK_TABLE_TRIM_V1, &t) == HK_STATUS_OK)
         p->trim = t;
+    if (p->vt->get_table(HK_TABLE_KERNELS_V1, &t) == HK_STATUS_OK)
+        p->kernels = t;
+    if (p->vt->get_table(HK_TABLE_CUDA_V1, &t) == HK_STATUS_OK)
+        p->cuda = t;
     if (!p->blas || !p->mem) {
         snprintf(p->why, sizeof p->why, "%s lacks a table", path);
         return -1;

@@ -5,6 +5,8 @@
 
 #include "hk_abi.h"
 #include "hk_blas1.h"
+#include "hk_cuda.h"
+#include "hk_kernels.h"
 #include "hk_memory.h"
 #include "hk_trim.h"
 
@@ -14,7 +16,9 @@ typedef struct hkct_plugin {
     const hk_vtable_t *vt;
     const hk_blas1_v1_t *blas;
     const hk_memory_v1_t *mem;
-    const hk_trim_v1_t *trim; /* NULL: the plugin offers no hk.trim/1 */
+    const hk_trim_v1_t *trim;       /* NULL: the plugin offers no hk.trim/1 */
+    const hk_kernels_v1_t *kernels; /* NULL: no hk.kernels/1 */
+    const hk_cuda_v1_t *cuda;       /* NULL: no hk.cuda/1 */
     char why[512];
 } hkct_plugin_t;
 

@@ -18,8 +18,6 @@
 #define on_sim hkct_on_sim
 #define current hkct_current
 
-const hk_kernels_v1_t *tk_k;
-const hk_cuda_v1_t *tk_c;
 const unsigned char *tk_ptx, *tk_fatbin;
 size_t tk_ptx_size, tk_fatbin_size;
 
@@ -470,11 +468,6 @@ int hk_test_register(void)
     tk_fatbin = hkt__fatbin;
     tk_fatbin_size = (size_t)(hkt__fatbin_end - hkt__fatbin);
     if (!skip) {
-        const void *t = NULL;
-        if (plug.vt->get_table(HK_TABLE_KERNELS_V1, &t) == HK_STATUS_OK)
-            tk_k = t;
-        if (plug.vt->get_table(HK_TABLE_CUDA_V1, &t) == HK_STATUS_OK)
-            tk_c = t;
         if (!tk_k || !tk_c || tk_k->size < sizeof *tk_k || tk_c->size < sizeof *tk_c)
             skip = "hk-cuda offers no hk.kernels/1 or hk.cuda/1 table of this size";
     }

@@ -19,8 +19,10 @@
 #include "hk_kernels.h"
 #include "hkct_context.h"
 
-extern const hk_kernels_v1_t *tk_k; /* hk.kernels/1 of the plugin */
-extern const hk_cuda_v1_t *tk_c;    /* hk.cuda/1 */
+/* hk.kernels/1 and hk.cuda/1 of the plugin as opened now (a scenario's
+ * reload maps it elsewhere: never keep these pointers across one). */
+#define tk_k (hkct_plug.kernels)
+#define tk_c (hkct_plug.cuda)
 
 /* The images of test_cuda_kernels_gpu.cu (sizes include PTX's NUL). */
 extern const unsigned char *tk_ptx, *tk_fatbin;
