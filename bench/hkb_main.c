@@ -43,7 +43,7 @@ static void on_alarm(int sig)
 enum { HKB_OPT_QUICK = 1, HKB_OPT_ONLY, HKB_OPT_CSV, HKB_OPT_PLUGIN, HKB_OPT_PLUGIN_B,
        HKB_OPT_DEVICE, HKB_OPT_STRICT, HKB_OPT_TIMEOUT, HKB_OPT_EXAMPLE };
 
-/* The options, read by the programs' common parser (common/hk__cli.h). */
+/* The options, read by the programs' common parser (common/prog/hk__cli.h). */
 static const hk__cli_opt_t hkb_options[] = {
     {HKB_OPT_QUICK, 0, "quick", NULL, "fewer repetitions and sizes; well under a minute"},
     {HKB_OPT_ONLY, 0, "only", "LIST",

@@ -1,7 +1,7 @@
 /* hk-bench P8's run: worker threads call through movable handles while the
  * main thread swaps every handle between two builds of a plugin, then as
  * long again without swaps; each call's time goes to its thread's
- * histograms (common/hk__lat.h), classed by the swap windows. It needs no
+ * histograms (common/prog/hk__lat.h), classed by the swap windows. It needs no
  * CUDA of its own: every call, allocation and copy goes through the loader's
  * forwarding tables, so the same run works on hk-cpu (tests/bench runs it
  * there in CI) and on hk-cuda (hkb_swap.c gives each thread a stream and

@@ -7,7 +7,7 @@
  * memory domain: data goes through hk.memory/1.
  *
  * Each call is timed around the call alone into a histogram of its thread
- * (common/hk__lat.h: no lock, a few instructions); a swap's window runs from
+ * (common/prog/hk__lat.h: no lock, a few instructions); a swap's window runs from
  * just before the swap call (or its prepare) until it (or the commit) has
  * returned, and a call is "during" when any part of it overlaps one. */
 #include <pthread.h>

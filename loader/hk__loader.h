@@ -325,7 +325,7 @@ hk_status_t hk__verify_workload(const hk_vtable_t *core, const hk_blas1_v1_t *b,
 hk_status_t hk__verify_handle(const hk_plugin_t *p, hk_handle_t *h, const char **how, char *why,
                               size_t n);
 
-/* ---- hk_loader_trust.c (the walk itself: common/hk__trust.h) ---- */
+/* ---- hk_loader_trust.c (the walk itself: common/lib/hk__trust.h) ---- */
 
 /* 1 when name (the last path component) is a plugin file name: "*.so". */
 int hk__plugin_name_ok(const char *path);

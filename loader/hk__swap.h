@@ -371,7 +371,7 @@ int hk__table_copy(const hk_vtable_t *core, const char *name, void *dst, size_t 
  * implementation it is loaded in: the one its handles run on, and during a
  * swap the new one too (HK__IMPLS). Its kernels (hk__mkern_t) keep the
  * implementation's kernel for each. Both are objects of registries
- * (common/hk__registry.h), so a pointer that is not one of them is told
+ * (common/lib/hk__registry.h), so a pointer that is not one of them is told
  * apart without being read through. A launch finds the kernel of the
  * implementation its binding names without a lock: the implementation's
  * plugin is published (release) after its kernels, and a kernel's slot

@@ -1,5 +1,5 @@
 /* handlekit loader: the name rule of a plugin file. Who may have written a
- * candidate is decided by the project's one trust rule, common/hk__trust.c
+ * candidate is decided by the project's one trust rule, common/lib/hk__trust.c
  * (docs/security.md), which every stage that opens a file goes through. */
 #include "hk__loader.h"
 

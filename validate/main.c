@@ -23,7 +23,7 @@ static pid_t main_pid;
 enum { HKV_OPT_LIST = 1, HKV_OPT_ONLY, HKV_OPT_MATRIX, HKV_OPT_COMPARE, HKV_OPT_TIMEOUT,
        HKV_OPT_JSON, HKV_OPT_VERBOSE, HKV_OPT_INSECURE };
 
-/* The options, read by the programs' common parser (common/hk__cli.h). */
+/* The options, read by the programs' common parser (common/prog/hk__cli.h). */
 static const hk__cli_opt_t hkv_options[] = {
     {HKV_OPT_LIST, 0, "list", NULL, "print the check names and exit"},
     {HKV_OPT_ONLY, 0, "only", "PATTERN",

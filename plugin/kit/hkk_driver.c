@@ -96,7 +96,7 @@ static hk_status_t take_kit_entry_points(PFN_cuGetProcAddress_v12000 getproc, co
 }
 
 /* The file named by $HK_CUDA_DRIVER runs with our privileges, so it is held to
- * the project's one trust rule (common/hk__trust.c, docs/security.md), as a
+ * the project's one trust rule (common/lib/hk__trust.c, docs/security.md), as a
  * plugin file is: every directory and link on the way and the file owned by
  * root or the effective user and writable by nobody else (but for a sticky
  * directory), a regular file. It is opened once, checked through that

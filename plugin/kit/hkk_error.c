@@ -5,10 +5,10 @@
  * hk_kit_last_error copies a binding's message into a per-thread buffer under
  * the binding's error lock, so a reader never races with another thread
  * writing a new message. Only the failure paths write, so successful calls
- * pay nothing. Writing and copying a message are common/hk__msg.h,
+ * pay nothing. Writing and copying a message are common/lib/hk__msg.h,
  * shared with hk-cpu.
  *
- * The handle registry is common/hk__registry.h (compiled into the kit):
+ * The handle registry is common/lib/hk__registry.h (compiled into the kit):
  * one per plugin, since each plugin links its own copy of the kit. */
 #include <stdarg.h>
 #include <stdio.h>

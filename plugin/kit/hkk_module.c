@@ -46,7 +46,7 @@ hk_status_t hk_kit_driver_load(int min_version)
 
 /* ---- the handle registry ----
  *
- * common/hk__registry.h (compiled into the kit): one per plugin, since each
+ * common/lib/hk__registry.h (compiled into the kit): one per plugin, since each
  * plugin links its own copy of the kit. */
 
 static hk__registry_t handles = HK__REGISTRY_INIT(HK_KIT_HANDLE_MAX);

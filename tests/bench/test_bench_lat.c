@@ -1,4 +1,4 @@
-/* common/hk__lat.c, the call-time histograms and swap windows of hk-bench's
+/* common/prog/hk__lat.c, the call-time histograms and swap windows of hk-bench's
  * P8 and hk-host swap: buckets, nearest-rank quantiles against a sort of the
  * same times, merging, and the classing of calls by the window sequence,
  * scripted and against the clock with threads calling while windows open

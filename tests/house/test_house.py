@@ -29,6 +29,11 @@
    Python function from its first body line to its last (ast end_lineno); a
    Java method from the line of its opening brace to the line of its closing
    one.
+4. What only the programs use stays theirs: no file of the libraries and
+   plugins (loader/, plugin/, plugin_api/, common/lib/) includes a header of
+   common/prog/ (the argument parser, JSON writer, histograms of hk-host,
+   hk-validate and hk-bench). The build enforces it too: those parts are
+   compiled without common/prog on their include path.
 Each rule also runs once on a generated fixture that breaks it (two C files
 calling each other, an 81-line function, two modules importing each other)
 and must report it, so a rule that stopped seeing anything fails.
@@ -276,6 +281,28 @@ def size_offenders(root, files):
     return bad
 
 
+# ---- what the libraries may include ---------------------------------------
+
+LIB_DIRS = ('loader', 'plugin', 'plugin_api', 'common/lib')
+PROG_DIR = 'common/prog'
+
+
+def prog_include_offenders(root):
+    """Lines "path:line: includes common/prog/NAME" for each file of the
+    libraries and plugins that includes a header only the programs have."""
+    prog = {f for f in os.listdir(os.path.join(root, PROG_DIR)) if f.endswith('.h')}
+    bad = []
+    for rel, kind in product_files(root):
+        if kind != 'c' or not rel.startswith(tuple(d + '/' for d in LIB_DIRS)):
+            continue
+        for n, line in enumerate(open(os.path.join(root, rel), errors='replace'), 1):
+            m = re.match(r'\s*#\s*include\s*["<]([^">]+)[">]', line)
+            if m and os.path.basename(m.group(1)) in prog:
+                bad.append('%s:%d: includes %s/%s, which only the programs compile in'
+                           % (rel, n, PROG_DIR, os.path.basename(m.group(1))))
+    return bad
+
+
 # ---- the checks ------------------------------------------------------------
 
 class House(unittest.TestCase):
@@ -295,6 +322,14 @@ class House(unittest.TestCase):
         found = size_offenders(ARGS.root, files)
         if found:
             self.fail('%d over the limits:\n%s' % (len(found), '\n'.join(found)))
+
+
+    def test_libraries_include_no_program_header(self):
+        self.assertTrue(os.listdir(os.path.join(ARGS.root, PROG_DIR)))
+        found = prog_include_offenders(ARGS.root)
+        if found:
+            self.fail('%d includes of program-only headers:\n%s'
+                      % (len(found), '\n'.join(found)))
 
 
 def unit_test(name, objects):
@@ -380,6 +415,15 @@ class Fixtures(unittest.TestCase):
             'java/src/A.java:2: function of 81 lines (at most 80)'])
         self.assertEqual(java_methods(open(os.path.join(self.dir, 'java/src/A.java'))
                                       .read().splitlines())[1], (85, 6))
+
+
+    def test_program_header_in_library_reported(self):
+        self.write('common/prog/hk__cli.h', '/* the parser of the programs */\n')
+        self.write('common/lib/hk__trace.c', '#include "hk__trace.h"\n')
+        self.write('loader/a.c', '#include <stdio.h>\n\n#  include "hk__cli.h"\n')
+        self.write('validate/main.c', '#include "hk__cli.h"\n')
+        self.assertEqual(prog_include_offenders(self.dir), [
+            'loader/a.c:3: includes common/prog/hk__cli.h, which only the programs compile in'])
 
 
 def main():

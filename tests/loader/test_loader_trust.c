@@ -1,4 +1,4 @@
-/* The trust rule at a sticky directory (common/hk__trust.c): a directory that
+/* The trust rule at a sticky directory (common/lib/hk__trust.c): a directory that
  * others may write is passed when it is sticky, owned by root or us, and
  * everything below it on the way to the plugin is ours (or root's) and
  * writable by nobody else; a plain world-writable directory never is, and a
