@@ -99,59 +99,48 @@ HK_BLAS1_V1_SLOTS(HK__FWD_BLAS1)
 HK_MEMORY_V1_SLOTS(HK__FWD_MEMORY)
 HK_CUDA_V1_SLOTS(HK__FWD_CUDA)
 
-HK__FWD(hk__fw_get_stream, core, get_stream, (hk_handle_t *h, void **stream), (b->raw, stream))
-HK__FWD(hk__fw_get_pointer_mode, core, get_pointer_mode, (hk_handle_t *h, hk_pointer_mode_t *mode),
-        (b->raw, mode))
-HK__FWD(hk__fw_handle_info, core, handle_info, (hk_handle_t *h, hk_handle_info_t *info),
-        (b->raw, info))
-HK__FWD(hk__fw_synchronize, core, synchronize, (hk_handle_t *h), (b->raw))
+/* The core vtable's slots that a movable handle forwards, written once:
+ * X(name, params, args) forwards as it is; S(name, field, type) is a
+ * setting, remembered in the movable handle's field and given to the next
+ * implementation at a swap (hk__apply in hk_loader_swap.c). The forwarders,
+ * the forwarding vtable and what a swap's new implementation must offer
+ * (hk__fwd_lacking) are all made from this list. */
+#define HK__CORE_FWD_SLOTS(X, S)                                                         \
+    S(set_stream, stream, void *)                                                        \
+    X(get_stream, (hk_handle_t *h, void **stream), (b->raw, stream))                     \
+    S(set_pointer_mode, mode, hk_pointer_mode_t)                                         \
+    X(get_pointer_mode, (hk_handle_t *h, hk_pointer_mode_t *mode), (b->raw, mode))       \
+    X(handle_info, (hk_handle_t *h, hk_handle_info_t *info), (b->raw, info))             \
+    X(synchronize, (hk_handle_t *h), (b->raw))
 
 /* Setters run under the handle's lock, which a swap holds while it switches
  * the handle: a setting is either given to the old handle before the swap
  * reads it, or to the new one. */
-static hk_status_t hk__fw_set_stream(hk_handle_t *h, void *stream)
-{
-    hk_mhandle_t *mh = hk__mh_of(h);
-    if (!mh)
-        return hk__mh_not_live(h, "set_stream");
-    hk_mhandle_t *was;
-    hk__binding_t *b = hk__mh_enter_locked(mh, &was);
-    hk_status_t st = b->core.set_stream ? b->core.set_stream(b->raw, stream)
-                                        : HK_STATUS_NOT_SUPPORTED;
-    if (st == HK_STATUS_NOT_SUPPORTED && !b->core.set_stream)
-        hk__mh_missing_locked(mh, b, "set_stream");
-    else if (st != HK_STATUS_OK)
-        hk__mh_plugin_failed(mh);
-    hk__mh_leave(b, was);
-    if (st == HK_STATUS_OK) {
-        mh->stream = stream;
-        mh->settings_gen++;
+#define HK__FWD_SETTING(NAME, FIELD, TYPE)                                                   \
+    static hk_status_t hk__fw_##NAME(hk_handle_t *h, TYPE value)                            \
+    {                                                                                        \
+        hk_mhandle_t *mh = hk__mh_of(h);                                                     \
+        if (!mh)                                                                             \
+            return hk__mh_not_live(h, #NAME);                                                \
+        hk_mhandle_t *was;                                                                   \
+        hk__binding_t *b = hk__mh_enter_locked(mh, &was);                                    \
+        hk_status_t st = b->core.NAME ? b->core.NAME(b->raw, value) : HK_STATUS_NOT_SUPPORTED; \
+        if (st == HK_STATUS_NOT_SUPPORTED && !b->core.NAME)                                  \
+            hk__mh_missing_locked(mh, b, #NAME);                                             \
+        else if (st != HK_STATUS_OK)                                                         \
+            hk__mh_plugin_failed(mh);                                                        \
+        hk__mh_leave(b, was);                                                                \
+        if (st == HK_STATUS_OK) {                                                            \
+            mh->FIELD = value;                                                               \
+            mh->settings_gen++;                                                              \
+        }                                                                                    \
+        pthread_mutex_unlock(&mh->lock);                                                     \
+        return st;                                                                           \
     }
-    pthread_mutex_unlock(&mh->lock);
-    return st;
-}
-
-static hk_status_t hk__fw_set_pointer_mode(hk_handle_t *h, hk_pointer_mode_t mode)
-{
-    hk_mhandle_t *mh = hk__mh_of(h);
-    if (!mh)
-        return hk__mh_not_live(h, "set_pointer_mode");
-    hk_mhandle_t *was;
-    hk__binding_t *b = hk__mh_enter_locked(mh, &was);
-    hk_status_t st = b->core.set_pointer_mode ? b->core.set_pointer_mode(b->raw, mode)
-                                              : HK_STATUS_NOT_SUPPORTED;
-    if (st == HK_STATUS_NOT_SUPPORTED && !b->core.set_pointer_mode)
-        hk__mh_missing_locked(mh, b, "set_pointer_mode");
-    else if (st != HK_STATUS_OK)
-        hk__mh_plugin_failed(mh);
-    hk__mh_leave(b, was);
-    if (st == HK_STATUS_OK) {
-        mh->mode = mode;
-        mh->settings_gen++;
-    }
-    pthread_mutex_unlock(&mh->lock);
-    return st;
-}
+#define HK__FWD_CORE(NAME, PARAMS, ARGS) HK__FWD(hk__fw_##NAME, core, NAME, PARAMS, ARGS)
+HK__CORE_FWD_SLOTS(HK__FWD_CORE, HK__FWD_SETTING)
+#undef HK__FWD_CORE
+#undef HK__FWD_SETTING
 
 static const char *hk__fw_last_error(const hk_handle_t *h)
 {
@@ -456,16 +445,13 @@ static const hk_vtable_t hk__fw_vtable = {
     .size = sizeof(hk_vtable_t),
     .handle_create = hk__fw_create,
     .handle_destroy = hk__fw_destroy,
-    .set_stream = hk__fw_set_stream,
-    .get_stream = hk__fw_get_stream,
-    .set_pointer_mode = hk__fw_set_pointer_mode,
-    .get_pointer_mode = hk__fw_get_pointer_mode,
     .last_error = hk__fw_last_error,
     .get_table = hk__fw_get_table,
     .enum_tables = hk__fw_enum_tables,
-    .handle_info = hk__fw_handle_info,
-    .synchronize = hk__fw_synchronize,
     .last_error_copy = hk__fw_last_error_copy,
+#define HK__INIT(NAME, ...) .NAME = hk__fw_##NAME,
+    HK__CORE_FWD_SLOTS(HK__INIT, HK__INIT)
+#undef HK__INIT
 };
 
 const hk_vtable_t *hk_mhandle_vtable(void)
@@ -517,12 +503,9 @@ const char *hk__fwd_lacking(const hk__binding_t *old, const hk__binding_t *neu, 
     HK__TABLE(memory, HK_TABLE_MEMORY_V1)
     HK__TABLE(kernels, HK_TABLE_KERNELS_V1)
     HK__TABLE(cuda, HK_TABLE_CUDA_V1)
-    HK__SLOT(core, "the core vtable", set_stream)
-    HK__SLOT(core, "the core vtable", get_stream)
-    HK__SLOT(core, "the core vtable", set_pointer_mode)
-    HK__SLOT(core, "the core vtable", get_pointer_mode)
-    HK__SLOT(core, "the core vtable", handle_info)
-    HK__SLOT(core, "the core vtable", synchronize)
+#define HK__CORE(NAME, ...) HK__SLOT(core, "the core vtable", NAME)
+    HK__CORE_FWD_SLOTS(HK__CORE, HK__CORE)
+#undef HK__CORE
     HK_BLAS1_V1_SLOTS(HK__BLAS1)
     HK_MEMORY_V1_SLOTS(HK__MEMORY)
     HK_KERNELS_V1_SLOTS(HK__KERNELS)

@@ -8,6 +8,7 @@
  *   GEN_NO_MUL     the table ends before mul (an older build of the table)
  *   GEN_NO_OPS     no gen.ops/1 at all
  *   GEN_CRASH_CHECK the self-check crashes (SIGSEGV)
+ *   GEN_NO_INFO    the core vtable has no handle_info slot
  * Handles are host memory; the plugin is unload-safe. */
 #include <signal.h>
 #include <stdint.h>
@@ -159,7 +160,7 @@ static const char *gen_last_error(const hk_handle_t *h)
     return gen_err;
 }
 
-static hk_status_t gen_info(hk_handle_t *h, hk_handle_info_t *info)
+__attribute__((unused)) static hk_status_t gen_info(hk_handle_t *h, hk_handle_info_t *info)
 {
     if (!gen_live(h))
         return HK_STATUS_INVALID_HANDLE;
@@ -211,7 +212,9 @@ static const hk_vtable_t gen_vtable = {
     .last_error = gen_last_error,
     .get_table = gen_get_table,
     .enum_tables = gen_enum_tables,
+#ifndef GEN_NO_INFO
     .handle_info = gen_info,
+#endif
 };
 
 __attribute__((visibility("default"))) hk_status_t

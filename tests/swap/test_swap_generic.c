@@ -173,7 +173,7 @@ static hk_loader_t *gen_on_a(hk_loader_t *loader, hk_mhandle_t **mh)
 }
 
 /* Refusals: a build lacking a used table, or a slot of it the old one
- * sets; a self-check that finds a wrong result, or crashes (in the probe
+ * sets, or a forwarded slot of the core vtable; a self-check that finds a wrong result, or crashes (in the probe
  * process); a self-check that lies, caught by the host's callback. */
 static void test_generic_refusals(void)
 {
@@ -190,6 +190,10 @@ static void test_generic_refusals(void)
                 "handles use", NULL);
     gen_refused(loader, mh, GEN("gen-nomul.so"), HK_STATUS_NOT_SUPPORTED,
                 "gen 1.4.0 lacks slot 2 of table gen.ops/1", NULL);
+    /* A forwarded slot of the core vtable counts whether used or not. */
+    gen_refused(loader, mh, GEN("gen-noinfo.so"), HK_STATUS_NOT_SUPPORTED,
+                "gen 1.7.0 lacks slot handle_info of the core vtable, which gen 1.0.0 offers",
+                NULL);
     gen_refused(loader, mh, GEN("gen-wrong.so"), HK_STATUS_INTERNAL,
                 "its self-check (hk.selfcheck/1) says INTERNAL: add(-3, -6) gave -8, expected -9",
                 NULL);
