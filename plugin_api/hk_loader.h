@@ -149,7 +149,11 @@ typedef struct hk_loader_options {
                                   must not call scan or open of this loader. */
     void *log_user;
     uint32_t abi_min;          /* 0 → HK_ABI_VERSION(HK_ABI_MAJOR, 0) */
-    uint32_t abi_max;          /* 0 → HK_ABI_CURRENT */
+    uint32_t abi_max;          /* 0 → the loader library's HK_ABI_CURRENT,
+                                  which may be newer than the headers the
+                                  host was built with (docs/abi.md,
+                                  "Versions"); HK_ABI_CURRENT holds plugins
+                                  to the host's own minor */
     /* Fields below were added after the first release; a caller built
      * before them passes a smaller size and gets their defaults. */
     uint32_t probe_timeout_ms; /* time one candidate may take to load and
