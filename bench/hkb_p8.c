@@ -440,34 +440,35 @@ static void p8_swap_once(p8_main_t *m, int i, int *on_a, hkb_p8_result_t *r)
 {
     const hkb_p8_setup_t *s = m->run.setup;
     hkb_p8_swap_t *sw = &r->swap[i];
-    hk_swap_state_t before = {.size = sizeof before}, mid = before, end = before;
+    uint64_t before[HK_SWAP_STAT__COUNT], mid[HK_SWAP_STAT__COUNT], end[HK_SWAP_STAT__COUNT];
     hk_swap_prepared_t *prep = NULL;
-    hk_loader_swap_state(m->loader, &before);
+    hk_loader_swap_stats(m->loader, before, HK_SWAP_STAT__COUNT, NULL);
     hk__lat_window_open(&m->run.win);
     uint64_t t0 = hk__lat_now_ns();
     sw->t0_ns = t0;
     hk_status_t st = hk_loader_swap_prepare(m->loader, *on_a ? s->path_b : s->path_a, NULL, &prep);
     uint64_t t1 = hk__lat_now_ns();
     if (st == HK_STATUS_OK) {
-        hk_loader_swap_state(m->loader, &mid);
+        hk_loader_swap_stats(m->loader, mid, HK_SWAP_STAT__COUNT, NULL);
         st = hk_loader_swap_commit(prep, NULL);
     }
     uint64_t t2 = hk__lat_now_ns();
     hk__lat_window_close(&m->run.win);
     if (st != HK_STATUS_OK && r->refused++ == 0)
         snprintf(r->refusal, sizeof r->refusal, "%s", hk_loader_last_error(m->loader));
-    hk_loader_swap_state(m->loader, &end);
+    hk_loader_swap_stats(m->loader, end, HK_SWAP_STAT__COUNT, NULL);
     if (st != HK_STATUS_OK)
         return;
     sw->ok = 1;
-    sw->holds_prepare = mid.holds - before.holds;
-    sw->hold_prepare_us = sw->holds_prepare ? (double)mid.last_hold_ns / 1e3 : 0.0;
-    sw->holds_commit = end.holds - mid.holds;
-    sw->hold_commit_us = sw->holds_commit ? (double)end.last_hold_ns / 1e3 : 0.0;
-    const uint64_t v[HKB_P8_PREPARE_CALL] = {end.last_open_ns,   end.last_verify_ns,
-                                             end.last_create_ns, end.last_commit_ns,
-                                             end.last_drain_ns,  end.last_close_ns,
-                                             end.last_switch_ns};
+    sw->holds_prepare = mid[HK_SWAP_STAT_HOLDS] - before[HK_SWAP_STAT_HOLDS];
+    sw->hold_prepare_us = sw->holds_prepare ? (double)mid[HK_SWAP_STAT_LAST_HOLD_NS] / 1e3 : 0.0;
+    sw->holds_commit = end[HK_SWAP_STAT_HOLDS] - mid[HK_SWAP_STAT_HOLDS];
+    sw->hold_commit_us = sw->holds_commit ? (double)end[HK_SWAP_STAT_LAST_HOLD_NS] / 1e3 : 0.0;
+    const uint64_t v[HKB_P8_PREPARE_CALL] = {
+        end[HK_SWAP_STAT_LAST_OPEN_NS],   end[HK_SWAP_STAT_LAST_VERIFY_NS],
+        end[HK_SWAP_STAT_LAST_CREATE_NS], end[HK_SWAP_STAT_LAST_COMMIT_NS],
+        end[HK_SWAP_STAT_LAST_DRAIN_NS],  end[HK_SWAP_STAT_LAST_CLOSE_NS],
+        end[HK_SWAP_STAT_LAST_SWITCH_NS]};
     for (int k = 0; k < HKB_P8_PREPARE_CALL; k++)
         sw->us[k] = (double)v[k] / 1e3;
     sw->us[HKB_P8_PREPARE_CALL] = (double)(t1 - t0) / 1e3;
@@ -509,7 +510,7 @@ static int p8_phases(p8_main_t *m, hkb_p8_result_t *r, char *why, size_t len)
 /* The threads' histograms merged, each swap's longest call, the holds. */
 static void p8_collect(p8_main_t *m, hkb_p8_result_t *r)
 {
-    hk_swap_state_t s = {.size = sizeof s};
+    uint64_t s[HK_SWAP_STAT__COUNT];
     for (int t = 0; t < m->made; t++) {
         const p8_worker_t *w = m->w[t];
         for (int c = 0; c < HKB_P8_CLASSES; c++)
@@ -523,9 +524,9 @@ static void p8_collect(p8_main_t *m, hkb_p8_result_t *r)
                     ((double)w->longest[i].t0 - (double)r->swap[i].t0_ns) / 1e3;
             }
     }
-    hk_loader_swap_state(m->loader, &s);
-    r->holds = s.holds;
-    r->max_hold_us = (double)s.max_hold_ns / 1e3;
+    hk_loader_swap_stats(m->loader, s, HK_SWAP_STAT__COUNT, NULL);
+    r->holds = s[HK_SWAP_STAT_HOLDS];
+    r->max_hold_us = (double)s[HK_SWAP_STAT_MAX_HOLD_NS] / 1e3;
 }
 
 /* Stops and joins the threads, checks their data, collects, frees. */

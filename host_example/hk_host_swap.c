@@ -248,15 +248,24 @@ void hkh_totals(hkh_worker_t *w, long n, unsigned long long t[3])
     }
 }
 
-void hkh_steps_of(const hk_swap_state_t *s, uint64_t v[STEPS])
+uint64_t hkh_stat(hk_loader_t *loader, hk_swap_stat_t stat)
 {
-    v[STEP_OPEN] = s->last_open_ns;
-    v[STEP_VERIFY] = s->last_verify_ns;
-    v[STEP_CREATE] = s->last_create_ns;
-    v[STEP_COMMIT] = s->last_commit_ns;
-    v[STEP_DRAIN] = s->last_drain_ns;
-    v[STEP_CLOSE] = s->last_close_ns;
-    v[STEP_SWITCH] = s->last_switch_ns;
+    uint64_t v[HK_SWAP_STAT__COUNT];
+    hk_loader_swap_stats(loader, v, HK_SWAP_STAT__COUNT, NULL);
+    return v[stat];
+}
+
+void hkh_steps_of(hk_loader_t *loader, uint64_t v[STEPS])
+{
+    uint64_t s[HK_SWAP_STAT__COUNT];
+    hk_loader_swap_stats(loader, s, HK_SWAP_STAT__COUNT, NULL);
+    v[STEP_OPEN] = s[HK_SWAP_STAT_LAST_OPEN_NS];
+    v[STEP_VERIFY] = s[HK_SWAP_STAT_LAST_VERIFY_NS];
+    v[STEP_CREATE] = s[HK_SWAP_STAT_LAST_CREATE_NS];
+    v[STEP_COMMIT] = s[HK_SWAP_STAT_LAST_COMMIT_NS];
+    v[STEP_DRAIN] = s[HK_SWAP_STAT_LAST_DRAIN_NS];
+    v[STEP_CLOSE] = s[HK_SWAP_STAT_LAST_CLOSE_NS];
+    v[STEP_SWITCH] = s[HK_SWAP_STAT_LAST_SWITCH_NS];
 }
 
 static int hkh_cmp_u64(const void *a, const void *b)
@@ -342,9 +351,7 @@ static long hkh_swap_loop(hk_loader_t *loader, const hkh_swap_opts_t *o, hkh_wor
             if (refused++ == 0)
                 hkh_fail("swap: %s", hk_loader_last_error(loader));
         } else if (steps) {
-            hk_swap_state_t s = {.size = sizeof s};
-            hk_loader_swap_state(loader, &s);
-            hkh_steps_of(&s, &steps[(*done)++ * STEPS]);
+            hkh_steps_of(loader, &steps[(*done)++ * STEPS]);
         }
         if (tty) {
             unsigned long long t[3];
@@ -354,7 +361,7 @@ static long hkh_swap_loop(hk_loader_t *loader, const hkh_swap_opts_t *o, hkh_wor
             printf("\rswap %ld/%ld  calls %llu  wrong %llu  failed %llu  in flight %llu  "
                    "last switch %.0f us ",
                    i + 1, o->swaps, t[0], t[1], t[2], (unsigned long long)s.inflight,
-                   s.last_switch_ns / 1e3);
+                   hkh_stat(loader, HK_SWAP_STAT_LAST_SWITCH_NS) / 1e3);
             fflush(stdout);
         }
         struct timespec ts = {o->wait_ms / 1000, (o->wait_ms % 1000) * 1000000L};
@@ -469,14 +476,13 @@ int hkh_cmd_swap(const hkh_opts_t *opts)
     }
     if (rc == 0) {
         unsigned long long t[3];
-        hk_swap_state_t s = {.size = sizeof s};
         int open, total;
         hkh_totals(w, o.threads, t);
-        hk_loader_swap_state(loader, &s);
         hkh_open_modules(loader, &o, &open, &total);
         printf("swap: calls %llu, wrong %llu, failed %llu, swaps %ld of %ld (%ld refused), "
                "longest switch %.0f us, modules still open: %d of %d\n",
-               t[0], t[1], t[2], o.swaps - refused, o.swaps, refused, s.max_switch_ns / 1e3,
+               t[0], t[1], t[2], o.swaps - refused, o.swaps, refused,
+               hkh_stat(loader, HK_SWAP_STAT_MAX_SWITCH_NS) / 1e3,
                open, total);
         if (steps)
             hkh_print_steps(steps, done);

@@ -38,11 +38,15 @@ void *hkh_work_selfcheck(void *arg);
 /* The workers' calls, wrong and failed calls. */
 void hkh_totals(hkh_worker_t *w, long n, unsigned long long t[3]);
 
-/* A swap's time by step (hk_swap_state_t): open, verify, new handles,
- * switch, drain, close; then the whole switch (the first four). */
+/* The last swap's time by step (the loader's swap statistics): open,
+ * verify, new handles, switch, drain, close; then the whole switch (the
+ * first four). */
 enum { STEP_OPEN, STEP_VERIFY, STEP_CREATE, STEP_COMMIT, STEP_DRAIN, STEP_CLOSE, STEP_SWITCH,
        STEPS };
-void hkh_steps_of(const hk_swap_state_t *s, uint64_t v[STEPS]);
+void hkh_steps_of(hk_loader_t *loader, uint64_t v[STEPS]);
+
+/* One swap statistic of loader (hk_loader_swap_stats). */
+uint64_t hkh_stat(hk_loader_t *loader, hk_swap_stat_t stat);
 
 /* The line of the steps' medians over n swaps (steps[i * STEPS + k]) and
  * the slowest switch's steps; the calls' times: two lines, during the

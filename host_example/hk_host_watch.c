@@ -135,10 +135,8 @@ static void hkh_watch_event(void *user, const hk_watch_event_t *e)
         struct timespec now;
         clock_gettime(CLOCK_REALTIME, &now);
         double ms = ((double)now.tv_sec * 1e9 + (double)now.tv_nsec - (double)e->mtime_ns) / 1e6;
-        hk_swap_state_t s = {.size = sizeof s};
         uint64_t v[STEPS];
-        hk_loader_swap_state(seen->loader, &s);
-        hkh_steps_of(&s, v);
+        hkh_steps_of(seen->loader, v);
         long i = atomic_load(&seen->nsteps);
         if (i < 64) {
             memcpy(&seen->steps[i * STEPS], v, sizeof v);

@@ -1,11 +1,13 @@
 /* handlekit live swap: its record, made on first use and freed with the
  * loader through the hooks it registers; the failure lines of movable
  * handles and swaps; the times of the last swap; reading the state
- * (hk_loader_swap_state, hk_plugin_swap_state) without waiting for a
- * running swap, and the names of its phases and module states. */
+ * (hk_loader_swap_state, hk_plugin_swap_state) and the statistics
+ * (hk_loader_swap_stats) without waiting for a running swap, and the names
+ * of its phases, module states and statistics. */
 #include "hk__swap.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,27 +143,8 @@ hk_status_t hk_loader_swap_state(hk_loader_t *loader, hk_swap_state_t *state)
     struct hk__swap *sw = atomic_load(&loader->swap);
     if (sw) {
         s.phase = (hk_swap_phase_t)atomic_load(&sw->phase);
-        s.generation = atomic_load(&sw->generation);
-        s.failed = atomic_load(&sw->failed);
-        s.modules_closed = atomic_load(&sw->closed);
         s.draining = atomic_load(&sw->draining);
-        s.last_switch_ns = atomic_load(&sw->last_switch_ns);
-        s.last_drain_ns = atomic_load(&sw->last_drain_ns);
-        s.max_switch_ns = atomic_load(&sw->max_switch_ns);
-        s.max_drain_ns = atomic_load(&sw->max_drain_ns);
-        s.last_open_ns = atomic_load(&sw->last_open_ns);
-        s.last_verify_ns = atomic_load(&sw->last_verify_ns);
-        s.last_create_ns = atomic_load(&sw->last_create_ns);
-        s.last_commit_ns = atomic_load(&sw->last_commit_ns);
-        s.last_close_ns = atomic_load(&sw->last_close_ns);
-        s.holds = atomic_load(&sw->holds);
-        s.last_hold_ns = atomic_load(&sw->last_hold_ns);
-        s.max_hold_ns = atomic_load(&sw->max_hold_ns);
-        s.holds_cut = atomic_load(&sw->holds_cut);
-        s.destroys_failed = atomic_load(&sw->destroys_failed);
         s.libraries = atomic_load(&sw->libraries);
-        s.unloads_failed = atomic_load(&sw->unloads_failed);
-        s.last_destroy_status = (hk_status_t)atomic_load(&sw->last_destroy_status);
         pthread_mutex_lock(&sw->list_lock);
         s.handles = sw->nhandles;
         for (size_t i = 0; i < sw->nhandles; i++)
@@ -173,6 +156,63 @@ hk_status_t hk_loader_swap_state(hk_loader_t *loader, hk_swap_state_t *state)
     s.size = (uint32_t)n;
     memcpy(state, &s, n);
     return HK_STATUS_OK;
+}
+
+/* ---- the statistics ---- */
+
+/* Each statistic's name and where the record keeps it, in the order of
+ * hk_swap_stat_t (LAST_DESTROY_STATUS, an int of its own, has no field
+ * here). */
+#define HK__STAT(NAME, FIELD) {NAME, offsetof(struct hk__swap, FIELD)}
+static const struct {
+    const char *name;
+    size_t at;
+} hk__stats[HK_SWAP_STAT__COUNT] = {
+    [HK_SWAP_STAT_SWAPS] = HK__STAT("swaps", generation),
+    [HK_SWAP_STAT_REFUSED] = HK__STAT("refused", failed),
+    [HK_SWAP_STAT_MODULES_CLOSED] = HK__STAT("modules_closed", closed),
+    [HK_SWAP_STAT_LAST_SWITCH_NS] = HK__STAT("last_switch_ns", last_switch_ns),
+    [HK_SWAP_STAT_LAST_DRAIN_NS] = HK__STAT("last_drain_ns", last_drain_ns),
+    [HK_SWAP_STAT_MAX_SWITCH_NS] = HK__STAT("max_switch_ns", max_switch_ns),
+    [HK_SWAP_STAT_MAX_DRAIN_NS] = HK__STAT("max_drain_ns", max_drain_ns),
+    [HK_SWAP_STAT_LAST_OPEN_NS] = HK__STAT("last_open_ns", last_open_ns),
+    [HK_SWAP_STAT_LAST_VERIFY_NS] = HK__STAT("last_verify_ns", last_verify_ns),
+    [HK_SWAP_STAT_LAST_CREATE_NS] = HK__STAT("last_create_ns", last_create_ns),
+    [HK_SWAP_STAT_LAST_COMMIT_NS] = HK__STAT("last_commit_ns", last_commit_ns),
+    [HK_SWAP_STAT_LAST_CLOSE_NS] = HK__STAT("last_close_ns", last_close_ns),
+    [HK_SWAP_STAT_HOLDS] = HK__STAT("holds", holds),
+    [HK_SWAP_STAT_LAST_HOLD_NS] = HK__STAT("last_hold_ns", last_hold_ns),
+    [HK_SWAP_STAT_MAX_HOLD_NS] = HK__STAT("max_hold_ns", max_hold_ns),
+    [HK_SWAP_STAT_HOLDS_CUT] = HK__STAT("holds_cut", holds_cut),
+    [HK_SWAP_STAT_DESTROYS_FAILED] = HK__STAT("destroys_failed", destroys_failed),
+    [HK_SWAP_STAT_UNLOADS_FAILED] = HK__STAT("unloads_failed", unloads_failed),
+    [HK_SWAP_STAT_LAST_DESTROY_STATUS] = {"last_destroy_status", 0},
+};
+#undef HK__STAT
+
+hk_status_t hk_loader_swap_stats(hk_loader_t *loader, uint64_t *values, size_t count,
+                                 size_t *known)
+{
+    if (!loader || (!values && count > 0))
+        return HK_STATUS_NULL_POINTER;
+    struct hk__swap *sw = atomic_load(&loader->swap);
+    for (size_t i = 0; i < count; i++) {
+        values[i] = 0;
+        if (!sw || i >= HK_SWAP_STAT__COUNT)
+            continue;
+        if (i == HK_SWAP_STAT_LAST_DESTROY_STATUS)
+            values[i] = (uint64_t)atomic_load(&sw->last_destroy_status);
+        else
+            values[i] = atomic_load((atomic_uint_fast64_t *)((char *)sw + hk__stats[i].at));
+    }
+    if (known)
+        *known = HK_SWAP_STAT__COUNT;
+    return HK_STATUS_OK;
+}
+
+const char *hk_swap_stat_name(hk_swap_stat_t stat)
+{
+    return (unsigned)stat < HK_SWAP_STAT__COUNT ? hk__stats[stat].name : "unknown";
 }
 
 hk_status_t hk_plugin_swap_state(hk_plugin_t *plugin, hk_swap_plugin_state_t *state)

@@ -93,8 +93,8 @@
  * swap's steps that may load or unload code runs longer than the hold time
  * (hk_swap_options_t.hold_after_us, 20 ms by default), the calls through
  * every movable handle of the loader wait at their next call boundary until
- * that step ends (calls in flight finish first), and hk_swap_state_t counts
- * the hold. A step that ends in time holds nothing. A hold never lasts
+ * that step ends (calls in flight finish first), and the statistics count
+ * the hold (HK_SWAP_STAT_HOLDS). A step that ends in time holds nothing. A hold never lasts
  * longer than the hold limit (hk_swap_options_t.hold_max_us, 5 ms by
  * default): then the calls are released, and held again one hold time
  * later if the step still runs, and so on until it ends (driver work that
@@ -361,7 +361,7 @@ typedef struct hk_swap_options {
  * hk_loader_last_error starts with "swap to <request> refused: " and says
  * why. A handle_destroy that fails during a
  * swap (the handle is gone anyway) does not change its status; it is
- * counted in hk_swap_state_t (destroys_failed, last_destroy_status) and
+ * counted (HK_SWAP_STAT_DESTROYS_FAILED, HK_SWAP_STAT_LAST_DESTROY_STATUS) and
  * named in hk_loader_last_error: "swap to <request>: N handle_destroy
  * call(s) failed; the last: ...", after the reason of a refusal. */
 hk_status_t hk_loader_swap(hk_loader_t *loader, const char *request,
@@ -390,8 +390,8 @@ hk_status_t hk_loader_swap_prepare(hk_loader_t *loader, const char *request,
 /* [not-concurrent] From the thread that prepared it: switches every handle
  * at once, at a call boundary, then drains, destroys and closes as
  * hk_loader_swap does, and frees prepared. *to (may be NULL) receives the new
- * plugin on success. hk_loader_swap_state's last_switch_ns then counts from
- * this call. Returns OK; the new plugin's status when giving it a setting
+ * plugin on success. HK_SWAP_STAT_LAST_SWITCH_NS then counts from this
+ * call. Returns OK; the new plugin's status when giving it a setting
  * changed since prepare failed (nothing moved; prepared is freed, the new
  * handles destroyed); NULL_POINTER; INVALID_VALUE from another thread
  * (nothing done, prepared still waits for its own thread). */
@@ -410,56 +410,81 @@ typedef enum hk_swap_phase {
     HK_SWAP_CLOSING = 3   /* closing modules nothing uses any more */
 } hk_swap_phase_t;
 
+/* What a host acts on: the phase and what is live now. The counters and
+ * times of the swaps are statistics, read with hk_loader_swap_stats. */
 typedef struct hk_swap_state {
     uint32_t size;            /* set by the caller to sizeof as it knows it */
     hk_swap_phase_t phase;
-    uint64_t generation;      /* swaps that succeeded on this loader */
-    uint64_t failed;          /* swaps refused */
-    uint64_t modules_closed;  /* modules closed by swaps and gone from the process */
     uint64_t handles;         /* live movable handles */
     uint64_t inflight;        /* calls in flight through them */
     uint64_t draining;        /* old handles switched away from, not yet destroyed */
-    uint64_t last_switch_ns;  /* last swap: from the call (hk_loader_swap, or
-                                 hk_loader_swap_commit of a prepared swap) until
-                                 every handle ran the new implementation */
-    uint64_t last_drain_ns;   /* last swap: from then until the old handles were
-                                 drained and destroyed (and the verification
-                                 handle, kept until after the switch) */
-    uint64_t max_switch_ns;   /* the longest of each over this loader's swaps */
-    uint64_t max_drain_ns;
-    /* The last swap step by step (fields added after the ones above: a
-     * caller with an older sizeof gets the fields it knows). The first four
-     * add up to last_switch_ns; for a prepared swap the first three say what
-     * the prepare took and last_commit_ns is last_switch_ns. */
-    uint64_t last_open_ns;    /* resolving the request, and opening the plugin's
-                                 file again when a swap had closed it */
-    uint64_t last_verify_ns;  /* tables, memory domain, and the verification
-                                 workload on a new handle (its create included:
-                                 a freshly opened module loads its kernels there) */
-    uint64_t last_create_ns;  /* making the new handles with the old ones' state */
-    uint64_t last_commit_ns;  /* switching every handle at once */
-    uint64_t last_close_ns;   /* after the drain: closing the old modules and
-                                 checking that they left the process */
-    /* Held calls (see "Held calls" above; added after the fields above). */
-    uint64_t holds;           /* holds of the calls, over this loader's swaps */
-    uint64_t last_hold_ns;    /* the longest hold of the last step that held */
-    uint64_t max_hold_ns;     /* the longest hold */
-    /* Added after the fields above. */
-    uint64_t holds_cut;       /* holds ended by the hold limit (hold_max_us) */
-    uint64_t destroys_failed; /* handle_destroy calls of swaps that failed: old
-                                 handles, verification handles, the new handles
-                                 of a refused swap (each handle is gone anyway) */
     uint64_t libraries;       /* libraries loaded through movable handles, live */
-    uint64_t unloads_failed;  /* unloads of those from an implementation that no
-                                 movable handle runs on any more that failed (the
-                                 library is forgotten anyway) */
-    hk_status_t last_destroy_status; /* the last failed destroy's status;
-                                        HK_STATUS_OK when none */
 } hk_swap_state_t;
 
 /* Fills min(state->size, sizeof) bytes of *state. Never waits for a running
  * swap. Returns NULL_POINTER, INVALID_VALUE (size below 4). */
 hk_status_t hk_loader_swap_state(hk_loader_t *loader, hk_swap_state_t *state);
+
+/* The statistics of a loader's swaps: each one number (uint64_t) at an index
+ * of its own. An index never changes meaning; a later version of the
+ * loader only adds indices at the end, so a host reads the ones it knows
+ * and a generic tool lists them all by name (hk_swap_stat_name). Times
+ * are in nanoseconds (_ns). */
+typedef enum hk_swap_stat {
+    HK_SWAP_STAT_SWAPS = 0,           /* swaps that succeeded on this loader */
+    HK_SWAP_STAT_REFUSED = 1,         /* swaps refused */
+    HK_SWAP_STAT_MODULES_CLOSED = 2,  /* modules closed by swaps and gone from the
+                                         process */
+    HK_SWAP_STAT_LAST_SWITCH_NS = 3,  /* last swap: from the call (hk_loader_swap, or
+                                         hk_loader_swap_commit of a prepared swap)
+                                         until every handle ran the new implementation */
+    HK_SWAP_STAT_LAST_DRAIN_NS = 4,   /* last swap: from then until the old handles were
+                                         drained and destroyed (and the verification
+                                         handle, kept until after the switch) */
+    HK_SWAP_STAT_MAX_SWITCH_NS = 5,   /* the longest of each over this loader's swaps */
+    HK_SWAP_STAT_MAX_DRAIN_NS = 6,
+    /* The last swap step by step. The four add up to LAST_SWITCH_NS; for a
+     * prepared swap the first three say what the prepare took and
+     * LAST_COMMIT_NS is LAST_SWITCH_NS. */
+    HK_SWAP_STAT_LAST_OPEN_NS = 7,    /* resolving the request, and opening the plugin's
+                                         file again when a swap had closed it */
+    HK_SWAP_STAT_LAST_VERIFY_NS = 8,  /* tables, memory domain, and the verification
+                                         workload on a new handle (its create included:
+                                         a freshly opened module loads its kernels there) */
+    HK_SWAP_STAT_LAST_CREATE_NS = 9,  /* making the new handles with the old ones' state */
+    HK_SWAP_STAT_LAST_COMMIT_NS = 10, /* switching every handle at once */
+    HK_SWAP_STAT_LAST_CLOSE_NS = 11,  /* after the drain: closing the old modules and
+                                         checking that they left the process */
+    /* Held calls (see "Held calls" above). */
+    HK_SWAP_STAT_HOLDS = 12,          /* holds of the calls, over this loader's swaps */
+    HK_SWAP_STAT_LAST_HOLD_NS = 13,   /* the longest hold of the last step that held */
+    HK_SWAP_STAT_MAX_HOLD_NS = 14,    /* the longest hold */
+    HK_SWAP_STAT_HOLDS_CUT = 15,      /* holds ended by the hold limit (hold_max_us) */
+    HK_SWAP_STAT_DESTROYS_FAILED = 16, /* handle_destroy calls of swaps that failed: old
+                                          handles, verification handles, the new handles
+                                          of a refused swap (each handle is gone anyway) */
+    HK_SWAP_STAT_UNLOADS_FAILED = 17, /* unloads of libraries loaded through movable
+                                         handles, from an implementation that no movable
+                                         handle runs on any more, that failed (the
+                                         library is forgotten anyway) */
+    HK_SWAP_STAT_LAST_DESTROY_STATUS = 18, /* the last failed destroy's hk_status_t;
+                                              HK_STATUS_OK (0) when none */
+    HK_SWAP_STAT__COUNT = 19          /* how many this header knows: not a statistic */
+} hk_swap_stat_t;
+
+/* [thread-safe] Reads the first count statistics of loader into
+ * values[0..count) (a snapshot, each read on its own; never waits for a
+ * running swap). An index the loader does not know (count above what it
+ * knows) reads 0. *known (may be NULL) receives how many the loader knows,
+ * HK_SWAP_STAT__COUNT of its own version. Returns OK; NULL_POINTER (loader
+ * NULL, or values NULL with count above 0). */
+hk_status_t hk_loader_swap_stats(hk_loader_t *loader, uint64_t *values, size_t count,
+                                 size_t *known);
+
+/* The name of a statistic, its enumerator's lower-case tail ("swaps",
+ * "last_switch_ns", "last_destroy_status"); "unknown" outside the list;
+ * never NULL. */
+const char *hk_swap_stat_name(hk_swap_stat_t stat);
 
 typedef enum hk_module_state {
     HK_MODULE_OPEN = 0,        /* mapped and usable */

@@ -30,7 +30,8 @@ __version__ = '%d.%d.0' % (ABI_MAJOR, ABI_MINOR)
 __all__ = ['ABI_MAJOR', 'ABI_MINOR', 'CUDA', 'HOST', 'HandlekitError', 'Handle', 'Kernel',
            'KernelLibrary', 'Loader', 'LoadReport', 'MovableHandle', 'Plugin', 'PreparedSwap',
            'Status', 'default_loader', 'load', 'mhandle', 'plugins', 'reports',
-           'stream_address', 'swap', 'swap_prepare', 'swap_state', 'Watch', 'WatchEvent']
+           'stream_address', 'swap', 'swap_prepare', 'swap_state', 'swap_stats', 'Watch',
+           'WatchEvent']
 
 _default = None
 
@@ -94,3 +95,8 @@ def swap_prepare(request, from_name=None, hold_after_us=0):
 def swap_state():
     """Loader.swap_state of the default loader."""
     return default_loader().swap_state()
+
+
+def swap_stats():
+    """Loader.swap_stats of the default loader."""
+    return default_loader().swap_stats()

@@ -239,13 +239,7 @@ class MhandlePin(Structure):
 
 class SwapState(Structure):
     _fields_ = [('size', c_uint32), ('phase', c_int)] + [
-        (name, c_uint64) for name in (
-            'generation', 'failed', 'modules_closed', 'handles', 'inflight', 'draining',
-            'last_switch_ns', 'last_drain_ns', 'max_switch_ns', 'max_drain_ns', 'last_open_ns',
-            'last_verify_ns', 'last_create_ns', 'last_commit_ns', 'last_close_ns', 'holds',
-            'last_hold_ns', 'max_hold_ns', 'holds_cut', 'destroys_failed', 'libraries',
-            'unloads_failed')] + [
-        ('last_destroy_status', c_int)]
+        (name, c_uint64) for name in ('handles', 'inflight', 'draining', 'libraries')]
 
 
 class SwapPluginState(Structure):

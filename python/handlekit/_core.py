@@ -113,9 +113,17 @@ class Loader:
         return _swap.PreparedSwap(self, request, from_name, hold_after_us)
 
     def swap_state(self):
-        """hk_loader_swap_state as a dict (phase as a name, counts, times in ns)."""
+        """hk_loader_swap_state as a dict: phase (a name), handles, inflight,
+        draining, libraries."""
         from . import _swap
         return _swap.loader_state(self)
+
+    def swap_stats(self):
+        """hk_loader_swap_stats as a dict: every statistic this loader
+        library knows, by its own name (hk_swap_stat_name: 'swaps',
+        'refused', 'last_switch_ns', ...; times in ns)."""
+        from . import _swap
+        return _swap.loader_stats(self)
 
     def scan(self):
         """Loads every plugin of the search path; returns self. Refused candidates

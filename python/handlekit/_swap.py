@@ -13,7 +13,7 @@ import ctypes
 import os
 import threading
 import weakref
-from ctypes import byref, c_void_p
+from ctypes import byref, c_size_t, c_void_p
 
 from . import _abi, _limits
 from ._common import HandlekitError, _fields, _name, _need, _text
@@ -316,6 +316,19 @@ def loader_state(loader):
     out = _fields(s)
     out['phase'] = _name(_abi.SWAP_PHASES, s.phase)
     return out
+
+
+def loader_stats(loader):
+    L = loader._lib
+    known = c_size_t(0)
+    st = _need(L, 'hk_loader_swap_stats')(loader._p(), None, 0, byref(known))
+    if st != _abi.Status.OK:
+        raise HandlekitError(st, 'hk_loader_swap_stats failed')
+    values = (ctypes.c_uint64 * known.value)()
+    st = L.hk_loader_swap_stats(loader._p(), values, known.value, None)
+    if st != _abi.Status.OK:
+        raise HandlekitError(st, 'hk_loader_swap_stats failed')
+    return {_text(_need(L, 'hk_swap_stat_name')(i)): values[i] for i in range(known.value)}
 
 
 def phase_names(loader):

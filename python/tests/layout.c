@@ -134,14 +134,8 @@ static void structs_swap(void)
     OFF(hk_mhandle_pin_t, plugin);
     OFF(hk_mhandle_pin_t, internal);
     SIZE(hk_swap_state_t);
-    SWAPSTATE(size), SWAPSTATE(phase), SWAPSTATE(generation), SWAPSTATE(failed);
-    SWAPSTATE(modules_closed), SWAPSTATE(handles), SWAPSTATE(inflight), SWAPSTATE(draining);
-    SWAPSTATE(last_switch_ns), SWAPSTATE(last_drain_ns), SWAPSTATE(max_switch_ns);
-    SWAPSTATE(max_drain_ns), SWAPSTATE(last_open_ns), SWAPSTATE(last_verify_ns);
-    SWAPSTATE(last_create_ns), SWAPSTATE(last_commit_ns), SWAPSTATE(last_close_ns);
-    SWAPSTATE(holds), SWAPSTATE(last_hold_ns), SWAPSTATE(max_hold_ns);
-    SWAPSTATE(holds_cut), SWAPSTATE(destroys_failed), SWAPSTATE(libraries);
-    SWAPSTATE(unloads_failed), SWAPSTATE(last_destroy_status);
+    SWAPSTATE(size), SWAPSTATE(phase), SWAPSTATE(handles), SWAPSTATE(inflight);
+    SWAPSTATE(draining), SWAPSTATE(libraries);
     SIZE(hk_swap_plugin_state_t);
     PLUGINSTATE(size), PLUGINSTATE(module), PLUGINSTATE(handles), PLUGINSTATE(inflight);
     PLUGINSTATE(draining), PLUGINSTATE(closes), PLUGINSTATE(reopens);

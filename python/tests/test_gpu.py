@@ -318,7 +318,7 @@ class SwapCases:
             want = 2 * xh
             want[1::2] = xh[1::2]
             np.testing.assert_allclose(self.host(y), want, rtol=1e-6)
-        self.assertEqual(loader.swap_state()['failed'], 0)
+        self.assertEqual(loader.swap_stats()['refused'], 0)
 
 
 class TorchSwap(TorchArrays, SwapCases, unittest.TestCase):

@@ -92,8 +92,8 @@ class Swap(unittest.TestCase):
                 m.load_library(b'.version 8.0\n')
             self.assertEqual(e.exception.status, hk._abi.Status.NOT_SUPPORTED)
             self.assertIn('does not offer this slot', e.exception.reason)
-        st = self.loader.swap_state()
-        self.assertEqual((st['phase'], st['generation'], st['failed'], st['handles']),
+        st, stats = self.loader.swap_state(), self.loader.swap_stats()
+        self.assertEqual((st['phase'], stats['swaps'], stats['refused'], st['handles']),
                          ('idle', 1, 0, 0))
         # Nothing used the old module any more: the swap closed it.
         self.assertEqual(self.old.swap_state()['module'], 'closed')
@@ -181,7 +181,7 @@ class Swap(unittest.TestCase):
             self.assertTrue(cm.exception.reason.startswith('swap to '), cm.exception.reason)
             self.assertEqual(m.plugin.version, '1.0.1')
             self.check_ops(m)
-        self.assertEqual(self.loader.swap_state()['failed'], 1)
+        self.assertEqual(self.loader.swap_stats()['refused'], 1)
 
     def test_prepared_swap(self):
         with self.loader.mhandle('hk-cpu@1.0.0') as m:
@@ -271,6 +271,13 @@ class Swap(unittest.TestCase):
     def test_names_and_refusals(self):
         self.assertEqual(_swap.phase_names(self.loader),
                          (list(hk._abi.SWAP_PHASES), list(hk._abi.MODULE_STATES)))
+        # The statistics by the library's own names, every one it knows.
+        stats = self.loader.swap_stats()
+        self.assertEqual(len(stats), 19)
+        self.assertEqual(list(stats)[:4], ['swaps', 'refused', 'modules_closed',
+                                           'last_switch_ns'])
+        self.assertEqual(list(stats)[-1], 'last_destroy_status')
+        self.assertTrue(all(isinstance(v, int) and v >= 0 for v in stats.values()))
         with self.assertRaises(hk.HandlekitError) as cm:
             self.loader.mhandle('no-such-plugin')
         self.assertIs(cm.exception.status, hk.Status.NOT_FOUND)

@@ -36,6 +36,23 @@ int swp_mapped(const char *path);
  * when the maps cannot be read. */
 int swp_mapped_count(const char *prefix);
 
+/* A loader's swap state (hk_loader_swap_state) and statistics
+ * (hk_loader_swap_stats) in one struct, for the tests; each statistic under
+ * the lower-case tail of its enumerator. */
+typedef struct swp_state {
+    hk_swap_phase_t phase;
+    uint64_t handles, inflight, draining, libraries;
+    uint64_t swaps, refused, modules_closed, last_switch_ns, last_drain_ns, max_switch_ns,
+        max_drain_ns, last_open_ns, last_verify_ns, last_create_ns, last_commit_ns,
+        last_close_ns, holds, last_hold_ns, max_hold_ns, holds_cut, destroys_failed,
+        unloads_failed;
+    hk_status_t last_destroy_status;
+} swp_state_t;
+
+/* Reads both, asserting that each read succeeds and that the loader knows
+ * every statistic this header does. */
+swp_state_t swp_state(hk_loader_t *loader);
+
 /* Monotonic time in nanoseconds. */
 uint64_t swp_now_ns(void);
 

@@ -167,6 +167,33 @@ int swp_mapped_count(const char *prefix)
     return n;
 }
 
+swp_state_t swp_state(hk_loader_t *loader)
+{
+    swp_state_t out;
+    memset(&out, 0, sizeof out);
+    hk_swap_state_t s = {.size = sizeof s};
+    uint64_t v[HK_SWAP_STAT__COUNT];
+    size_t known = 0;
+    CU_ASSERT_EQUAL(hk_loader_swap_stats(loader, v, HK_SWAP_STAT__COUNT, &known), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(known, HK_SWAP_STAT__COUNT);
+    CU_ASSERT_EQUAL(hk_loader_swap_state(loader, &s), HK_STATUS_OK);
+    out.phase = s.phase;
+    out.handles = s.handles;
+    out.inflight = s.inflight;
+    out.draining = s.draining;
+    out.libraries = s.libraries;
+    uint64_t *to[HK_SWAP_STAT__COUNT - 1] = {
+        &out.swaps, &out.refused, &out.modules_closed, &out.last_switch_ns,
+        &out.last_drain_ns, &out.max_switch_ns, &out.max_drain_ns, &out.last_open_ns,
+        &out.last_verify_ns, &out.last_create_ns, &out.last_commit_ns, &out.last_close_ns,
+        &out.holds, &out.last_hold_ns, &out.max_hold_ns, &out.holds_cut,
+        &out.destroys_failed, &out.unloads_failed};
+    for (int i = 0; i < HK_SWAP_STAT__COUNT - 1; i++)
+        *to[i] = v[i];
+    out.last_destroy_status = (hk_status_t)v[HK_SWAP_STAT_LAST_DESTROY_STATUS];
+    return out;
+}
+
 uint64_t swp_now_ns(void)
 {
     struct timespec ts;

@@ -60,11 +60,9 @@ static hk_swap_plugin_state_t pstate(hk_plugin_t *p)
     return s;
 }
 
-static hk_swap_state_t lstate(hk_loader_t *loader)
+static swp_state_t lstate(hk_loader_t *loader)
 {
-    hk_swap_state_t s = {.size = sizeof s};
-    CU_ASSERT_EQUAL(hk_loader_swap_state(loader, &s), HK_STATUS_OK);
-    return s;
+    return swp_state(loader);
 }
 
 /* y = 2x + y, then x.y, through mh on memory from its hk.memory/1: 1 when
@@ -250,6 +248,17 @@ static void test_bad_input(void)
     hk_swap_state_t s0 = {0};
     CU_ASSERT_EQUAL(hk_loader_swap_state(NULL, &s0), HK_STATUS_NULL_POINTER);
     CU_ASSERT_EQUAL(hk_loader_swap_state(f.loader, &s0), HK_STATUS_INVALID_VALUE);
+    uint64_t v[2];
+    size_t known = 7;
+    CU_ASSERT_EQUAL(hk_loader_swap_stats(NULL, v, 2, NULL), HK_STATUS_NULL_POINTER);
+    CU_ASSERT_EQUAL(hk_loader_swap_stats(f.loader, NULL, 2, NULL), HK_STATUS_NULL_POINTER);
+    CU_ASSERT_EQUAL(hk_loader_swap_stats(f.loader, NULL, 0, &known), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(known, HK_SWAP_STAT__COUNT);
+    CU_ASSERT_STRING_EQUAL(hk_swap_stat_name(HK_SWAP_STAT_SWAPS), "swaps");
+    CU_ASSERT_STRING_EQUAL(hk_swap_stat_name(HK_SWAP_STAT_LAST_DESTROY_STATUS),
+                           "last_destroy_status");
+    CU_ASSERT_STRING_EQUAL(hk_swap_stat_name(HK_SWAP_STAT__COUNT), "unknown");
+    CU_ASSERT_STRING_EQUAL(hk_swap_stat_name((hk_swap_stat_t)-1), "unknown");
     CU_ASSERT_EQUAL(hk_plugin_swap_state(NULL, NULL), HK_STATUS_NULL_POINTER);
     CU_ASSERT_STRING_EQUAL(hk_swap_phase_name((hk_swap_phase_t)99), "unknown");
     CU_ASSERT_STRING_EQUAL(hk_module_state_name(HK_MODULE_STILL_MAPPED), "still-mapped");
@@ -287,9 +296,9 @@ static void test_swap_moves_state_and_closes(void)
     CU_ASSERT_EQUAL(m.free_(h, buf), HK_STATUS_OK);
     CU_ASSERT_EQUAL(vt->set_pointer_mode(h, HK_POINTER_MODE_HOST), HK_STATUS_OK);
 
-    hk_swap_state_t ls = lstate(f.loader);
+    swp_state_t ls = lstate(f.loader);
     CU_ASSERT_EQUAL(ls.phase, HK_SWAP_IDLE);
-    CU_ASSERT_EQUAL(ls.generation, 1);
+    CU_ASSERT_EQUAL(ls.swaps, 1);
     CU_ASSERT_EQUAL(ls.modules_closed, 1);
     CU_ASSERT_EQUAL(ls.handles, 1);
     CU_ASSERT_EQUAL(ls.inflight, 0);
@@ -340,18 +349,33 @@ static void test_swap_steps(void)
     char seq[64];
     swp_sequence(seq, sizeof seq);
     CU_ASSERT_STRING_EQUAL(seq, "ccd"); /* verification, new handle; verification */
-    hk_swap_state_t ls = lstate(f.loader);
+    swp_state_t ls = lstate(f.loader);
     CU_ASSERT(ls.last_verify_ns > 0 && ls.last_create_ns > 0 && ls.last_close_ns > 0);
     CU_ASSERT_EQUAL(ls.last_open_ns + ls.last_verify_ns + ls.last_create_ns + ls.last_commit_ns,
                     ls.last_switch_ns);
-    /* A caller that knows the struct without the steps gets what it knows. */
+    /* A caller that knows fewer statistics gets those, and nothing past
+     * them is written; one that knows more reads 0 past the loader's. */
+    uint64_t few[HK_SWAP_STAT__COUNT + 2];
+    memset(few, 0xab, sizeof few);
+    CU_ASSERT_EQUAL(hk_loader_swap_stats(f.loader, few, HK_SWAP_STAT_LAST_OPEN_NS, NULL),
+                    HK_STATUS_OK);
+    CU_ASSERT_EQUAL(few[HK_SWAP_STAT_LAST_SWITCH_NS], ls.last_switch_ns);
+    CU_ASSERT_EQUAL(few[HK_SWAP_STAT_LAST_OPEN_NS], 0xababababababababull); /* not written */
+    size_t known = 0;
+    CU_ASSERT_EQUAL(hk_loader_swap_stats(f.loader, few, HK_SWAP_STAT__COUNT + 2, &known),
+                    HK_STATUS_OK);
+    CU_ASSERT_EQUAL(known, HK_SWAP_STAT__COUNT);
+    CU_ASSERT_EQUAL(few[HK_SWAP_STAT_LAST_OPEN_NS], ls.last_open_ns);
+    CU_ASSERT_EQUAL(few[HK_SWAP_STAT__COUNT], 0);
+    CU_ASSERT_EQUAL(few[HK_SWAP_STAT__COUNT + 1], 0);
+    /* And the state struct, to a caller that knows it without libraries. */
     hk_swap_state_t old;
     memset(&old, 0xab, sizeof old);
-    old.size = offsetof(hk_swap_state_t, last_open_ns);
+    old.size = offsetof(hk_swap_state_t, libraries);
     CU_ASSERT_EQUAL(hk_loader_swap_state(f.loader, &old), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(old.size, offsetof(hk_swap_state_t, last_open_ns));
-    CU_ASSERT_EQUAL(old.last_switch_ns, ls.last_switch_ns);
-    CU_ASSERT_EQUAL(old.last_open_ns, 0xababababababababull); /* not written */
+    CU_ASSERT_EQUAL(old.size, offsetof(hk_swap_state_t, libraries));
+    CU_ASSERT_EQUAL(old.handles, 1);
+    CU_ASSERT_EQUAL(old.libraries, 0xababababababababull); /* not written */
     CU_ASSERT_EQUAL(hk_mhandle_destroy(mh), HK_STATUS_OK);
     fx_down(&f);
 }
@@ -386,7 +410,7 @@ static void test_prepare_commit_cancel(void)
     CU_ASSERT_EQUAL(hk_loader_swap_prepare(f.loader, SWP_B, NULL, NULL), HK_STATUS_NULL_POINTER);
     CU_ASSERT_EQUAL(hk_loader_swap_commit(NULL, NULL), HK_STATUS_NULL_POINTER);
     CU_ASSERT_EQUAL(hk_loader_swap_cancel(NULL), HK_STATUS_NULL_POINTER);
-    uint64_t failed = lstate(f.loader).failed;
+    uint64_t failed = lstate(f.loader).refused;
 
     /* prepared, then cancelled: nothing moved */
     CU_ASSERT_EQUAL_FATAL(hk_loader_swap_prepare(f.loader, SWP_B, NULL, &p), HK_STATUS_OK);
@@ -396,10 +420,10 @@ static void test_prepare_commit_cancel(void)
     CU_ASSERT(works(mh)); /* the old implementation serves meanwhile */
     CU_ASSERT_EQUAL(hk_loader_swap_cancel(p), HK_STATUS_OK);
     CU_ASSERT_PTR_EQUAL(plugin_of(mh), f.a);
-    hk_swap_state_t ls = lstate(f.loader);
+    swp_state_t ls = lstate(f.loader);
     CU_ASSERT_EQUAL(ls.phase, HK_SWAP_IDLE);
-    CU_ASSERT_EQUAL(ls.generation, 0);
-    CU_ASSERT_EQUAL(ls.failed, failed);
+    CU_ASSERT_EQUAL(ls.swaps, 0);
+    CU_ASSERT_EQUAL(ls.refused, failed);
 
     /* prepared; a setting changed; another thread may not commit; commit */
     CU_ASSERT_EQUAL_FATAL(hk_loader_swap_prepare(f.loader, SWP_B, NULL, &p), HK_STATUS_OK);
@@ -423,7 +447,7 @@ static void test_prepare_commit_cancel(void)
     CU_ASSERT(works(mh));
     ls = lstate(f.loader);
     CU_ASSERT_EQUAL(ls.phase, HK_SWAP_IDLE);
-    CU_ASSERT_EQUAL(ls.generation, 1);
+    CU_ASSERT_EQUAL(ls.swaps, 1);
     CU_ASSERT_EQUAL(pstate(f.a).module, HK_MODULE_CLOSED);
     CU_ASSERT_EQUAL(ls.last_commit_ns, ls.last_switch_ns); /* counted from the commit */
     CU_ASSERT(ls.last_verify_ns > 0);
@@ -481,9 +505,9 @@ static void refused(const char *target, hk_status_t want, const char *count, int
     CU_ASSERT_PTR_EQUAL(plugin_of(mh), f.a);
     CU_ASSERT_EQUAL(generation_of(mh), 0);
     CU_ASSERT(works(mh));
-    hk_swap_state_t ls = lstate(f.loader);
-    CU_ASSERT_EQUAL(ls.failed, 1);
-    CU_ASSERT_EQUAL(ls.generation, 0);
+    swp_state_t ls = lstate(f.loader);
+    CU_ASSERT_EQUAL(ls.refused, 1);
+    CU_ASSERT_EQUAL(ls.swaps, 0);
     CU_ASSERT_EQUAL(ls.modules_closed, 0);
     CU_ASSERT_EQUAL(pstate(f.a).module, HK_MODULE_OPEN);
     CU_ASSERT(swp_mapped(SWP_A));
@@ -638,7 +662,7 @@ static void test_call_boundary(void)
         hk_mhandle_state(mh, &ms);
     } while (ms.inflight == 0);
     CU_ASSERT_EQUAL_FATAL(pthread_create(&ts, NULL, held_swap, &sw), 0);
-    hk_swap_state_t ls;
+    swp_state_t ls;
     do {
         sched_yield();
         ls = lstate(f.loader);

@@ -285,8 +285,7 @@ static void test_swap_under_load(void)
     for (int i = 0; i < CSWAPS; i++) {
         hk_plugin_t *to = (i % 2) ? A : B, *from = (i % 2) ? B : A;
         CU_ASSERT_EQUAL(hk_loader_swap(L, hk_plugin_path(to), NULL, NULL), HK_STATUS_OK);
-        hk_swap_state_t ls = {.size = sizeof ls};
-        hk_loader_swap_state(L, &ls);
+        swp_state_t ls = swp_state(L);
         sw_ns[i] = ls.last_switch_ns;
         not_closed += pstate(from).module != HK_MODULE_CLOSED || swp_mapped(hk_plugin_path(from));
         int mapped = swp_mapped_count("hk-cuda");

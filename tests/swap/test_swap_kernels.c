@@ -210,11 +210,9 @@ static void drop_worker(kworker_t *w)
     CU_ASSERT_EQUAL(hk_mhandle_destroy(w->mh), HK_STATUS_OK);
 }
 
-static hk_swap_state_t kstate(hk_loader_t *loader)
+static swp_state_t kstate(hk_loader_t *loader)
 {
-    hk_swap_state_t s = {.size = sizeof s};
-    CU_ASSERT_EQUAL(hk_loader_swap_state(loader, &s), HK_STATUS_OK);
-    return s;
+    return swp_state(loader);
 }
 
 /* The libraries go: unload is BUSY while other handles that launched their
@@ -237,7 +235,7 @@ static void kernels_end(hk_loader_t *loader, kworker_t *w, hk_library_t *fat, hk
     CU_ASSERT_EQUAL(Kt.unload(h0, fat), HK_STATUS_INVALID_VALUE);
     (void)ptx; /* goes with the last handle */
     drop_worker(&w[0]);
-    hk_swap_state_t s = kstate(loader);
+    swp_state_t s = kstate(loader);
     CU_ASSERT_EQUAL(s.libraries, 0);
     CU_ASSERT_EQUAL(s.unloads_failed, 0);
 }
@@ -299,15 +297,15 @@ static void test_kernels_follow_swaps(void)
         if (w[t].first[0])
             fprintf(stderr, "\n    worker %d: %s\n", t, w[t].first);
     }
-    hk_swap_state_t s = kstate(loader);
+    swp_state_t s = kstate(loader);
     printf("\n    %d threads on %d device(s), %d swaps: %llu checked launches of the program's "
            "kernels, %llu bad; %llu swaps done, %d refused\n    ", KT, nd < KT ? nd : KT,
-           KSWAPS, rounds, bad, (unsigned long long)s.generation, refused);
+           KSWAPS, rounds, bad, (unsigned long long)s.swaps, refused);
     CU_ASSERT_EQUAL(refused, 0);
     CU_ASSERT_EQUAL(libs_wrong, 0);
     CU_ASSERT_EQUAL(bad, 0);
     CU_ASSERT(rounds >= KT);
-    CU_ASSERT_EQUAL(s.generation, KSWAPS);
+    CU_ASSERT_EQUAL(s.swaps, KSWAPS);
     kernels_end(loader, w, fat, ptx);
     CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
     /* hk-cuda keeps its own kernel library until its module is closed */

@@ -102,8 +102,7 @@ static void refused_loads(hk_loader_t *loader, hk_mhandle_t *mh)
     CU_ASSERT_EQUAL(Kt.load(h, bad_ptx, 0, &lib), HK_STATUS_INVALID_VALUE);
     CU_ASSERT_EQUAL(Kt.load(h, bad_ptx, sizeof bad_ptx, &lib), HK_STATUS_INVALID_VALUE);
     CU_ASSERT_PTR_NULL(lib);
-    hk_swap_state_t s = {.size = sizeof s};
-    CU_ASSERT_EQUAL(hk_loader_swap_state(loader, &s), HK_STATUS_OK);
+    swp_state_t s = swp_state(loader);
     CU_ASSERT_EQUAL(s.libraries, 0);
 }
 
@@ -224,8 +223,7 @@ static void test_kernel_objects(void)
 
     /* The last movable handle on hk-cuda takes the library with it. */
     CU_ASSERT_EQUAL(hk_mhandle_destroy(mh), HK_STATUS_OK);
-    hk_swap_state_t s = {.size = sizeof s};
-    CU_ASSERT_EQUAL(hk_loader_swap_state(loader, &s), HK_STATUS_OK);
+    swp_state_t s = swp_state(loader);
     CU_ASSERT_EQUAL(s.libraries, 0);
     mh = on_device0(loader, HK_SWAP_CUDA_A);
     CU_ASSERT_PTR_NOT_NULL_FATAL(mh);
@@ -307,9 +305,8 @@ static void test_cannot_load_refuses(void)
     Mm.free_(h, dx);
     Mm.free_(h, dy);
 
-    hk_swap_state_t s = {.size = sizeof s};
-    CU_ASSERT_EQUAL(hk_loader_swap_state(loader, &s), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(s.failed, 2);
+    swp_state_t s = swp_state(loader);
+    CU_ASSERT_EQUAL(s.refused, 2);
     CU_ASSERT_EQUAL(s.libraries, 1);
     CU_ASSERT_EQUAL(Kt.unload(h, lib), HK_STATUS_OK);
     CU_ASSERT_EQUAL(hk_mhandle_destroy(mh), HK_STATUS_OK);

@@ -146,8 +146,7 @@ static void swap_many(hk_loader_t *loader, hk_plugin_t *a, hk_plugin_t *b, int s
         CU_ASSERT_EQUAL(st, HK_STATUS_OK);
         if (st != HK_STATUS_OK)
             fprintf(stderr, "\nswap %d: %s\n", i, hk_loader_last_error(loader));
-        hk_swap_state_t ls = {.size = sizeof ls};
-        hk_loader_swap_state(loader, &ls);
+        swp_state_t ls = swp_state(loader);
         sw_ns[i] = ls.last_switch_ns;
         dr_ns[i] = ls.last_drain_ns;
         hk_swap_plugin_state_t ps = {.size = sizeof ps};
@@ -210,10 +209,9 @@ static void run_load(int threads, int swaps)
     CU_ASSERT_EQUAL(t.wrong, 0);
     CU_ASSERT_EQUAL(t.failed, 0);
 
-    hk_swap_state_t ls = {.size = sizeof ls};
-    CU_ASSERT_EQUAL(hk_loader_swap_state(loader, &ls), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(ls.generation, (uint64_t)swaps);
-    CU_ASSERT_EQUAL(ls.failed, 1);
+    swp_state_t ls = swp_state(loader);
+    CU_ASSERT_EQUAL(ls.swaps, (uint64_t)swaps);
+    CU_ASSERT_EQUAL(ls.refused, 1);
     CU_ASSERT_EQUAL(ls.modules_closed, (uint64_t)swaps);
     CU_ASSERT_EQUAL(ls.handles, (uint64_t)threads + 1);
     CU_ASSERT_EQUAL(ls.inflight, 0);
@@ -399,8 +397,7 @@ static void test_slow_step_holds_calls(void)
     uint64_t t0 = swp_now_ns();
     CU_ASSERT_EQUAL(hk_loader_swap(loader, SWP_DOUBLE("swp_slow"), &o, NULL), HK_STATUS_OK);
     uint64_t took = swp_now_ns() - t0;
-    hk_swap_state_t st = {.size = sizeof st};
-    CU_ASSERT_EQUAL(hk_loader_swap_state(loader, &st), HK_STATUS_OK);
+    swp_state_t st = swp_state(loader);
     /* The prepare's hold, the longest; the step after the drain may hold
      * too when closing a module takes past 20 ms (under TSan it does). */
     CU_ASSERT(st.holds >= 1);
@@ -423,7 +420,7 @@ static void test_slow_step_holds_calls(void)
     /* Back to A (swp_slow is closed, so its next first create is slow again),
      * then to swp_slow with holding off: the slow step holds nothing. */
     CU_ASSERT_EQUAL(hk_loader_swap(loader, SWP_A, &o, NULL), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(hk_loader_swap_state(loader, &st), HK_STATUS_OK);
+    st = swp_state(loader);
     const uint64_t holds = st.holds; /* the swaps below add none */
     hk_swap_options_t huge = {.size = sizeof huge, .hold_after_us = INT64_MAX}; /* a day */
     CU_ASSERT_EQUAL(hk_loader_swap(loader, SWP_B, &huge, NULL), HK_STATUS_OK);
@@ -432,7 +429,7 @@ static void test_slow_step_holds_calls(void)
     t0 = swp_now_ns();
     CU_ASSERT_EQUAL(hk_loader_swap(loader, SWP_DOUBLE("swp_slow"), &never, NULL), HK_STATUS_OK);
     CU_ASSERT(swp_now_ns() - t0 >= 140000000u); /* it was slow again */
-    CU_ASSERT_EQUAL(hk_loader_swap_state(loader, &st), HK_STATUS_OK);
+    st = swp_state(loader);
     CU_ASSERT_EQUAL(st.holds, holds);
 
     /* A hold time of 1 us: the handles may be held before the prepare even

@@ -83,6 +83,8 @@ final class Lib {
     static native int hk_loader_swap(long loader, String request, Pointer opts, long[] to);
     static native int hk_loader_swap_state(long loader, Pointer state);
     static native String hk_swap_phase_name(int phase);
+    static native int hk_loader_swap_stats(long loader, long[] values, long count, long[] known);
+    static native String hk_swap_stat_name(int stat);
 
     /** A text argument for C: refused when it holds a NUL (C would cut it there). */
     static String cstring(String s, String what) {

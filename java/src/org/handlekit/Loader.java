@@ -6,7 +6,9 @@ import com.sun.jna.Pointer;
 import java.lang.ref.Cleaner;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
@@ -29,9 +31,9 @@ public final class Loader implements AutoCloseable {
     public record SelectEntry(Plugin plugin, String verdict, String reason) {
     }
 
-    /** What hk_loader_swap_state says (phase name, swaps that succeeded and failed, ...). */
-    public record SwapState(String phase, long generation, long failed, long modulesClosed,
-                            long handles, long inflight) {
+    /** What hk_loader_swap_state says: the phase's name and what is live now. */
+    public record SwapState(String phase, long handles, long inflight, long draining,
+                            long libraries) {
     }
 
     /** Options of hk_loader_create; every field has the C default until set. */
@@ -272,10 +274,25 @@ public final class Loader implements AutoCloseable {
         Memory s = Lib.sized(Layout.SWAP_STATE);
         check(Lib.hk_loader_swap_state(ptr(), s));
         return new SwapState(Lib.hk_swap_phase_name(s.getInt(Layout.SWAP_STATE_PHASE)),
-                             s.getLong(Layout.SWAP_STATE_GENERATION),
-                             s.getLong(Layout.SWAP_STATE_FAILED),
-                             s.getLong(Layout.SWAP_STATE_MODULES_CLOSED),
                              s.getLong(Layout.SWAP_STATE_HANDLES),
-                             s.getLong(Layout.SWAP_STATE_INFLIGHT));
+                             s.getLong(Layout.SWAP_STATE_INFLIGHT),
+                             s.getLong(Layout.SWAP_STATE_DRAINING),
+                             s.getLong(Layout.SWAP_STATE_LIBRARIES));
+    }
+
+    /**
+     * hk_loader_swap_stats: every statistic the loader library knows, in its
+     * order, by the library's own names ("swaps", "refused",
+     * "last_switch_ns", ...; times in nanoseconds).
+     */
+    public Map<String, Long> swapStats() {
+        long[] known = new long[1];
+        check(Lib.hk_loader_swap_stats(ptr(), null, 0, known));
+        long[] values = new long[(int) known[0]];
+        check(Lib.hk_loader_swap_stats(ptr(), values, values.length, null));
+        Map<String, Long> out = new LinkedHashMap<>();
+        for (int i = 0; i < values.length; i++)
+            out.put(Lib.hk_swap_stat_name(i), values[i]);
+        return Collections.unmodifiableMap(out);
     }
 }

@@ -81,11 +81,10 @@ class LayoutTest {
             {"hk_mhandle_state_t.generation", Layout.MHANDLE_STATE_GENERATION},
             {"hk_swap_state_t", Layout.SWAP_STATE},
             {"hk_swap_state_t.phase", Layout.SWAP_STATE_PHASE},
-            {"hk_swap_state_t.generation", Layout.SWAP_STATE_GENERATION},
-            {"hk_swap_state_t.failed", Layout.SWAP_STATE_FAILED},
-            {"hk_swap_state_t.modules_closed", Layout.SWAP_STATE_MODULES_CLOSED},
             {"hk_swap_state_t.handles", Layout.SWAP_STATE_HANDLES},
             {"hk_swap_state_t.inflight", Layout.SWAP_STATE_INFLIGHT},
+            {"hk_swap_state_t.draining", Layout.SWAP_STATE_DRAINING},
+            {"hk_swap_state_t.libraries", Layout.SWAP_STATE_LIBRARIES},
         };
         for (Object[] w : want) {
             assertTrue(c.containsKey((String) w[0]), w[0] + " is in the layout program's output");

@@ -267,7 +267,7 @@ class SimCudaTest {
             swapper.join();
             assertTrue(errors.isEmpty(), errors.toString());
             assertEquals(6, m.generation());
-            assertEquals(0, l.swapState().failed());
+            assertEquals(0, l.swapStats().get("refused"));
         } finally {
             TestEnv.remove(dir);
         }

@@ -159,8 +159,13 @@ class ThreadsSwapTest {
                 assertEquals(20, m.generation());
                 assertEquals("1.0.0", m.plugin().version());
                 Loader.SwapState s = loader.swapState();
-                assertEquals(20, s.generation());
-                assertEquals(0, s.failed());
+                assertEquals("idle", s.phase());
+                assertEquals(1, s.handles());
+                assertEquals(0, s.draining());
+                java.util.Map<String, Long> stats = loader.swapStats();
+                assertEquals(20, stats.get("swaps"));
+                assertEquals(0, stats.get("refused"));
+                assertEquals(19, stats.size());
                 assertEquals("BUSY", assertThrows(HandlekitException.class, loader::close)
                         .statusName());
             }
@@ -184,7 +189,7 @@ class ThreadsSwapTest {
             assertFalse(e.reason().isEmpty());
             assertEquals(dir.resolve("hk-cpu.so").toString(), m.plugin().path());
             work(m, 0, 3);
-            assertEquals(1, loader.swapState().failed());
+            assertEquals(1, loader.swapStats().get("refused"));
         } finally {
             TestEnv.remove(dir);
         }
