@@ -5,6 +5,7 @@
 #ifndef HKH_H
 #define HKH_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -42,6 +43,26 @@ typedef struct hkh_opts {
  * HK__CLI_ERROR, after which the caller returns hkh_cli_exit(that value). */
 int hkh_cli_next(hk__cli_t *c, const char *cmd, void (*usage)(FILE *f));
 int hkh_cli_exit(int what);
+
+/* A number option of a command: its id, its range, and the field of the
+ * command's options struct it is stored in (an integer of `size` bytes: 4,
+ * unsigned, or 8). HKH_NUMBER fills one from the struct's type. */
+typedef struct hkh_number {
+    int id;
+    long long lo, hi;
+    size_t at, size;
+} hkh_number_t;
+#define HKH_NUMBER(id, lo, hi, type, field)                                                     \
+    {(id), (lo), (hi), offsetof(type, field), sizeof(((type *)0)->field)}
+
+/* The whole command line of a command that takes no operand: each option
+ * found in numbers (ended by id 0) is stored there after its range is
+ * checked; any other is given to other(id, value, opts), which returns 0 or
+ * a usage error's text. Returns -1 to go on, else the exit status (help:
+ * OK; a usage error: its line, HKH_EXIT_USAGE). */
+int hkh_cli_parse(hk__cli_t *c, const char *cmd, void (*usage)(FILE *f),
+                  const hkh_number_t *numbers,
+                  const char *(*other)(int id, const char *value, void *opts), void *opts);
 
 /* One usage error line, "CMD: TEXT (see hk-host CMD --help)" (cmd NULL:
  * none); returns HKH_EXIT_USAGE. When --json was given anywhere on the

@@ -2,6 +2,7 @@
  * that parse their own options (validate, bench, swap, watch): reading the
  * next argument, usage errors (a JSON document too under --json), and the
  * line that ends each command's help. */
+#include <stdint.h>
 #include <stdio.h>
 
 #include "hk_host.h"
@@ -40,4 +41,45 @@ int hkh_cli_next(hk__cli_t *c, const char *cmd, void (*usage)(FILE *f))
 int hkh_cli_exit(int what)
 {
     return what == HK__CLI_HELP ? HKH_EXIT_OK : HKH_EXIT_USAGE;
+}
+
+/* Option id's value, checked against its entry of numbers, into opts. 1 when
+ * id has no entry; 0 stored; -1 out of range (c->error). */
+static int hkh_cli_store(hk__cli_t *c, int id, const hkh_number_t *numbers, void *opts)
+{
+    long long v;
+    for (; numbers->id; numbers++) {
+        if (numbers->id != id)
+            continue;
+        if (hk__cli_number(c, c->value, numbers->lo, numbers->hi, &v) != 0)
+            return -1;
+        char *field = (char *)opts + numbers->at;
+        if (numbers->size == sizeof(uint32_t))
+            *(uint32_t *)(void *)field = (uint32_t)v;
+        else
+            *(int64_t *)(void *)field = (int64_t)v;
+        return 0;
+    }
+    return 1;
+}
+
+int hkh_cli_parse(hk__cli_t *c, const char *cmd, void (*usage)(FILE *f),
+                  const hkh_number_t *numbers,
+                  const char *(*other)(int id, const char *value, void *opts), void *opts)
+{
+    int id;
+    while ((id = hkh_cli_next(c, cmd, usage)) > 0) {
+        int r = hkh_cli_store(c, id, numbers, opts);
+        if (r < 0)
+            return hkh_usage_error(cmd, c->error);
+        const char *bad = r > 0 ? other(id, c->value, opts) : NULL;
+        if (bad)
+            return hkh_usage_error(cmd, bad);
+    }
+    if (id == HK__CLI_OPERAND) {
+        char text[HK__CLI_ERROR_MAX];
+        snprintf(text, sizeof text, "unexpected argument \"%.200s\"", c->arg);
+        return hkh_usage_error(cmd, text);
+    }
+    return id == HK__CLI_END ? -1 : hkh_cli_exit(id);
 }

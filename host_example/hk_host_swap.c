@@ -84,23 +84,22 @@ static void hkh_swap_usage(FILE *f)
     hkh_usage_more(f);
 }
 
-/* A number option's value into *o's field. Returns 0 or -1 (c->error). */
-static int hkh_swap_number(hk__cli_t *c, int id, hkh_swap_opts_t *o)
+static const hkh_number_t hkh_swap_numbers[] = {
+    HKH_NUMBER('t', 1, 256, hkh_swap_opts_t, threads),
+    HKH_NUMBER('k', 1, 1000000, hkh_swap_opts_t, swaps),
+    HKH_NUMBER('w', 0, 10000, hkh_swap_opts_t, wait_ms),
+    HKH_NUMBER('n', 1, 1LL << 26, hkh_swap_opts_t, n),
+    {0, 0, 0, 0, 0},
+};
+
+static const char *hkh_swap_other(int id, const char *value, void *opts)
 {
-    long long v;
-    long long lo = id == 'w' ? 0 : 1;
-    long long hi = id == 't' ? 256 : id == 'k' ? 1000000 : id == 'w' ? 10000 : (1LL << 26);
-    if (hk__cli_number(c, c->value, lo, hi, &v) != 0)
-        return -1;
-    if (id == 't')
-        o->threads = (long)v;
-    else if (id == 'k')
-        o->swaps = (long)v;
-    else if (id == 'w')
-        o->wait_ms = (long)v;
+    hkh_swap_opts_t *o = opts;
+    if (id == 'P')
+        o->prepared = 1;
     else
-        o->n = v;
-    return 0;
+        *(id == 'p' ? &o->a : &o->b) = value;
+    return NULL;
 }
 
 /* Fills *o from argv (argv[0] is "swap"); returns -1 to go on, else the
@@ -108,27 +107,12 @@ static int hkh_swap_number(hk__cli_t *c, int id, hkh_swap_opts_t *o)
 static int hkh_swap_parse(int argc, char **argv, hkh_swap_opts_t *o)
 {
     hk__cli_t c;
-    int id;
     *o = (hkh_swap_opts_t){NULL, NULL, 8, 100, 2, 4096, 0};
     hk__cli_init(&c, hkh_swap_options, argc, argv);
-    while ((id = hkh_cli_next(&c, "swap", hkh_swap_usage)) > 0) {
-        if (id == 'p' || id == 'q')
-            *(id == 'p' ? &o->a : &o->b) = c.value;
-        else if (id == 'P')
-            o->prepared = 1;
-        else if (hkh_swap_number(&c, id, o) != 0)
-            return hkh_usage_error("swap", c.error);
-    }
-    if (id == HK__CLI_OPERAND) {
-        char text[HK__CLI_ERROR_MAX];
-        snprintf(text, sizeof text, "unexpected argument \"%.200s\"", c.arg);
-        return hkh_usage_error("swap", text);
-    }
-    if (id != HK__CLI_END)
-        return hkh_cli_exit(id);
-    if (!o->a || !o->b)
+    int rc = hkh_cli_parse(&c, "swap", hkh_swap_usage, hkh_swap_numbers, hkh_swap_other, o);
+    if (rc < 0 && (!o->a || !o->b))
         return hkh_usage_error("swap", o->a ? "-q is missing" : "-p is missing");
-    return -1;
+    return rc;
 }
 
 static void hkh_worker_fail(hkh_worker_t *w, const char *op, hk_status_t st)

@@ -72,47 +72,32 @@ static void hkh_watch_usage(FILE *f)
     hkh_usage_more(f);
 }
 
-static int hkh_watch_number(hk__cli_t *c, int id, hkh_watch_opts_t *o)
+static const hkh_number_t hkh_watch_numbers[] = {
+    HKH_NUMBER('t', 1, 256, hkh_watch_opts_t, threads),
+    HKH_NUMBER('s', 1, 86400, hkh_watch_opts_t, seconds),
+    HKH_NUMBER('k', 1, 1000000, hkh_watch_opts_t, swaps),
+    HKH_NUMBER('D', 1, 60000, hkh_watch_opts_t, debounce_ms),
+    HKH_NUMBER('n', 1, 1LL << 26, hkh_watch_opts_t, n),
+    {0, 0, 0, 0, 0},
+};
+
+static const char *hkh_watch_other(int id, const char *value, void *opts)
 {
-    long long v, lo = 1;
-    long long hi = id == 't' ? 256 : id == 's' ? 86400 : id == 'k' ? 1000000
-                   : id == 'D' ? 60000 : (1LL << 26);
-    if (hk__cli_number(c, c->value, lo, hi, &v) != 0)
-        return -1;
-    if (id == 't')
-        o->threads = (long)v;
-    else if (id == 's')
-        o->seconds = (long)v;
-    else if (id == 'k')
-        o->swaps = (long)v;
-    else if (id == 'D')
-        o->debounce_ms = (uint32_t)v;
+    hkh_watch_opts_t *o = opts;
+    if (id == 'R')
+        o->report = 1;
     else
-        o->n = v;
-    return 0;
+        o->request = value;
+    return NULL;
 }
 
 /* Fills *o from argv (argv[0] is "watch"); -1 to go on, else the exit status. */
 static int hkh_watch_parse(int argc, char **argv, hkh_watch_opts_t *o)
 {
     hk__cli_t c;
-    int id;
     *o = (hkh_watch_opts_t){"hk-cpu", 8, 0, 0, 4096, 0, 0};
     hk__cli_init(&c, hkh_watch_options, argc, argv);
-    while ((id = hkh_cli_next(&c, "watch", hkh_watch_usage)) > 0) {
-        if (id == 'r')
-            o->request = c.value;
-        else if (id == 'R')
-            o->report = 1;
-        else if (hkh_watch_number(&c, id, o) != 0)
-            return hkh_usage_error("watch", c.error);
-    }
-    if (id == HK__CLI_OPERAND) {
-        char text[HK__CLI_ERROR_MAX];
-        snprintf(text, sizeof text, "unexpected argument \"%.200s\"", c.arg);
-        return hkh_usage_error("watch", text);
-    }
-    return id == HK__CLI_END ? -1 : hkh_cli_exit(id);
+    return hkh_cli_parse(&c, "watch", hkh_watch_usage, hkh_watch_numbers, hkh_watch_other, o);
 }
 
 /* One line per event; a swap's line adds its steps and the time from the
