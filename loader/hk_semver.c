@@ -333,9 +333,9 @@ int hk_semver_compare(const hk_semver_t *a, const hk_semver_t *b)
     return c;
 }
 
-/* ---- ranges ---- */
+/* ---- comparators ---- */
 
-static void hk__range_any(hk_semver_range_t *out)
+static void hk__comparator_any(hk_semver_cmp_t *out)
 {
     memset(out, 0, sizeof(*out));
     out->op = HK_SEMVER_ANY;
@@ -373,16 +373,16 @@ static void hk__short_fail(char *reason, size_t rn, const char *s, size_t n, siz
 }
 
 /* Parses s[0..n) as one comparator, "" or "*", all of it. */
-static hk_status_t hk__comparator(const char *s, size_t n, hk_semver_range_t *out, char *reason,
+static hk_status_t hk__comparator(const char *s, size_t n, hk_semver_cmp_t *out, char *reason,
                                   size_t rn)
 {
-    hk_semver_range_t r;
+    hk_semver_cmp_t r;
     size_t skip = 0;
     unsigned min_parts = 3;
     char cb[8];
 
-    hk__range_any(out);
-    hk__range_any(&r);
+    hk__comparator_any(out);
+    hk__comparator_any(&r);
     if (n == 0 || (n == 1 && s[0] == '*')) {
         hk__ok(reason, rn);
         return HK_STATUS_OK;
@@ -420,31 +420,7 @@ static hk_status_t hk__comparator(const char *s, size_t n, hk_semver_range_t *ou
     return HK_STATUS_OK;
 }
 
-hk_status_t hk_semver_range_parse_n(const char *text, size_t len, hk_semver_range_t *out,
-                                    char *reason, size_t reason_size)
-{
-    if (!out || (!text && len > 0)) {
-        if (out)
-            hk__range_any(out);
-        hk__fail(reason, reason_size, "", 0, "NULL argument");
-        return HK_STATUS_NULL_POINTER;
-    }
-    return hk__comparator(text, len, out, reason, reason_size);
-}
-
-hk_status_t hk_semver_range_parse(const char *text, hk_semver_range_t *out, char *reason,
-                                  size_t reason_size)
-{
-    if (!text) {
-        if (out)
-            hk__range_any(out);
-        hk__fail(reason, reason_size, "", 0, "NULL argument");
-        return HK_STATUS_NULL_POINTER;
-    }
-    return hk_semver_range_parse_n(text, strlen(text), out, reason, reason_size);
-}
-
-/* ---- lists of comparators ---- */
+/* ---- ranges: lists of comparators ---- */
 
 static int hk__has_bars(const char *s, size_t n)
 {
@@ -551,7 +527,7 @@ static int hk__has_pre(const hk_semver_t *v)
 /* The operator's own condition, pre-release rule left aside. Written as
  * "same major (and minor...)" rather than with an upper bound, so that a
  * range at UINT64_MAX needs no MAJOR+1 that would wrap. */
-static int hk__op_holds(const hk_semver_range_t *r, const hk_semver_t *v)
+static int hk__op_holds(const hk_semver_cmp_t *r, const hk_semver_t *v)
 {
     const hk_semver_t *b = &r->base;
     int c = hk_semver_compare(v, b);
@@ -583,25 +559,11 @@ static int hk__op_holds(const hk_semver_range_t *r, const hk_semver_t *v)
 }
 
 /* The comparator names a pre-release of v's MAJOR.MINOR.PATCH. */
-static int hk__names_pre_of(const hk_semver_range_t *r, const hk_semver_t *v)
+static int hk__names_pre_of(const hk_semver_cmp_t *r, const hk_semver_t *v)
 {
     const hk_semver_t *b = &r->base;
     return r->op != HK_SEMVER_ANY && hk__has_pre(b) && b->major == v->major
            && b->minor == v->minor && b->patch == v->patch;
-}
-
-int hk_semver_range_match(const hk_semver_range_t *r, const hk_semver_t *v)
-{
-    if (!r || !v || !hk__op_holds(r, v))
-        return 0;
-    return !hk__has_pre(v) || hk__names_pre_of(r, v);
-}
-
-int hk_semver_range_skips_pre(const hk_semver_range_t *r, const hk_semver_t *v)
-{
-    if (!r || !v || !hk__has_pre(v))
-        return 0;
-    return hk__op_holds(r, v) && !hk__names_pre_of(r, v);
 }
 
 /* 1 when every comparator of s holds for v; *named says whether v is a

@@ -182,12 +182,22 @@ static void test_range_parse(void)
         {"<1.2.3-rc.1", HK_SEMVER_LT, 3}, {"<=1.2.3", HK_SEMVER_LE, 3},
     };
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-        hk_semver_range_t r;
+        hk_semver_set_t r;
         char why[256];
-        CU_ASSERT_EQUAL(hk_semver_range_parse(ok[i].text, &r, why, sizeof(why)), HK_STATUS_OK);
-        CU_ASSERT_EQUAL(r.op, ok[i].op);
-        CU_ASSERT_EQUAL(r.parts, ok[i].parts);
+        CU_ASSERT_EQUAL(hk_semver_set_parse(ok[i].text, &r, why, sizeof(why)), HK_STATUS_OK);
+        /* "" and "*" are a range of no comparator, anything else a range of one */
+        CU_ASSERT_EQUAL(r.count, ok[i].op == HK_SEMVER_ANY ? 0u : 1u);
+        if (r.count == 1) {
+            CU_ASSERT_EQUAL(r.cmp[0].op, ok[i].op);
+            CU_ASSERT_EQUAL(r.cmp[0].parts, ok[i].parts);
+        }
     }
+    /* a comma joins comparators into one range */
+    hk_semver_set_t list;
+    CU_ASSERT_EQUAL(hk_semver_set_parse(">=1.2, <2", &list, NULL, 0), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(list.count, 2);
+    CU_ASSERT(list.cmp[0].op == HK_SEMVER_GE && list.cmp[0].parts == 2);
+    CU_ASSERT(list.cmp[1].op == HK_SEMVER_LT && list.cmp[1].parts == 1);
     static const struct {
         const char *text;
         const char *why;
@@ -221,25 +231,25 @@ static void test_range_parse(void)
         {"^1.2-rc", "a pre-release needs major.minor.patch"},
         {"^01", "major has a leading zero"},
         {"^" U64OVER, "major does not fit in 64 bits"},
-        {"~1.2.3 || 2.0.0", "unexpected 0x20 after patch"},
+        {"~1.2.3 || 2.0.0", "'||' (either of two ranges) is not supported"},
+        {"~1.2.3 2.0.0", "unexpected 0x20 after patch"},
         {"^1.2.3.4", "unexpected '.' after patch"},
-        {">=1.2, <2", "unexpected ',' after minor"}, /* one comparator only */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        hk_semver_range_t r;
+        hk_semver_set_t r;
         char why[256] = "";
-        r.op = HK_SEMVER_GE;
-        CU_ASSERT_EQUAL(hk_semver_range_parse(bad[i].text, &r, why, sizeof(why)),
+        memset(&r, 0xa5, sizeof(r));
+        CU_ASSERT_EQUAL(hk_semver_set_parse(bad[i].text, &r, why, sizeof(why)),
                         HK_STATUS_INVALID_VALUE);
         if (!strstr(why, bad[i].why))
             fprintf(stderr, "\n  '%s': reason \"%s\", expected \"%s\"", bad[i].text, why,
                     bad[i].why);
         CU_ASSERT_PTR_NOT_NULL(strstr(why, bad[i].why));
-        CU_ASSERT_EQUAL(r.op, HK_SEMVER_ANY); /* reset on failure */
+        CU_ASSERT_EQUAL(r.count, 0); /* any release on failure */
     }
-    hk_semver_range_t r;
-    CU_ASSERT_EQUAL(hk_semver_range_parse(NULL, &r, NULL, 0), HK_STATUS_NULL_POINTER);
-    CU_ASSERT_EQUAL(hk_semver_range_parse("*", NULL, NULL, 0), HK_STATUS_NULL_POINTER);
+    hk_semver_set_t r;
+    CU_ASSERT_EQUAL(hk_semver_set_parse(NULL, &r, NULL, 0), HK_STATUS_NULL_POINTER);
+    CU_ASSERT_EQUAL(hk_semver_set_parse("*", NULL, NULL, 0), HK_STATUS_NULL_POINTER);
 }
 
 /* range, version, expected match, expected skips_pre */
@@ -298,33 +308,28 @@ static const struct {
 static void test_range_match(void)
 {
     for (size_t i = 0; i < sizeof(match_table) / sizeof(match_table[0]); i++) {
-        hk_semver_range_t r;
+        const char *text = match_table[i].range;
+        hk_semver_set_t r;
         hk_semver_t v;
-        CU_ASSERT_EQUAL_FATAL(hk_semver_range_parse(match_table[i].range, &r, NULL, 0),
-                              HK_STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(hk_semver_set_parse(text, &r, NULL, 0), HK_STATUS_OK);
         CU_ASSERT_EQUAL_FATAL(hk_semver_parse(match_table[i].version, &v, NULL, 0),
                               HK_STATUS_OK);
-        int m = hk_semver_range_match(&r, &v), s = hk_semver_range_skips_pre(&r, &v);
+        /* one comparator is a range of one; "" and "*" a range of none */
+        CU_ASSERT_EQUAL(r.count, (!*text || strcmp(text, "*") == 0) ? 0u : 1u);
+        int m = hk_semver_set_match(&r, &v), s = hk_semver_set_skips_pre(&r, &v);
         if (m != match_table[i].match || s != match_table[i].skips_pre)
             fprintf(stderr, "\n  %s in '%s': match %d skips_pre %d", match_table[i].version,
-                    match_table[i].range, m, s);
+                    text, m, s);
         CU_ASSERT_EQUAL(m, match_table[i].match);
         CU_ASSERT_EQUAL(s, match_table[i].skips_pre);
-        /* the same text as a whole range (a list of one) decides the same */
-        hk_semver_set_t set;
-        CU_ASSERT_EQUAL_FATAL(hk_semver_set_parse(match_table[i].range, &set, NULL, 0),
-                              HK_STATUS_OK);
-        CU_ASSERT_EQUAL(set.count, r.op == HK_SEMVER_ANY ? 0u : 1u);
-        CU_ASSERT_EQUAL(hk_semver_set_match(&set, &v), match_table[i].match);
-        CU_ASSERT_EQUAL(hk_semver_set_skips_pre(&set, &v), match_table[i].skips_pre);
     }
-    hk_semver_range_t r;
+    hk_semver_set_t r;
     hk_semver_t v;
-    CU_ASSERT_EQUAL(hk_semver_range_parse("*", &r, NULL, 0), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hk_semver_set_parse("*", &r, NULL, 0), HK_STATUS_OK);
     CU_ASSERT_EQUAL(hk_semver_parse("1.0.0", &v, NULL, 0), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(hk_semver_range_match(NULL, &v), 0);
-    CU_ASSERT_EQUAL(hk_semver_range_match(&r, NULL), 0);
-    CU_ASSERT_EQUAL(hk_semver_range_skips_pre(NULL, &v), 0);
+    CU_ASSERT_EQUAL(hk_semver_set_match(NULL, &v), 0);
+    CU_ASSERT_EQUAL(hk_semver_set_match(&r, NULL), 0);
+    CU_ASSERT_EQUAL(hk_semver_set_skips_pre(NULL, &v), 0);
 }
 
 void ts_register_semver(void)
