@@ -432,16 +432,16 @@ static int hk__has_bars(const char *s, size_t n)
 
 /* Parses the comma-separated list text[0..len) into *out (zeroed by the
  * caller); a failure names the comparator by position and text. */
-static hk_status_t hk__list(const char *text, size_t len, hk_semver_set_t *out, char *reason,
-                            size_t rn)
+static hk_status_t hk__list(const char *text, size_t len, hk_semver_range_t *out,
+                            char *reason, size_t rn)
 {
     char sub[256];
     size_t start = 0, pieces = 1;
 
     for (size_t i = 0; i < len; i++)
         pieces += text[i] == ',';
-    if (pieces > HK_SEMVER_SET_MAX) {
-        hk__fail(reason, rn, text, len, "more than %d comparators", HK_SEMVER_SET_MAX);
+    if (pieces > HK_SEMVER_RANGE_MAX) {
+        hk__fail(reason, rn, text, len, "more than %d comparators", HK_SEMVER_RANGE_MAX);
         return HK_STATUS_INVALID_VALUE;
     }
     for (unsigned k = 0;; k++) {
@@ -473,8 +473,8 @@ static hk_status_t hk__list(const char *text, size_t len, hk_semver_set_t *out, 
     }
 }
 
-hk_status_t hk_semver_set_parse_n(const char *text, size_t len, hk_semver_set_t *out,
-                                  char *reason, size_t reason_size)
+hk_status_t hk_semver_range_parse_n(const char *text, size_t len, hk_semver_range_t *out,
+                                    char *reason, size_t reason_size)
 {
     hk_status_t st;
 
@@ -505,8 +505,8 @@ hk_status_t hk_semver_set_parse_n(const char *text, size_t len, hk_semver_set_t 
     return HK_STATUS_OK;
 }
 
-hk_status_t hk_semver_set_parse(const char *text, hk_semver_set_t *out, char *reason,
-                                size_t reason_size)
+hk_status_t hk_semver_range_parse(const char *text, hk_semver_range_t *out, char *reason,
+                                  size_t reason_size)
 {
     if (!text) {
         if (out)
@@ -514,7 +514,7 @@ hk_status_t hk_semver_set_parse(const char *text, hk_semver_set_t *out, char *re
         hk__fail(reason, reason_size, "", 0, "NULL argument");
         return HK_STATUS_NULL_POINTER;
     }
-    return hk_semver_set_parse_n(text, strlen(text), out, reason, reason_size);
+    return hk_semver_range_parse_n(text, strlen(text), out, reason, reason_size);
 }
 
 /* ---- matching ---- */
@@ -566,29 +566,29 @@ static int hk__names_pre_of(const hk_semver_cmp_t *r, const hk_semver_t *v)
            && b->minor == v->minor && b->patch == v->patch;
 }
 
-/* 1 when every comparator of s holds for v; *named says whether v is a
+/* 1 when every comparator of r holds for v; *named says whether v is a
  * release or a pre-release that one of them names. A hand-made count past
  * the array is read as the array. */
-static int hk__set_holds(const hk_semver_set_t *s, const hk_semver_t *v, int *named)
+static int hk__range_holds(const hk_semver_range_t *r, const hk_semver_t *v, int *named)
 {
-    unsigned n = s->count < HK_SEMVER_SET_MAX ? s->count : HK_SEMVER_SET_MAX;
+    unsigned n = r->count < HK_SEMVER_RANGE_MAX ? r->count : HK_SEMVER_RANGE_MAX;
     *named = !hk__has_pre(v);
     for (unsigned i = 0; i < n; i++) {
-        if (!hk__op_holds(&s->cmp[i], v))
+        if (!hk__op_holds(&r->cmp[i], v))
             return 0;
-        *named |= hk__names_pre_of(&s->cmp[i], v);
+        *named |= hk__names_pre_of(&r->cmp[i], v);
     }
     return 1;
 }
 
-int hk_semver_set_match(const hk_semver_set_t *s, const hk_semver_t *v)
+int hk_semver_range_match(const hk_semver_range_t *r, const hk_semver_t *v)
 {
     int named;
-    return s && v && hk__set_holds(s, v, &named) && named;
+    return r && v && hk__range_holds(r, v, &named) && named;
 }
 
-int hk_semver_set_skips_pre(const hk_semver_set_t *s, const hk_semver_t *v)
+int hk_semver_range_skips_pre(const hk_semver_range_t *r, const hk_semver_t *v)
 {
     int named;
-    return s && v && hk__has_pre(v) && hk__set_holds(s, v, &named) && !named;
+    return r && v && hk__has_pre(v) && hk__range_holds(r, v, &named) && !named;
 }

@@ -40,7 +40,7 @@
  * Spaces (0x20) directly before and after a comma are ignored; no other
  * space is accepted (not at either end, not between an operator and its
  * version), nor any other white space. A list holds at most
- * HK_SEMVER_SET_MAX comparators; an empty one (",," or a comma at either
+ * HK_SEMVER_RANGE_MAX comparators; an empty one (",," or a comma at either
  * end) is refused. Nothing else is accepted: no "v", no "x" wildcards, no
  * "||" alternatives, no hyphen ranges.
  *
@@ -52,7 +52,7 @@
  * match no pre-release at all (not even 2.0.0-rc.1, which is below 2.0.0): a
  * pre-release is only ever chosen when asked for by name.
  *
- * One type carries a parsed range, list or not: hk_semver_set_t, whose
+ * One type carries a parsed range, list or not: hk_semver_range_t, whose
  * elements are its comparators (hk_semver_cmp_t). A plugin request's range
  * is parsed into it, and a single comparator is a range of one.
  *
@@ -125,38 +125,40 @@ hk_status_t hk_semver_parse(const char *text, hk_semver_t *out, char *reason,
 int hk_semver_compare(const hk_semver_t *a, const hk_semver_t *b);
 
 /* The most comparators one range may list. */
-#define HK_SEMVER_SET_MAX 8
+#define HK_SEMVER_RANGE_MAX 8
 
 /* A parsed range: count comparators, all of which must hold; count 0 is
  * any release ("" or "*"). */
-typedef struct hk_semver_set {
+typedef struct hk_semver_range {
     unsigned count;
-    hk_semver_cmp_t cmp[HK_SEMVER_SET_MAX];
-} hk_semver_set_t;
+    hk_semver_cmp_t cmp[HK_SEMVER_RANGE_MAX];
+} hk_semver_range_t;
 
-/* Parses text[0..len) as a whole range (grammar above). Returns
- * HK_STATUS_OK and fills *out; HK_STATUS_INVALID_VALUE for a malformed range
- * (*out then any release, count 0), with a one-line reason that quotes the
- * range and, for a list, names the comparator at fault by position and text
- * ("'>=1.2, <2.x': comparator 2 '<2.x': minor is not a number: found 'x'");
- * HK_STATUS_NULL_POINTER as hk_semver_parse_n. Reason and borrowing as
- * hk_semver_parse_n. */
-hk_status_t hk_semver_set_parse_n(const char *text, size_t len, hk_semver_set_t *out,
-                                  char *reason, size_t reason_size);
+/* Parses text[0..len) as a whole range: one comparator, a list, or "" or
+ * "*" (grammar above). Returns HK_STATUS_OK and fills *out;
+ * HK_STATUS_INVALID_VALUE for a malformed range (*out then any release,
+ * count 0), with a one-line reason that quotes the range and, for a list,
+ * names the comparator at fault by position and text ("'>=1.2, <2.x':
+ * comparator 2 '<2.x': minor is not a number: found 'x'"); a single
+ * comparator's reason is its own ("'^1.x': minor is not a number: found
+ * 'x'"); HK_STATUS_NULL_POINTER as hk_semver_parse_n. Reason and borrowing
+ * as hk_semver_parse_n. */
+hk_status_t hk_semver_range_parse_n(const char *text, size_t len, hk_semver_range_t *out,
+                                    char *reason, size_t reason_size);
 
-/* hk_semver_set_parse_n over the NUL-terminated text (NULL: NULL_POINTER). */
-hk_status_t hk_semver_set_parse(const char *text, hk_semver_set_t *out, char *reason,
-                                size_t reason_size);
+/* hk_semver_range_parse_n over the NUL-terminated text (NULL: NULL_POINTER). */
+hk_status_t hk_semver_range_parse(const char *text, hk_semver_range_t *out, char *reason,
+                                  size_t reason_size);
 
-/* 1 when version v is in range s: every comparator holds, and a pre-release
+/* 1 when version v is in range r: every comparator holds, and a pre-release
  * is named by one of them (rule above); else 0; 0 when either is NULL. */
-int hk_semver_set_match(const hk_semver_set_t *s, const hk_semver_t *v);
+int hk_semver_range_match(const hk_semver_range_t *r, const hk_semver_t *v);
 
-/* 1 when v is not in s only because of the pre-release rule: v is a
+/* 1 when v is not in r only because of the pre-release rule: v is a
  * pre-release, every comparator holds, but none names a pre-release of v's
  * MAJOR.MINOR.PATCH ("*" or "<2" and 2.0.0-rc.1). Otherwise 0, and 0 when
  * either is NULL. */
-int hk_semver_set_skips_pre(const hk_semver_set_t *s, const hk_semver_t *v);
+int hk_semver_range_skips_pre(const hk_semver_range_t *r, const hk_semver_t *v);
 
 #ifdef __cplusplus
 }

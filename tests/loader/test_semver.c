@@ -182,9 +182,9 @@ static void test_range_parse(void)
         {"<1.2.3-rc.1", HK_SEMVER_LT, 3}, {"<=1.2.3", HK_SEMVER_LE, 3},
     };
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-        hk_semver_set_t r;
+        hk_semver_range_t r;
         char why[256];
-        CU_ASSERT_EQUAL(hk_semver_set_parse(ok[i].text, &r, why, sizeof(why)), HK_STATUS_OK);
+        CU_ASSERT_EQUAL(hk_semver_range_parse(ok[i].text, &r, why, sizeof(why)), HK_STATUS_OK);
         /* "" and "*" are a range of no comparator, anything else a range of one */
         CU_ASSERT_EQUAL(r.count, ok[i].op == HK_SEMVER_ANY ? 0u : 1u);
         if (r.count == 1) {
@@ -193,8 +193,8 @@ static void test_range_parse(void)
         }
     }
     /* a comma joins comparators into one range */
-    hk_semver_set_t list;
-    CU_ASSERT_EQUAL(hk_semver_set_parse(">=1.2, <2", &list, NULL, 0), HK_STATUS_OK);
+    hk_semver_range_t list;
+    CU_ASSERT_EQUAL(hk_semver_range_parse(">=1.2, <2", &list, NULL, 0), HK_STATUS_OK);
     CU_ASSERT_EQUAL(list.count, 2);
     CU_ASSERT(list.cmp[0].op == HK_SEMVER_GE && list.cmp[0].parts == 2);
     CU_ASSERT(list.cmp[1].op == HK_SEMVER_LT && list.cmp[1].parts == 1);
@@ -236,10 +236,10 @@ static void test_range_parse(void)
         {"^1.2.3.4", "unexpected '.' after patch"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        hk_semver_set_t r;
+        hk_semver_range_t r;
         char why[256] = "";
         memset(&r, 0xa5, sizeof(r));
-        CU_ASSERT_EQUAL(hk_semver_set_parse(bad[i].text, &r, why, sizeof(why)),
+        CU_ASSERT_EQUAL(hk_semver_range_parse(bad[i].text, &r, why, sizeof(why)),
                         HK_STATUS_INVALID_VALUE);
         if (!strstr(why, bad[i].why))
             fprintf(stderr, "\n  '%s': reason \"%s\", expected \"%s\"", bad[i].text, why,
@@ -247,9 +247,9 @@ static void test_range_parse(void)
         CU_ASSERT_PTR_NOT_NULL(strstr(why, bad[i].why));
         CU_ASSERT_EQUAL(r.count, 0); /* any release on failure */
     }
-    hk_semver_set_t r;
-    CU_ASSERT_EQUAL(hk_semver_set_parse(NULL, &r, NULL, 0), HK_STATUS_NULL_POINTER);
-    CU_ASSERT_EQUAL(hk_semver_set_parse("*", NULL, NULL, 0), HK_STATUS_NULL_POINTER);
+    hk_semver_range_t r;
+    CU_ASSERT_EQUAL(hk_semver_range_parse(NULL, &r, NULL, 0), HK_STATUS_NULL_POINTER);
+    CU_ASSERT_EQUAL(hk_semver_range_parse("*", NULL, NULL, 0), HK_STATUS_NULL_POINTER);
 }
 
 /* range, version, expected match, expected skips_pre */
@@ -309,27 +309,27 @@ static void test_range_match(void)
 {
     for (size_t i = 0; i < sizeof(match_table) / sizeof(match_table[0]); i++) {
         const char *text = match_table[i].range;
-        hk_semver_set_t r;
+        hk_semver_range_t r;
         hk_semver_t v;
-        CU_ASSERT_EQUAL_FATAL(hk_semver_set_parse(text, &r, NULL, 0), HK_STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(hk_semver_range_parse(text, &r, NULL, 0), HK_STATUS_OK);
         CU_ASSERT_EQUAL_FATAL(hk_semver_parse(match_table[i].version, &v, NULL, 0),
                               HK_STATUS_OK);
         /* one comparator is a range of one; "" and "*" a range of none */
         CU_ASSERT_EQUAL(r.count, (!*text || strcmp(text, "*") == 0) ? 0u : 1u);
-        int m = hk_semver_set_match(&r, &v), s = hk_semver_set_skips_pre(&r, &v);
+        int m = hk_semver_range_match(&r, &v), s = hk_semver_range_skips_pre(&r, &v);
         if (m != match_table[i].match || s != match_table[i].skips_pre)
             fprintf(stderr, "\n  %s in '%s': match %d skips_pre %d", match_table[i].version,
                     text, m, s);
         CU_ASSERT_EQUAL(m, match_table[i].match);
         CU_ASSERT_EQUAL(s, match_table[i].skips_pre);
     }
-    hk_semver_set_t r;
+    hk_semver_range_t r;
     hk_semver_t v;
-    CU_ASSERT_EQUAL(hk_semver_set_parse("*", &r, NULL, 0), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hk_semver_range_parse("*", &r, NULL, 0), HK_STATUS_OK);
     CU_ASSERT_EQUAL(hk_semver_parse("1.0.0", &v, NULL, 0), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(hk_semver_set_match(NULL, &v), 0);
-    CU_ASSERT_EQUAL(hk_semver_set_match(&r, NULL), 0);
-    CU_ASSERT_EQUAL(hk_semver_set_skips_pre(NULL, &v), 0);
+    CU_ASSERT_EQUAL(hk_semver_range_match(NULL, &v), 0);
+    CU_ASSERT_EQUAL(hk_semver_range_match(&r, NULL), 0);
+    CU_ASSERT_EQUAL(hk_semver_range_skips_pre(NULL, &v), 0);
 }
 
 void ts_register_semver(void)

@@ -1,4 +1,4 @@
-/* Ranges that list comparators (hk_semver_set_t in plugin_api/hk_semver.h):
+/* Ranges that list comparators (hk_semver_range_t in plugin_api/hk_semver.h):
  * the list grammar and its refusals, matching, and properties checked over a
  * table of versions in semver 2.0.0 precedence order. The properties are
  * stated by table position, not by hk_semver_compare, so a wrong precedence
@@ -20,12 +20,12 @@ static void test_set_parse_valid(void)
     } ok[] = {
         {"", 0}, {"*", 0}, {"^1", 1}, {"1.2.3", 1}, {">=1.2,<2", 2}, {">=1.2, <2", 2},
         {">=1.2 ,<2", 2}, {">=1.2   ,   <2", 2}, {"^1, ~1.2, >1.2.0", 3},
-        {"^1,~1.2,>1.2.0,<=1.9.9,=1.5.0,1.5.0,<2,>=1", HK_SEMVER_SET_MAX},
+        {"^1,~1.2,>1.2.0,<=1.9.9,=1.5.0,1.5.0,<2,>=1", HK_SEMVER_RANGE_MAX},
     };
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-        hk_semver_set_t s;
+        hk_semver_range_t s;
         char why[256] = "x";
-        hk_status_t st = hk_semver_set_parse(ok[i].text, &s, why, sizeof(why));
+        hk_status_t st = hk_semver_range_parse(ok[i].text, &s, why, sizeof(why));
         if (st != HK_STATUS_OK)
             fprintf(stderr, "\n  refused '%s': %s", ok[i].text, why);
         CU_ASSERT_EQUAL(st, HK_STATUS_OK);
@@ -34,8 +34,8 @@ static void test_set_parse_valid(void)
     }
     /* fields of each comparator, and borrowing of the text */
     const char *t = ">=2.0.0-rc.1 , <3";
-    hk_semver_set_t s;
-    CU_ASSERT_EQUAL_FATAL(hk_semver_set_parse(t, &s, NULL, 0), HK_STATUS_OK);
+    hk_semver_range_t s;
+    CU_ASSERT_EQUAL_FATAL(hk_semver_range_parse(t, &s, NULL, 0), HK_STATUS_OK);
     CU_ASSERT_EQUAL_FATAL(s.count, 2);
     CU_ASSERT_EQUAL(s.cmp[0].op, HK_SEMVER_GE);
     CU_ASSERT_EQUAL(s.cmp[0].parts, 3);
@@ -46,7 +46,7 @@ static void test_set_parse_valid(void)
     CU_ASSERT_EQUAL(s.cmp[1].parts, 1);
     CU_ASSERT(s.cmp[1].base.major == 3 && s.cmp[1].base.minor == 0 && !s.cmp[1].base.pre);
     /* a length-bounded parse reads no further than asked */
-    CU_ASSERT_EQUAL(hk_semver_set_parse_n(">=1, <2,,junk", 7, &s, NULL, 0), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hk_semver_range_parse_n(">=1, <2,,junk", 7, &s, NULL, 0), HK_STATUS_OK);
     CU_ASSERT_EQUAL(s.count, 2);
 }
 
@@ -80,10 +80,10 @@ static void test_set_parse_malformed(void)
         {">=1.2\n,<2", "unexpected 0x0a after minor"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        hk_semver_set_t s;
+        hk_semver_range_t s;
         char why[256] = "";
         memset(&s, 0xa5, sizeof(s));
-        hk_status_t st = hk_semver_set_parse(bad[i].text, &s, why, sizeof(why));
+        hk_status_t st = hk_semver_range_parse(bad[i].text, &s, why, sizeof(why));
         CU_ASSERT_EQUAL(st, HK_STATUS_INVALID_VALUE);
         if (!strstr(why, bad[i].why))
             fprintf(stderr, "\n  '%s': reason \"%s\", expected \"%s\"", bad[i].text, why,
@@ -97,15 +97,15 @@ static void test_set_parse_malformed(void)
     for (size_t i = 0; i + 10 < sizeof(huge); i += 10)
         memcpy(huge + i, ">=1.2.3,  ", 10);
     char why[256];
-    hk_semver_set_t s;
-    CU_ASSERT_EQUAL(hk_semver_set_parse(huge, &s, why, sizeof(why)), HK_STATUS_INVALID_VALUE);
+    hk_semver_range_t s;
+    CU_ASSERT_EQUAL(hk_semver_range_parse(huge, &s, why, sizeof(why)), HK_STATUS_INVALID_VALUE);
     CU_ASSERT(strlen(why) < 200);
     CU_ASSERT_PTR_NOT_NULL(strstr(why, "more than 8 comparators"));
     /* NULL */
-    CU_ASSERT_EQUAL(hk_semver_set_parse(NULL, &s, why, sizeof(why)), HK_STATUS_NULL_POINTER);
-    CU_ASSERT_EQUAL(hk_semver_set_parse("^1", NULL, NULL, 0), HK_STATUS_NULL_POINTER);
-    CU_ASSERT_EQUAL(hk_semver_set_parse_n(NULL, 2, &s, NULL, 0), HK_STATUS_NULL_POINTER);
-    CU_ASSERT_EQUAL(hk_semver_set_parse_n(NULL, 0, &s, NULL, 0), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hk_semver_range_parse(NULL, &s, why, sizeof(why)), HK_STATUS_NULL_POINTER);
+    CU_ASSERT_EQUAL(hk_semver_range_parse("^1", NULL, NULL, 0), HK_STATUS_NULL_POINTER);
+    CU_ASSERT_EQUAL(hk_semver_range_parse_n(NULL, 2, &s, NULL, 0), HK_STATUS_NULL_POINTER);
+    CU_ASSERT_EQUAL(hk_semver_range_parse_n(NULL, 0, &s, NULL, 0), HK_STATUS_OK);
     CU_ASSERT_EQUAL(s.count, 0);
 }
 
@@ -137,25 +137,25 @@ static void test_set_match(void)
         {"<=1.0.0, >=1.0.0", "1.0.0", 1, 0}, {"<=1.0.0, >=1.0.0", "1.0.1", 0, 0},
     };
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
-        hk_semver_set_t s;
+        hk_semver_range_t s;
         hk_semver_t v;
-        CU_ASSERT_EQUAL_FATAL(hk_semver_set_parse(table[i].range, &s, NULL, 0), HK_STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(hk_semver_range_parse(table[i].range, &s, NULL, 0), HK_STATUS_OK);
         CU_ASSERT_EQUAL_FATAL(hk_semver_parse(table[i].version, &v, NULL, 0), HK_STATUS_OK);
-        int m = hk_semver_set_match(&s, &v), k = hk_semver_set_skips_pre(&s, &v);
+        int m = hk_semver_range_match(&s, &v), k = hk_semver_range_skips_pre(&s, &v);
         if (m != table[i].match || k != table[i].skips_pre)
             fprintf(stderr, "\n  %s in '%s': match %d skips_pre %d", table[i].version,
                     table[i].range, m, k);
         CU_ASSERT_EQUAL(m, table[i].match);
         CU_ASSERT_EQUAL(k, table[i].skips_pre);
     }
-    hk_semver_set_t s;
+    hk_semver_range_t s;
     hk_semver_t v;
-    CU_ASSERT_EQUAL(hk_semver_set_parse("*", &s, NULL, 0), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hk_semver_range_parse("*", &s, NULL, 0), HK_STATUS_OK);
     CU_ASSERT_EQUAL(hk_semver_parse("1.0.0", &v, NULL, 0), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(hk_semver_set_match(NULL, &v), 0);
-    CU_ASSERT_EQUAL(hk_semver_set_match(&s, NULL), 0);
-    CU_ASSERT_EQUAL(hk_semver_set_skips_pre(NULL, &v), 0);
-    CU_ASSERT_EQUAL(hk_semver_set_skips_pre(&s, NULL), 0);
+    CU_ASSERT_EQUAL(hk_semver_range_match(NULL, &v), 0);
+    CU_ASSERT_EQUAL(hk_semver_range_match(&s, NULL), 0);
+    CU_ASSERT_EQUAL(hk_semver_range_skips_pre(NULL, &v), 0);
+    CU_ASSERT_EQUAL(hk_semver_range_skips_pre(&s, NULL), 0);
 }
 
 /* ---- properties over a precedence table ---- */
@@ -245,10 +245,10 @@ static int names_pre(size_t o, size_t k)
  * disagreements. */
 static size_t check_range(const char *text, size_t nop, const size_t op[2], const size_t o[2])
 {
-    hk_semver_set_t s;
+    hk_semver_range_t s;
     char why[256];
     size_t bad = 0;
-    if (hk_semver_set_parse(text, &s, why, sizeof(why)) != HK_STATUS_OK) {
+    if (hk_semver_range_parse(text, &s, why, sizeof(why)) != HK_STATUS_OK) {
         fprintf(stderr, "\n  '%s' refused: %s", text, why);
         return 1;
     }
@@ -258,8 +258,8 @@ static size_t check_range(const char *text, size_t nop, const size_t op[2], cons
             holds &= op_holds(op[x], k, o[x]);
             named |= names_pre(o[x], k);
         }
-        int m = hk_semver_set_match(&s, &pv[k]), sk = hk_semver_set_skips_pre(&s, &pv[k]);
-        int mb = hk_semver_set_match(&s, &pb[k]);
+        int m = hk_semver_range_match(&s, &pv[k]), sk = hk_semver_range_skips_pre(&s, &pv[k]);
+        int mb = hk_semver_range_match(&s, &pb[k]);
         if (m != (holds && named) || sk != (holds && !named) || mb != m) {
             if (bad++ < 3)
                 fprintf(stderr, "\n  %s in '%s': match %d (build twin %d) skips_pre %d", prec[k],
@@ -272,10 +272,10 @@ static size_t check_range(const char *text, size_t nop, const size_t op[2], cons
 /* 1 when version v is in range r (both well formed). */
 static int in(const char *r, const char *v)
 {
-    hk_semver_set_t s;
+    hk_semver_range_t s;
     hk_semver_t x;
-    return hk_semver_set_parse(r, &s, NULL, 0) == HK_STATUS_OK
-           && hk_semver_parse(v, &x, NULL, 0) == HK_STATUS_OK && hk_semver_set_match(&s, &x);
+    return hk_semver_range_parse(r, &s, NULL, 0) == HK_STATUS_OK
+           && hk_semver_parse(v, &x, NULL, 0) == HK_STATUS_OK && hk_semver_range_match(&s, &x);
 }
 
 /* Every operator on every table version, alone and with every other in a
