@@ -98,7 +98,7 @@ typedef struct hk__rule {
     const char *name;  /* NULL for a path entry */
     size_t name_len;
     int has_range;     /* 0: a whole-name exclusion */
-    hk_semver_set_t range;
+    hk_semver_range_t range;
     const char *range_text;
     int have_id;       /* a path entry's file could be stat'ed */
     dev_t dev;
@@ -191,7 +191,7 @@ static int hk__rule_parse(const char *var, char *entry, hk__rule_t *r, char *why
         return 0;
     r->has_range = 1;
     r->range_text = at + 1;
-    if (hk_semver_set_parse(at + 1, &r->range, sv, sizeof(sv)) != HK_STATUS_OK) {
+    if (hk_semver_range_parse(at + 1, &r->range, sv, sizeof(sv)) != HK_STATUS_OK) {
         snprintf(why, wn, "bad range: %s", sv);
         return -1;
     }
@@ -292,7 +292,7 @@ static const hk__rule_t *hk__excluded_by(const hk__rules_t *rules, const hk_plug
                 || (r->have_id && r->dev == p->dev && r->ino == p->ino))
                 return r;
         } else if (hk__rule_names(r, p->name)) {
-            if (!r->has_range || (v && hk_semver_set_match(&r->range, v)))
+            if (!r->has_range || (v && hk_semver_range_match(&r->range, v)))
                 return r;
         }
     }
@@ -303,7 +303,7 @@ typedef struct hk__request {
     const char *text;
     char *name;             /* owned copy of the name */
     const char *range_text; /* after '@', "*" when none */
-    hk_semver_set_t range;
+    hk_semver_range_t range;
 } hk__request_t;
 
 /* Checks v against every range that applies to a request for p's name:
@@ -316,17 +316,17 @@ static hk_select_verdict_t hk__in_ranges(const hk__request_t *req, const hk__rul
                                          const hk__rule_t **rule)
 {
     int named = v->pre_len == 0;
-    if (hk_semver_set_match(&req->range, v))
+    if (hk_semver_range_match(&req->range, v))
         named = 1;
-    else if (!hk_semver_set_skips_pre(&req->range, v))
+    else if (!hk_semver_range_skips_pre(&req->range, v))
         return HK_SELECT_OUT_OF_RANGE;
     for (size_t i = 0; i < rules->n; i++) {
         const hk__rule_t *r = &rules->list[i];
         if (strcmp(r->var, HK__PIN_ENV) != 0 || !hk__rule_names(r, p->name))
             continue;
-        if (hk_semver_set_match(&r->range, v))
+        if (hk_semver_range_match(&r->range, v))
             named = 1;
-        else if (!hk_semver_set_skips_pre(&r->range, v)) {
+        else if (!hk_semver_range_skips_pre(&r->range, v)) {
             *rule = r;
             return HK_SELECT_PINNED;
         }
@@ -375,7 +375,7 @@ static hk_status_t hk__request_parse(const char *text, hk__request_t *req, hk__t
         return HK_STATUS_OUT_OF_MEMORY;
     }
     req->range_text = at && at[1] ? at + 1 : "*";
-    if (hk_semver_set_parse(at ? at + 1 : "", &req->range, sv, sizeof(sv)) != HK_STATUS_OK) {
+    if (hk_semver_range_parse(at ? at + 1 : "", &req->range, sv, sizeof(sv)) != HK_STATUS_OK) {
         hk__text_add(err, "%s: bad range: %s", clean, sv);
         return HK_STATUS_INVALID_VALUE;
     }
@@ -499,7 +499,7 @@ static void hk__reason(char *dst, size_t n, const hk__sel_cand_t *c, const hk__s
                      chosen->p->version, chosen->p->path);
         break;
     case HK_SELECT_OUT_OF_RANGE:
-        if (hk_semver_set_skips_pre(&req->range, &c->v))
+        if (hk_semver_range_skips_pre(&req->range, &c->v))
             hk__text_add(&t, "pre-release outside %s (name a pre-release of %llu.%llu.%llu "
                          "in the request or " HK__PIN_ENV " to select it)", req->range_text,
                          (unsigned long long)c->v.major, (unsigned long long)c->v.minor,

@@ -333,9 +333,9 @@ int hk_semver_compare(const hk_semver_t *a, const hk_semver_t *b)
     return c;
 }
 
-/* ---- ranges ---- */
+/* ---- comparators ---- */
 
-static void hk__range_any(hk_semver_range_t *out)
+static void hk__comparator_any(hk_semver_cmp_t *out)
 {
     memset(out, 0, sizeof(*out));
     out->op = HK_SEMVER_ANY;
@@ -373,16 +373,16 @@ static void hk__short_fail(char *reason, size_t rn, const char *s, size_t n, siz
 }
 
 /* Parses s[0..n) as one comparator, "" or "*", all of it. */
-static hk_status_t hk__comparator(const char *s, size_t n, hk_semver_range_t *out, char *reason,
+static hk_status_t hk__comparator(const char *s, size_t n, hk_semver_cmp_t *out, char *reason,
                                   size_t rn)
 {
-    hk_semver_range_t r;
+    hk_semver_cmp_t r;
     size_t skip = 0;
     unsigned min_parts = 3;
     char cb[8];
 
-    hk__range_any(out);
-    hk__range_any(&r);
+    hk__comparator_any(out);
+    hk__comparator_any(&r);
     if (n == 0 || (n == 1 && s[0] == '*')) {
         hk__ok(reason, rn);
         return HK_STATUS_OK;
@@ -420,31 +420,7 @@ static hk_status_t hk__comparator(const char *s, size_t n, hk_semver_range_t *ou
     return HK_STATUS_OK;
 }
 
-hk_status_t hk_semver_range_parse_n(const char *text, size_t len, hk_semver_range_t *out,
-                                    char *reason, size_t reason_size)
-{
-    if (!out || (!text && len > 0)) {
-        if (out)
-            hk__range_any(out);
-        hk__fail(reason, reason_size, "", 0, "NULL argument");
-        return HK_STATUS_NULL_POINTER;
-    }
-    return hk__comparator(text, len, out, reason, reason_size);
-}
-
-hk_status_t hk_semver_range_parse(const char *text, hk_semver_range_t *out, char *reason,
-                                  size_t reason_size)
-{
-    if (!text) {
-        if (out)
-            hk__range_any(out);
-        hk__fail(reason, reason_size, "", 0, "NULL argument");
-        return HK_STATUS_NULL_POINTER;
-    }
-    return hk_semver_range_parse_n(text, strlen(text), out, reason, reason_size);
-}
-
-/* ---- lists of comparators ---- */
+/* ---- ranges: lists of comparators ---- */
 
 static int hk__has_bars(const char *s, size_t n)
 {
@@ -456,16 +432,16 @@ static int hk__has_bars(const char *s, size_t n)
 
 /* Parses the comma-separated list text[0..len) into *out (zeroed by the
  * caller); a failure names the comparator by position and text. */
-static hk_status_t hk__list(const char *text, size_t len, hk_semver_set_t *out, char *reason,
-                            size_t rn)
+static hk_status_t hk__list(const char *text, size_t len, hk_semver_range_t *out,
+                            char *reason, size_t rn)
 {
     char sub[256];
     size_t start = 0, pieces = 1;
 
     for (size_t i = 0; i < len; i++)
         pieces += text[i] == ',';
-    if (pieces > HK_SEMVER_SET_MAX) {
-        hk__fail(reason, rn, text, len, "more than %d comparators", HK_SEMVER_SET_MAX);
+    if (pieces > HK_SEMVER_RANGE_MAX) {
+        hk__fail(reason, rn, text, len, "more than %d comparators", HK_SEMVER_RANGE_MAX);
         return HK_STATUS_INVALID_VALUE;
     }
     for (unsigned k = 0;; k++) {
@@ -497,8 +473,8 @@ static hk_status_t hk__list(const char *text, size_t len, hk_semver_set_t *out, 
     }
 }
 
-hk_status_t hk_semver_set_parse_n(const char *text, size_t len, hk_semver_set_t *out,
-                                  char *reason, size_t reason_size)
+hk_status_t hk_semver_range_parse_n(const char *text, size_t len, hk_semver_range_t *out,
+                                    char *reason, size_t reason_size)
 {
     hk_status_t st;
 
@@ -529,8 +505,8 @@ hk_status_t hk_semver_set_parse_n(const char *text, size_t len, hk_semver_set_t 
     return HK_STATUS_OK;
 }
 
-hk_status_t hk_semver_set_parse(const char *text, hk_semver_set_t *out, char *reason,
-                                size_t reason_size)
+hk_status_t hk_semver_range_parse(const char *text, hk_semver_range_t *out, char *reason,
+                                  size_t reason_size)
 {
     if (!text) {
         if (out)
@@ -538,7 +514,7 @@ hk_status_t hk_semver_set_parse(const char *text, hk_semver_set_t *out, char *re
         hk__fail(reason, reason_size, "", 0, "NULL argument");
         return HK_STATUS_NULL_POINTER;
     }
-    return hk_semver_set_parse_n(text, strlen(text), out, reason, reason_size);
+    return hk_semver_range_parse_n(text, strlen(text), out, reason, reason_size);
 }
 
 /* ---- matching ---- */
@@ -551,7 +527,7 @@ static int hk__has_pre(const hk_semver_t *v)
 /* The operator's own condition, pre-release rule left aside. Written as
  * "same major (and minor...)" rather than with an upper bound, so that a
  * range at UINT64_MAX needs no MAJOR+1 that would wrap. */
-static int hk__op_holds(const hk_semver_range_t *r, const hk_semver_t *v)
+static int hk__op_holds(const hk_semver_cmp_t *r, const hk_semver_t *v)
 {
     const hk_semver_t *b = &r->base;
     int c = hk_semver_compare(v, b);
@@ -583,50 +559,36 @@ static int hk__op_holds(const hk_semver_range_t *r, const hk_semver_t *v)
 }
 
 /* The comparator names a pre-release of v's MAJOR.MINOR.PATCH. */
-static int hk__names_pre_of(const hk_semver_range_t *r, const hk_semver_t *v)
+static int hk__names_pre_of(const hk_semver_cmp_t *r, const hk_semver_t *v)
 {
     const hk_semver_t *b = &r->base;
     return r->op != HK_SEMVER_ANY && hk__has_pre(b) && b->major == v->major
            && b->minor == v->minor && b->patch == v->patch;
 }
 
-int hk_semver_range_match(const hk_semver_range_t *r, const hk_semver_t *v)
-{
-    if (!r || !v || !hk__op_holds(r, v))
-        return 0;
-    return !hk__has_pre(v) || hk__names_pre_of(r, v);
-}
-
-int hk_semver_range_skips_pre(const hk_semver_range_t *r, const hk_semver_t *v)
-{
-    if (!r || !v || !hk__has_pre(v))
-        return 0;
-    return hk__op_holds(r, v) && !hk__names_pre_of(r, v);
-}
-
-/* 1 when every comparator of s holds for v; *named says whether v is a
+/* 1 when every comparator of r holds for v; *named says whether v is a
  * release or a pre-release that one of them names. A hand-made count past
  * the array is read as the array. */
-static int hk__set_holds(const hk_semver_set_t *s, const hk_semver_t *v, int *named)
+static int hk__range_holds(const hk_semver_range_t *r, const hk_semver_t *v, int *named)
 {
-    unsigned n = s->count < HK_SEMVER_SET_MAX ? s->count : HK_SEMVER_SET_MAX;
+    unsigned n = r->count < HK_SEMVER_RANGE_MAX ? r->count : HK_SEMVER_RANGE_MAX;
     *named = !hk__has_pre(v);
     for (unsigned i = 0; i < n; i++) {
-        if (!hk__op_holds(&s->cmp[i], v))
+        if (!hk__op_holds(&r->cmp[i], v))
             return 0;
-        *named |= hk__names_pre_of(&s->cmp[i], v);
+        *named |= hk__names_pre_of(&r->cmp[i], v);
     }
     return 1;
 }
 
-int hk_semver_set_match(const hk_semver_set_t *s, const hk_semver_t *v)
+int hk_semver_range_match(const hk_semver_range_t *r, const hk_semver_t *v)
 {
     int named;
-    return s && v && hk__set_holds(s, v, &named) && named;
+    return r && v && hk__range_holds(r, v, &named) && named;
 }
 
-int hk_semver_set_skips_pre(const hk_semver_set_t *s, const hk_semver_t *v)
+int hk_semver_range_skips_pre(const hk_semver_range_t *r, const hk_semver_t *v)
 {
     int named;
-    return s && v && hk__has_pre(v) && hk__set_holds(s, v, &named) && !named;
+    return r && v && hk__has_pre(v) && hk__range_holds(r, v, &named) && !named;
 }

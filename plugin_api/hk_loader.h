@@ -397,7 +397,7 @@ const char *hk_load_stage_name(hk_load_stage_t stage);
  *   "NAME@RANGE"    the highest version of NAME in RANGE, one comparator or a
  *                   comma-separated list that must all hold ("hk-cpu@^1",
  *                   "hk-cpu@>=1.0, <2"; grammar, precedence and the
- *                   pre-release rule in hk_semver.h, hk_semver_set_t; build
+ *                   pre-release rule in hk_semver.h, hk_semver_range_t; build
  *                   metadata is ignored)
  *   a path          a request that contains '/' or ends in ".so" is a file:
  *                   it is loaded with hk_loader_open, exactly that file, and

@@ -40,7 +40,7 @@
  * Spaces (0x20) directly before and after a comma are ignored; no other
  * space is accepted (not at either end, not between an operator and its
  * version), nor any other white space. A list holds at most
- * HK_SEMVER_SET_MAX comparators; an empty one (",," or a comma at either
+ * HK_SEMVER_RANGE_MAX comparators; an empty one (",," or a comma at either
  * end) is refused. Nothing else is accepted: no "v", no "x" wildcards, no
  * "||" alternatives, no hyphen ranges.
  *
@@ -52,12 +52,9 @@
  * match no pre-release at all (not even 2.0.0-rc.1, which is below 2.0.0): a
  * pre-release is only ever chosen when asked for by name.
  *
- * Two types carry a parsed range: hk_semver_range_t holds one comparator
- * (its functions take a single comparator and refuse a list), and
- * hk_semver_set_t holds a whole range, list or not. A plugin request is
- * parsed as an hk_semver_set_t. hk_semver_range_t keeps the size it had
- * before lists existed, so that a program built against it keeps working
- * with a newer loader library.
+ * One type carries a parsed range, list or not: hk_semver_range_t, whose
+ * elements are its comparators (hk_semver_cmp_t). A plugin request's range
+ * is parsed into it, and a single comparator is a range of one.
  *
  * Parsed structs borrow the text they were parsed from (pre and build point
  * into it): keep the text alive and unchanged while the struct is used.
@@ -98,14 +95,14 @@ typedef enum hk_semver_op {
     HK_SEMVER_LE = 7     /* "<=1.2.3" */
 } hk_semver_op_t;
 
-/* One parsed comparator: the operator ("=1.2.3" is EXACT), the version
- * written after it (numbers left out are 0) and how many numbers were written
- * (1 to 3; 0 for ANY). */
-typedef struct hk_semver_range {
+/* One parsed comparator, an element of a range: the operator ("=1.2.3" is
+ * EXACT), the version written after it (numbers left out are 0) and how many
+ * numbers were written (1 to 3; 0 for ANY). */
+typedef struct hk_semver_cmp {
     hk_semver_op_t op;
     unsigned parts;
     hk_semver_t base;
-} hk_semver_range_t;
+} hk_semver_cmp_t;
 
 /* Parses text[0..len) as one version (all of it: nothing may follow).
  * Returns HK_STATUS_OK and fills *out; HK_STATUS_INVALID_VALUE for malformed
@@ -127,9 +124,25 @@ hk_status_t hk_semver_parse(const char *text, hk_semver_t *out, char *reason,
  * to NULL. */
 int hk_semver_compare(const hk_semver_t *a, const hk_semver_t *b);
 
-/* Parses text[0..len) as one comparator, or "" or "*" (grammar above; a
- * comma is refused: a list needs hk_semver_set_parse_n). Statuses, reason
- * and borrowing as hk_semver_parse_n; on failure *out is an ANY range. */
+/* The most comparators one range may list. */
+#define HK_SEMVER_RANGE_MAX 8
+
+/* A parsed range: count comparators, all of which must hold; count 0 is
+ * any release ("" or "*"). */
+typedef struct hk_semver_range {
+    unsigned count;
+    hk_semver_cmp_t cmp[HK_SEMVER_RANGE_MAX];
+} hk_semver_range_t;
+
+/* Parses text[0..len) as a whole range: one comparator, a list, or "" or
+ * "*" (grammar above). Returns HK_STATUS_OK and fills *out;
+ * HK_STATUS_INVALID_VALUE for a malformed range (*out then any release,
+ * count 0), with a one-line reason that quotes the range and, for a list,
+ * names the comparator at fault by position and text ("'>=1.2, <2.x':
+ * comparator 2 '<2.x': minor is not a number: found 'x'"); a single
+ * comparator's reason is its own ("'^1.x': minor is not a number: found
+ * 'x'"); HK_STATUS_NULL_POINTER as hk_semver_parse_n. Reason and borrowing
+ * as hk_semver_parse_n. */
 hk_status_t hk_semver_range_parse_n(const char *text, size_t len, hk_semver_range_t *out,
                                     char *reason, size_t reason_size);
 
@@ -137,50 +150,15 @@ hk_status_t hk_semver_range_parse_n(const char *text, size_t len, hk_semver_rang
 hk_status_t hk_semver_range_parse(const char *text, hk_semver_range_t *out, char *reason,
                                   size_t reason_size);
 
-/* 1 when version v satisfies comparator r (pre-release rule above, with r
- * as the whole range), else 0; 0 when either is NULL. */
+/* 1 when version v is in range r: every comparator holds, and a pre-release
+ * is named by one of them (rule above); else 0; 0 when either is NULL. */
 int hk_semver_range_match(const hk_semver_range_t *r, const hk_semver_t *v);
 
 /* 1 when v is not in r only because of the pre-release rule: v is a
- * pre-release, r's operator condition holds for v, but r names no
- * pre-release of v's MAJOR.MINOR.PATCH ("*" and 2.0.0-rc.1, "^1" and
- * 1.5.0-beta). Lets a caller explain why a pre-release was passed over.
- * Otherwise 0, and 0 when either is NULL. */
-int hk_semver_range_skips_pre(const hk_semver_range_t *r, const hk_semver_t *v);
-
-/* The most comparators one range may list. */
-#define HK_SEMVER_SET_MAX 8
-
-/* A parsed range: count comparators, all of which must hold; count 0 is
- * any release ("" or "*"). */
-typedef struct hk_semver_set {
-    unsigned count;
-    hk_semver_range_t cmp[HK_SEMVER_SET_MAX];
-} hk_semver_set_t;
-
-/* Parses text[0..len) as a whole range (grammar above). Returns
- * HK_STATUS_OK and fills *out; HK_STATUS_INVALID_VALUE for a malformed range
- * (*out then any release, count 0), with a one-line reason that quotes the
- * range and, for a list, names the comparator at fault by position and text
- * ("'>=1.2, <2.x': comparator 2 '<2.x': minor is not a number: found 'x'");
- * HK_STATUS_NULL_POINTER as hk_semver_parse_n. Reason and borrowing as
- * hk_semver_parse_n. */
-hk_status_t hk_semver_set_parse_n(const char *text, size_t len, hk_semver_set_t *out,
-                                  char *reason, size_t reason_size);
-
-/* hk_semver_set_parse_n over the NUL-terminated text (NULL: NULL_POINTER). */
-hk_status_t hk_semver_set_parse(const char *text, hk_semver_set_t *out, char *reason,
-                                size_t reason_size);
-
-/* 1 when version v is in range s: every comparator holds, and a pre-release
- * is named by one of them (rule above); else 0; 0 when either is NULL. */
-int hk_semver_set_match(const hk_semver_set_t *s, const hk_semver_t *v);
-
-/* 1 when v is not in s only because of the pre-release rule: v is a
  * pre-release, every comparator holds, but none names a pre-release of v's
  * MAJOR.MINOR.PATCH ("*" or "<2" and 2.0.0-rc.1). Otherwise 0, and 0 when
  * either is NULL. */
-int hk_semver_set_skips_pre(const hk_semver_set_t *s, const hk_semver_t *v);
+int hk_semver_range_skips_pre(const hk_semver_range_t *r, const hk_semver_t *v);
 
 #ifdef __cplusplus
 }

@@ -89,8 +89,8 @@ static int check_one(hk_loader_t *loader, const char *where, const char *name, c
     hk_status_t st;
     int ok;
     if (strstr(before, "HK_PLUGIN_EXCLUDE")) {
-        hk_semver_set_t s;
-        ok = hk_semver_set_parse_n(r, rn, &s, NULL, 0) == HK_STATUS_OK;
+        hk_semver_range_t s;
+        ok = hk_semver_range_parse_n(r, rn, &s, NULL, 0) == HK_STATUS_OK;
         st = ok ? HK_STATUS_OK : HK_STATUS_INVALID_VALUE;
     } else if (strncmp(r + rn, ": bad range", 11) == 0) {
         st = hk_loader_select(loader, req, &p);
