@@ -272,18 +272,13 @@ static void hk__child_verify(int out, hk_plugin_t *p)
     hk__child_trim(out, p);
 }
 
-/* One candidate, in a child of the probe. Never returns. */
-static void hk__probe_child(int fd, int out, int err)
+/* Loads the build behind fd (its /proc/self/fd name), says it loaded, and
+ * negotiates with it into *p; a failure is answered (and the process ends).
+ * The one-shot probe and the verifier's requests both start so. */
+static lt_dlhandle hk__child_load(lt_dladvise advise, int fd, int out, hk_plugin_t *p)
 {
     static char reason[HK__REASON_MAX];
     char name[48];
-    lt_dladvise advise;
-    hk_plugin_t p;
-
-    hk__child_setup(fd, out, err);
-    out = HK__PROBE_FD_HOST;
-    if (hk__ltdl_init(&advise) != HK_STATUS_OK)
-        hk__answer(out, HK_STAGE_OPEN, HK_STATUS_INTERNAL, NULL, "libltdl cannot start");
     snprintf(name, sizeof(name), "/proc/self/fd/%d", fd);
     lt_dlhandle module = hk__ltdl_open_name(advise, name, name, reason, sizeof(reason));
     if (!module)
@@ -291,7 +286,6 @@ static void hk__probe_child(int fd, int out, int err)
     char loaded = HK__PROBE_LOADED;
     if (hk__write_all(out, &loaded, 1) != 0)
         _exit(1);
-
     void *sym = hk__ltdl_sym(module, HK_ENTRY_SYMBOL);
     if (!sym) {
         snprintf(reason, sizeof(reason), "missing entry symbol %s", HK_ENTRY_SYMBOL);
@@ -299,8 +293,22 @@ static void hk__probe_child(int fd, int out, int err)
     }
     hk_negotiate_fn entry;
     memcpy(&entry, &sym, sizeof(entry));
-    memset(&p, 0, sizeof(p));
-    hk__child_negotiate(out, entry, &p);
+    memset(p, 0, sizeof(*p));
+    hk__child_negotiate(out, entry, p);
+    return module;
+}
+
+/* One candidate, in a child of the probe. Never returns. */
+static void hk__probe_child(int fd, int out, int err)
+{
+    lt_dladvise advise;
+    hk_plugin_t p;
+
+    hk__child_setup(fd, out, err);
+    out = HK__PROBE_FD_HOST;
+    if (hk__ltdl_init(&advise) != HK_STATUS_OK)
+        hk__answer(out, HK_STAGE_OPEN, HK_STATUS_INTERNAL, NULL, "libltdl cannot start");
+    hk__child_load(advise, fd, out, &p);
     if (hk__args.flags & HK__PROBE_VERIFY)
         hk__child_verify(out, &p);
     hk__answer(out, HK_STAGE_LOADED, HK_STATUS_OK, &p, "");
@@ -322,26 +330,9 @@ static int hk__arg(const char *s, unsigned long max, unsigned long *v)
  * is unload-safe, else kept), and the next request comes. */
 static void hk__serve_one(lt_dladvise advise, int fd)
 {
-    static char reason[HK__REASON_MAX];
-    char name[48];
     hk_plugin_t p;
     int out = HK__PROBE_FD_HOST;
-    snprintf(name, sizeof(name), "/proc/self/fd/%d", fd);
-    lt_dlhandle module = hk__ltdl_open_name(advise, name, name, reason, sizeof(reason));
-    if (!module)
-        hk__answer(out, HK_STAGE_OPEN, HK_STATUS_LOAD_FAILED, NULL, reason);
-    char loaded = HK__PROBE_LOADED;
-    if (hk__write_all(out, &loaded, 1) != 0)
-        _exit(1);
-    void *sym = hk__ltdl_sym(module, HK_ENTRY_SYMBOL);
-    if (!sym) {
-        snprintf(reason, sizeof(reason), "missing entry symbol %s", HK_ENTRY_SYMBOL);
-        hk__answer(out, HK_STAGE_SYMBOL, HK_STATUS_NOT_FOUND, NULL, reason);
-    }
-    hk_negotiate_fn entry;
-    memcpy(&entry, &sym, sizeof(entry));
-    memset(&p, 0, sizeof(p));
-    hk__child_negotiate(out, entry, &p);
+    lt_dlhandle module = hk__child_load(advise, fd, out, &p);
     hk__child_verify(out, &p);
     hk__answer(out, HK_STAGE_LOADED, HK_STATUS_OK, &p, "");
     if (p.flags & HK_PLUGIN_UNLOAD_SAFE)
