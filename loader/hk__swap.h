@@ -512,6 +512,7 @@ typedef struct hk_swap_prepared {
                                the host runs it */
     hk_swap_verify_fn verify; /* the host's own verification; NULL: none */
     void *verify_user;
+    int keep_old;           /* hk_swap_options_t.keep_old: leave the old modules open */
     char stuck_why[640];    /* the first such call */
     unsigned destroys_failed; /* this swap's handle_destroy calls that failed */
     unsigned unloads_failed;  /* and unloads of libraries of movable handles */

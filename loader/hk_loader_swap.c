@@ -459,8 +459,10 @@ static void hk__finish(hk__job_t *job)
     HK__TRACE(HK__TRACE_DECISIONS, "swap", "drained: no call runs on the %zu old binding%s any "
               "more, their handles destroyed, %.1f us after the switch", job->nmovers,
               job->nmovers == 1 ? "" : "s", (double)(t_drained - job->t[4]) / 1e3);
-    if (olds) /* without the list the old modules just stay open */
+    if (olds && !job->keep_old) /* without the list the old modules just stay open */
         hk__job_close_old(job, olds);
+    else if (job->keep_old)
+        HK__TRACE(HK__TRACE_DECISIONS, "swap", "the old modules stay open (keep_old)");
     hk__guard_done(&g, "destroying the old handles and closing their modules");
     free(olds);
     hk__swap_record_times(job->sw, job->t, job->t_commit, t_drained, hk__now_ns());
@@ -555,6 +557,7 @@ static hk_status_t hk__job_begin(hk_loader_t *loader, const char *request,
     job->deadline_ns = dl_us < 0 ? 0 : dl_us == 0 ? loader->deadline_ns : (uint64_t)dl_us * 1000u;
     job->verify = o.verify;
     job->verify_user = o.verify_user;
+    job->keep_old = o.keep_old != 0;
     job->t[0] = t0;
     job->owner = pthread_self();
     snprintf(job->request, sizeof(job->request), "%s", request);

@@ -110,6 +110,15 @@
  * that keeps them holds hk_plugin_acquire() on the plugin for as long as it
  * uses them, and an acquired plugin is never closed.
  *
+ * Keeping the old build open. With hk_swap_options_t.keep_old the modules a
+ * swap moves handles away from are not closed: their code, and what they
+ * keep between handles (hk-cuda: its kernel library, loaded in the device
+ * contexts), stay in the process, and a swap back to such a build opens
+ * nothing and loads no code again. That is what makes a swap back cheap
+ * when loading code is not (a driver loads code into a context only between
+ * launches: under a flood of launches the load waits, see "Held calls").
+ * The price is the old build's memory until the module is closed.
+ *
  * Deadlines. Each call a swap makes into a plugin's handle_create,
  * handle_destroy or hk.trim/1 runs on a thread of its own, and the swap
  * waits for it up to the deadline (hk_swap_options_t.deadline_us; by
@@ -317,6 +326,15 @@ typedef struct hk_swap_options {
      * why_len bytes, NUL-terminated), which refuses the swap. NULL: none. */
     hk_swap_verify_fn verify;
     void *verify_user;     /* given to verify as it is */
+    /* Added after the fields above. Nonzero: the modules this swap moves
+     * handles away from stay open after the drain (no hk.trim/1, no close),
+     * with their code and what they keep between handles still loaded, so
+     * that a swap back to one of them opens nothing again and loads no code
+     * into a device context again (see "Keeping the old build open"). Such
+     * a module stays open until a later swap moves handles away from it
+     * without keep_old and nothing reaches it, or hk_loader_destroy. 0 (the
+     * default): closed after the drain when nothing reaches it. */
+    uint32_t keep_old;
 } hk_swap_options_t;
 
 /* Binds movable handles to the plugin that request resolves to (see the file

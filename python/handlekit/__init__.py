@@ -81,9 +81,10 @@ def mhandle(request, device=None, checked=False):
     return default_loader().mhandle(request, device=device, checked=checked)
 
 
-def swap(request, from_name=None, hold_after_us=0):
+def swap(request, from_name=None, hold_after_us=0, keep_old=False):
     """Moves the default loader's movable handles to request: Loader.swap."""
-    return default_loader().swap(request, from_name=from_name, hold_after_us=hold_after_us)
+    return default_loader().swap(request, from_name=from_name, hold_after_us=hold_after_us,
+                                 keep_old=keep_old)
 
 
 def swap_prepare(request, from_name=None, hold_after_us=0):

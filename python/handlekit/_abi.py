@@ -229,7 +229,7 @@ SwapVerifyFn = ctypes.CFUNCTYPE(status_t, ctypes.c_void_p, ctypes.c_void_p, ctyp
 class SwapOptions(Structure):
     _fields_ = [('size', c_uint32), ('from', c_char_p), ('hold_after_us', c_int64),
                 ('hold_max_us', c_int64), ('deadline_us', c_int64), ('verify', SwapVerifyFn),
-                ('verify_user', ctypes.c_void_p)]
+                ('verify_user', ctypes.c_void_p), ('keep_old', c_uint32)]
 
 
 class MhandlePin(Structure):

@@ -95,15 +95,16 @@ class Loader:
         from ._swap import MovableHandle
         return MovableHandle(self, request, device=device, checked=checked)
 
-    def swap(self, request, from_name=None, hold_after_us=0, verify=None):
+    def swap(self, request, from_name=None, hold_after_us=0, verify=None, keep_old=False):
         """hk_loader_swap: moves the movable handles (only those whose plugin
         is named from_name, when given) to the plugin request resolves to,
         after verifying it (its self-check or the BLAS1 workload, then
         verify(plugin_address, handle_address) when given: raise to refuse);
-        returns that Plugin. HandlekitError with the loader's reason when
-        refused (nothing moved then)."""
+        returns that Plugin. keep_old: the builds left behind stay open, so
+        that a swap back loads nothing again. HandlekitError with the
+        loader's reason when refused (nothing moved then)."""
         from . import _swap
-        return _swap.swap(self, request, from_name, hold_after_us, verify)
+        return _swap.swap(self, request, from_name, hold_after_us, verify, keep_old)
 
     def swap_prepare(self, request, from_name=None, hold_after_us=0):
         """hk_loader_swap_prepare: everything a swap does before the switch;

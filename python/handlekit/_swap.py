@@ -222,8 +222,8 @@ def _verify_fn(verify):
     return _abi.SwapVerifyFn(call)
 
 
-def _options(from_name, hold_after_us, verify=None):
-    o = _abi.SwapOptions(size=ctypes.sizeof(_abi.SwapOptions))
+def _options(from_name, hold_after_us, verify=None, keep_old=False):
+    o = _abi.SwapOptions(size=ctypes.sizeof(_abi.SwapOptions), keep_old=1 if keep_old else 0)
     if from_name is not None:
         setattr(o, 'from', _limits.cstring(from_name, 'from_name'))  # the struct keeps the bytes
     o.hold_after_us = _limits.int64(hold_after_us, 'hold_after_us')
@@ -232,9 +232,9 @@ def _options(from_name, hold_after_us, verify=None):
     return o
 
 
-def swap(loader, request, from_name, hold_after_us, verify=None):
+def swap(loader, request, from_name, hold_after_us, verify=None, keep_old=False):
     fn = _need(loader._lib, 'hk_loader_swap')
-    opts, to = _options(from_name, hold_after_us, verify), c_void_p()
+    opts, to = _options(from_name, hold_after_us, verify, keep_old), c_void_p()
     _cancel_orphans(loader)
     st = fn(loader._p(), _request(request), byref(opts), byref(to))
     if st != _abi.Status.OK:

@@ -127,6 +127,7 @@ static void structs_swap(void)
     OFF(hk_swap_options_t, deadline_us);
     OFF(hk_swap_options_t, verify);
     OFF(hk_swap_options_t, verify_user);
+    OFF(hk_swap_options_t, keep_old);
     SIZE(hk_mhandle_pin_t);
     OFF(hk_mhandle_pin_t, size);
     OFF(hk_mhandle_pin_t, handle);

@@ -158,6 +158,16 @@ class Swap(unittest.TestCase):
         self.assertEqual(self.old.swap_state()['module'], 'closed')
         m.close()
 
+    def test_keep_old(self):
+        with self.loader.mhandle('hk-cpu@1.0.0') as m:
+            self.loader.swap('hk-cpu@1.0.1', keep_old=True)
+            self.assertEqual(self.old.swap_state()['module'], 'open')
+            self.assertEqual(self.old.swap_state()['closes'], 0)
+            self.loader.swap('hk-cpu@1.0.0')  # back: nothing to open again
+            self.assertEqual(self.old.swap_state()['reopens'], 0)
+            self.assertEqual(m.plugin.version, '1.0.0')
+            self.check_ops(m)
+
     def test_closed_module_refuses_then_reopens(self):
         with self.loader.mhandle('hk-cpu@1.0.0') as m:
             self.loader.swap('hk-cpu@1.0.1')

@@ -4,10 +4,13 @@
  * the old module is closed and leaves the process, a handle bound to a user
  * context needs that context current on the swapping thread, a swap to
  * hk-cpu is refused, 8 threads calling see every result right over 100
- * swaps, and hk-host swap between the two builds. Every case runs on one
+ * swaps, hk-host swap between the two builds, and a swap that keeps the
+ * old build open (keep_old), so that the way back loads no code again.
+ * Every case runs on one
  * device; only the one named for two devices needs a second. The unload
  * cases (a module closed leaves nothing behind) are in test_swap_unload.c. */
 #include <cuda.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -324,6 +327,68 @@ static void test_swap_under_load(void)
            most);
 }
 
+/* One swap of every handle to `to`, keeping the old build open or not. */
+static void swap_keep(hk_plugin_t *to, uint32_t keep_old)
+{
+    hk_swap_options_t o = {.size = sizeof o, .keep_old = keep_old};
+    hk_status_t st = hk_loader_swap(L, hk_plugin_path(to), &o, NULL);
+    CU_ASSERT_EQUAL(st, HK_STATUS_OK);
+    if (st != HK_STATUS_OK)
+        fprintf(stderr, "\n%s\n", hk_loader_last_error(L));
+}
+
+/* keep_old: the build left behind stays open, and the way back to it opens
+ * nothing and loads no code again; without it, the way back opens the file
+ * again and loads its library again. Over the simulated driver the library
+ * loads are counted too (cuLibraryLoadData); on a GPU the states alone. */
+static void test_keep_old(void)
+{
+    if (devices() < 1)
+        return;
+    unsigned long (*loads)(const char *);
+    *(void **)&loads = dlsym(RTLD_DEFAULT, "simcuda_call_count");
+    clear_current();
+    hk_mhandle_t *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create(L, HK_SWAP_CUDA_A, NULL, &m), HK_STATUS_OK);
+    void *x = NULL, *y = NULL;
+    CU_ASSERT_FATAL(place(m, &x, &y));
+    CU_ASSERT(axpy_ok(m, x, y, 1.0f, 0));
+    unsigned long l0 = loads ? loads("cuLibraryLoadData") : 0;
+    hk_swap_plugin_state_t a0 = pstate(A);
+
+    swap_keep(B, 1); /* A stays open */
+    hk_swap_plugin_state_t b1 = pstate(B);
+    CU_ASSERT_PTR_EQUAL(plugin_of(m), B);
+    CU_ASSERT_EQUAL(pstate(A).module, HK_MODULE_OPEN);
+    CU_ASSERT_EQUAL(pstate(A).closes, a0.closes);
+    CU_ASSERT(axpy_ok(m, x, y, 1.0f, 1));
+    swap_keep(A, 1); /* back: nothing opened again, B stays open */
+    CU_ASSERT_PTR_EQUAL(plugin_of(m), A);
+    CU_ASSERT_EQUAL(pstate(A).reopens, a0.reopens);
+    CU_ASSERT_EQUAL(pstate(B).module, HK_MODULE_OPEN);
+    CU_ASSERT(axpy_ok(m, x, y, 1.0f, 2));
+    unsigned long kept = loads ? loads("cuLibraryLoadData") - l0 : 0;
+    if (loads)
+        CU_ASSERT(kept <= 1); /* B's, when it had none loaded; A's never again */
+
+    swap_keep(B, 0); /* to B, open all along: no code loaded; A closed */
+    CU_ASSERT_EQUAL(pstate(B).reopens, b1.reopens);
+    CU_ASSERT_EQUAL(pstate(A).module, HK_MODULE_CLOSED);
+    CU_ASSERT_EQUAL(pstate(A).closes, a0.closes + 1);
+    if (loads)
+        CU_ASSERT_EQUAL(loads("cuLibraryLoadData") - l0, kept);
+    swap_keep(A, 0); /* back without keep_old: A opened and its library loaded again */
+    CU_ASSERT_EQUAL(pstate(A).reopens, a0.reopens + 1);
+    CU_ASSERT_EQUAL(pstate(B).module, HK_MODULE_CLOSED);
+    if (loads)
+        CU_ASSERT_EQUAL(loads("cuLibraryLoadData") - l0, kept + 1);
+    CU_ASSERT(axpy_ok(m, x, y, 1.0f, 3));
+    CU_ASSERT_EQUAL(Me.free_(hk_mhandle_handle(m), x), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(Me.free_(hk_mhandle_handle(m), y), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hk_mhandle_destroy(m), HK_STATUS_OK);
+    clear_current();
+}
+
 /* hk-host swap between the two builds: its summary says one module of two is
  * still open (the other closed), and its second line breaks the time down. */
 static void test_host_swap(void)
@@ -364,6 +429,8 @@ int hk_test_register(void)
         hk_test_add(s, "8 threads x 100 swaps: none wrong, failed or lost; old builds closed",
                     test_swap_under_load),
         hk_test_add(s, "hk-host swap between two builds of hk-cuda", test_host_swap),
+        hk_test_add(s, "keep_old: the way back opens nothing and loads no code again",
+                    test_keep_old),
     };
     CU_pTest two = hk_test_add(s, "handles on 2 devices keep their device and context",
                                test_two_devices_follow);

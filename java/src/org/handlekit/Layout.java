@@ -36,7 +36,7 @@ final class Layout {
     // hk_kernel_attributes_t: size, then eight int32 from registers on
     static final int KERNEL_ATTRIBUTES = 36, KERNEL_ATTRIBUTES_REGISTERS = 4;
     // hk_swap_options_t, hk_mhandle_state_t, hk_swap_state_t
-    static final int SWAP_OPTIONS = 56, SWAP_OPTIONS_FROM = 8;
+    static final int SWAP_OPTIONS = 64, SWAP_OPTIONS_FROM = 8;
     static final int MHANDLE_STATE = 32, MHANDLE_STATE_PLUGIN = 8, MHANDLE_STATE_GENERATION = 16;
     static final int SWAP_STATE = 40, SWAP_STATE_PHASE = 4, SWAP_STATE_HANDLES = 8,
             SWAP_STATE_INFLIGHT = 16, SWAP_STATE_DRAINING = 24, SWAP_STATE_LIBRARIES = 32;
