@@ -33,6 +33,7 @@ typedef struct hkh_swap_opts {
     long threads, swaps, wait_ms;
     int64_t n;
     int prepared; /* -P: prepare each swap, then commit it */
+    int keep_old; /* -K: leave the build swapped away from open */
 } hkh_swap_opts_t;
 
 atomic_int hkh_stop;
@@ -67,13 +68,16 @@ static const hk__cli_opt_t hkh_swap_options[] = {
     {'P', 'P', NULL, NULL, "prepare each swap (open, verify, make the new\n"
                            "handles), then commit it: the switch time counts\n"
                            "from the commit"},
+    {'K', 'K', NULL, NULL, "keep the build swapped away from open, its code\n"
+                           "loaded (hk_swap_options_t.keep_old): a swap back\n"
+                           "opens and loads nothing again"},
     {0, 0, NULL, NULL, NULL},
 };
 
 static void hkh_swap_usage(FILE *f)
 {
     fprintf(f, "usage: hk-host swap -p REQUEST_A -q REQUEST_B [-t THREADS] [-k SWAPS] [-n N] "
-               "[-w MS] [-P]\n"
+               "[-w MS] [-P] [-K]\n"
                "  worker threads call saxpy and sdot through movable handles, every result\n"
                "  checked, while the implementation is swapped between A and B, which\n"
                "  must be two builds (two files): A and B resolving to the same build is a\n"
@@ -97,6 +101,8 @@ static const char *hkh_swap_other(int id, const char *value, void *opts)
     hkh_swap_opts_t *o = opts;
     if (id == 'P')
         o->prepared = 1;
+    else if (id == 'K')
+        o->keep_old = 1;
     else
         *(id == 'p' ? &o->a : &o->b) = value;
     return NULL;
@@ -107,7 +113,7 @@ static const char *hkh_swap_other(int id, const char *value, void *opts)
 static int hkh_swap_parse(int argc, char **argv, hkh_swap_opts_t *o)
 {
     hk__cli_t c;
-    *o = (hkh_swap_opts_t){NULL, NULL, 8, 100, 2, 4096, 0};
+    *o = (hkh_swap_opts_t){NULL, NULL, 8, 100, 2, 4096, 0, 0};
     hk__cli_init(&c, hkh_swap_options, argc, argv);
     int rc = hkh_cli_parse(&c, "swap", hkh_swap_usage, hkh_swap_numbers, hkh_swap_other, o);
     if (rc < 0 && (!o->a || !o->b))
@@ -309,12 +315,14 @@ void hkh_print_times(const hkh_worker_t *w, long n, int windows)
 }
 
 /* One swap to request: in one call, or prepared and then committed. */
-static hk_status_t hkh_swap_once(hk_loader_t *loader, const char *request, int prepared)
+static hk_status_t hkh_swap_once(hk_loader_t *loader, const char *request,
+                                 const hkh_swap_opts_t *o)
 {
-    if (!prepared)
-        return hk_loader_swap(loader, request, NULL, NULL);
+    hk_swap_options_t so = {.size = sizeof so, .keep_old = (uint32_t)o->keep_old};
+    if (!o->prepared)
+        return hk_loader_swap(loader, request, &so, NULL);
     hk_swap_prepared_t *p = NULL;
-    hk_status_t st = hk_loader_swap_prepare(loader, request, NULL, &p);
+    hk_status_t st = hk_loader_swap_prepare(loader, request, &so, &p);
     return st == HK_STATUS_OK ? hk_loader_swap_commit(p, NULL) : st;
 }
 
@@ -329,7 +337,7 @@ static long hkh_swap_loop(hk_loader_t *loader, const hkh_swap_opts_t *o, hkh_wor
     for (long i = 0; i < o->swaps; i++) {
         const char *to = (i % 2) ? o->a : o->b;
         hk__lat_window_open(&hkh_windows);
-        hk_status_t st = hkh_swap_once(loader, to, o->prepared);
+        hk_status_t st = hkh_swap_once(loader, to, o);
         hk__lat_window_close(&hkh_windows);
         if (st != HK_STATUS_OK) {
             if (refused++ == 0)

@@ -413,6 +413,16 @@ static void test_host_swap(void)
         fprintf(stderr, "\n%s\n", out);
     const char *sum = strstr(out, "swap: calls");
     printf("\n    %s    ", sum ? sum : "");
+    /* -K: the build swapped away from stays open, both at the end. */
+    snprintf(cmd, sizeof cmd, "%s swap -p %s -q %s -t 2 -k 4 -n 1000 -P -K 2>&1", HK_TEST_HOST,
+             HK_SWAP_CUDA_A, HK_SWAP_CUDA_B);
+    p = popen(cmd, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    len = fread(out, 1, sizeof out - 1, p);
+    out[len] = '\0';
+    CU_ASSERT_EQUAL(pclose(p), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "wrong 0, failed 0, swaps 4 of 4 (0 refused)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "modules still open: 2 of 2"));
 }
 
 int hk_test_register(void)
