@@ -22,6 +22,11 @@ int hk_test_register(void);
 /* Adds a test; aborts the program (a test-setup bug) when CUnit refuses. */
 CU_pTest hk_test_add(CU_pSuite suite, const char *name, CU_TestFunc fn);
 
+/* Adds a test as hk_test_add does and, when skip is not NULL, marks it
+ * inactive with that reason (hk_test_skip). */
+CU_pTest hk_test_add_or_skip(CU_pSuite suite, const char *name, CU_TestFunc fn,
+                             const char *skip);
+
 /* Adds a suite; aborts the program when CUnit refuses. */
 CU_pSuite hk_test_suite(const char *name, CU_InitializeFunc init, CU_CleanupFunc clean);
 

@@ -29,6 +29,15 @@ CU_pTest hk_test_add(CU_pSuite suite, const char *name, CU_TestFunc fn)
     return t;
 }
 
+CU_pTest hk_test_add_or_skip(CU_pSuite suite, const char *name, CU_TestFunc fn,
+                             const char *skip)
+{
+    CU_pTest t = hk_test_add(suite, name, fn);
+    if (skip)
+        hk_test_skip(t, skip);
+    return t;
+}
+
 CU_pSuite hk_test_suite(const char *name, CU_InitializeFunc init, CU_CleanupFunc clean)
 {
     CU_pSuite s = CU_add_suite(name, init, clean);

@@ -372,9 +372,7 @@ int hk_test_register(void)
     CU_pSuite s = hk_test_suite("hk-cuda under stream capture: blas1 and memory", NULL, NULL);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(names[i], sizeof names[i], "%s (%s)", cases[i].name, tcap_mode_names[i % 3]);
-        CU_pTest t = hk_test_add(s, names[i], cases[i].fn);
-        if (skip)
-            hk_test_skip(t, skip);
+        hk_test_add_or_skip(s, names[i], cases[i].fn, skip);
     }
     CU_pSuite more = hk_test_suite("hk-cuda under stream capture: kernels, movable handles, "
                                    "threads", NULL, NULL);

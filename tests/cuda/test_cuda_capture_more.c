@@ -322,8 +322,6 @@ void tcap_register_more(CU_pSuite s, const char *skip)
         for (int m = 0; m < 3; m++) {
             snprintf(names[i][m], sizeof names[i][m], "%s (%s)", cases[i].name,
                      tcap_mode_names[m]);
-            CU_pTest t = hk_test_add(s, names[i][m], cases[i].fn[m]);
-            if (skip)
-                hk_test_skip(t, skip);
+            hk_test_add_or_skip(s, names[i][m], cases[i].fn[m], skip);
         }
 }
