@@ -193,11 +193,7 @@ static void says(hk_handle_t *h, const char *what)
 
 #define EXPECT(call, want, what)                                                      \
     do {                                                                              \
-        hk_status_t st_ = (call);                                                     \
-        if (st_ != (want))                                                            \
-            printf("\n  %s: %d, want %d (%s)\n", #call, (int)st_, (int)(want),        \
-                   plug.vt->last_error(h));                                           \
-        CU_ASSERT_EQUAL(st_, want);                                                   \
+        hk_status_t st_ = hkct_status_is(h, (call), (want), #call, __FILE__, __LINE__); \
         if (st_ != HK_STATUS_OK && what)                                              \
             says(h, what);                                                            \
     } while (0)
