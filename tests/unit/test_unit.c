@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "hk_shell.h"
 #include "elf_dyn.h"
 #include "hk_status_text.h"
 #include "hk_test.h"
@@ -55,13 +56,7 @@ static int compile_alone(const char *header, char *log, size_t len)
     snprintf(cmd, sizeof cmd,
              "%s -std=c11 -Wall -Wextra -pedantic -Werror -fsyntax-only -x c '%s' 2>&1",
              HK_TEST_CC, header);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return -1;
-    size_t n = fread(log, 1, len - 1, p);
-    log[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return hk_shell_into(cmd, log, len);
 }
 
 static void test_headers_compile_alone(void)

@@ -10,39 +10,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "hk_shell.h"
 #include "hk_test.h"
 
 /* Runs cmd with stderr folded into stdout; returns its exit status (-1 when
  * it did not exit) and its output in *out (malloc'ed, "" on failure). */
 static int sh(const char *cmd, char **out)
 {
-    char full[4096];
-    snprintf(full, sizeof full, "%s 2>&1", cmd);
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    FILE *p = buf ? popen(full, "r") : NULL;
-    if (!p) {
-        free(buf);
+    int st = hk_shell(cmd, "2>&1", out);
+    if (!*out)
         *out = calloc(1, 1);
-        return -1;
-    }
-    for (;;) {
-        if (cap - len < 4096) {
-            char *more = realloc(buf, cap * 2);
-            if (!more)
-                break;
-            buf = more;
-            cap *= 2;
-        }
-        size_t n = fread(buf + len, 1, cap - len - 1, p);
-        if (n == 0)
-            break;
-        len += n;
-    }
-    buf[len] = '\0';
-    int st = pclose(p);
-    *out = buf;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return st;
 }
 
 /* The table row of check name: "name   RESULT   detail" (NULL if absent). */
