@@ -333,18 +333,19 @@ static void test_swap_trim_in_probe(void)
 void tl_register_probe(void)
 {
     CU_pSuite s = hk_test_suite("loader_probe", NULL, NULL);
-    hk_test_add(s, "kill(0, SIGKILL) in a negotiation: only that candidate dies",
-                test_kill_process_group);
-    hk_test_add(s, "a candidate that kills the probe costs only itself", test_kill_probe);
-    hk_test_add(s, "a candidate that stops the probe costs only itself", test_stop_probe);
-    hk_test_add(s, "64 MiB of stderr: kept from the host, its start in the reason",
-                test_stderr_flood);
-    hk_test_add(s, "negotiations that misbehave only with a log callback: refused",
-                test_negotiation_with_log);
-    hk_test_add(s, "a swap's verification crashes, exits, hangs: refused in the probe",
-                test_swap_verified_in_probe);
-    hk_test_add(s, "a swap to a plugin whose trim crashes or exits: refused in the probe",
-                test_swap_trim_in_probe);
+    static const hk_test_case_t tests[] = {
+        {"kill(0, SIGKILL) in a negotiation: only that candidate dies", test_kill_process_group},
+        {"a candidate that kills the probe costs only itself", test_kill_probe},
+        {"a candidate that stops the probe costs only itself", test_stop_probe},
+        {"64 MiB of stderr: kept from the host, its start in the reason", test_stderr_flood},
+        {"negotiations that misbehave only with a log callback: refused",
+         test_negotiation_with_log},
+        {"a swap's verification crashes, exits, hangs: refused in the probe",
+         test_swap_verified_in_probe},
+        {"a swap to a plugin whose trim crashes or exits: refused in the probe",
+         test_swap_trim_in_probe},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
     CU_pTest exec = hk_test_add(s, "a probe program that cannot be executed: the errno's text",
                                 test_probe_exec_fails);
     CU_pTest fds = hk_test_add(s, "60 candidates with 90 free descriptors: admitted in "

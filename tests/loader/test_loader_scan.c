@@ -361,13 +361,15 @@ static void test_scan_twenty(void)
 void tl_register_scan(void)
 {
     CU_pSuite s = hk_test_suite("loader_scan", NULL, NULL);
-    hk_test_add(s, "test-plugin dir: one report per file, in order", test_scan_plugin_dir);
-    hk_test_add(s, "mixed dir: filtering, bad never stops good, log", test_scan_mixed_dir);
-    hk_test_add(s, "world-writable file and directory refused", test_world_writable_file);
-    hk_test_add(s, "missing directory reported", test_missing_dir);
-    hk_test_add(s, "HK_PLUGIN_PATH order and ignore_env", test_env_path);
-    hk_test_add(s, "helper without privileges reads HK_PLUGIN_PATH",
-                test_env_path_unprivileged_helper);
+    static const hk_test_case_t tests[] = {
+        {"test-plugin dir: one report per file, in order", test_scan_plugin_dir},
+        {"mixed dir: filtering, bad never stops good, log", test_scan_mixed_dir},
+        {"world-writable file and directory refused", test_world_writable_file},
+        {"missing directory reported", test_missing_dir},
+        {"HK_PLUGIN_PATH order and ignore_env", test_env_path},
+        {"helper without privileges reads HK_PLUGIN_PATH", test_env_path_unprivileged_helper},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
     CU_pTest t = hk_test_add(s, "set-user-ID helper ignores HK_PLUGIN_PATH (AT_SECURE)",
                              test_env_path_ignored_when_setuid);
     const char *why = tl_setuid_unavailable();

@@ -760,18 +760,21 @@ int hk_test_register(void)
 {
     ts_register_semver();
     CU_pSuite s = hk_test_suite("loader_select", suite_env_clear, suite_env_clear);
-    hk_test_add(s, "highest version in range, per request", test_highest_in_range);
-    hk_test_add(s, "equal versions: the first loaded wins", test_ties_follow_load_order);
-    hk_test_add(s, "NOT_FOUND names every candidate", test_not_found_names_candidates);
-    hk_test_add(s, "malformed requests: INVALID_VALUE, nothing loaded", test_malformed_requests);
-    hk_test_add(s, "path request: exactly that file, env not applied", test_path_request);
-    hk_test_add(s, "HK_PLUGIN_PIN: intersection with the request", test_pin);
-    hk_test_add(s, "HK_PLUGIN_EXCLUDE: by version, path and name", test_exclude);
-    hk_test_add(s, "malformed variables: ignored, reported once", test_env_malformed);
-    hk_test_add(s, "malformed variables: reported by the scan", test_env_malformed_reported_by_scan);
-    hk_test_add(s, "explain: a verdict and reason per plugin", test_explain);
-    hk_test_add(s, "concurrent select and explain while opening", test_concurrent_select);
-    hk_test_add(s, "helper without privileges reads the variables", test_env_read_unprivileged);
+    static const hk_test_case_t tests[] = {
+        {"highest version in range, per request", test_highest_in_range},
+        {"equal versions: the first loaded wins", test_ties_follow_load_order},
+        {"NOT_FOUND names every candidate", test_not_found_names_candidates},
+        {"malformed requests: INVALID_VALUE, nothing loaded", test_malformed_requests},
+        {"path request: exactly that file, env not applied", test_path_request},
+        {"HK_PLUGIN_PIN: intersection with the request", test_pin},
+        {"HK_PLUGIN_EXCLUDE: by version, path and name", test_exclude},
+        {"malformed variables: ignored, reported once", test_env_malformed},
+        {"malformed variables: reported by the scan", test_env_malformed_reported_by_scan},
+        {"explain: a verdict and reason per plugin", test_explain},
+        {"concurrent select and explain while opening", test_concurrent_select},
+        {"helper without privileges reads the variables", test_env_read_unprivileged},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
     CU_pTest t = hk_test_add(s, "set-user-ID helper ignores the variables (AT_SECURE)",
                              test_env_ignored_when_setuid);
     const char *why = tl_setuid_loading_unavailable();

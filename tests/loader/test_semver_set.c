@@ -317,11 +317,12 @@ static void test_operator_properties(void)
 
 void ts_register_semver_set(CU_pSuite s)
 {
-    hk_test_add(s, "range lists: grammar, spaces around commas", test_set_parse_valid);
-    hk_test_add(s, "range lists: malformed, the comparator named", test_set_parse_malformed);
-    hk_test_add(s, "range lists: every comparator holds", test_set_match);
-    hk_test_add(s, "precedence table: order, antisymmetry, transitivity",
-                test_precedence_properties);
-    hk_test_add(s, "precedence table: every operator alone and in pairs",
-                test_operator_properties);
+    static const hk_test_case_t tests[] = {
+        {"range lists: grammar, spaces around commas", test_set_parse_valid},
+        {"range lists: malformed, the comparator named", test_set_parse_malformed},
+        {"range lists: every comparator holds", test_set_match},
+        {"precedence table: order, antisymmetry, transitivity", test_precedence_properties},
+        {"precedence table: every operator alone and in pairs", test_operator_properties},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
 }

@@ -682,22 +682,24 @@ static void test_call_boundary(void)
 void swp_register_basic(void)
 {
     CU_pSuite s = hk_test_suite("swap", NULL, NULL);
-    hk_test_add(s, "movable handles forward every slot", test_forwarding);
-    hk_test_add(s, "bad input is refused, nothing touched", test_bad_input);
-    hk_test_add(s, "swap moves settings, closes and reopens modules",
-                test_swap_moves_state_and_closes);
-    hk_test_add(s, "swap moves only the handles of from", test_swap_from_name);
-    hk_test_add(s, "prepare, then commit or cancel", test_prepare_commit_cancel);
-    hk_test_add(s, "the last swap step by step; the verification handle outlives the switch",
-                test_swap_steps);
-    hk_test_add(s, "a call in flight finishes on the old implementation", test_call_boundary);
-    hk_test_add(s, "refused: wrong verification result", test_refused_wrong_result);
-    hk_test_add(s, "refused: handle_create fails", test_refused_create_fails);
-    hk_test_add(s, "refused: other memory domain (flag)", test_refused_cross_domain_flag);
-    hk_test_add(s, "refused: other memory domain (handle_info)", test_refused_cross_domain_info);
-    hk_test_add(s, "refused: a closed module stays closed", test_refused_leaves_closed);
-    hk_test_add(s, "loader destroy is BUSY while handles live", test_destroy_busy_while_handles_live);
-    hk_test_add(s, "an acquired plugin is not closed", test_acquired_plugin_stays_open);
+    static const hk_test_case_t tests[] = {
+        {"movable handles forward every slot", test_forwarding},
+        {"bad input is refused, nothing touched", test_bad_input},
+        {"swap moves settings, closes and reopens modules", test_swap_moves_state_and_closes},
+        {"swap moves only the handles of from", test_swap_from_name},
+        {"prepare, then commit or cancel", test_prepare_commit_cancel},
+        {"the last swap step by step; the verification handle outlives the switch",
+         test_swap_steps},
+        {"a call in flight finishes on the old implementation", test_call_boundary},
+        {"refused: wrong verification result", test_refused_wrong_result},
+        {"refused: handle_create fails", test_refused_create_fails},
+        {"refused: other memory domain (flag)", test_refused_cross_domain_flag},
+        {"refused: other memory domain (handle_info)", test_refused_cross_domain_info},
+        {"refused: a closed module stays closed", test_refused_leaves_closed},
+        {"loader destroy is BUSY while handles live", test_destroy_busy_while_handles_live},
+        {"an acquired plugin is not closed", test_acquired_plugin_stays_open},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
 }
 
 int hk_test_register(void)

@@ -102,8 +102,11 @@ static void test_host_swap_usage(void)
 void swp_register_host(void)
 {
     CU_pSuite s = hk_test_suite("hk-host swap", NULL, NULL);
-    hk_test_add(s, "two builds of hk-cpu, 8 threads, 100 swaps", test_host_swap);
-    hk_test_add(s, "the same, each swap prepared and then committed (-P)", test_host_swap_prepared);
-    hk_test_add(s, "a target that fails verification: exit 1", test_host_swap_refused);
-    hk_test_add(s, "bad arguments", test_host_swap_usage);
+    static const hk_test_case_t tests[] = {
+        {"two builds of hk-cpu, 8 threads, 100 swaps", test_host_swap},
+        {"the same, each swap prepared and then committed (-P)", test_host_swap_prepared},
+        {"a target that fails verification: exit 1", test_host_swap_refused},
+        {"bad arguments", test_host_swap_usage},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
 }

@@ -566,18 +566,19 @@ static void test_host_watch(void)
 int hk_test_register(void)
 {
     CU_pSuite s = hk_test_suite("watch", NULL, NULL);
-    hk_test_add(s, "a build copied in place over the loaded file goes live", test_in_place);
-    hk_test_add(s, "ten builds in a second: the last one runs", test_ten_rebuilds);
-    hk_test_add(s, "a copy stopped halfway is refused; the old build serves", test_halfway);
-    hk_test_add(s, "a build that fails verification is refused and never selected",
-                test_fails_verification);
-    hk_test_add(s, "a build outside the requested range is not taken", test_out_of_range);
-    hk_test_add(s, "the plugin directory deleted, then made again", test_dir_deleted);
-    hk_test_add(s, "the directory made writable by others: refused until fixed",
-                test_dir_writable);
-    hk_test_add(s, "report policy: loaded and verified, the host swaps", test_report);
-    hk_test_add(s, "a host's own poll loop", test_fd_loop);
-    hk_test_add(s, "bad input", test_bad_input);
-    hk_test_add(s, "hk-host watch", test_host_watch);
+    static const hk_test_case_t tests[] = {
+        {"a build copied in place over the loaded file goes live", test_in_place},
+        {"ten builds in a second: the last one runs", test_ten_rebuilds},
+        {"a copy stopped halfway is refused; the old build serves", test_halfway},
+        {"a build that fails verification is refused and never selected", test_fails_verification},
+        {"a build outside the requested range is not taken", test_out_of_range},
+        {"the plugin directory deleted, then made again", test_dir_deleted},
+        {"the directory made writable by others: refused until fixed", test_dir_writable},
+        {"report policy: loaded and verified, the host swaps", test_report},
+        {"a host's own poll loop", test_fd_loop},
+        {"bad input", test_bad_input},
+        {"hk-host watch", test_host_watch},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
     return 0;
 }

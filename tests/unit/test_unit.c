@@ -163,9 +163,12 @@ static void test_fatbin_embedded(void)
 int hk_test_register(void)
 {
     CU_pSuite s = hk_test_suite("status", NULL, NULL);
-    hk_test_add(s, "names unique and never NULL", test_status_names_unique_and_never_null);
-    hk_test_add(s, "out of range", test_status_out_of_range);
-    hk_test_add(s, "values fixed", test_status_values_fixed);
+    static const hk_test_case_t tests[] = {
+        {"names unique and never NULL", test_status_names_unique_and_never_null},
+        {"out of range", test_status_out_of_range},
+        {"values fixed", test_status_values_fixed},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
 
     s = hk_test_suite("abi headers", NULL, NULL);
     hk_test_add(s, "each compiles alone with -pedantic -Werror", test_headers_compile_alone);
