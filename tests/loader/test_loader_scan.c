@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hk_shell.h"
 #include "hk_test.h"
 #include "test_loader_util.h"
 
@@ -223,24 +224,13 @@ static void test_env_path(void)
     tl_rmtree(b);
 }
 
-/* Runs cmd and returns its whole standard output in buf. */
-static int run_capture(const char *cmd, char *buf, size_t n)
-{
-    FILE *f = popen(cmd, "r");
-    if (!f)
-        return -1;
-    size_t got = fread(buf, 1, n - 1, f);
-    buf[got] = '\0';
-    return pclose(f);
-}
-
 /* Without elevated privileges the helper honours HK_PLUGIN_PATH: the control
  * for the set-user-ID test below. */
 static void test_env_path_unprivileged_helper(void)
 {
     char out[65536];
     CU_ASSERT_EQUAL_FATAL(setenv("HK_PLUGIN_PATH", HK_TEST_PLUGIN_DIR, 1), 0);
-    CU_ASSERT_EQUAL(run_capture(HK_TEST_SECURE_HELPER, out, sizeof(out)), 0);
+    CU_ASSERT_EQUAL(hk_shell_into(HK_TEST_SECURE_HELPER, out, sizeof(out)), 0);
     unsetenv("HK_PLUGIN_PATH");
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "secure=0\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "plugins=7\n"));
@@ -258,7 +248,7 @@ static void test_env_path_ignored_when_setuid(void)
     CU_ASSERT_EQUAL_FATAL(chown(path, 65534, 65534), 0);
     CU_ASSERT_EQUAL_FATAL(chmod(path, 04755), 0); /* after chown, which clears it */
     CU_ASSERT_EQUAL_FATAL(setenv("HK_PLUGIN_PATH", HK_TEST_PLUGIN_DIR, 1), 0);
-    CU_ASSERT_EQUAL(run_capture(path, out, sizeof(out)), 0);
+    CU_ASSERT_EQUAL(hk_shell_into(path, out, sizeof(out)), 0);
     unsetenv("HK_PLUGIN_PATH");
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "secure=1\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "plugins=0\n"));

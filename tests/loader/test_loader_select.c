@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "hk_shell.h"
 #include "hk_test.h"
 #include "test_loader_util.h"
 #include "test_select.h"
@@ -695,16 +696,6 @@ static void test_concurrent_select(void)
 
 /* ---- elevated privileges ---- */
 
-static int run_capture(const char *cmd, char *buf, size_t n)
-{
-    FILE *f = popen(cmd, "r");
-    if (!f)
-        return -1;
-    size_t got = fread(buf, 1, n - 1, f);
-    buf[got] = '\0';
-    return pclose(f);
-}
-
 /* A directory readable by uid 65534 with two versions, and the helper. */
 static int setuid_fixture(char *dir, size_t n, char *helper, size_t hn)
 {
@@ -725,7 +716,7 @@ static void test_env_read_unprivileged(void)
     CU_ASSERT_EQUAL_FATAL(setuid_fixture(dir, sizeof(dir), helper, sizeof(helper)), 0);
     CU_ASSERT_EQUAL(setenv("HK_PLUGIN_EXCLUDE", "tp-sel@2.0.0", 1), 0);
     snprintf(cmd, sizeof(cmd), "'%s' '%s' tp-sel", helper, dir);
-    CU_ASSERT_EQUAL(run_capture(cmd, out, sizeof(out)), 0);
+    CU_ASSERT_EQUAL(hk_shell_into(cmd, out, sizeof(out)), 0);
     env_clear();
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "secure=0\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "select=OK|1.10.0|"));
@@ -744,7 +735,7 @@ static void test_env_ignored_when_setuid(void)
     CU_ASSERT_EQUAL(setenv("HK_PLUGIN_EXCLUDE", "tp-sel@2.0.0", 1), 0);
     CU_ASSERT_EQUAL(setenv("HK_PLUGIN_PIN", "tp-sel@^1", 1), 0);
     snprintf(cmd, sizeof(cmd), "'%s' '%s' tp-sel", helper, dir);
-    CU_ASSERT_EQUAL(run_capture(cmd, out, sizeof(out)), 0);
+    CU_ASSERT_EQUAL(hk_shell_into(cmd, out, sizeof(out)), 0);
     env_clear();
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "secure=1\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "select=OK|2.0.0|"));
