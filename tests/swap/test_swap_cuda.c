@@ -61,29 +61,16 @@ static hk_handle_info_t info_of(hk_mhandle_t *mh)
     return i;
 }
 
-static hk_plugin_t *plugin_of(hk_mhandle_t *mh)
-{
-    hk_mhandle_state_t s = {.size = sizeof s};
-    return hk_mhandle_state(mh, &s) == HK_STATUS_OK ? s.plugin : NULL;
-}
-
-static hk_swap_plugin_state_t pstate(hk_plugin_t *p)
-{
-    hk_swap_plugin_state_t s = {.size = sizeof s};
-    CU_ASSERT_EQUAL(hk_plugin_swap_state(p, &s), HK_STATUS_OK);
-    return s;
-}
-
 /* Swaps to `to`, and checks that `from` (which no handle uses any more) was
  * closed and left the process. */
 static void swap_and_close(hk_plugin_t *to, hk_plugin_t *from)
 {
-    uint64_t closes = pstate(from).closes;
+    uint64_t closes = swp_plugin_state(from).closes;
     hk_status_t st = hk_loader_swap(L, hk_plugin_path(to), NULL, NULL);
     CU_ASSERT_EQUAL(st, HK_STATUS_OK);
     if (st != HK_STATUS_OK)
         fprintf(stderr, "\n%s\n", hk_loader_last_error(L));
-    hk_swap_plugin_state_t s = pstate(from);
+    hk_swap_plugin_state_t s = swp_plugin_state(from);
     CU_ASSERT_EQUAL(s.module, HK_MODULE_CLOSED);
     CU_ASSERT_EQUAL(s.closes, closes + 1);
     CU_ASSERT_EQUAL(s.handles + s.inflight + s.draining, 0);
@@ -136,10 +123,10 @@ static void primaries_follow(int d1)
     CU_ASSERT_FATAL(place(m1, &x1, &y1));
     CU_ASSERT(axpy_ok(m1, x1, y1, 1.0f, 0));
 
-    uint64_t reopens = pstate(A).reopens;
+    uint64_t reopens = swp_plugin_state(A).reopens;
     swap_and_close(B, A);
-    CU_ASSERT_PTR_EQUAL(plugin_of(m1), B);
-    CU_ASSERT_PTR_EQUAL(plugin_of(m0), B);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(m1), B);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(m0), B);
     hk_handle_info_t j1 = info_of(m1), j0 = info_of(m0);
     CU_ASSERT_EQUAL(j1.device, d1);
     CU_ASSERT_EQUAL(j1.context_id, i1.context_id);
@@ -150,8 +137,8 @@ static void primaries_follow(int d1)
     CU_ASSERT(axpy_ok(m1, x1, y1, 1.0f, 1));
 
     swap_and_close(A, B);
-    CU_ASSERT_EQUAL(pstate(A).reopens, reopens + 1);
-    CU_ASSERT_EQUAL(pstate(A).module, HK_MODULE_OPEN);
+    CU_ASSERT_EQUAL(swp_plugin_state(A).reopens, reopens + 1);
+    CU_ASSERT_EQUAL(swp_plugin_state(A).module, HK_MODULE_OPEN);
     CU_ASSERT(axpy_ok(m1, x1, y1, 1.0f, 2));
     CU_ASSERT_EQUAL(Me.free_(hk_mhandle_handle(m1), x1), HK_STATUS_OK);
     CU_ASSERT_EQUAL(Me.free_(hk_mhandle_handle(m1), y1), HK_STATUS_OK);
@@ -195,13 +182,13 @@ static void test_user_context_needs_current(void)
     CU_ASSERT_EQUAL(cuCtxPopCurrent(&popped), CUDA_SUCCESS);
     CU_ASSERT_EQUAL(hk_loader_swap(L, HK_SWAP_CUDA_B, NULL, NULL), HK_STATUS_NOT_SUPPORTED);
     CU_ASSERT_PTR_NOT_NULL(strstr(hk_loader_last_error(L), "swap with that context current"));
-    CU_ASSERT_PTR_EQUAL(plugin_of(mh), A);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(mh), A);
     CU_ASSERT(axpy_ok(mh, x, y, 1.0f, 0));
     clear_current();
 
     CU_ASSERT_EQUAL(cuCtxPushCurrent(uc), CUDA_SUCCESS);
     CU_ASSERT_EQUAL(hk_loader_swap(L, HK_SWAP_CUDA_B, NULL, NULL), HK_STATUS_OK);
-    CU_ASSERT_PTR_EQUAL(plugin_of(mh), B);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(mh), B);
     CU_ASSERT_EQUAL(info_of(mh).context_id, uid);
     CU_ASSERT(axpy_ok(mh, x, y, 1.0f, 1));
     Me.free_(hk_mhandle_handle(mh), x);
@@ -223,7 +210,7 @@ static void test_refused_to_host_memory(void)
     CU_ASSERT_EQUAL(hk_loader_swap(L, HK_SWAP_CPU_A, NULL, NULL), HK_STATUS_NOT_SUPPORTED);
     const char *why = hk_loader_last_error(L);
     CU_ASSERT_PTR_NOT_NULL(strstr(why, "in CUDA device memory and hk-cpu 1.0.0 in host memory"));
-    CU_ASSERT_PTR_EQUAL(plugin_of(mh), A);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(mh), A);
     CU_ASSERT_EQUAL(hk_mhandle_destroy(mh), HK_STATUS_OK);
 }
 
@@ -288,7 +275,7 @@ static void test_swap_under_load(void)
         hk_swap_state_t ls = {.size = sizeof ls};
         hk_loader_swap_state(L, &ls);
         sw_ns[i] = ls.last_switch_ns;
-        not_closed += pstate(from).module != HK_MODULE_CLOSED || swp_mapped(hk_plugin_path(from));
+        not_closed += swp_plugin_state(from).module != HK_MODULE_CLOSED || swp_mapped(hk_plugin_path(from));
         int mapped = swp_mapped_count("hk-cuda");
         most = mapped > most ? mapped : most;
         struct timespec ts = {0, 1000000};
@@ -301,7 +288,7 @@ static void test_swap_under_load(void)
         issued += atomic_load(&w[t].issued);
         completed += atomic_load(&w[t].completed);
         bad += atomic_load(&w[t].bad);
-        CU_ASSERT_PTR_EQUAL(plugin_of(w[t].mh), A); /* an even number of swaps */
+        CU_ASSERT_PTR_EQUAL(swp_plugin_of(w[t].mh), A); /* an even number of swaps */
         CU_ASSERT_EQUAL(hk_mhandle_destroy(w[t].mh), HK_STATUS_OK);
     }
     CU_ASSERT_EQUAL(bad, 0);
