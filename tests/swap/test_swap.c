@@ -33,6 +33,16 @@ static void fx_down(fx_t *f)
     CU_ASSERT_EQUAL(hk_loader_destroy(f->loader), HK_STATUS_OK);
 }
 
+/* fx_up, asserted, and a movable handle on hk-cpu 1.0.0 (f->a), asserted
+ * made: the start of the swap tests of one handle. */
+static hk_mhandle_t *fx_up_on_a(fx_t *f)
+{
+    hk_mhandle_t *mh = NULL;
+    CU_ASSERT_FATAL(fx_up(f));
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f->a, NULL, &mh), HK_STATUS_OK);
+    return mh;
+}
+
 /* The twin build (hk-cpu-twin 2.0.0) opened in f's loader; asserted,
  * fatally. */
 static hk_plugin_t *open_twin(fx_t *f)
@@ -254,9 +264,7 @@ static void test_bad_input(void)
 static void test_swap_moves_state_and_closes(void)
 {
     fx_t f;
-    CU_ASSERT_FATAL(fx_up(&f));
-    hk_mhandle_t *mh = NULL;
-    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f.a, NULL, &mh), HK_STATUS_OK);
+    hk_mhandle_t *mh = fx_up_on_a(&f);
     hk_handle_t *h = hk_mhandle_handle(mh);
     const hk_vtable_t *vt = hk_mhandle_vtable();
     hk_blas1_v1_t b;
@@ -369,9 +377,7 @@ static void *commit_elsewhere(void *arg)
 static void test_prepare_commit_cancel(void)
 {
     fx_t f;
-    CU_ASSERT_FATAL(fx_up(&f));
-    hk_mhandle_t *mh = NULL;
-    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f.a, NULL, &mh), HK_STATUS_OK);
+    hk_mhandle_t *mh = fx_up_on_a(&f);
     hk_handle_t *h = hk_mhandle_handle(mh);
     const hk_vtable_t *vt = hk_mhandle_vtable();
     hk_swap_prepared_t *p = (hk_swap_prepared_t *)&f; /* must be set to NULL */
@@ -459,9 +465,7 @@ static void refused(const char *target, hk_status_t want, const char *count, int
                     const char *r1, const char *r2)
 {
     fx_t f;
-    CU_ASSERT_FATAL(fx_up(&f));
-    hk_mhandle_t *mh = NULL;
-    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f.a, NULL, &mh), HK_STATUS_OK);
+    hk_mhandle_t *mh = fx_up_on_a(&f);
     swp_count_reset(count);
     CU_ASSERT_EQUAL(hk_loader_swap(f.loader, target, NULL, NULL), want);
     const char *why = hk_loader_last_error(f.loader);
@@ -558,9 +562,7 @@ static void test_destroy_busy_while_handles_live(void)
 static void test_acquired_plugin_stays_open(void)
 {
     fx_t f;
-    CU_ASSERT_FATAL(fx_up(&f));
-    hk_mhandle_t *mh = NULL;
-    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f.a, NULL, &mh), HK_STATUS_OK);
+    hk_mhandle_t *mh = fx_up_on_a(&f);
     hk_plugin_acquire(f.a);
     CU_ASSERT_EQUAL(hk_loader_swap(f.loader, SWP_B, NULL, NULL), HK_STATUS_OK);
     CU_ASSERT_EQUAL(swp_plugin_state(f.a).module, HK_MODULE_OPEN);

@@ -49,25 +49,34 @@ typedef struct tr_run {
 static char tmp_dir[2048]; /* below PATH_MAX, so the paths made from it fit */
 static int ndev;
 
+/* One read of fd into *buf (*len bytes of *cap used), which is grown first
+ * when full. Returns 1 to read again (data came, or the read was
+ * interrupted), 0 at the end: end of file, an error, or no memory to grow
+ * (what was read is kept). */
+static int read_step(int fd, char **buf, size_t *len, size_t *cap)
+{
+    if (*len + 1 == *cap) {
+        char *grown = realloc(*buf, *cap * 2);
+        if (!grown)
+            return 0;
+        *buf = grown;
+        *cap *= 2;
+    }
+    ssize_t n = read(fd, *buf + *len, *cap - *len - 1);
+    if (n < 0 && errno == EINTR)
+        return 1;
+    if (n <= 0)
+        return 0;
+    *len += (size_t)n;
+    return 1;
+}
+
 static char *read_all_fd(int fd)
 {
     size_t len = 0, cap = 65536;
     char *buf = malloc(cap);
-    for (ssize_t n; buf;) {
-        if (len + 1 == cap) {
-            char *grown = realloc(buf, cap * 2);
-            if (!grown)
-                break;
-            buf = grown;
-            cap *= 2;
-        }
-        n = read(fd, buf + len, cap - len - 1);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-    }
+    while (buf && read_step(fd, &buf, &len, &cap))
+        ;
     if (buf)
         buf[len] = '\0';
     return buf;
@@ -99,19 +108,8 @@ static char *read_until(int fd, pid_t pid, int *timed_out)
                 break;
             continue;
         }
-        if (len + 1 == cap) {
-            char *grown = realloc(buf, cap * 2);
-            if (!grown)
-                break;
-            buf = grown;
-            cap *= 2;
-        }
-        ssize_t n = read(fd, buf + len, cap - len - 1);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
+        if (!read_step(fd, &buf, &len, &cap))
             break;
-        len += (size_t)n;
     }
     if (buf)
         buf[len] = '\0';
