@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "hk_shell.h"
 #include "hk_test.h"
 
 void hkb_test_register_bare(void);
@@ -23,14 +24,7 @@ static int run(const char *cmd, char *out, size_t len)
 {
     char full[2048];
     snprintf(full, sizeof full, "%s 2>&1", cmd);
-    FILE *p = popen(full, "r");
-    size_t n = 0;
-    if (!p)
-        return -1;
-    n = fread(out, 1, len - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return hk_shell_into(full, out, len);
 }
 
 static void test_bare_cycles(void)

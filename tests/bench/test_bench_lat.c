@@ -302,11 +302,14 @@ static void test_windows_agree_with_the_clock(void)
 void hkb_test_register_lat(void)
 {
     CU_pSuite s = hk_test_suite("call-time histogram", NULL, NULL);
-    hk_test_add(s, "buckets tile every time, at most 1/128 wide", test_buckets_tile_every_time);
-    hk_test_add(s, "quantiles exact below 256 ns", test_quantiles_exact_below_256_ns);
-    hk_test_add(s, "quantiles: the bucket of a sort's nearest rank", test_quantiles_match_a_sort);
-    hk_test_add(s, "an empty histogram", test_empty_histogram);
-    hk_test_add(s, "merge, and the summary", test_merge_and_summary);
+    static const hk_test_case_t tests[] = {
+        {"buckets tile every time, at most 1/128 wide", test_buckets_tile_every_time},
+        {"quantiles exact below 256 ns", test_quantiles_exact_below_256_ns},
+        {"quantiles: the bucket of a sort's nearest rank", test_quantiles_match_a_sort},
+        {"an empty histogram", test_empty_histogram},
+        {"merge, and the summary", test_merge_and_summary},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
     s = hk_test_suite("swap windows", NULL, NULL);
     hk_test_add(s, "calls classed by the marks", test_window_marks);
     hk_test_add(s, "classes agree with the clock under threads", test_windows_agree_with_the_clock);

@@ -129,9 +129,12 @@ static void test_bad_set_up(void)
 void hkb_test_register_p8(void)
 {
     CU_pSuite s = hk_test_suite("P8 run on hk-cpu", NULL, NULL);
-    hk_test_add(s, "flood: 8 threads, 6 swaps", test_flood);
-    hk_test_add(s, "service: 8 threads, 6 swaps", test_service);
-    hk_test_add(s, "refused swaps counted, with the first reason", test_refused_swaps_counted);
-    hk_test_add(s, "a wrong result fails the run", test_wrong_results_fail_the_run);
-    hk_test_add(s, "a missing build or a bad set-up fails it", test_bad_set_up);
+    static const hk_test_case_t tests[] = {
+        {"flood: 8 threads, 6 swaps", test_flood},
+        {"service: 8 threads, 6 swaps", test_service},
+        {"refused swaps counted, with the first reason", test_refused_swaps_counted},
+        {"a wrong result fails the run", test_wrong_results_fail_the_run},
+        {"a missing build or a bad set-up fails it", test_bad_set_up},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
 }

@@ -13,6 +13,8 @@
 #ifndef HK_TEST_H
 #define HK_TEST_H
 
+#include <stddef.h>
+
 #include <CUnit/CUnit.h>
 
 /* Defined by each test program: register its suites. Return 0, or non-zero
@@ -21,6 +23,21 @@ int hk_test_register(void);
 
 /* Adds a test; aborts the program (a test-setup bug) when CUnit refuses. */
 CU_pTest hk_test_add(CU_pSuite suite, const char *name, CU_TestFunc fn);
+
+/* Adds a test as hk_test_add does and, when skip is not NULL, marks it
+ * inactive with that reason (hk_test_skip). */
+CU_pTest hk_test_add_or_skip(CU_pSuite suite, const char *name, CU_TestFunc fn,
+                             const char *skip);
+
+/* One row of a suite's table of tests: the test's name and its function. */
+typedef struct hk_test_case {
+    const char *name;
+    CU_TestFunc fn;
+} hk_test_case_t;
+
+/* Adds the n tests of table t to suite, in the table's order (each as
+ * hk_test_add does: CUnit keeps copies of the names). */
+void hk_test_add_all(CU_pSuite suite, const hk_test_case_t *t, size_t n);
 
 /* Adds a suite; aborts the program when CUnit refuses. */
 CU_pSuite hk_test_suite(const char *name, CU_InitializeFunc init, CU_CleanupFunc clean);

@@ -29,6 +29,21 @@ CU_pTest hk_test_add(CU_pSuite suite, const char *name, CU_TestFunc fn)
     return t;
 }
 
+CU_pTest hk_test_add_or_skip(CU_pSuite suite, const char *name, CU_TestFunc fn,
+                             const char *skip)
+{
+    CU_pTest t = hk_test_add(suite, name, fn);
+    if (skip)
+        hk_test_skip(t, skip);
+    return t;
+}
+
+void hk_test_add_all(CU_pSuite suite, const hk_test_case_t *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        hk_test_add(suite, t[i].name, t[i].fn);
+}
+
 CU_pSuite hk_test_suite(const char *name, CU_InitializeFunc init, CU_CleanupFunc clean)
 {
     CU_pSuite s = CU_add_suite(name, init, clean);

@@ -420,10 +420,12 @@ static void fact26_capture_info(void)
 
 void conf_register_capture(CU_pSuite s)
 {
-    hk_test_add(s, "fact 26: calls during a capture of a non-blocking stream: status and "
-                   "invalidation, by mode and caller", fact26_nonblocking);
-    hk_test_add(s, "fact 26: the same during a capture of a blocking stream (the legacy "
-                   "stream refused)", fact26_blocking);
-    hk_test_add(s, "fact 26: cuStreamGetCaptureInfo: active, a sequence ID per capture",
-                fact26_capture_info);
+    static const hk_test_case_t tests[] = {
+        {"fact 26: calls during a capture of a non-blocking stream: status and "
+         "invalidation, by mode and caller", fact26_nonblocking},
+        {"fact 26: the same during a capture of a blocking stream (the legacy "
+         "stream refused)", fact26_blocking},
+        {"fact 26: cuStreamGetCaptureInfo: active, a sequence ID per capture", fact26_capture_info},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
 }

@@ -165,14 +165,15 @@ void conf_register_contexts(CU_pSuite s)
                              fact01_runtime_get_device);
     if (!hk_rt_available())
         hk_test_skip(t, "the CUDA runtime (libcudart.so.13) cannot be loaded here");
-    hk_test_add(s, "fact 02: primary retain/release, same pointer, new ID, old ID 709",
-                fact02_primary_lifecycle);
-    hk_test_add(s, "fact 06: cuCtxCreate pushes, pop uncovers, destroyed ID 709",
-                fact06_create_push_pop_destroy);
-    hk_test_add(s, "fact 07: a new thread starts with no current context", fact07_new_thread_empty);
-    hk_test_add(s, "fact 10: release without retain 201, cuCtxDestroy(primary) 201",
-                fact10_primary_misuse);
-    hk_test_add(s, "fact 15: cuCtxSetCurrent(NULL) pops the top", fact15_set_current_null_pops);
-    hk_test_add(s, "fact 16: thread exit keeps its current primary active",
-                fact16_thread_exit_keeps_primary);
+    static const hk_test_case_t tests[] = {
+        {"fact 02: primary retain/release, same pointer, new ID, old ID 709",
+         fact02_primary_lifecycle},
+        {"fact 06: cuCtxCreate pushes, pop uncovers, destroyed ID 709",
+         fact06_create_push_pop_destroy},
+        {"fact 07: a new thread starts with no current context", fact07_new_thread_empty},
+        {"fact 10: release without retain 201, cuCtxDestroy(primary) 201", fact10_primary_misuse},
+        {"fact 15: cuCtxSetCurrent(NULL) pops the top", fact15_set_current_null_pops},
+        {"fact 16: thread exit keeps its current primary active", fact16_thread_exit_keeps_primary},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
 }

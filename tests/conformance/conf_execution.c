@@ -294,12 +294,12 @@ void conf_register_execution(CU_pSuite s)
                     fact11_pointer_attributes);
     if (conf_ndev < 2)
         hk_test_skip(t, NEED_TWO);
-    hk_test_add(s, "fact 13: CUkernel capture and replay; 900 during global capture",
-                fact13_capture);
-    hk_test_add(s, "fact 14: kernels and functions of an unloaded library 400",
-                fact14_library_unload);
-    hk_test_add(s, "fact 17: green context has its own context, ID and streams",
-                fact17_green_context);
+    static const hk_test_case_t tests[] = {
+        {"fact 13: CUkernel capture and replay; 900 during global capture", fact13_capture},
+        {"fact 14: kernels and functions of an unloaded library 400", fact14_library_unload},
+        {"fact 17: green context has its own context, ID and streams", fact17_green_context},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
 }
 
 /* Registered last of all: if the real driver ever ran this launch on the wrong

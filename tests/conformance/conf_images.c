@@ -18,25 +18,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "hk_le.h"
 #include "hk_test.h"
 
 
 extern const unsigned char hk__conf_fatbin_end[];
 extern char **environ;
-
-static uint64_t get_le(const unsigned char *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = bytes - 1; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static void put_le(unsigned char *p, int bytes, uint64_t v)
-{
-    for (int i = 0; i < bytes; i++, v >>= 8)
-        p[i] = (unsigned char)v;
-}
 
 /* A copy of n bytes ending just before 64 KiB that fault when read (so a
  * read a little way past the end faults too, not only one just past it). */
@@ -63,10 +50,10 @@ void conf_read_past(int sig)
 static size_t fatbin(const unsigned char **f, size_t *entry, size_t *cubin)
 {
     *f = hk__conf_fatbin;
-    size_t n = (size_t)(hk__conf_fatbin_end - hk__conf_fatbin), end = 16 + get_le(*f + 8, 8);
+    size_t n = (size_t)(hk__conf_fatbin_end - hk__conf_fatbin), end = 16 + hk_get_le(*f + 8, 8);
     *entry = *cubin = 0;
     for (size_t off = 16; end <= n && off + 16 <= end;) {
-        size_t hs = (size_t)get_le(*f + off + 4, 4), pay = (size_t)get_le(*f + off + 8, 8);
+        size_t hs = (size_t)hk_get_le(*f + off + 4, 4), pay = (size_t)hk_get_le(*f + off + 8, 8);
         if (pay >= 4 && memcmp(*f + off + hs, "\177ELF", 4) == 0) {
             *entry = off;
             *cubin = pay;
@@ -81,7 +68,7 @@ static size_t fatbin(const unsigned char **f, size_t *entry, size_t *cubin)
 static unsigned char *case_image(const char *name, size_t *n)
 {
     const unsigned char *f;
-    size_t e, cub, fn = fatbin(&f, &e, &cub), hs = e ? (size_t)get_le(f + e + 4, 4) : 0;
+    size_t e, cub, fn = fatbin(&f, &e, &cub), hs = e ? (size_t)hk_get_le(f + e + 4, 4) : 0;
     int elf = strncmp(name, "cubin", 5) == 0, fat = strncmp(name, "fatbin", 6) == 0;
     if ((elf || fat) && !e)
         return NULL;
@@ -96,25 +83,25 @@ static unsigned char *case_image(const char *name, size_t *n)
     }
     memcpy(c, elf ? f + e + hs : f, *n);
     unsigned char *x = elf ? c : c + e + hs; /* the cubin, wherever it is */
-    uint64_t phoff = get_le(x + 0x20, 8), shoff = get_le(x + 0x28, 8);
-    unsigned phnum = (unsigned)get_le(x + 0x38, 2), shnum = (unsigned)get_le(x + 0x3c, 2);
+    uint64_t phoff = hk_get_le(x + 0x20, 8), shoff = hk_get_le(x + 0x28, 8);
+    unsigned phnum = (unsigned)hk_get_le(x + 0x38, 2), shnum = (unsigned)hk_get_le(x + 0x3c, 2);
     if (strcmp(name, "fatbin size past the end") == 0)
-        put_le(c + 8, 8, get_le(c + 8, 8) + 4096);
+        hk_put_le(c + 8, 8, hk_get_le(c + 8, 8) + 4096);
     else if (strcmp(name, "fatbin cubin entry's header size 2^31-1") == 0)
-        put_le(c + e + 4, 4, 0x7fffffff);
+        hk_put_le(c + e + 4, 4, 0x7fffffff);
     else if (strcmp(name, "fatbin cubin entry's padded size 1 MiB") == 0)
-        put_le(c + e + 8, 8, 1u << 20);
+        hk_put_le(c + e + 8, 8, 1u << 20);
     else if (strcmp(name, "cubin program headers past the end") == 0)
-        put_le(x + 0x20, 8, cub + 4096);
+        hk_put_le(x + 0x20, 8, cub + 4096);
     else if (strcmp(name, "cubin section headers past the end") == 0)
-        put_le(x + 0x28, 8, cub + 4096);
+        hk_put_le(x + 0x28, 8, cub + 4096);
     for (unsigned i = 0; strcmp(name, "cubin every segment 4 GiB") == 0 && i < phnum; i++)
-        put_le(x + phoff + i * 56 + 0x20, 8, 1ull << 32);
+        hk_put_le(x + phoff + i * 56 + 0x20, 8, 1ull << 32);
     for (unsigned i = 0; strcmp(name, "cubin every segment past the end") == 0 && i < phnum; i++)
-        put_le(x + phoff + i * 56 + 0x08, 8, cub + 65536);
+        hk_put_le(x + phoff + i * 56 + 0x08, 8, cub + 65536);
     for (unsigned i = 1; strcmp(name, "cubin every section 4 GiB") == 0 && i < shnum; i++)
-        if (get_le(x + shoff + i * 64 + 4, 4) != 8) /* SHT_NOBITS takes no bytes */
-            put_le(x + shoff + i * 64 + 0x20, 8, 1ull << 32);
+        if (hk_get_le(x + shoff + i * 64 + 4, 4) != 8) /* SHT_NOBITS takes no bytes */
+            hk_put_le(x + shoff + i * 64 + 0x20, 8, 1ull << 32);
     return c;
 }
 

@@ -482,12 +482,15 @@ static void fact25_launches_hold_loads(void)
 
 void conf_register_streams(CU_pSuite s)
 {
-    hk_test_add(s, "fact 20: the per-thread stream is another stream, with its own ID, per thread",
-                fact20_per_thread_stream_ids);
-    hk_test_add(s, "fact 22: no per-thread stream in a green context (400); legacy works",
-                fact22_green_context_streams);
-    hk_test_add(s, "fact 23: another thread's allocation during a global capture, by mode",
-                fact23_capture_modes);
-    hk_test_add(s, "fact 25: launches that never pause hold cuStreamCreate and a first code load",
-                fact25_launches_hold_loads);
+    static const hk_test_case_t tests[] = {
+        {"fact 20: the per-thread stream is another stream, with its own ID, per thread",
+         fact20_per_thread_stream_ids},
+        {"fact 22: no per-thread stream in a green context (400); legacy works",
+         fact22_green_context_streams},
+        {"fact 23: another thread's allocation during a global capture, by mode",
+         fact23_capture_modes},
+        {"fact 25: launches that never pause hold cuStreamCreate and a first code load",
+         fact25_launches_hold_loads},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
 }

@@ -281,19 +281,25 @@ static double lcg(uint64_t *s)
 int hk_test_register(void)
 {
     CU_pSuite s = hk_test_suite("hk-cpu core", suite_init, suite_clean);
-    hk_test_add(s, "negotiation picks the highest common version", test_negotiate_versions);
-    hk_test_add(s, "negotiation rejects bad requests", test_negotiate_bad_input);
-    hk_test_add(s, "negotiation writes no more than the host's answer size",
-                test_negotiate_respects_answer_size);
-    hk_test_add(s, "handle life and settings", test_handle_life);
-    hk_test_add(s, "handle bad input", test_handle_bad_input);
-    hk_test_add(s, "blas1 bad input and n <= 0", test_blas_bad_input);
-    hk_test_add(s, "hk.memory/1", test_memory_table);
+    static const hk_test_case_t core_tests[] = {
+        {"negotiation picks the highest common version", test_negotiate_versions},
+        {"negotiation rejects bad requests", test_negotiate_bad_input},
+        {"negotiation writes no more than the host's answer size",
+         test_negotiate_respects_answer_size},
+        {"handle life and settings", test_handle_life},
+        {"handle bad input", test_handle_bad_input},
+        {"blas1 bad input and n <= 0", test_blas_bad_input},
+        {"hk.memory/1", test_memory_table},
+    };
+    hk_test_add_all(s, core_tests, sizeof core_tests / sizeof core_tests[0]);
     s = hk_test_suite("hk-cpu blas1 numbers", suite_init, suite_clean);
-    hk_test_add(s, "float, host pointer mode", test_numbers_s_host);
-    hk_test_add(s, "float, device pointer mode", test_numbers_s_device);
-    hk_test_add(s, "double, host pointer mode", test_numbers_d_host);
-    hk_test_add(s, "double, device pointer mode", test_numbers_d_device);
+    static const hk_test_case_t number_tests[] = {
+        {"float, host pointer mode", test_numbers_s_host},
+        {"float, device pointer mode", test_numbers_s_device},
+        {"double, host pointer mode", test_numbers_d_host},
+        {"double, device pointer mode", test_numbers_d_device},
+    };
+    hk_test_add_all(s, number_tests, sizeof number_tests / sizeof number_tests[0]);
     tcpu_register_rules();
     tcpu_register_threads();
     return 0;

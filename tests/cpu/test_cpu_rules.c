@@ -551,27 +551,22 @@ static void test_memory_rules(void)
 void tcpu_register_rules(void)
 {
     CU_pSuite s = hk_test_suite("hk-cpu ABI rules", tcpu_open, tcpu_close);
-    hk_test_add(s, "create_info: size below 12 refused, longer ignored", test_create_info_size);
-    hk_test_add(s, "handle_info: size below 4 refused, n written and said",
-                test_handle_info_size);
-    hk_test_add(s, "last_error_copy: NULL, cut, len 0, NULL buf, dead handle",
-                test_last_error_copy);
-    hk_test_add(s, "destroyed handle: every slot INVALID_HANDLE", test_destroyed_handle);
-    hk_test_add(s, "foreign pointers as handles: INVALID_HANDLE, never read",
-                test_foreign_pointers);
-    hk_test_add(s, "another loaded copy of hk-cpu: handles and memory refused",
-                test_other_copy);
-    hk_test_add(s, "a destroyed handle's slot is not reused by the next creates",
-                test_stale_handle_not_reused_soon);
-    hk_test_add(s, "n <= 0 and scal/nrm2 incx <= 0: OK, 0 results, NULL allowed",
-                test_nothing_to_do);
-    hk_test_add(s, "NULL, INT64_MIN and destination increment 0, in order",
-                test_null_and_increments);
-    hk_test_add(s, "spans that overflow or wrap: refused, nothing touched",
-                test_spans_refused);
-    hk_test_add(s, "span refusals name the vector", test_span_messages);
-    hk_test_add(s, "one element with extreme increments: right, no overflow",
-                test_spans_extreme_but_valid);
-    hk_test_add(s, "aliasing x == y and alpha == 0", test_aliasing);
-    hk_test_add(s, "hk.memory/1: sizes, foreign frees, NULL, wrap", test_memory_rules);
+    static const hk_test_case_t tests[] = {
+        {"create_info: size below 12 refused, longer ignored", test_create_info_size},
+        {"handle_info: size below 4 refused, n written and said", test_handle_info_size},
+        {"last_error_copy: NULL, cut, len 0, NULL buf, dead handle", test_last_error_copy},
+        {"destroyed handle: every slot INVALID_HANDLE", test_destroyed_handle},
+        {"foreign pointers as handles: INVALID_HANDLE, never read", test_foreign_pointers},
+        {"another loaded copy of hk-cpu: handles and memory refused", test_other_copy},
+        {"a destroyed handle's slot is not reused by the next creates",
+         test_stale_handle_not_reused_soon},
+        {"n <= 0 and scal/nrm2 incx <= 0: OK, 0 results, NULL allowed", test_nothing_to_do},
+        {"NULL, INT64_MIN and destination increment 0, in order", test_null_and_increments},
+        {"spans that overflow or wrap: refused, nothing touched", test_spans_refused},
+        {"span refusals name the vector", test_span_messages},
+        {"one element with extreme increments: right, no overflow", test_spans_extreme_but_valid},
+        {"aliasing x == y and alpha == 0", test_aliasing},
+        {"hk.memory/1: sizes, foreign frees, NULL, wrap", test_memory_rules},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
 }

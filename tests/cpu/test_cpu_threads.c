@@ -144,15 +144,17 @@ static void *worker(void *arg)
     return NULL;
 }
 
-static void test_eight_threads_one_handle(void)
+/* Runs fn on THREADS threads, each with a worker_t of its own (id set, the
+ * rest zeroed), and waits for them; says each one's first error on stderr.
+ * Returns the number of errors of all. */
+static int run_workers(void *(*fn)(void *))
 {
-    CU_ASSERT_EQUAL_FATAL(vt->handle_create(NULL, &shared), HK_STATUS_OK);
     pthread_t t[THREADS];
     worker_t w[THREADS];
     for (int k = 0; k < THREADS; k++) {
         memset(&w[k], 0, sizeof w[k]);
         w[k].id = k;
-        CU_ASSERT_EQUAL_FATAL(pthread_create(&t[k], NULL, worker, &w[k]), 0);
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&t[k], NULL, fn, &w[k]), 0);
     }
     int errors = 0;
     for (int k = 0; k < THREADS; k++) {
@@ -161,7 +163,13 @@ static void test_eight_threads_one_handle(void)
             fprintf(stderr, "\n    %d wrong, first: %s\n", w[k].errors, w[k].first);
         errors += w[k].errors;
     }
-    CU_ASSERT_EQUAL(errors, 0);
+    return errors;
+}
+
+static void test_eight_threads_one_handle(void)
+{
+    CU_ASSERT_EQUAL_FATAL(vt->handle_create(NULL, &shared), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(run_workers(worker), 0);
     CU_ASSERT_EQUAL(vt->handle_destroy(shared), HK_STATUS_OK);
     shared = NULL;
 }
@@ -218,21 +226,7 @@ static void *churn(void *arg)
 
 static void test_create_destroy_threads(void)
 {
-    pthread_t t[THREADS];
-    worker_t w[THREADS];
-    for (int k = 0; k < THREADS; k++) {
-        memset(&w[k], 0, sizeof w[k]);
-        w[k].id = k;
-        CU_ASSERT_EQUAL_FATAL(pthread_create(&t[k], NULL, churn, &w[k]), 0);
-    }
-    int errors = 0;
-    for (int k = 0; k < THREADS; k++) {
-        pthread_join(t[k], NULL);
-        if (w[k].errors)
-            fprintf(stderr, "\n    %d wrong, first: %s\n", w[k].errors, w[k].first);
-        errors += w[k].errors;
-    }
-    CU_ASSERT_EQUAL(errors, 0);
+    CU_ASSERT_EQUAL(run_workers(churn), 0);
 }
 
 void tcpu_register_threads(void)

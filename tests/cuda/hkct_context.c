@@ -124,6 +124,32 @@ CUcontext hkct_primary(int dev)
     return p;
 }
 
+CUcontext hkct_retain_primary(int dev)
+{
+    CUdevice d;
+    CUcontext p = NULL;
+    HKCT_OK(cuDeviceGet(&d, dev));
+    HKCT_OK(cuDevicePrimaryCtxRetain(&p, d));
+    return p;
+}
+
+void hkct_release_primary(int dev)
+{
+    CUdevice d;
+    HKCT_OK(cuDeviceGet(&d, dev));
+    HKCT_OK(cuDevicePrimaryCtxRelease(d));
+}
+
+hk_status_t hkct_status_is(hk_handle_t *h, hk_status_t got, hk_status_t want, const char *call,
+                           const char *file, int line)
+{
+    if (got != want)
+        printf("\n  %s: %d, want %d (%s)\n", call, (int)got, (int)want,
+               hkct_plug.vt->last_error(h));
+    CU_assertImplementation(got == want, (unsigned)line, call, file, "", CU_FALSE);
+    return got;
+}
+
 CUcontext hkct_user_context(int dev)
 {
     CUdevice d;

@@ -84,6 +84,19 @@ hk_handle_info_t hkct_info(hk_handle_t *h);
  * it returns want; prints the message when it does not. */
 hk_handle_t *hkct_create(int device, hk_status_t want);
 
+/* Asserts (at the caller's file and line) that a call of the plugin
+ * returned want; when it did not, prints the call's text, both statuses
+ * and h's last error. Returns got. */
+hk_status_t hkct_status_is(hk_handle_t *h, hk_status_t got, hk_status_t want, const char *call,
+                           const char *file, int line);
+
+/* Takes a retain of device dev's primary context (asserting, fatally, that
+ * the driver gave it) and returns the context; nothing is made current. */
+CUcontext hkct_retain_primary(int dev);
+
+/* Gives back a retain taken with hkct_retain_primary (asserted, fatally). */
+void hkct_release_primary(int dev);
+
 /* y := 2x + y and x.y through the handle on its own memory, checked; asserts
  * after every call that expect is current. Returns the first failure. */
 hk_status_t hkct_workload(hk_handle_t *h, CUcontext expect);

@@ -154,3 +154,17 @@ void hkct_fill_double(double *v, size_t n, unsigned seed)
     for (size_t i = 0; i < n; i++)
         v[i] = next_value(&seed);
 }
+
+int hkct_first_handle(const hkct_plugin_t *p, hk_handle_t **h, char *why, size_t len)
+{
+    hk_status_t st = p->vt->handle_create(NULL, h);
+    if (st == HK_STATUS_NO_DRIVER || st == HK_STATUS_NO_DEVICE) {
+        snprintf(why, len, "no CUDA driver or device: %s", p->vt->last_error(NULL));
+        return 1;
+    }
+    if (st != HK_STATUS_OK) {
+        fprintf(stderr, "handle_create: %d: %s\n", (int)st, p->vt->last_error(NULL));
+        return -1;
+    }
+    return 0;
+}

@@ -3,6 +3,8 @@
 #ifndef HKCT_PLUGIN_H
 #define HKCT_PLUGIN_H
 
+#include <stddef.h>
+
 #include "hk_abi.h"
 #include "hk_blas1.h"
 #include "hk_cuda.h"
@@ -38,6 +40,13 @@ int hkct_plugin_open_sibling(hkct_plugin_t *p, const char *name);
  * directory and removed again once loaded: a second instance of hk-cuda in
  * the process, with state of its own that no earlier call touched. */
 int hkct_plugin_open_copy(hkct_plugin_t *p);
+
+/* A suite's first handle_create (on the current device), which tells
+ * whether hk-cuda finds a driver and a device: 0 with the handle in *h; 1
+ * when there is neither driver nor device, with the reason to skip the
+ * suite's tests in why; -1, after printing the status and message to
+ * stderr, when the create failed otherwise (the program then fails). */
+int hkct_first_handle(const hkct_plugin_t *p, hk_handle_t **h, char *why, size_t len);
 
 /* Copies file src to dst with mode. Returns 0, or -1 with errno set. */
 int hkct_copy_file(const char *src, const char *dst, unsigned mode);

@@ -38,6 +38,14 @@ typedef struct tcap_fix {
 int tcap_fix_up(tcap_fix_t *f);
 void tcap_fix_down(tcap_fix_t *f);
 
+/* tcap_fix_up and a non-blocking stream in *s, for the case to capture.
+ * 0 on success. */
+int tcap_fix_up_stream(tcap_fix_t *f, CUstream *s);
+
+/* Undoes tcap_fix_up_stream: the handle's stream set back to NULL
+ * (asserted), s destroyed, then tcap_fix_down. */
+void tcap_fix_down_stream(tcap_fix_t *f, CUstream s);
+
 /* Puts y back to y0 and r to zero (outside any capture). */
 void tcap_fix_reset(tcap_fix_t *f);
 
@@ -82,6 +90,25 @@ void tcap_blas_check(tcap_fix_t *f, int rounds);
 /* Copies n floats of device memory p to host through the driver (on the
  * legacy stream, outside any capture). */
 void tcap_read(float *host, const void *p, size_t n);
+
+/* Defines fn_global, fn_thread and fn_relaxed: test functions that run the
+ * case fn with tcap_mode set to each capture mode. */
+#define TCAP_IN_MODES(fn)                                                    \
+    static void fn##_global(void)                                          \
+    {                                                                      \
+        tcap_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;                         \
+        fn();                                                              \
+    }                                                                      \
+    static void fn##_thread(void)                                          \
+    {                                                                      \
+        tcap_mode = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;                   \
+        fn();                                                              \
+    }                                                                      \
+    static void fn##_relaxed(void)                                         \
+    {                                                                      \
+        tcap_mode = CU_STREAM_CAPTURE_MODE_RELAXED;                        \
+        fn();                                                              \
+    }
 
 /* Registers the cases of test_cuda_capture_more.c into suite s. */
 void tcap_register_more(CU_pSuite s, const char *skip);

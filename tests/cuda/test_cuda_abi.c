@@ -281,21 +281,15 @@ int hk_test_register(void)
         return 1;
     } else {
         hk_handle_t *h = NULL;
-        hk_status_t st = plug.vt->handle_create(NULL, &h);
-        if (st == HK_STATUS_NO_DRIVER || st == HK_STATUS_NO_DEVICE) {
-            snprintf(why, sizeof why, "no CUDA driver or device: %s", plug.vt->last_error(NULL));
-            skip = why;
-        } else if (st != HK_STATUS_OK) {
-            fprintf(stderr, "handle_create: %d: %s\n", (int)st, plug.vt->last_error(NULL));
+        int found = hkct_first_handle(&plug, &h, why, sizeof why);
+        if (found < 0)
             return 1;
-        } else {
+        if (found > 0)
+            skip = why;
+        else
             plug.vt->handle_destroy(h);
-        }
     }
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        CU_pTest test = hk_test_add(s, t[i].name, t[i].fn);
-        if (skip)
-            hk_test_skip(test, skip);
-    }
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        hk_test_add_or_skip(s, t[i].name, t[i].fn, skip);
     return 0;
 }

@@ -560,19 +560,13 @@ int hk_test_register(void)
         snprintf(why, sizeof why, "%s", plug.why);
         skip = why;
     } else {
-        hk_status_t st = plug.vt->handle_create(NULL, &h);
-        if (st == HK_STATUS_NO_DRIVER || st == HK_STATUS_NO_DEVICE) {
-            snprintf(why, sizeof why, "no CUDA driver or device: %s", plug.vt->last_error(NULL));
-            skip = why;
-        } else if (st != HK_STATUS_OK) {
-            fprintf(stderr, "handle_create: %d: %s\n", (int)st, plug.vt->last_error(NULL));
+        int found = hkct_first_handle(&plug, &h, why, sizeof why);
+        if (found < 0)
             return 1;
-        }
+        if (found > 0)
+            skip = why;
     }
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        CU_pTest test = hk_test_add(s, t[i].name, t[i].fn);
-        if (skip)
-            hk_test_skip(test, skip);
-    }
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        hk_test_add_or_skip(s, t[i].name, t[i].fn, skip);
     return blas1_register_streams(&plug, skip);
 }

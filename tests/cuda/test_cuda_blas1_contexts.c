@@ -622,11 +622,8 @@ int blas1_register_contexts(const hkct_plugin_t *p, const char *skip)
         {"green context on 6/11 of the SMs (72 of 132 on an H200): create, every op, restore",
          t_green_context_split},
     };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        CU_pTest test = hk_test_add(s, t[i].name, t[i].fn);
-        if (skip)
-            hk_test_skip(test, skip);
-    }
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        hk_test_add_or_skip(s, t[i].name, t[i].fn, skip);
     *(void **)&sim.fail = dlsym(RTLD_DEFAULT, "simcuda_fail");
     *(void **)&sim.fail_clear = dlsym(RTLD_DEFAULT, "simcuda_fail_clear");
     *(void **)&sim.calls = dlsym(RTLD_DEFAULT, "simcuda_call_count");

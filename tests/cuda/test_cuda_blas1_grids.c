@@ -185,10 +185,8 @@ static void t_grids(void)
 int blas1_register_grids(const char *skip)
 {
     CU_pSuite s = hk_test_suite("hk-cuda reduction kernels, raw, on every grid size", NULL, NULL);
-    CU_pTest test = hk_test_add(
+    hk_test_add_or_skip(
         s, "the 8 reduction kernels on 1 to 1024 blocks: exact sums, counter back at 0",
-        t_grids);
-    if (skip)
-        hk_test_skip(test, skip);
+        t_grids, skip);
     return 0;
 }

@@ -478,10 +478,7 @@ int blas1_register_streams(const hkct_plugin_t *p, const char *skip)
         {"a chain of ops each reading the last one's output, alpha included, back to back",
          t_dependent_chain},
     };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        CU_pTest test = hk_test_add(s, t[i].name, t[i].fn);
-        if (skip)
-            hk_test_skip(test, skip);
-    }
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        hk_test_add_or_skip(s, t[i].name, t[i].fn, skip);
     return blas1_register_contexts(p, skip);
 }

@@ -17,28 +17,14 @@
 #include <string.h>
 
 #include "hk_rt.h"
-#include "hkct_context.h"
-
-#define plug hkct_plug
-#define sim hkct_sim
-#define on_sim hkct_on_sim
-#define ndev hkct_ndev
-#define OK HKCT_OK
-#define SCENARIO HKCT_SCENARIO
-#define current hkct_current
-#define primary hkct_primary
-#define create hkct_create
+#include "hkct_names.h"
 
 /* ---- every slot leaves the caller's context as it was ---- */
 
 /* call must return want (KEPT_FAIL: any failure) and leave expect current. */
 #define KEPT(call, want)                                                            \
     do {                                                                            \
-        hk_status_t st_ = (call);                                                   \
-        if (st_ != (want))                                                          \
-            printf("\n  %s: %d, want %d (%s)\n", #call, (int)st_, (int)(want),      \
-                   plug.vt->last_error(h));                                         \
-        CU_ASSERT_EQUAL(st_, want);                                                 \
+        hkct_status_is(h, (call), (want), #call, __FILE__, __LINE__);               \
         CU_ASSERT_PTR_EQUAL(current(), expect);                                     \
     } while (0)
 #define KEPT_FAIL(call)                                                             \
@@ -195,14 +181,11 @@ SCENARIO(t_every_slot_restores)
     CU_ASSERT_EQUAL(hkct_pop_all(p0), 1);
     /* another device's primary, when there is one */
     if (ndev > 1) {
-        CUdevice d1;
-        CUcontext p1 = NULL;
-        OK(cuDeviceGet(&d1, 1));
-        OK(cuDevicePrimaryCtxRetain(&p1, d1));
+        CUcontext p1 = hkct_retain_primary(1);
         OK(cuCtxPushCurrent(p1));
         every_slot(p1, foreign);
         CU_ASSERT_EQUAL(hkct_pop_all(p1), 1);
-        OK(cuDevicePrimaryCtxRelease(d1));
+        hkct_release_primary(1);
     }
     OK(cuDevicePrimaryCtxRelease(d0));
     OK(cuCtxPushCurrent(other));

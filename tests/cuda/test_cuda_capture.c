@@ -61,6 +61,21 @@ void tcap_fix_down(tcap_fix_t *f)
     OK(cuDevicePrimaryCtxRelease(d));
 }
 
+int tcap_fix_up_stream(tcap_fix_t *f, CUstream *s)
+{
+    if (tcap_fix_up(f) != 0)
+        return -1;
+    OK(cuStreamCreate(s, CU_STREAM_NON_BLOCKING));
+    return 0;
+}
+
+void tcap_fix_down_stream(tcap_fix_t *f, CUstream s)
+{
+    CU_ASSERT_EQUAL(plug.vt->set_stream(f->h, NULL), HK_STATUS_OK);
+    OK(cuStreamDestroy(s));
+    tcap_fix_down(f);
+}
+
 void tcap_fix_reset(tcap_fix_t *f)
 {
     OK(cuMemcpyHtoD((CUdeviceptr)(uintptr_t)f->y, f->hy0, sizeof f->hy0));
@@ -213,18 +228,15 @@ static void direct_checked(tcap_fix_t *f, CUstream s)
 static void case_set_inside(void)
 {
     tcap_fix_t f;
-    if (tcap_fix_up(&f) != 0)
-        return;
     CUstream s;
-    OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    if (tcap_fix_up_stream(&f, &s) != 0)
+        return;
     tcap_begin(s);
     TCAP_CALL(f.h, s, f.ctx, plug.vt->set_stream(f.h, s), HK_STATUS_OK);
     tcap_blas_sequence(&f, s);
     replay_checked(&f, tcap_end(s), s);
     direct_checked(&f, s);
-    CU_ASSERT_EQUAL(plug.vt->set_stream(f.h, NULL), HK_STATUS_OK);
-    OK(cuStreamDestroy(s));
-    tcap_fix_down(&f);
+    tcap_fix_down_stream(&f, s);
 }
 
 /* A stream used before the capture (its workspace made), set to NULL and set
@@ -232,10 +244,9 @@ static void case_set_inside(void)
 static void case_used_before(void)
 {
     tcap_fix_t f;
-    if (tcap_fix_up(&f) != 0)
-        return;
     CUstream s;
-    OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    if (tcap_fix_up_stream(&f, &s) != 0)
+        return;
     CU_ASSERT_EQUAL(plug.vt->set_stream(f.h, s), HK_STATUS_OK);
     direct_checked(&f, s);
     CU_ASSERT_EQUAL(plug.vt->set_stream(f.h, NULL), HK_STATUS_OK);
@@ -245,27 +256,22 @@ static void case_used_before(void)
     TCAP_CALL(f.h, s, f.ctx, plug.vt->set_stream(f.h, s), HK_STATUS_OK); /* twice */
     tcap_blas_sequence(&f, s);
     replay_checked(&f, tcap_end(s), s);
-    CU_ASSERT_EQUAL(plug.vt->set_stream(f.h, NULL), HK_STATUS_OK);
-    OK(cuStreamDestroy(s));
-    tcap_fix_down(&f);
+    tcap_fix_down_stream(&f, s);
 }
 
 /* Set before the capture, its first reduction inside it. */
 static void case_set_before(void)
 {
     tcap_fix_t f;
-    if (tcap_fix_up(&f) != 0)
-        return;
     CUstream s;
-    OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    if (tcap_fix_up_stream(&f, &s) != 0)
+        return;
     CU_ASSERT_EQUAL(plug.vt->set_stream(f.h, s), HK_STATUS_OK);
     tcap_begin(s);
     tcap_blas_sequence(&f, s);
     replay_checked(&f, tcap_end(s), s);
     direct_checked(&f, s);
-    CU_ASSERT_EQUAL(plug.vt->set_stream(f.h, NULL), HK_STATUS_OK);
-    OK(cuStreamDestroy(s));
-    tcap_fix_down(&f);
+    tcap_fix_down_stream(&f, s);
 }
 
 /* The calling thread's per-thread default stream, captured and set inside. */
@@ -289,13 +295,12 @@ static void case_per_thread(void)
 static void case_refusals(void)
 {
     tcap_fix_t f;
-    if (tcap_fix_up(&f) != 0)
+    CUstream s;
+    if (tcap_fix_up_stream(&f, &s) != 0)
         return;
     const hk_blas1_v1_t *b = plug.blas;
     const hk_memory_v1_t *m = plug.mem;
     hk_handle_t *h = f.h;
-    CUstream s;
-    OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     float host[4] = {42.0f, 42.0f, 42.0f, 42.0f};
     double dhost = 42.0;
     void *p = NULL;
@@ -331,9 +336,7 @@ static void case_refusals(void)
     CU_ASSERT_EQUAL(m->copy_to_host(h, host, f.x, sizeof host), HK_STATUS_OK);
     CU_ASSERT_EQUAL(host[1], f.hx[1]);
     CU_ASSERT_EQUAL(plug.vt->synchronize(h), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(plug.vt->set_stream(f.h, NULL), HK_STATUS_OK);
-    OK(cuStreamDestroy(s));
-    tcap_fix_down(&f);
+    tcap_fix_down_stream(&f, s);
 }
 
 /* ---- registration: every case in each mode ---- */
@@ -343,22 +346,6 @@ typedef struct tcap_case {
     CU_TestFunc fn;
 } tcap_case_t;
 
-#define TCAP_IN_MODES(fn)                                                    \
-    static void fn##_global(void)                                          \
-    {                                                                      \
-        tcap_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;                         \
-        fn();                                                              \
-    }                                                                      \
-    static void fn##_thread(void)                                          \
-    {                                                                      \
-        tcap_mode = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;                   \
-        fn();                                                              \
-    }                                                                      \
-    static void fn##_relaxed(void)                                         \
-    {                                                                      \
-        tcap_mode = CU_STREAM_CAPTURE_MODE_RELAXED;                        \
-        fn();                                                              \
-    }
 #define TCAP_CASE(name, fn) {name, fn##_global}, {name, fn##_thread}, {name, fn##_relaxed}
 
 TCAP_IN_MODES(case_set_inside)
@@ -385,9 +372,7 @@ int hk_test_register(void)
     CU_pSuite s = hk_test_suite("hk-cuda under stream capture: blas1 and memory", NULL, NULL);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(names[i], sizeof names[i], "%s (%s)", cases[i].name, tcap_mode_names[i % 3]);
-        CU_pTest t = hk_test_add(s, names[i], cases[i].fn);
-        if (skip)
-            hk_test_skip(t, skip);
+        hk_test_add_or_skip(s, names[i], cases[i].fn, skip);
     }
     CU_pSuite more = hk_test_suite("hk-cuda under stream capture: kernels, movable handles, "
                                    "threads", NULL, NULL);

@@ -3,14 +3,13 @@
  * the capture), movable handles of the loader, a handle made during the
  * capture, and another thread's capture while this thread uses the handle on
  * a stream of its own; each in the three capture modes. See tcap.h. */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "hk_loader.h"
 #include "hk_swap.h"
-#include "simcuda_emu.h"
+#include "hkct_emu.h"
 #include "tcap.h"
 
 #define plug hkct_plug
@@ -18,36 +17,15 @@
 
 static const hk_kernels_v1_t *kern; /* hk.kernels/1 of the plugin */
 
-/* ---- hkt_axpy for the simulated driver ---- */
-
-static CUresult (*emu_check)(const simcuda_launch_t *, const void *, size_t);
-
-static CUresult emu_axpy(const simcuda_launch_t *l, void **params)
-{
-    long long n = *(long long *)params[0];
-    float a = *(float *)params[1];
-    const float *x = *(const float **)params[2];
-    float *y = *(float **)params[3];
-    CUresult r = n > 0 ? emu_check(l, x, (size_t)n * 4) : CUDA_SUCCESS;
-    if (r == CUDA_SUCCESS && n > 0)
-        r = emu_check(l, y, (size_t)n * 4);
-    for (long long i = 0; r == CUDA_SUCCESS && i < n; i++)
-        y[i] += a * x[i];
-    return r;
-}
-
-/* 1 when registered (or on a real driver, where nothing is needed). */
+/* 1 when hkt_axpy's emulation is registered (or on a real driver, where
+ * nothing is needed). */
 static int register_emulation(void)
 {
-    simcuda_emu_register_fn reg;
-    *(void **)&reg = dlsym(RTLD_DEFAULT, "simcuda_emu_register");
-    *(void **)&emu_check = dlsym(RTLD_DEFAULT, "simcuda_emu_check");
+    simcuda_emu_register_fn reg = hkct_emu_find();
     if (!reg)
         return 1;
-    const simcuda_emu_entry_t e = SIMCUDA_EMU_ENTRY("hkt_axpy", emu_axpy, sizeof(long long),
-                                                    sizeof(float), sizeof(void *),
-                                                    sizeof(void *));
-    return emu_check && reg(&e) == 0;
+    const simcuda_emu_entry_t e = HKCT_EMU_AXPY_ENTRY;
+    return hkct_emu_check && reg(&e) == 0;
 }
 
 /* y += a x through the table on h's stream. */
@@ -82,15 +60,14 @@ static void check_axpy(tcap_fix_t *f, const void *y, float a, int rounds)
 static void case_kernels(void)
 {
     tcap_fix_t f;
-    if (tcap_fix_up(&f) != 0)
+    CUstream s;
+    if (tcap_fix_up_stream(&f, &s) != 0)
         return;
     hk_library_t *lib = NULL;
     hk_kernel_t *k = NULL;
     CU_ASSERT_EQUAL_FATAL(kern->load(f.h, hkt__ptx, (size_t)(hkt__ptx_end - hkt__ptx) + 1, &lib),
                           HK_STATUS_OK);
     CU_ASSERT_EQUAL_FATAL(kern->get_kernel(f.h, lib, "hkt_axpy", &k), HK_STATUS_OK);
-    CUstream s;
-    OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     tcap_begin(s);
     TCAP_CALL(f.h, s, f.ctx, plug.vt->set_stream(f.h, s), HK_STATUS_OK);
     TCAP_CALL(f.h, s, f.ctx, launch_axpy(f.h, k, 0.5f, f.x, f.y), HK_STATUS_OK);
@@ -137,9 +114,7 @@ static void case_kernels(void)
     OK(cuCtxDestroy(uc));
 
     CU_ASSERT_EQUAL(kern->unload(f.h, lib), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(plug.vt->set_stream(f.h, NULL), HK_STATUS_OK);
-    OK(cuStreamDestroy(s));
-    tcap_fix_down(&f);
+    tcap_fix_down_stream(&f, s);
 }
 
 /* ---- movable handles ---- */
@@ -149,7 +124,8 @@ static void case_kernels(void)
 static void case_movable(void)
 {
     tcap_fix_t f;
-    if (tcap_fix_up(&f) != 0)
+    CUstream s;
+    if (tcap_fix_up_stream(&f, &s) != 0)
         return;
     /* No isolation: hk-cuda's negotiation is not what this case is about, and
      * the probe program need not be carried to a GPU machine with the test. */
@@ -168,8 +144,6 @@ static void case_movable(void)
     CU_ASSERT_EQUAL_FATAL(hk_mhandle_get_table(HK_TABLE_BLAS1_V1, &b, sizeof b), HK_STATUS_OK);
     hk_handle_t *h = hk_mhandle_handle(mh);
     CU_ASSERT_EQUAL(vt->set_pointer_mode(h, HK_POINTER_MODE_DEVICE), HK_STATUS_OK);
-    CUstream s;
-    OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     tcap_begin(s);
     TCAP_CALL(NULL, s, f.ctx, vt->set_stream(h, s), HK_STATUS_OK);
     TCAP_CALL(NULL, s, f.ctx, b.saxpy(h, TCAP_N, f.alpha, f.x, 1, f.y, 1), HK_STATUS_OK);
@@ -198,9 +172,7 @@ static void case_movable(void)
     CU_ASSERT_EQUAL(vt->set_stream(h, NULL), HK_STATUS_OK);
     CU_ASSERT_EQUAL(hk_mhandle_destroy(mh), HK_STATUS_OK);
     CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(plug.vt->set_stream(f.h, NULL), HK_STATUS_OK);
-    OK(cuStreamDestroy(s));
-    tcap_fix_down(&f);
+    tcap_fix_down_stream(&f, s);
 }
 
 /* ---- a handle made during the capture ---- */
@@ -208,10 +180,9 @@ static void case_movable(void)
 static void case_made_inside(void)
 {
     tcap_fix_t f;
-    if (tcap_fix_up(&f) != 0)
-        return;
     CUstream s;
-    OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    if (tcap_fix_up_stream(&f, &s) != 0)
+        return;
     hk_handle_t *outer = f.h, *h = NULL;
     hk_create_info_t ci = {sizeof ci, HK_DEVICE_CURRENT, 0};
     tcap_begin(s);
@@ -233,9 +204,7 @@ static void case_made_inside(void)
     if (h)
         CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
     f.h = outer;
-    CU_ASSERT_EQUAL(plug.vt->set_stream(f.h, NULL), HK_STATUS_OK);
-    OK(cuStreamDestroy(s));
-    tcap_fix_down(&f);
+    tcap_fix_down_stream(&f, s);
 }
 
 /* ---- another thread's capture ---- */
@@ -318,27 +287,11 @@ static void case_other_thread(void)
 
 /* ---- registration ---- */
 
-#define IN_MODES(fn)                                                         \
-    static void fn##_global(void)                                          \
-    {                                                                      \
-        tcap_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;                         \
-        fn();                                                              \
-    }                                                                      \
-    static void fn##_thread(void)                                          \
-    {                                                                      \
-        tcap_mode = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;                   \
-        fn();                                                              \
-    }                                                                      \
-    static void fn##_relaxed(void)                                         \
-    {                                                                      \
-        tcap_mode = CU_STREAM_CAPTURE_MODE_RELAXED;                        \
-        fn();                                                              \
-    }
 
-IN_MODES(case_kernels)
-IN_MODES(case_movable)
-IN_MODES(case_made_inside)
-IN_MODES(case_other_thread)
+TCAP_IN_MODES(case_kernels)
+TCAP_IN_MODES(case_movable)
+TCAP_IN_MODES(case_made_inside)
+TCAP_IN_MODES(case_other_thread)
 
 void tcap_register_more(CU_pSuite s, const char *skip)
 {
@@ -369,8 +322,6 @@ void tcap_register_more(CU_pSuite s, const char *skip)
         for (int m = 0; m < 3; m++) {
             snprintf(names[i][m], sizeof names[i][m], "%s (%s)", cases[i].name,
                      tcap_mode_names[m]);
-            CU_pTest t = hk_test_add(s, names[i][m], cases[i].fn[m]);
-            if (skip)
-                hk_test_skip(t, skip);
+            hk_test_add_or_skip(s, names[i][m], cases[i].fn[m], skip);
         }
 }

@@ -16,19 +16,10 @@
 #include <unistd.h>
 
 #include "hk_rt.h"
-#include "hkct_context.h"
+#include "hkct_names.h"
 
-#define plug hkct_plug
-#define sim hkct_sim
-#define on_sim hkct_on_sim
-#define ndev hkct_ndev
-#define OK HKCT_OK
-#define SCENARIO HKCT_SCENARIO
-#define current hkct_current
-#define primary hkct_primary
 #define ctx_id hkct_ctx_id
 #define info_of hkct_info
-#define create hkct_create
 #define workload hkct_workload
 
 /* Asserts that the handle of info i is bound to context ctx of device dev,
@@ -214,10 +205,7 @@ SCENARIO(t_destroyed_user_current)
 /* Device 1 current (held by a retain of our own), handle of device 0. */
 SCENARIO(t_other_device_current)
 {
-    CUdevice d1;
-    CUcontext p1 = NULL;
-    OK(cuDeviceGet(&d1, 1));
-    OK(cuDevicePrimaryCtxRetain(&p1, d1));
+    CUcontext p1 = hkct_retain_primary(1);
     OK(cuCtxSetCurrent(p1));
     hk_handle_t *h = create(0, HK_STATUS_OK); /* explicit device: p1 stays current */
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);
@@ -241,7 +229,7 @@ SCENARIO(t_other_device_current)
     CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
     CU_ASSERT_PTR_EQUAL(current(), p1);
     CU_ASSERT_EQUAL(hkct_pop_all(p1), 1);
-    OK(cuDevicePrimaryCtxRelease(d1));
+    hkct_release_primary(1);
 }
 
 /* A stream of a user context of device 0 given to a device-0 primary handle. */
@@ -269,11 +257,8 @@ SCENARIO(t_stream_same_device)
 
 SCENARIO(t_stream_mismatch)
 {
-    CUdevice d1;
-    CUcontext p1 = NULL;
+    CUcontext p1 = hkct_retain_primary(1);
     CUstream s1 = NULL;
-    OK(cuDeviceGet(&d1, 1));
-    OK(cuDevicePrimaryCtxRetain(&p1, d1));
     OK(cuCtxSetCurrent(p1));
     OK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
     hk_handle_t *h = create(0, HK_STATUS_OK);
@@ -290,7 +275,7 @@ SCENARIO(t_stream_mismatch)
     CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
     OK(cuStreamDestroy(s1));
     CU_ASSERT_EQUAL(hkct_pop_all(p1), 1);
-    OK(cuDevicePrimaryCtxRelease(d1));
+    hkct_release_primary(1);
 }
 
 SCENARIO(t_explicit_device)

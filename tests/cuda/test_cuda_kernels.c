@@ -1,7 +1,6 @@
 /* hk.kernels/1 through hk-cuda: loading PTX and fatbin images, lookup,
  * attributes, launches with every kind of argument, bad input (refused before
  * any driver call), the JIT compiler's log. See test_cuda_kernels.h. */
-#include <dlfcn.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -10,7 +9,7 @@
 #include <string.h>
 
 #include "hk_rt.h"
-#include "simcuda_emu.h"
+#include "hkct_emu.h"
 #include "test_cuda_kernels.h"
 
 #define plug hkct_plug
@@ -37,21 +36,8 @@ static const char bad_ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
 
 /* ---- emulations of test_cuda_kernels_gpu.cu for the simulated driver ---- */
 
-static CUresult (*emu_check)(const simcuda_launch_t *, const void *, size_t);
-
-static CUresult emu_axpy(const simcuda_launch_t *l, void **params)
-{
-    long long n = *(long long *)params[0];
-    float a = *(float *)params[1];
-    const float *x = *(const float **)params[2];
-    float *y = *(float **)params[3];
-    CUresult r = n > 0 ? emu_check(l, x, (size_t)n * 4) : CUDA_SUCCESS;
-    if (r == CUDA_SUCCESS && n > 0)
-        r = emu_check(l, y, (size_t)n * 4);
-    for (long long i = 0; r == CUDA_SUCCESS && i < n; i++)
-        y[i] += a * x[i];
-    return r;
-}
+/* hkt_axpy's is hkct_emu_axpy (hkct_emu.c). */
+#define emu_check hkct_emu_check
 
 static CUresult emu_index(const simcuda_launch_t *l, void **params)
 {
@@ -118,14 +104,11 @@ void tk_block_wait_started(void)
 /* Registers the emulations when the simulated driver is there. */
 static int register_emulations(void)
 {
-    simcuda_emu_register_fn reg;
-    *(void **)&reg = dlsym(RTLD_DEFAULT, "simcuda_emu_register");
-    *(void **)&emu_check = dlsym(RTLD_DEFAULT, "simcuda_emu_check");
+    simcuda_emu_register_fn reg = hkct_emu_find();
     if (!reg || !emu_check)
         return 0;
     const simcuda_emu_entry_t e[] = {
-        SIMCUDA_EMU_ENTRY("hkt_axpy", emu_axpy, sizeof(long long), sizeof(float),
-                          sizeof(void *), sizeof(void *)),
+        HKCT_EMU_AXPY_ENTRY,
         SIMCUDA_EMU_ENTRY("hkt_index", emu_index, sizeof(void *)),
         SIMCUDA_EMU_ENTRY("hkt_reverse", emu_reverse, sizeof(void *)),
         {"hkt_noparams", emu_noparams, 0, {0}, NULL, NULL},
@@ -210,11 +193,7 @@ static void says(hk_handle_t *h, const char *what)
 
 #define EXPECT(call, want, what)                                                      \
     do {                                                                              \
-        hk_status_t st_ = (call);                                                     \
-        if (st_ != (want))                                                            \
-            printf("\n  %s: %d, want %d (%s)\n", #call, (int)st_, (int)(want),        \
-                   plug.vt->last_error(h));                                           \
-        CU_ASSERT_EQUAL(st_, want);                                                   \
+        hk_status_t st_ = hkct_status_is(h, (call), (want), #call, __FILE__, __LINE__); \
         if (st_ != HK_STATUS_OK && what)                                              \
             says(h, what);                                                            \
     } while (0)

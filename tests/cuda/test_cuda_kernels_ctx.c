@@ -10,16 +10,7 @@
 
 #include "hk_rt.h"
 #include "test_cuda_kernels.h"
-
-#define plug hkct_plug
-#define sim hkct_sim
-#define on_sim hkct_on_sim
-#define ndev hkct_ndev
-#define OK HKCT_OK
-#define SCENARIO HKCT_SCENARIO
-#define current hkct_current
-#define primary hkct_primary
-#define create hkct_create
+#include "hkct_names.h"
 
 static hk_kernel_t *find(hk_handle_t *h, hk_library_t *lib, const char *name)
 {
@@ -58,6 +49,17 @@ static void slots_keep(hk_handle_t *h, CUcontext expect, CUcontext handle_ctx)
     CU_ASSERT_PTR_EQUAL(current(), expect);
 }
 
+/* A handle on device 0 into *h, the PTX image loaded through it into *lib
+ * (both asserted, fatally), and its hkt_axpy (asserted found). */
+static hk_kernel_t *axpy_on_device0(hk_handle_t **h, hk_library_t **lib)
+{
+    *h = create(0, HK_STATUS_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(*h);
+    *lib = tk_load(*h, tk_ptx, tk_ptx_size);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(*lib);
+    return find(*h, *lib, "hkt_axpy");
+}
+
 /* A device-0 handle used with nothing, a user context of device 0 and (with
  * two devices) device 1's primary current. */
 SCENARIO(t_caller_context)
@@ -72,14 +74,11 @@ SCENARIO(t_caller_context)
     slots_keep(h, uc, p0);
     OK(cuCtxDestroy(uc));
     if (ndev > 1) {
-        CUdevice d1;
-        CUcontext p1 = NULL;
-        OK(cuDeviceGet(&d1, 1));
-        OK(cuDevicePrimaryCtxRetain(&p1, d1));
+        CUcontext p1 = hkct_retain_primary(1);
         OK(cuCtxPushCurrent(p1));
         slots_keep(h, p1, p0);
         hkct_clear_current();
-        OK(cuDevicePrimaryCtxRelease(d1));
+        hkct_release_primary(1);
     }
     CU_ASSERT_EQUAL(plug.vt->handle_destroy(h), HK_STATUS_OK);
 }
@@ -302,11 +301,9 @@ static void *work(void *arg)
 SCENARIO(t_threads)
 {
     const hk_memory_v1_t *m = plug.mem;
-    hk_handle_t *h = create(0, HK_STATUS_OK);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
-    hk_library_t *lib = tk_load(h, tk_ptx, tk_ptx_size);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(lib);
-    hk_kernel_t *k = find(h, lib, "hkt_axpy");
+    hk_handle_t *h;
+    hk_library_t *lib;
+    hk_kernel_t *k = axpy_on_device0(&h, &lib);
     static float x[T_N], y[T_N];
     worker_t w[T_THREADS];
     pthread_t t[T_THREADS];
@@ -347,11 +344,9 @@ SCENARIO(t_capture)
 {
     enum { N = 3001 };
     const hk_memory_v1_t *m = plug.mem;
-    hk_handle_t *h = create(0, HK_STATUS_OK);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
-    hk_library_t *lib = tk_load(h, tk_ptx, tk_ptx_size);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(lib);
-    hk_kernel_t *k = find(h, lib, "hkt_axpy");
+    hk_handle_t *h;
+    hk_library_t *lib;
+    hk_kernel_t *k = axpy_on_device0(&h, &lib);
     CUcontext p0 = primary(0);
     OK(cuCtxPushCurrent(p0));
     CUstream s = NULL;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hk_le.h"
 #include "test_cuda_kernels.h"
 
 #define plug hkct_plug
@@ -18,20 +19,6 @@
 #define on_sim hkct_on_sim
 #define SCENARIO HKCT_SCENARIO
 #define create hkct_create
-
-static uint64_t get_le(const unsigned char *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = bytes - 1; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static void put_le(unsigned char *p, int bytes, uint64_t v)
-{
-    for (int i = 0; i < bytes; i++, v >>= 8)
-        p[i] = (unsigned char)v;
-}
 
 /* Either of the two: what the driver makes of bytes that are no image. */
 #define OK_OR_INVALID ((hk_status_t)-1)
@@ -89,9 +76,9 @@ SCENARIO(t_tiny_images)
 /* The offset of the fatbin's first entry whose payload is a cubin; 0 if none. */
 static size_t cubin_entry(const unsigned char *f, size_t n, size_t *cubin_size)
 {
-    size_t end = 16 + (size_t)get_le(f + 8, 8);
+    size_t end = 16 + (size_t)hk_get_le(f + 8, 8);
     for (size_t off = 16; end <= n && off + 16 <= end;) {
-        size_t hs = (size_t)get_le(f + off + 4, 4), pay = (size_t)get_le(f + off + 8, 8);
+        size_t hs = (size_t)hk_get_le(f + off + 4, 4), pay = (size_t)hk_get_le(f + off + 8, 8);
         if (hs < 16 || off + hs + pay > end)
             return 0;
         if (pay >= 4 && memcmp(f + off + hs, "\177ELF", 4) == 0) {
@@ -118,9 +105,9 @@ SCENARIO(t_lying_fatbins)
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);
     size_t n = tk_fatbin_size, cub = 0, e = cubin_entry(tk_fatbin, n, &cub);
     CU_ASSERT_FATAL(e > 0);
-    size_t hs = (size_t)get_le(tk_fatbin + e + 4, 4);
+    size_t hs = (size_t)hk_get_le(tk_fatbin + e + 4, 4);
     const lie_t lies[] = {
-        {"fatbin's header claims", 8, 8, get_le(tk_fatbin + 8, 8) + 4096},
+        {"fatbin's header claims", 8, 8, hk_get_le(tk_fatbin + 8, 8) + 4096},
         {"fatbin's header claims", 6, 2, 8},
         {"entry 1 has a header", 16 + 4, 4, 0x7fffffff},
         {"entry 1 has a header", 16 + 4, 4, 4},
@@ -132,7 +119,7 @@ SCENARIO(t_lying_fatbins)
     CU_ASSERT_PTR_NOT_NULL_FATAL(copy);
     for (size_t i = 0; i < sizeof lies / sizeof lies[0]; i++) {
         memcpy(copy, tk_fatbin, n);
-        put_le(copy + lies[i].at, lies[i].bytes, lies[i].value);
+        hk_put_le(copy + lies[i].at, lies[i].bytes, lies[i].value);
         load_copy(h, copy, n, HK_STATUS_INVALID_VALUE, lies[i].what, 1);
     }
     load_copy(h, tk_fatbin, n / 2, HK_STATUS_INVALID_VALUE, "fatbin's header claims", 1);
@@ -150,11 +137,11 @@ SCENARIO(t_lying_cubins)
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);
     size_t n = 0, e = cubin_entry(tk_fatbin, tk_fatbin_size, &n);
     CU_ASSERT_FATAL(e > 0);
-    const unsigned char *c = tk_fatbin + e + get_le(tk_fatbin + e + 4, 4);
-    uint64_t phoff = get_le(c + 0x20, 8), shoff = get_le(c + 0x28, 8);
-    uint64_t phnum = get_le(c + 0x38, 2), shnum = get_le(c + 0x3c, 2), s = 1;
+    const unsigned char *c = tk_fatbin + e + hk_get_le(tk_fatbin + e + 4, 4);
+    uint64_t phoff = hk_get_le(c + 0x20, 8), shoff = hk_get_le(c + 0x28, 8);
+    uint64_t phnum = hk_get_le(c + 0x38, 2), shnum = hk_get_le(c + 0x3c, 2), s = 1;
     CU_ASSERT_FATAL(phnum > 0 && shnum > 1);
-    while (s < shnum && get_le(c + shoff + s * 64 + 4, 4) == 8) /* SHT_NOBITS: no bytes */
+    while (s < shnum && hk_get_le(c + shoff + s * 64 + 4, 4) == 8) /* SHT_NOBITS: no bytes */
         s++;
     CU_ASSERT_FATAL(s < shnum);
     char section[64];
@@ -174,7 +161,7 @@ SCENARIO(t_lying_cubins)
     CU_ASSERT_PTR_NOT_NULL_FATAL(copy);
     for (size_t i = 0; i < sizeof lies / sizeof lies[0]; i++) {
         memcpy(copy, c, n);
-        put_le(copy + lies[i].at, lies[i].bytes, lies[i].value);
+        hk_put_le(copy + lies[i].at, lies[i].bytes, lies[i].value);
         load_copy(h, copy, n, HK_STATUS_INVALID_VALUE, lies[i].what, 1);
     }
     load_copy(h, c, n / 2, HK_STATUS_INVALID_VALUE, "cubin", 1);

@@ -360,14 +360,16 @@ static void test_bad_arguments_without_driver(void)
 int hk_test_register(void)
 {
     CU_pSuite s = hk_test_suite("hk-cuda without a driver", suite_init, suite_clean);
-    hk_test_add(s, "loading opens no driver", test_load_touches_no_driver);
-    hk_test_add(s, "negotiation answer and tables", test_negotiate_answer);
-    hk_test_add(s, "negotiation refuses another major", test_negotiate_refuses_other_major);
-    hk_test_add(s, "create gives NO_DRIVER with the loader's reason", test_create_no_driver);
-    hk_test_add(s, "HK_CUDA_DRIVER: unsafe files refused, a safe one loaded",
-                test_driver_file_checks);
-    hk_test_add(s, "HK_CUDA_DRIVER below a sticky directory: the rule of the loader",
-                test_driver_below_sticky_dir);
-    hk_test_add(s, "bad arguments without a driver", test_bad_arguments_without_driver);
+    static const hk_test_case_t tests[] = {
+        {"loading opens no driver", test_load_touches_no_driver},
+        {"negotiation answer and tables", test_negotiate_answer},
+        {"negotiation refuses another major", test_negotiate_refuses_other_major},
+        {"create gives NO_DRIVER with the loader's reason", test_create_no_driver},
+        {"HK_CUDA_DRIVER: unsafe files refused, a safe one loaded", test_driver_file_checks},
+        {"HK_CUDA_DRIVER below a sticky directory: the rule of the loader",
+         test_driver_below_sticky_dir},
+        {"bad arguments without a driver", test_bad_arguments_without_driver},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
     return 0;
 }

@@ -11,53 +11,22 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "hk_shell.h"
 #include "host_util.h"
-
-/* Runs the shell command cmd; returns the exit status and the output in a
- * malloc'ed *out. what: "2>&1" (stdout and stderr), "2>/dev/null" (stdout
- * only) or "2>&1 >/dev/null" (stderr only). */
-static int run_to(const char *cmd, const char *what, char **out)
-{
-    char full[8192];
-    snprintf(full, sizeof full, "%s %s", cmd, what);
-    FILE *p = popen(full, "r");
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    if (!p || !buf) {
-        free(buf);
-        *out = NULL;
-        return -1;
-    }
-    size_t n;
-    while ((n = fread(buf + len, 1, cap - 1 - len, p)) > 0) {
-        len += n;
-        if (len == cap - 1) {
-            char *grown = realloc(buf, cap * 2);
-            if (!grown)
-                break;
-            buf = grown;
-            cap *= 2;
-        }
-    }
-    buf[len] = '\0';
-    int st = pclose(p);
-    *out = buf;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 int run(const char *cmd, char **out)
 {
-    return run_to(cmd, "2>&1", out);
+    return hk_shell(cmd, "2>&1", out);
 }
 
 int run_out(const char *cmd, char **out)
 {
-    return run_to(cmd, "2>/dev/null", out);
+    return hk_shell(cmd, "2>/dev/null", out);
 }
 
 int run_err(const char *cmd, char **out)
 {
-    return run_to(cmd, "2>&1 >/dev/null", out);
+    return hk_shell(cmd, "2>&1 >/dev/null", out);
 }
 
 /* Runs cmd with its stdout, stderr and stdin on a pseudo-terminal. */

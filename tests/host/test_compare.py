@@ -10,6 +10,9 @@ import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
+import hk_unittest  # noqa: E402
+
 COMPARE = os.environ.get('HK_COMPARE') or os.path.join(
     os.path.dirname(os.path.abspath(__file__)), '..', '..', 'bench', 'compare.py')
 DATA = os.environ.get('HK_TEST_DATA') or os.path.dirname(os.path.abspath(__file__))
@@ -150,10 +153,5 @@ class Compare(unittest.TestCase):
 
 
 if __name__ == '__main__':
-    result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2).run(
-        unittest.defaultTestLoader.loadTestsFromTestCase(Compare))
-    failed = len(result.failures) + len(result.errors)
-    skipped = len(result.skipped)
-    passed = result.testsRun - failed - skipped
-    print('%d passed, %d failed, %d skipped' % (passed, failed, skipped))
-    sys.exit(1 if failed else 0)
+    sys.exit(hk_unittest.summary(hk_unittest.run(
+        unittest.defaultTestLoader.loadTestsFromTestCase(Compare))))

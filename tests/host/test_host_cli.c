@@ -321,17 +321,19 @@ static void test_help(void)
 void host_register_cli(CU_pSuite s)
 {
     CU_pTest t;
-    hk_test_add(s, "bad arguments: status 1 or 2 with one line", test_bad_arguments);
-    hk_test_add(s, "--version: hk-host's version and the plugin ABI", test_version);
-    hk_test_add(s, "--help lists the commands and the exit statuses", test_help);
-    hk_test_add(s, "-h and --help exit 0 on every command", test_help_everywhere);
-    hk_test_add(s, "sizes are decimal and at least 1", test_sizes_are_decimal_and_meaningful);
-    hk_test_add(s, "run refuses sizes it cannot allocate: exit 3 with the reason",
-                test_run_refuses_impossible_sizes);
-    hk_test_add(s, "run refuses a size beyond the available memory: exit 3, both figures",
-                test_run_refuses_size_beyond_available);
-    hk_test_add(s, "-d on a plugin without devices: one line, exit 2",
-                test_device_on_host_plugin);
+    static const hk_test_case_t tests[] = {
+        {"bad arguments: status 1 or 2 with one line", test_bad_arguments},
+        {"--version: hk-host's version and the plugin ABI", test_version},
+        {"--help lists the commands and the exit statuses", test_help},
+        {"-h and --help exit 0 on every command", test_help_everywhere},
+        {"sizes are decimal and at least 1", test_sizes_are_decimal_and_meaningful},
+        {"run refuses sizes it cannot allocate: exit 3 with the reason",
+         test_run_refuses_impossible_sizes},
+        {"run refuses a size beyond the available memory: exit 3, both figures",
+         test_run_refuses_size_beyond_available},
+        {"-d on a plugin without devices: one line, exit 2", test_device_on_host_plugin},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
     t = hk_test_add(s, "validate takes a name, NAME@RANGE or a path",
                     test_validate_takes_requests);
 #ifndef HK_TEST_VALIDATE

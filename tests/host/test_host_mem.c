@@ -200,9 +200,11 @@ void host_register_mem(CU_pSuite s)
         hk_test_skip(t, why);
     else
         rmdir(cg_dir);
-    hk_test_add(s, "cgroup v2: the tightest limit up to the root, max, usage past it",
-                test_cgroup_v2_tightest);
-    hk_test_add(s, "cgroup v1 beside v2, no-limit values, a namespace's mount",
-                test_cgroup_v1_and_namespace);
-    hk_test_add(s, "no cgroup files or mount: no limit", test_cgroup_none);
+    static const hk_test_case_t tests[] = {
+        {"cgroup v2: the tightest limit up to the root, max, usage past it",
+         test_cgroup_v2_tightest},
+        {"cgroup v1 beside v2, no-limit values, a namespace's mount", test_cgroup_v1_and_namespace},
+        {"no cgroup files or mount: no limit", test_cgroup_none},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
 }

@@ -220,15 +220,17 @@ static void test_json_usage_errors(void)
 
 void host_register_warn(CU_pSuite s)
 {
-    hk_test_add(s, "a refused HK_PLUGIN_PATH directory: one warning in every command",
-                test_refused_path_dir_warns);
-    hk_test_add(s, "a malformed HK_PLUGIN_PIN or EXCLUDE entry: one warning in every command",
-                test_malformed_pin_and_exclude_warn);
-    hk_test_add(s, "--json lists the warnings", test_warnings_in_json);
-    hk_test_add(s, "a malformed range is bad usage: status 2", test_malformed_range_is_usage);
-    hk_test_add(s, "--json: a usage error is a document too", test_json_usage_errors);
-    hk_test_add(s, "swap to the same build: refused as bad usage",
-                test_swap_to_same_build_refused);
+    static const hk_test_case_t tests[] = {
+        {"a refused HK_PLUGIN_PATH directory: one warning in every command",
+         test_refused_path_dir_warns},
+        {"a malformed HK_PLUGIN_PIN or EXCLUDE entry: one warning in every command",
+         test_malformed_pin_and_exclude_warn},
+        {"--json lists the warnings", test_warnings_in_json},
+        {"a malformed range is bad usage: status 2", test_malformed_range_is_usage},
+        {"--json: a usage error is a document too", test_json_usage_errors},
+        {"swap to the same build: refused as bad usage", test_swap_to_same_build_refused},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
     CU_pTest t = hk_test_add(s, "validate --compare that compared nothing: status 1, why",
                              test_compare_nothing_fails);
 #if !defined(HK_TEST_VALIDATE) || !defined(HK_TEST_CUDA_PLUGIN)

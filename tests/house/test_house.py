@@ -48,6 +48,9 @@ import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
+import hk_unittest  # noqa: E402
+
 ARGS = None
 FUNC_MAX = 80
 FILE_MAX = 800
@@ -438,8 +441,7 @@ def main():
         name, _, objs = spec.partition('=')
         setattr(House, 'test_c_no_circle_' + re.sub(r'\W', '_', name),
                 unit_test(name, [o for o in objs.split(',') if o]))
-    suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__])
-    result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2).run(suite)
+    result = hk_unittest.run(unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__]))
     # What breaks the house, again as "FAIL:" lines: the lines that the test
     # runner repeats at the end of `scons test` and tools/check.sh (at most
     # EDGES calls of a circle there; all of them are above).
@@ -452,11 +454,7 @@ def main():
                 print('FAIL: house:     ... (the whole circle is listed above)')
             if edges <= EDGES:
                 print('FAIL: house: %s' % line)
-    failed = len(result.failures) + len(result.errors)
-    skipped = len(result.skipped)
-    passed = result.testsRun - failed - skipped
-    print('%d passed, %d failed, %d skipped' % (passed, failed, skipped))
-    return 0 if failed == 0 else 1
+    return hk_unittest.summary(result)
 
 
 if __name__ == '__main__':

@@ -30,6 +30,9 @@ import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
+import hk_unittest  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ARGS = None
 _DOT = sum((i % 7) * (2 * (i % 7) + 1) for i in range(1000))
@@ -430,13 +433,7 @@ def main():
     ap.add_argument('--cuda-arch', default='90')
     ARGS = ap.parse_args()
     ARGS.stage = os.path.abspath(ARGS.stage)
-    suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__])
-    result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2).run(suite)
-    failed = len(result.failures) + len(result.errors)
-    skipped = len(result.skipped)
-    passed = result.testsRun - failed - skipped
-    print('%d passed, %d failed, %d skipped' % (passed, failed, skipped))
-    return 0 if failed == 0 else 1
+    return hk_unittest.run_module(sys.modules[__name__])
 
 
 if __name__ == '__main__':

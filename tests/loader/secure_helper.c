@@ -9,34 +9,15 @@
  *   report=<path>|<stage>|<status name>|<reason>   (one per report) */
 #include <stdio.h>
 #include <string.h>
-#include <sys/auxv.h>
 
-#include "hk_loader.h"
 #include "hk_status_text.h"
-
-/* LeakSanitizer cannot inspect a process whose effective uid differs from
- * the real one and kills it at exit (and it ignores ASAN_OPTIONS there);
- * its documented hook turns it off for the set-user-ID run only. Unused in
- * builds without sanitizers. */
-int __lsan_is_turned_off(void);
-int __lsan_is_turned_off(void)
-{
-    return getauxval(AT_SECURE) != 0;
-}
+#include "setuid_helper.h"
 
 int main(int argc, char **argv)
 {
-    hk_loader_options_t o;
-    hk_loader_t *loader = NULL;
-
-    memset(&o, 0, sizeof(o));
-    o.size = sizeof(o);
-    o.default_dir = HK_TEST_SECURE_DIR;
-    printf("secure=%lu\n", getauxval(AT_SECURE));
-    if (hk_loader_create(&o, &loader) != HK_STATUS_OK) {
-        printf("error=loader create failed\n");
+    hk_loader_t *loader = helper_loader(HK_TEST_SECURE_DIR, 0);
+    if (!loader)
         return 1;
-    }
     hk_loader_scan(loader);
     for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "open") != 0)

@@ -7,38 +7,21 @@
  *   report=<path>|<status name>|<reason>      (one per report) */
 #include <stdio.h>
 #include <string.h>
-#include <sys/auxv.h>
 
-#include "hk_loader.h"
 #include "hk_status_text.h"
-
-/* LeakSanitizer refuses to run in a set-user-ID process (see
- * secure_helper.c); off for that run only. */
-int __lsan_is_turned_off(void);
-int __lsan_is_turned_off(void)
-{
-    return getauxval(AT_SECURE) != 0;
-}
+#include "setuid_helper.h"
 
 int main(int argc, char **argv)
 {
-    hk_loader_options_t o;
-    hk_loader_t *loader = NULL;
     hk_plugin_t *p = NULL;
 
     if (argc != 3) {
         fprintf(stderr, "usage: %s DIR REQUEST\n", argv[0]);
         return 2;
     }
-    memset(&o, 0, sizeof(o));
-    o.size = sizeof(o);
-    o.default_dir = argv[1];
-    o.ignore_env = 1;
-    printf("secure=%lu\n", getauxval(AT_SECURE));
-    if (hk_loader_create(&o, &loader) != HK_STATUS_OK) {
-        printf("error=loader create failed\n");
+    hk_loader_t *loader = helper_loader(argv[1], 1);
+    if (!loader)
         return 1;
-    }
     hk_loader_scan(loader);
     hk_status_t st = hk_loader_select(loader, argv[2], &p);
     printf("select=%s|%s|%s\n", hk_status_name(st), p ? hk_plugin_version(p) : "-",

@@ -34,30 +34,8 @@ struct hk_handle {
     hk_pointer_mode_t mode;
 };
 
-static hk_status_t tc_handle_create(const hk_create_info_t *info, hk_handle_t **out)
-{
-    (void)info;
-    if (!out)
-        return HK_STATUS_NULL_POINTER;
-    *out = calloc(1, sizeof(**out));
-    return *out ? HK_STATUS_OK : HK_STATUS_OUT_OF_MEMORY;
-}
-
-static hk_status_t tc_handle_destroy(hk_handle_t *h)
-{
-    if (!h)
-        return HK_STATUS_INVALID_HANDLE;
-    free(h);
-    return HK_STATUS_OK;
-}
-
-static hk_status_t tc_set_pointer_mode(hk_handle_t *h, hk_pointer_mode_t mode)
-{
-    if (!h)
-        return HK_STATUS_INVALID_HANDLE;
-    h->mode = mode;
-    return HK_STATUS_OK;
-}
+#define TP_HANDLE_NAME TC_NAME
+#include "tp_handle.h"
 
 static const char *tc_last_error(const hk_handle_t *h)
 {
@@ -81,19 +59,6 @@ static hk_status_t tc_last_error_copy(const hk_handle_t *h, char *buf, size_t le
     }
     if (needed)
         *needed = sizeof msg;
-    return HK_STATUS_OK;
-}
-
-static hk_status_t tc_handle_info(hk_handle_t *h, hk_handle_info_t *info)
-{
-    if (!h)
-        return HK_STATUS_INVALID_HANDLE;
-    if (!info)
-        return HK_STATUS_NULL_POINTER;
-    hk_handle_info_t mine = {sizeof(mine), -1, 0, 0, 0, TC_NAME};
-    size_t n = info->size < sizeof(mine) ? info->size : sizeof(mine);
-    memcpy(info, &mine, n);
-    info->size = (uint32_t)n;
     return HK_STATUS_OK;
 }
 
@@ -191,12 +156,12 @@ static const hk_vtable_t tc_vtable = {
 #else
     .size = sizeof(hk_vtable_t),
 #endif
-    .handle_create = tc_handle_create,
-    .handle_destroy = tc_handle_destroy,
-    .set_pointer_mode = tc_set_pointer_mode,
+    .handle_create = tp_handle_create,
+    .handle_destroy = tp_handle_destroy,
+    .set_pointer_mode = tp_set_pointer_mode,
     .last_error = tc_last_error,
     .get_table = tc_get_table,
-    .handle_info = tc_handle_info,
+    .handle_info = tp_handle_info,
     .last_error_copy = tc_last_error_copy,
 };
 

@@ -20,6 +20,9 @@ import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
+import hk_unittest  # noqa: E402
+
 ARGS = None
 # Public headers of a library other than the loader; every other hk_*.h is the loader's.
 KIT_HEADERS = ('hk_kit.h',)
@@ -186,13 +189,7 @@ def main():
     ap.add_argument('--kit', default='', help='libhkkit.a, when built')
     ap.add_argument('--version', required=True, help="the library's version, MAJOR.MINOR.PATCH")
     ARGS = ap.parse_args()
-    suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__])
-    result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2).run(suite)
-    failed = len(result.failures) + len(result.errors)
-    skipped = len(result.skipped)
-    passed = result.testsRun - failed - skipped
-    print('%d passed, %d failed, %d skipped' % (passed, failed, skipped))
-    return 0 if failed == 0 else 1
+    return hk_unittest.run_module(sys.modules[__name__])
 
 
 if __name__ == '__main__':

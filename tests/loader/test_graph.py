@@ -18,6 +18,9 @@ import subprocess
 import sys
 import unittest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
+import hk_unittest  # noqa: E402
+
 ARGS = None
 PRIVATE = ('hk__loader.h', 'hk__swap.h')  # the loader's own headers
 SKIP_DIRS = ('.git', 'build')
@@ -157,13 +160,7 @@ def main():
         found = includes(ARGS.root, ARGS.loader_dir)
         print(render(found, list(PRIVATE)))
         return 0
-    suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__])
-    result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2).run(suite)
-    failed = len(result.failures) + len(result.errors)
-    skipped = len(result.skipped)
-    passed = result.testsRun - failed - skipped
-    print('%d passed, %d failed, %d skipped' % (passed, failed, skipped))
-    return 0 if failed == 0 else 1
+    return hk_unittest.run_module(sys.modules[__name__])
 
 
 def readme_block_text(path):

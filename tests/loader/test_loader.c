@@ -181,14 +181,16 @@ static void test_null_arguments(void)
 int hk_test_register(void)
 {
     CU_pSuite s = hk_test_suite("loader_plugins", NULL, NULL);
-    hk_test_add(s, "same file twice: same plugin, one report", test_same_file_twice);
-    hk_test_add(s, "two versions of one plugin side by side", test_two_versions_side_by_side);
-    hk_test_add(s, "acquired plugin: destroy returns BUSY", test_acquire_blocks_destroy);
-    hk_test_add(s, "destroy unmaps only unload-safe plugins", test_unload_only_when_safe);
-    hk_test_add(s, "refused module is closed at once", test_refused_module_closed);
-    hk_test_add(s, "bare file name opens the one in the current dir",
-                test_bare_name_is_current_dir);
-    hk_test_add(s, "NULL arguments: statuses, no crash", test_null_arguments);
+    static const hk_test_case_t tests[] = {
+        {"same file twice: same plugin, one report", test_same_file_twice},
+        {"two versions of one plugin side by side", test_two_versions_side_by_side},
+        {"acquired plugin: destroy returns BUSY", test_acquire_blocks_destroy},
+        {"destroy unmaps only unload-safe plugins", test_unload_only_when_safe},
+        {"refused module is closed at once", test_refused_module_closed},
+        {"bare file name opens the one in the current dir", test_bare_name_is_current_dir},
+        {"NULL arguments: statuses, no crash", test_null_arguments},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
     tl_register_abi();
     tl_register_scan();
     tl_register_hostile();

@@ -303,27 +303,32 @@ static void test_create_options(void)
 void tl_register_abi(void)
 {
     CU_pSuite s = hk_test_suite("loader_refusals", NULL, NULL);
-    hk_test_add(s, "non-ELF file: open stage, refused before mapping", test_not_elf);
-    hk_test_add(s, "wrong ELF class: open stage, class named", test_wrong_elf_class);
-    hk_test_add(s, "missing file: scan stage, NOT_FOUND", test_missing_file);
-    hk_test_add(s, "missing entry symbol: symbol stage, names it", test_missing_entry);
-    hk_test_add(s, "entry returns an error: negotiate stage, its status", test_entry_error);
-    hk_test_add(s, "major 2.0 plugin: negotiate stage, 2.0 vs 1.0-1.2", test_major_mismatch);
-    hk_test_add(s, "answer with major 2: validate stage", test_answer_major_out_of_range);
-    hk_test_add(s, "answer with minor 7: validate stage", test_answer_minor_out_of_range);
-    hk_test_add(s, "NULL vtable: validate stage", test_null_vtable);
-    hk_test_add(s, "NULL name: validate stage", test_null_name);
-    hk_test_add(s, "NULL required slot: validate stage names it", test_null_required_slot);
-    hk_test_add(s, "short vtable: validate stage, both sizes", test_short_vtable);
-    hk_test_add(s, "bad answer struct_type: validate stage", test_bad_answer_type);
-    hk_test_add(s, "short answer struct_size: validate stage", test_bad_answer_size);
+    static const hk_test_case_t refusal_tests[] = {
+        {"non-ELF file: open stage, refused before mapping", test_not_elf},
+        {"wrong ELF class: open stage, class named", test_wrong_elf_class},
+        {"missing file: scan stage, NOT_FOUND", test_missing_file},
+        {"missing entry symbol: symbol stage, names it", test_missing_entry},
+        {"entry returns an error: negotiate stage, its status", test_entry_error},
+        {"major 2.0 plugin: negotiate stage, 2.0 vs 1.0-1.2", test_major_mismatch},
+        {"answer with major 2: validate stage", test_answer_major_out_of_range},
+        {"answer with minor 7: validate stage", test_answer_minor_out_of_range},
+        {"NULL vtable: validate stage", test_null_vtable},
+        {"NULL name: validate stage", test_null_name},
+        {"NULL required slot: validate stage names it", test_null_required_slot},
+        {"short vtable: validate stage, both sizes", test_short_vtable},
+        {"bad answer struct_type: validate stage", test_bad_answer_type},
+        {"short answer struct_size: validate stage", test_bad_answer_size},
+    };
+    hk_test_add_all(s, refusal_tests, sizeof refusal_tests / sizeof refusal_tests[0]);
 
     s = hk_test_suite("loader_versions", NULL, NULL);
-    hk_test_add(s, "good 1.1 plugin loads with its name, version, slots", test_good_plugin);
-    hk_test_add(s, "minor older (1.0): 1.1 slots read NULL", test_minor_older);
-    hk_test_add(s, "minor newer (1.3): loads as 1.2", test_minor_newer);
-    hk_test_add(s, "long vtable: tail ignored, loads as 1.1", test_long_vtable);
-    hk_test_add(s, "1.0 host: a 1.1 plugin's 1.1 slots are cleared",
-                test_host_1_0_clears_newer_slots);
-    hk_test_add(s, "create: options size and ABI range checked", test_create_options);
+    static const hk_test_case_t version_tests[] = {
+        {"good 1.1 plugin loads with its name, version, slots", test_good_plugin},
+        {"minor older (1.0): 1.1 slots read NULL", test_minor_older},
+        {"minor newer (1.3): loads as 1.2", test_minor_newer},
+        {"long vtable: tail ignored, loads as 1.1", test_long_vtable},
+        {"1.0 host: a 1.1 plugin's 1.1 slots are cleared", test_host_1_0_clears_newer_slots},
+        {"create: options size and ABI range checked", test_create_options},
+    };
+    hk_test_add_all(s, version_tests, sizeof version_tests / sizeof version_tests[0]);
 }

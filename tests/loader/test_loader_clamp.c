@@ -107,9 +107,12 @@ static void test_at_1_0(void)
 
 int hk_test_register(void)
 {
-    CU_pSuite s = hk_test_suite("loader_clamp", NULL, NULL);
-    hk_test_add(s, "every known table whole at 1.2", test_at_1_2);
-    hk_test_add(s, "at 1.1: the 1.2 tables are a size field, no slot", test_at_1_1);
-    hk_test_add(s, "at 1.0: the same", test_at_1_0);
+    static const hk_test_case_t tests[] = {
+        {"every known table whole at 1.2", test_at_1_2},
+        {"at 1.1: the 1.2 tables are a size field, no slot", test_at_1_1},
+        {"at 1.0: the same", test_at_1_0},
+    };
+    hk_test_add_all(hk_test_suite("loader_clamp", NULL, NULL), tests,
+                    sizeof tests / sizeof tests[0]);
     return 0;
 }

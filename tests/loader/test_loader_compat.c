@@ -268,19 +268,21 @@ static void test_raw_table_is_a_copy(void)
 int hk_test_register(void)
 {
     CU_pSuite s = hk_test_suite("abi_compat", NULL, NULL);
-    hk_test_add(s, "1.1 plugin in a 1.2 host: no last_error_copy, fallback works",
-                test_v11_plugin_in_v12_host);
-    hk_test_add(s, "1.2 plugin in 1.2 and 1.1 hosts: last_error_copy only at 1.2",
-                test_v12_plugin_in_both_hosts);
-    hk_test_add(s, "two memory-domain flags: refused at 1.2, cleared at 1.1",
-                test_two_memory_domains);
+    static const hk_test_case_t compat_tests[] = {
+        {"1.1 plugin in a 1.2 host: no last_error_copy, fallback works",
+         test_v11_plugin_in_v12_host},
+        {"1.2 plugin in 1.2 and 1.1 hosts: last_error_copy only at 1.2",
+         test_v12_plugin_in_both_hosts},
+        {"two memory-domain flags: refused at 1.2, cleared at 1.1", test_two_memory_domains},
+    };
+    hk_test_add_all(s, compat_tests, sizeof compat_tests / sizeof compat_tests[0]);
     s = hk_test_suite("abi_tables", tables_init, tables_clean);
-    hk_test_add(s, "table longer than the host's: clamped to the known size",
-                test_table_longer_than_host);
-    hk_test_add(s, "table shorter than the host's: missing slots read NULL",
-                test_table_shorter_than_host);
-    hk_test_add(s, "malformed, failing and absent tables: zeroed, with a status",
-                test_table_refusals);
-    hk_test_add(s, "hk_plugin_table returns a clamped loader copy", test_raw_table_is_a_copy);
+    static const hk_test_case_t table_tests[] = {
+        {"table longer than the host's: clamped to the known size", test_table_longer_than_host},
+        {"table shorter than the host's: missing slots read NULL", test_table_shorter_than_host},
+        {"malformed, failing and absent tables: zeroed, with a status", test_table_refusals},
+        {"hk_plugin_table returns a clamped loader copy", test_raw_table_is_a_copy},
+    };
+    hk_test_add_all(s, table_tests, sizeof table_tests / sizeof table_tests[0]);
     return 0;
 }

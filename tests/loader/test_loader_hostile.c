@@ -28,15 +28,12 @@ static char marker[4200]; /* $HK_TP_MARKER */
 
 static void setup(void)
 {
-    CU_ASSERT_EQUAL_FATAL(tl_mkdtemp(tmp, sizeof(tmp)), 0);
-    snprintf(marker, sizeof(marker), "%s/marker", tmp);
-    CU_ASSERT_EQUAL_FATAL(setenv("HK_TP_MARKER", marker, 1), 0);
+    tl_marked_dir(tmp, sizeof(tmp), marker, sizeof(marker));
 }
 
 static void teardown(void)
 {
-    unsetenv("HK_TP_MARKER");
-    tl_rmtree(tmp);
+    tl_marked_dir_remove(tmp);
 }
 
 /* The copy of a file in this test's directory. */
@@ -44,13 +41,6 @@ static const char *hostile_copy(const char *file)
 {
     static char buf[8400];
     snprintf(buf, sizeof(buf), "%s/%s", tmp, file);
-    return buf;
-}
-
-static const char *hostile(const char *file)
-{
-    static char buf[4096];
-    snprintf(buf, sizeof(buf), "%s/%s", HK_TEST_HOSTILE_DIR, file);
     return buf;
 }
 
@@ -75,6 +65,19 @@ static int expect_open_refused(const char *path, uint32_t isolation, const char 
     return total;
 }
 
+/* Opens each case's file in a host with probe isolation: refused in the
+ * probe stage with its reason, and its code ran once (in the probe), never
+ * in the host. */
+static void expect_refused_in_probe(const tl_refusal_t *cases, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unlink(marker);
+        int total = expect_open_refused(tl_hostile(cases[i].file), HK_ISOLATION_PROBE, "probe",
+                                        "LOAD_FAILED", cases[i].reason);
+        CU_ASSERT_EQUAL(total, 1); /* it ran once: in the probe */
+    }
+}
+
 /* A constructor that calls a symbol nobody defines: RTLD_NOW refuses the
  * file, and nothing retries it lazily (which ran the constructor, and the
  * host died with status 127). With and without isolation. */
@@ -82,7 +85,7 @@ static void test_unresolved_never_reopened(void)
 {
     char reason[4200];
     setup();
-    const char *path = hostile("tp_unresolved.so");
+    const char *path = tl_hostile("tp_unresolved.so");
     snprintf(reason, sizeof(reason), "%s: undefined symbol: tp_missing_symbol", path);
     for (uint32_t iso = HK_ISOLATION_PROBE; iso <= HK_ISOLATION_OFF; iso++) {
         int total = expect_open_refused(path, iso, "open", "LOAD_FAILED", reason);
@@ -124,13 +127,13 @@ static void test_truncated_refused_before_mapping(void)
              (unsigned long long)size - 1);
     for (uint32_t iso = HK_ISOLATION_PROBE; iso <= HK_ISOLATION_OFF; iso++) {
         for (int i = 0; i < 4; i++)
-            expect_open_refused(hostile(files[i]), iso, "open", "LOAD_FAILED", r[i]);
-        tl_host_job_t job = {.open_path = hostile(files[4]), .isolation = iso};
+            expect_open_refused(tl_hostile(files[i]), iso, "open", "LOAD_FAILED", r[i]);
+        tl_host_job_t job = {.open_path = tl_hostile(files[4]), .isolation = iso};
         tl_host_run_t run;
         char prefix[4400], suffix[128];
         CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
         snprintf(prefix, sizeof(prefix), "report=%s|open|LOAD_FAILED|truncated ELF: segment ",
-                 hostile(files[4]));
+                 tl_hostile(files[4]));
         snprintf(suffix, sizeof(suffix), ", file is 4200 bytes");
         CU_ASSERT(tl_has_line_like(&run, prefix, suffix));
         CU_ASSERT_PTR_NULL(strstr(run.out, "mapped="));
@@ -142,28 +145,19 @@ static void test_truncated_refused_before_mapping(void)
  * start files): the probe runs them, the host never maps the file. */
 static void test_constructor_crash_exit_hang(void)
 {
-    static const struct {
-        const char *file, *reason;
-    } cases[] = {
+    static const tl_refusal_t cases[] = {
         {"tp_ctor_crash.so", "loading killed by SIGSEGV"},
         {"tp_ctor_exit.so", "loading exited with status 3"},
         {"tp_ctor_hang.so", "loading did not finish within 300 ms"},
     };
     setup();
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        unlink(marker);
-        int total = expect_open_refused(hostile(cases[i].file), HK_ISOLATION_PROBE, "probe",
-                                        "LOAD_FAILED", cases[i].reason);
-        CU_ASSERT_EQUAL(total, 1); /* it ran once: in the probe */
-    }
+    expect_refused_in_probe(cases, sizeof(cases) / sizeof(cases[0]));
     teardown();
 }
 
 static void test_negotiation_crash_exit_hang_garbage(void)
 {
-    static const struct {
-        const char *file, *reason;
-    } cases[] = {
+    static const tl_refusal_t cases[] = {
         {"tp_neg_crash.so", "negotiation killed by SIGSEGV"},
         {"tp_neg_exit.so", "negotiation exited with status 3"},
         {"tp_neg_hang.so", "negotiation did not answer within 300 ms"},
@@ -171,12 +165,7 @@ static void test_negotiation_crash_exit_hang_garbage(void)
                               "the answer header"},
     };
     setup();
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        unlink(marker);
-        int total = expect_open_refused(hostile(cases[i].file), HK_ISOLATION_PROBE, "probe",
-                                        "LOAD_FAILED", cases[i].reason);
-        CU_ASSERT_EQUAL(total, 1);
-    }
+    expect_refused_in_probe(cases, sizeof(cases) / sizeof(cases[0]));
     teardown();
 }
 
@@ -187,17 +176,17 @@ static void test_initialization_functions_refused(void)
     setup();
     for (uint32_t iso = HK_ISOLATION_PROBE; iso <= HK_ISOLATION_OFF; iso++) {
         int total = expect_open_refused(
-            hostile("tp_ctor_marker.so"), iso, "open", "LOAD_FAILED",
+            tl_hostile("tp_ctor_marker.so"), iso, "open", "LOAD_FAILED",
             "has 2 initialization functions (DT_INIT_ARRAY), the toolchain's one and 1 "
             "constructor: loading a plugin must run no code");
         CU_ASSERT_EQUAL(total, 0);
 
-        tl_host_job_t job = {.open_path = hostile("tp_init_fn.so"), .isolation = iso};
+        tl_host_job_t job = {.open_path = tl_hostile("tp_init_fn.so"), .isolation = iso};
         tl_host_run_t run;
         char prefix[4400];
         CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
         snprintf(prefix, sizeof(prefix), "report=%s|open|LOAD_FAILED|DT_INIT is 0x",
-                 hostile("tp_init_fn.so"));
+                 tl_hostile("tp_init_fn.so"));
         CU_ASSERT(tl_has_line_like(&run, prefix, ", not the .init section: loading a plugin "
                                                  "must run no code"));
         CU_ASSERT_PTR_NULL(strstr(run.out, "mapped="));
@@ -206,6 +195,15 @@ static void test_initialization_functions_refused(void)
         CU_ASSERT_EQUAL(total, 0);
     }
     teardown();
+}
+
+/* Copies tp_ctor_marker_ns.so (its constructor writes a marker line) to
+ * dir/name with mode; the copy's path goes into out. Fails the test when it
+ * cannot. */
+static void put_marker_ns(const char *dir, const char *name, mode_t mode, char *out, size_t n)
+{
+    CU_ASSERT_EQUAL_FATAL(tl_copy(tl_hostile("tp_ctor_marker_ns.so"), dir, name, mode, out, n),
+                          0);
 }
 
 /* Makes tmp/name a directory with mode (chmod: the umask must not hide
@@ -224,8 +222,7 @@ static void test_la_file_refused(void)
     char ww[4200], lib[8400], la[4300];
     setup();
     make_dir("ww", 0777, ww, sizeof(ww));
-    CU_ASSERT_EQUAL_FATAL(tl_copy(hostile("tp_ctor_marker_ns.so"), ww, "ww.so", 0666, lib,
-                                  sizeof(lib)), 0);
+    put_marker_ns(ww, "ww.so", 0666, lib, sizeof(lib));
     snprintf(la, sizeof(la), "%s/evil.la", tmp);
     FILE *f = fopen(la, "w");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
@@ -249,8 +246,7 @@ static void test_symlink_into_writable_dir(void)
     char ww[4200], p[8400], link[4300], reason[8600];
     setup();
     make_dir("ww", 0777, ww, sizeof(ww));
-    CU_ASSERT_EQUAL_FATAL(tl_copy(hostile("tp_ctor_marker_ns.so"), ww, "p.so", 0644, p,
-                                  sizeof(p)), 0);
+    put_marker_ns(ww, "p.so", 0644, p, sizeof(p));
     snprintf(link, sizeof(link), "%s/link.so", tmp);
     CU_ASSERT_EQUAL_FATAL(symlink(p, link), 0);
     snprintf(reason, sizeof(reason), "directory %s is writable by others (mode 0777)", ww);
@@ -271,15 +267,13 @@ static void test_group_writable_refused(void)
 {
     char p[8400], gw[4200], reason[8600];
     setup();
-    CU_ASSERT_EQUAL_FATAL(tl_copy(hostile("tp_ctor_marker_ns.so"), tmp, "gw.so", 0664, p,
-                                  sizeof(p)), 0);
+    put_marker_ns(tmp, "gw.so", 0664, p, sizeof(p));
     int total = expect_open_refused(p, HK_ISOLATION_OFF, "scan", "INSECURE",
                                     "file is writable by its group (mode 0664)");
     CU_ASSERT_EQUAL(total, 0);
 
     make_dir("gw", 0775, gw, sizeof(gw));
-    CU_ASSERT_EQUAL_FATAL(tl_copy(hostile("tp_ctor_marker_ns.so"), gw, "p.so", 0644, p,
-                                  sizeof(p)), 0);
+    put_marker_ns(gw, "p.so", 0644, p, sizeof(p));
     snprintf(reason, sizeof(reason), "directory %s is writable by its group (mode 0775)", gw);
     total = expect_open_refused(p, HK_ISOLATION_OFF, "scan", "INSECURE", reason);
     CU_ASSERT_EQUAL(total, 0);
@@ -291,8 +285,7 @@ static void test_foreign_owner_refused(void)
 {
     char p[8400], dir[4200], reason[8600];
     setup();
-    CU_ASSERT_EQUAL_FATAL(tl_copy(hostile("tp_ctor_marker_ns.so"), tmp, "foreign.so", 0644, p,
-                                  sizeof(p)), 0);
+    put_marker_ns(tmp, "foreign.so", 0644, p, sizeof(p));
     CU_ASSERT_EQUAL_FATAL(chown(p, 65534, 65534), 0);
     snprintf(reason, sizeof(reason), "file is owned by uid 65534, neither root nor the effective "
              "user (uid %lu)", (unsigned long)geteuid());
@@ -300,8 +293,7 @@ static void test_foreign_owner_refused(void)
     CU_ASSERT_EQUAL(total, 0);
 
     make_dir("foreign", 0755, dir, sizeof(dir));
-    CU_ASSERT_EQUAL_FATAL(tl_copy(hostile("tp_ctor_marker_ns.so"), dir, "p.so", 0644, p,
-                                  sizeof(p)), 0);
+    put_marker_ns(dir, "p.so", 0644, p, sizeof(p));
     CU_ASSERT_EQUAL_FATAL(chown(dir, 65534, 65534), 0);
     snprintf(reason, sizeof(reason), "directory %s is owned by uid 65534, neither root nor the "
              "effective user (uid %lu)", dir, (unsigned long)geteuid());
@@ -316,7 +308,7 @@ static void test_verdict_remembered(void)
 {
     char p[8400], q[8400];
     setup();
-    CU_ASSERT_EQUAL_FATAL(tl_copy(hostile("tp_ctor_crash.so"), tmp, "crash.so", 0644, p,
+    CU_ASSERT_EQUAL_FATAL(tl_copy(tl_hostile("tp_ctor_crash.so"), tmp, "crash.so", 0644, p,
                                   sizeof(p)), 0);
     CU_ASSERT_EQUAL_FATAL(tl_copy(tl_plugin("tp_good.so"), tmp, "good.so", 0644, q,
                                   sizeof(q)), 0);
@@ -386,7 +378,7 @@ static void test_hostile_dir_scan(void)
     char p[8400], line[8600];
     setup();
     for (size_t i = 0; i < nbad; i++)
-        CU_ASSERT_EQUAL_FATAL(tl_copy(hostile(bad[i]), tmp, bad[i], 0644, p, sizeof(p)), 0);
+        CU_ASSERT_EQUAL_FATAL(tl_copy(tl_hostile(bad[i]), tmp, bad[i], 0644, p, sizeof(p)), 0);
     CU_ASSERT_EQUAL_FATAL(tl_copy(tl_plugin("tp_good.so"), tmp, "a_good.so", 0644, p,
                                   sizeof(p)), 0);
     CU_ASSERT_EQUAL_FATAL(tl_copy(tl_plugin("tp_twin2.so"), tmp, "z_twin.so", 0644, p,
@@ -474,7 +466,7 @@ static void test_no_descriptor_left(void)
     char p[8400];
     setup();
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
-        CU_ASSERT_EQUAL_FATAL(tl_copy(hostile(files[i]), tmp, files[i], 0644, p, sizeof(p)), 0);
+        CU_ASSERT_EQUAL_FATAL(tl_copy(tl_hostile(files[i]), tmp, files[i], 0644, p, sizeof(p)), 0);
     CU_ASSERT_EQUAL_FATAL(tl_copy(tl_plugin("tp_nosym.so"), tmp, "nosym.so", 0644, p,
                                   sizeof(p)), 0);
     CU_ASSERT_EQUAL_FATAL(tl_copy(tl_plugin("tp_unload.so"), tmp, "unload.so", 0644, p,

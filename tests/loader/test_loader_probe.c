@@ -22,22 +22,7 @@ static char marker[4200]; /* $HK_TP_MARKER */
 
 static void setup(void)
 {
-    CU_ASSERT_EQUAL_FATAL(tl_mkdtemp(tmp, sizeof(tmp)), 0);
-    snprintf(marker, sizeof(marker), "%s/marker", tmp);
-    CU_ASSERT_EQUAL_FATAL(setenv("HK_TP_MARKER", marker, 1), 0);
-}
-
-static void teardown(void)
-{
-    unsetenv("HK_TP_MARKER");
-    tl_rmtree(tmp);
-}
-
-static const char *hostile(const char *file)
-{
-    static char buf[4096];
-    snprintf(buf, sizeof(buf), "%s/%s", HK_TEST_HOSTILE_DIR, file);
-    return buf;
+    tl_marked_dir(tmp, sizeof(tmp), marker, sizeof(marker));
 }
 
 /* Copies a built plugin into this test's directory as name. */
@@ -74,22 +59,69 @@ static void expect_goods_loaded(const tl_host_run_t *run)
         CU_ASSERT(has_report(run, goods[i], "loaded", "OK", ""));
 }
 
+/* Scans this test's directory holding the hostile build file (copied as
+ * name) among the goods, with job's other settings; asserts that the host
+ * exited with status 0. */
+static void scan_among_goods(const char *file, const char *name, tl_host_job_t *job,
+                             tl_host_run_t *run)
+{
+    put(tl_hostile(file), name);
+    put_goods();
+    job->scan_dir = tmp;
+    CU_ASSERT_EQUAL(tl_host_run(job, run), 0);
+}
+
+/* One hostile build file among the goods (scan_among_goods, run as a
+ * directory scan and nothing else): it alone is refused in the probe stage
+ * with reason, the four goods load. */
+static void expect_alone_refused(const char *file, const char *name, const char *reason,
+                                 tl_host_run_t *run)
+{
+    tl_host_job_t job = {0};
+    scan_among_goods(file, name, &job, run);
+    CU_ASSERT(has_report(run, name, "probe", "LOAD_FAILED", reason));
+    expect_goods_loaded(run);
+    CU_ASSERT(tl_has_line(run, "plugins=4"));
+}
+
+/* A swap candidate (a hostile build of hk-cpu of this version) and the
+ * reason its verification in the probe fails. */
+typedef struct swap_case {
+    const char *file, *version, *reason;
+} swap_case_t;
+
+/* For each case, a host swaps its movable handle on hk-cpu 1.0.0 to the
+ * file: the swap is refused, naming the version and reason, and the handle
+ * still works on hk-cpu 1.0.0. With linger_ms (see tl_host_job_t), also
+ * that the host survived its loader's destroy. */
+static void expect_swaps_refused(const swap_case_t *cases, size_t n, int linger_ms)
+{
+    char line[8600];
+    for (size_t i = 0; i < n; i++) {
+        const char *path = tl_hostile(cases[i].file);
+        tl_host_job_t job = {.swap_to = path, .deadline_ms = 30000, .linger_ms = linger_ms};
+        tl_host_run_t run;
+        CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
+        snprintf(line, sizeof(line), "swap=LOAD_FAILED|swap to %s refused: hk-cpu %s failed in "
+                 "the probe process: %s", path, cases[i].version, cases[i].reason);
+        CU_ASSERT(tl_has_line(&run, line));
+        CU_ASSERT(tl_has_line(&run, "saxpy=OK|3"));
+        CU_ASSERT(tl_has_line(&run, "bound=hk-cpu 1.0.0"));
+        if (linger_ms)
+            CU_ASSERT(tl_has_line(&run, "survived=1"));
+    }
+}
+
 /* kill(0, SIGKILL) in a negotiation: the probe and its children are in
  * process groups of their own, so it reaches only the candidate's. The host
  * was killed with its probe (wait status 9). */
 static void test_kill_process_group(void)
 {
     setup();
-    put(hostile("tp_neg_killgroup.so"), "m_killgroup.so");
-    put_goods();
-    tl_host_job_t job = {.scan_dir = tmp};
     tl_host_run_t run;
-    CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
-    CU_ASSERT(has_report(&run, "m_killgroup.so", "probe", "LOAD_FAILED",
-                         "negotiation killed by SIGKILL"));
-    expect_goods_loaded(&run);
-    CU_ASSERT(tl_has_line(&run, "plugins=4"));
-    teardown();
+    expect_alone_refused("tp_neg_killgroup.so", "m_killgroup.so",
+                         "negotiation killed by SIGKILL", &run);
+    tl_marked_dir_remove(tmp);
 }
 
 /* A candidate that kills the probe process costs only itself: the others
@@ -98,17 +130,11 @@ static void test_kill_process_group(void)
 static void test_kill_probe(void)
 {
     setup();
-    put(hostile("tp_neg_killprobe.so"), "m_killprobe.so");
-    put_goods();
-    tl_host_job_t job = {.scan_dir = tmp};
     tl_host_run_t run;
-    CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
-    CU_ASSERT(has_report(&run, "m_killprobe.so", "probe", "LOAD_FAILED",
+    expect_alone_refused("tp_neg_killprobe.so", "m_killprobe.so",
                          "the probe process was killed by SIGKILL while it probed this "
-                         "candidate alone"));
-    expect_goods_loaded(&run);
-    CU_ASSERT(tl_has_line(&run, "plugins=4"));
-    teardown();
+                         "candidate alone", &run);
+    tl_marked_dir_remove(tmp);
 }
 
 /* A candidate that stops the probe (SIGSTOP): the host sees it stopped at
@@ -117,18 +143,12 @@ static void test_kill_probe(void)
 static void test_stop_probe(void)
 {
     setup();
-    put(hostile("tp_neg_stopprobe.so"), "m_stopprobe.so");
-    put_goods();
-    tl_host_job_t job = {.scan_dir = tmp};
     tl_host_run_t run;
-    CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
-    CU_ASSERT(has_report(&run, "m_stopprobe.so", "probe", "LOAD_FAILED",
+    expect_alone_refused("tp_neg_stopprobe.so", "m_stopprobe.so",
                          "the probe process was stopped by SIGSTOP while it probed this "
-                         "candidate alone"));
-    expect_goods_loaded(&run);
-    CU_ASSERT(tl_has_line(&run, "plugins=4"));
+                         "candidate alone", &run);
     CU_ASSERT(run.ms < 2000); /* the probe's own deadline is 2.6 s here */
-    teardown();
+    tl_marked_dir_remove(tmp);
 }
 
 /* What tp_flood writes first: lines of 63 letters. */
@@ -153,11 +173,9 @@ static void test_stderr_flood(void)
 {
     char prefix[8600], text[4096];
     setup();
-    put(hostile("tp_neg_stderr.so"), "m_stderr.so");
-    put_goods();
-    tl_host_job_t job = {.scan_dir = tmp, .capture_stderr = 1, .timeout_ms = 10000};
+    tl_host_job_t job = {.capture_stderr = 1, .timeout_ms = 10000};
     tl_host_run_t run;
-    CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
+    scan_among_goods("tp_neg_stderr.so", "m_stderr.so", &job, &run);
     CU_ASSERT(run.err_bytes == 0);
     if (run.err_bytes != 0)
         printf("\n    the host's stderr got %lld bytes: %.200s", run.err_bytes, run.err_head);
@@ -166,7 +184,7 @@ static void test_stderr_flood(void)
              "by SIGSEGV; stderr: 67108864 bytes, the first 1024: \"%s", tmp, text);
     CU_ASSERT(tl_has_line_like(&run, prefix, "\""));
     expect_goods_loaded(&run);
-    teardown();
+    tl_marked_dir_remove(tmp);
 }
 
 /* Negotiations that misbehave only when given a log callback, opened by a
@@ -180,9 +198,7 @@ static void test_stderr_flood(void)
  * host alike. */
 static void test_negotiation_with_log(void)
 {
-    static const struct {
-        const char *file, *reason;
-    } cases[] = {
+    static const tl_refusal_t cases[] = {
         {"tp_neglog_crash.so", "negotiation killed by SIGSEGV"},
         {"tp_neglog_exit.so", "negotiation exited with status 3"},
         {"tp_neglog_hang.so", "negotiation did not answer within 300 ms"},
@@ -197,7 +213,7 @@ static void test_negotiation_with_log(void)
     char line[8600];
     setup();
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        const char *path = hostile(cases[i].file);
+        const char *path = tl_hostile(cases[i].file);
         int last = i + 1 == sizeof(cases) / sizeof(cases[0]);
         tl_host_job_t job = {.open_path = path, .log = 1, .linger_ms = last ? 400 : 0,
                              .deadline_ms = 20000};
@@ -215,7 +231,7 @@ static void test_negotiation_with_log(void)
         snprintf(line, sizeof(line), "report=%s|loaded|OK|", path);
         CU_ASSERT(tl_has_line(&run, line));
     }
-    teardown();
+    tl_marked_dir_remove(tmp);
 }
 
 /* A swap to a plugin whose handle_create or verification workload crashes,
@@ -225,27 +241,14 @@ static void test_negotiation_with_log(void)
  * control: a good one is verified there and in the host, and swapped in. */
 static void test_swap_verified_in_probe(void)
 {
-    static const struct {
-        const char *file, *version, *reason;
-    } cases[] = {
+    static const swap_case_t cases[] = {
         {"tv_create_crash.so", "1.0.6", "verification killed by SIGSEGV"},
         {"tv_saxpy_crash.so", "1.0.7", "verification killed by SIGSEGV"},
         {"tv_saxpy_exit.so", "1.0.8", "verification exited with status 3"},
         {"tv_saxpy_hang.so", "1.0.9", "verification did not finish within 3000 ms"},
     };
-    char line[8600];
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        const char *path = hostile(cases[i].file);
-        tl_host_job_t job = {.swap_to = path, .deadline_ms = 30000};
-        tl_host_run_t run;
-        CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
-        snprintf(line, sizeof(line), "swap=LOAD_FAILED|swap to %s refused: hk-cpu %s failed in "
-                 "the probe process: %s", path, cases[i].version, cases[i].reason);
-        CU_ASSERT(tl_has_line(&run, line));
-        CU_ASSERT(tl_has_line(&run, "saxpy=OK|3"));
-        CU_ASSERT(tl_has_line(&run, "bound=hk-cpu 1.0.0"));
-    }
-    tl_host_job_t job = {.swap_to = hostile("tv_good.so")};
+    expect_swaps_refused(cases, sizeof(cases) / sizeof(cases[0]), 0);
+    tl_host_job_t job = {.swap_to = tl_hostile("tv_good.so")};
     tl_host_run_t run;
     CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
     CU_ASSERT(tl_has_line(&run, "swap=OK|"));
@@ -276,7 +279,7 @@ static void test_probe_exec_fails(void)
     CU_ASSERT(tl_has_line(&run, line));
     if (!tl_has_line(&run, line))
         printf("\n    the host said:\n%s", run.out);
-    teardown();
+    tl_marked_dir_remove(tmp);
 }
 
 /* 60 candidates (copies of hk-cpu) in a directory, scanned by a host with
@@ -309,7 +312,7 @@ static void test_scan_fits_descriptors(void)
     CU_ASSERT(tl_has_line(&run, line));
     if (loaded != COUNT)
         printf("\n    %d of %d loaded; the host said:\n%.3000s", loaded, COUNT, run.out);
-    teardown();
+    tl_marked_dir_remove(tmp);
 }
 
 /* A swap to a plugin whose hk.trim/1 crashes or exits: the probe's
@@ -320,42 +323,29 @@ static void test_scan_fits_descriptors(void)
  * at the close (the destroy's trim). */
 static void test_swap_trim_in_probe(void)
 {
-    static const struct {
-        const char *file, *version, *reason;
-    } cases[] = {
+    static const swap_case_t cases[] = {
         {"tv_trim_crash.so", "1.0.10", "trim (hk.trim/1) killed by SIGSEGV"},
         {"tv_trim_exit.so", "1.0.11", "trim (hk.trim/1) exited with status 3"},
     };
-    char line[8600];
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        const char *path = hostile(cases[i].file);
-        tl_host_job_t job = {.swap_to = path, .deadline_ms = 30000, .linger_ms = 1};
-        tl_host_run_t run;
-        CU_ASSERT_EQUAL(tl_host_run(&job, &run), 0);
-        snprintf(line, sizeof(line), "swap=LOAD_FAILED|swap to %s refused: hk-cpu %s failed in "
-                 "the probe process: %s", path, cases[i].version, cases[i].reason);
-        CU_ASSERT(tl_has_line(&run, line));
-        CU_ASSERT(tl_has_line(&run, "saxpy=OK|3"));
-        CU_ASSERT(tl_has_line(&run, "bound=hk-cpu 1.0.0"));
-        CU_ASSERT(tl_has_line(&run, "survived=1"));
-    }
+    expect_swaps_refused(cases, sizeof(cases) / sizeof(cases[0]), 1);
 }
 
 void tl_register_probe(void)
 {
     CU_pSuite s = hk_test_suite("loader_probe", NULL, NULL);
-    hk_test_add(s, "kill(0, SIGKILL) in a negotiation: only that candidate dies",
-                test_kill_process_group);
-    hk_test_add(s, "a candidate that kills the probe costs only itself", test_kill_probe);
-    hk_test_add(s, "a candidate that stops the probe costs only itself", test_stop_probe);
-    hk_test_add(s, "64 MiB of stderr: kept from the host, its start in the reason",
-                test_stderr_flood);
-    hk_test_add(s, "negotiations that misbehave only with a log callback: refused",
-                test_negotiation_with_log);
-    hk_test_add(s, "a swap's verification crashes, exits, hangs: refused in the probe",
-                test_swap_verified_in_probe);
-    hk_test_add(s, "a swap to a plugin whose trim crashes or exits: refused in the probe",
-                test_swap_trim_in_probe);
+    static const hk_test_case_t tests[] = {
+        {"kill(0, SIGKILL) in a negotiation: only that candidate dies", test_kill_process_group},
+        {"a candidate that kills the probe costs only itself", test_kill_probe},
+        {"a candidate that stops the probe costs only itself", test_stop_probe},
+        {"64 MiB of stderr: kept from the host, its start in the reason", test_stderr_flood},
+        {"negotiations that misbehave only with a log callback: refused",
+         test_negotiation_with_log},
+        {"a swap's verification crashes, exits, hangs: refused in the probe",
+         test_swap_verified_in_probe},
+        {"a swap to a plugin whose trim crashes or exits: refused in the probe",
+         test_swap_trim_in_probe},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
     CU_pTest exec = hk_test_add(s, "a probe program that cannot be executed: the errno's text",
                                 test_probe_exec_fails);
     CU_pTest fds = hk_test_add(s, "60 candidates with 90 free descriptors: admitted in "

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hk_shell.h"
 #include "hk_test.h"
 #include "test_loader_util.h"
 
@@ -223,24 +224,13 @@ static void test_env_path(void)
     tl_rmtree(b);
 }
 
-/* Runs cmd and returns its whole standard output in buf. */
-static int run_capture(const char *cmd, char *buf, size_t n)
-{
-    FILE *f = popen(cmd, "r");
-    if (!f)
-        return -1;
-    size_t got = fread(buf, 1, n - 1, f);
-    buf[got] = '\0';
-    return pclose(f);
-}
-
 /* Without elevated privileges the helper honours HK_PLUGIN_PATH: the control
  * for the set-user-ID test below. */
 static void test_env_path_unprivileged_helper(void)
 {
     char out[65536];
     CU_ASSERT_EQUAL_FATAL(setenv("HK_PLUGIN_PATH", HK_TEST_PLUGIN_DIR, 1), 0);
-    CU_ASSERT_EQUAL(run_capture(HK_TEST_SECURE_HELPER, out, sizeof(out)), 0);
+    CU_ASSERT_EQUAL(hk_shell_into(HK_TEST_SECURE_HELPER, out, sizeof(out)), 0);
     unsetenv("HK_PLUGIN_PATH");
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "secure=0\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "plugins=7\n"));
@@ -258,7 +248,7 @@ static void test_env_path_ignored_when_setuid(void)
     CU_ASSERT_EQUAL_FATAL(chown(path, 65534, 65534), 0);
     CU_ASSERT_EQUAL_FATAL(chmod(path, 04755), 0); /* after chown, which clears it */
     CU_ASSERT_EQUAL_FATAL(setenv("HK_PLUGIN_PATH", HK_TEST_PLUGIN_DIR, 1), 0);
-    CU_ASSERT_EQUAL(run_capture(path, out, sizeof(out)), 0);
+    CU_ASSERT_EQUAL(hk_shell_into(path, out, sizeof(out)), 0);
     unsetenv("HK_PLUGIN_PATH");
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "secure=1\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "plugins=0\n"));
@@ -361,13 +351,15 @@ static void test_scan_twenty(void)
 void tl_register_scan(void)
 {
     CU_pSuite s = hk_test_suite("loader_scan", NULL, NULL);
-    hk_test_add(s, "test-plugin dir: one report per file, in order", test_scan_plugin_dir);
-    hk_test_add(s, "mixed dir: filtering, bad never stops good, log", test_scan_mixed_dir);
-    hk_test_add(s, "world-writable file and directory refused", test_world_writable_file);
-    hk_test_add(s, "missing directory reported", test_missing_dir);
-    hk_test_add(s, "HK_PLUGIN_PATH order and ignore_env", test_env_path);
-    hk_test_add(s, "helper without privileges reads HK_PLUGIN_PATH",
-                test_env_path_unprivileged_helper);
+    static const hk_test_case_t tests[] = {
+        {"test-plugin dir: one report per file, in order", test_scan_plugin_dir},
+        {"mixed dir: filtering, bad never stops good, log", test_scan_mixed_dir},
+        {"world-writable file and directory refused", test_world_writable_file},
+        {"missing directory reported", test_missing_dir},
+        {"HK_PLUGIN_PATH order and ignore_env", test_env_path},
+        {"helper without privileges reads HK_PLUGIN_PATH", test_env_path_unprivileged_helper},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
     CU_pTest t = hk_test_add(s, "set-user-ID helper ignores HK_PLUGIN_PATH (AT_SECURE)",
                              test_env_path_ignored_when_setuid);
     const char *why = tl_setuid_unavailable();

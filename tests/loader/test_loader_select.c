@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "hk_shell.h"
 #include "hk_test.h"
 #include "test_loader_util.h"
 #include "test_select.h"
@@ -695,16 +696,6 @@ static void test_concurrent_select(void)
 
 /* ---- elevated privileges ---- */
 
-static int run_capture(const char *cmd, char *buf, size_t n)
-{
-    FILE *f = popen(cmd, "r");
-    if (!f)
-        return -1;
-    size_t got = fread(buf, 1, n - 1, f);
-    buf[got] = '\0';
-    return pclose(f);
-}
-
 /* A directory readable by uid 65534 with two versions, and the helper. */
 static int setuid_fixture(char *dir, size_t n, char *helper, size_t hn)
 {
@@ -725,7 +716,7 @@ static void test_env_read_unprivileged(void)
     CU_ASSERT_EQUAL_FATAL(setuid_fixture(dir, sizeof(dir), helper, sizeof(helper)), 0);
     CU_ASSERT_EQUAL(setenv("HK_PLUGIN_EXCLUDE", "tp-sel@2.0.0", 1), 0);
     snprintf(cmd, sizeof(cmd), "'%s' '%s' tp-sel", helper, dir);
-    CU_ASSERT_EQUAL(run_capture(cmd, out, sizeof(out)), 0);
+    CU_ASSERT_EQUAL(hk_shell_into(cmd, out, sizeof(out)), 0);
     env_clear();
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "secure=0\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "select=OK|1.10.0|"));
@@ -744,7 +735,7 @@ static void test_env_ignored_when_setuid(void)
     CU_ASSERT_EQUAL(setenv("HK_PLUGIN_EXCLUDE", "tp-sel@2.0.0", 1), 0);
     CU_ASSERT_EQUAL(setenv("HK_PLUGIN_PIN", "tp-sel@^1", 1), 0);
     snprintf(cmd, sizeof(cmd), "'%s' '%s' tp-sel", helper, dir);
-    CU_ASSERT_EQUAL(run_capture(cmd, out, sizeof(out)), 0);
+    CU_ASSERT_EQUAL(hk_shell_into(cmd, out, sizeof(out)), 0);
     env_clear();
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "secure=1\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "select=OK|2.0.0|"));
@@ -760,18 +751,21 @@ int hk_test_register(void)
 {
     ts_register_semver();
     CU_pSuite s = hk_test_suite("loader_select", suite_env_clear, suite_env_clear);
-    hk_test_add(s, "highest version in range, per request", test_highest_in_range);
-    hk_test_add(s, "equal versions: the first loaded wins", test_ties_follow_load_order);
-    hk_test_add(s, "NOT_FOUND names every candidate", test_not_found_names_candidates);
-    hk_test_add(s, "malformed requests: INVALID_VALUE, nothing loaded", test_malformed_requests);
-    hk_test_add(s, "path request: exactly that file, env not applied", test_path_request);
-    hk_test_add(s, "HK_PLUGIN_PIN: intersection with the request", test_pin);
-    hk_test_add(s, "HK_PLUGIN_EXCLUDE: by version, path and name", test_exclude);
-    hk_test_add(s, "malformed variables: ignored, reported once", test_env_malformed);
-    hk_test_add(s, "malformed variables: reported by the scan", test_env_malformed_reported_by_scan);
-    hk_test_add(s, "explain: a verdict and reason per plugin", test_explain);
-    hk_test_add(s, "concurrent select and explain while opening", test_concurrent_select);
-    hk_test_add(s, "helper without privileges reads the variables", test_env_read_unprivileged);
+    static const hk_test_case_t tests[] = {
+        {"highest version in range, per request", test_highest_in_range},
+        {"equal versions: the first loaded wins", test_ties_follow_load_order},
+        {"NOT_FOUND names every candidate", test_not_found_names_candidates},
+        {"malformed requests: INVALID_VALUE, nothing loaded", test_malformed_requests},
+        {"path request: exactly that file, env not applied", test_path_request},
+        {"HK_PLUGIN_PIN: intersection with the request", test_pin},
+        {"HK_PLUGIN_EXCLUDE: by version, path and name", test_exclude},
+        {"malformed variables: ignored, reported once", test_env_malformed},
+        {"malformed variables: reported by the scan", test_env_malformed_reported_by_scan},
+        {"explain: a verdict and reason per plugin", test_explain},
+        {"concurrent select and explain while opening", test_concurrent_select},
+        {"helper without privileges reads the variables", test_env_read_unprivileged},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
     CU_pTest t = hk_test_add(s, "set-user-ID helper ignores the variables (AT_SECURE)",
                              test_env_ignored_when_setuid);
     const char *why = tl_setuid_loading_unavailable();

@@ -394,19 +394,18 @@ static void test_maps_show(void)
 int hk_test_register(void)
 {
     CU_pSuite s = hk_test_suite("snapshot", NULL, NULL);
-    hk_test_add(s, "cp of another build over the loaded file: calls right, new build seen",
-                test_cp_over);
-    hk_test_add(s, "truncated, then another build written: calls right, new build seen",
-                test_truncate_then_write);
-    hk_test_add(s, "garbage written over the loaded file: calls right, refused again",
-                test_garbage_over);
-    hk_test_add(s, "truncated to zero: calls right, refused again", test_truncated_to_zero);
-    hk_test_add(s, "deleted: calls right, not found again", test_deleted);
-    hk_test_add(s, "another build renamed over it: calls right, new build seen",
-                test_renamed_over);
-    hk_test_add(s, "maps show the snapshot as a memfd of the file's name, freed at destroy; "
-                "in place the file", test_maps_show);
-    hk_test_add(s, "load_in_place: truncated to zero, the host dies of SIGBUS",
-                test_in_place_truncated);
+    static const hk_test_case_t tests[] = {
+        {"cp of another build over the loaded file: calls right, new build seen", test_cp_over},
+        {"truncated, then another build written: calls right, new build seen",
+         test_truncate_then_write},
+        {"garbage written over the loaded file: calls right, refused again", test_garbage_over},
+        {"truncated to zero: calls right, refused again", test_truncated_to_zero},
+        {"deleted: calls right, not found again", test_deleted},
+        {"another build renamed over it: calls right, new build seen", test_renamed_over},
+        {"maps show the snapshot as a memfd of the file's name, freed at destroy; "
+         "in place the file", test_maps_show},
+        {"load_in_place: truncated to zero, the host dies of SIGBUS", test_in_place_truncated},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
     return 0;
 }

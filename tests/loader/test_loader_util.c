@@ -44,6 +44,26 @@ int tl_mkdtemp(char *buf, size_t n)
     return chmod(buf, 0755); /* a probe or helper of another user may read it */
 }
 
+void tl_marked_dir(char *dir, size_t n, char *marker, size_t m)
+{
+    CU_ASSERT_EQUAL_FATAL(tl_mkdtemp(dir, n), 0);
+    snprintf(marker, m, "%s/marker", dir);
+    CU_ASSERT_EQUAL_FATAL(setenv("HK_TP_MARKER", marker, 1), 0);
+}
+
+void tl_marked_dir_remove(const char *dir)
+{
+    unsetenv("HK_TP_MARKER");
+    tl_rmtree(dir);
+}
+
+const char *tl_hostile(const char *file)
+{
+    static _Thread_local char buf[4096];
+    snprintf(buf, sizeof(buf), "%s/%s", HK_TEST_HOSTILE_DIR, file);
+    return buf;
+}
+
 void tl_rmtree(const char *dir)
 {
     DIR *d = opendir(dir);

@@ -21,6 +21,25 @@ int tl_mkdtemp(char *buf, size_t n);
 /* Removes a directory made by tl_mkdtemp and everything in it. */
 void tl_rmtree(const char *dir);
 
+/* The set-up of the tests of hostile candidates: a fresh directory
+ * (tl_mkdtemp) into dir, and $HK_TP_MARKER set to dir/marker, whose path
+ * goes into marker. Fails the calling test (a fatal assertion) when either
+ * cannot be made. */
+void tl_marked_dir(char *dir, size_t n, char *marker, size_t m);
+
+/* Undoes tl_marked_dir: unsets $HK_TP_MARKER and removes dir. */
+void tl_marked_dir_remove(const char *dir);
+
+/* A hostile test build and the reason it must be refused with: the rows of
+ * the tests' case tables. */
+typedef struct tl_refusal {
+    const char *file, *reason;
+} tl_refusal_t;
+
+/* Path of a hostile test build in HK_TEST_HOSTILE_DIR ("tp_neg_crash.so").
+ * Returns a static buffer of the calling thread. */
+const char *tl_hostile(const char *file);
+
 /* Copies src to dir/name with mode; writes the new path into out. 0 on success. */
 int tl_copy(const char *src, const char *dir, const char *name, mode_t mode,
             char *out, size_t n);

@@ -220,6 +220,9 @@ struct hk_handle {
     hk_pointer_mode_t mode;
 };
 
+#define TP_HANDLE_NAME TP_NAME
+#include "tp_handle.h"
+
 #ifndef TP_NULL_SLOT /* that build has no get_table, hence no table */
 static unsigned tp_counter;
 
@@ -236,23 +239,6 @@ static unsigned tp_bump(void)
 static const tp_info_table_t tp_info = {sizeof(tp_info_table_t), tp_version, tp_bump};
 #endif
 
-static hk_status_t tp_handle_create(const hk_create_info_t *info, hk_handle_t **out)
-{
-    (void)info;
-    if (!out)
-        return HK_STATUS_NULL_POINTER;
-    *out = calloc(1, sizeof(**out));
-    return *out ? HK_STATUS_OK : HK_STATUS_OUT_OF_MEMORY;
-}
-
-static hk_status_t tp_handle_destroy(hk_handle_t *h)
-{
-    if (!h)
-        return HK_STATUS_INVALID_HANDLE;
-    free(h);
-    return HK_STATUS_OK;
-}
-
 static hk_status_t tp_set_stream(hk_handle_t *h, void *stream)
 {
     if (!h)
@@ -266,14 +252,6 @@ static hk_status_t tp_get_stream(hk_handle_t *h, void **stream)
     if (!h)
         return HK_STATUS_INVALID_HANDLE;
     *stream = h->stream;
-    return HK_STATUS_OK;
-}
-
-static hk_status_t tp_set_pointer_mode(hk_handle_t *h, hk_pointer_mode_t mode)
-{
-    if (!h)
-        return HK_STATUS_INVALID_HANDLE;
-    h->mode = mode;
     return HK_STATUS_OK;
 }
 
@@ -312,19 +290,6 @@ static hk_status_t tp_enum_tables(size_t index, const char **name)
     if (index > 0)
         return HK_STATUS_NOT_FOUND;
     *name = TP_INFO_TABLE;
-    return HK_STATUS_OK;
-}
-
-static hk_status_t tp_handle_info(hk_handle_t *h, hk_handle_info_t *info)
-{
-    if (!h)
-        return HK_STATUS_INVALID_HANDLE;
-    if (!info)
-        return HK_STATUS_NULL_POINTER;
-    hk_handle_info_t mine = {sizeof(mine), -1, 0, 0, 0, TP_NAME};
-    size_t n = info->size < sizeof(mine) ? info->size : sizeof(mine);
-    memcpy(info, &mine, n);
-    info->size = (uint32_t)n;
     return HK_STATUS_OK;
 }
 

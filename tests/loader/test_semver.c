@@ -650,17 +650,17 @@ static void test_operator_properties(void)
 void ts_register_semver(void)
 {
     CU_pSuite s = hk_test_suite("semver", NULL, NULL);
-    hk_test_add(s, "valid versions parse, fields and borrowing", test_parse_valid);
-    hk_test_add(s, "malformed versions: INVALID_VALUE and reason", test_parse_malformed);
-    hk_test_add(s, "precedence, pre-release and build rules", test_precedence);
-    hk_test_add(s, "range grammar: valid and malformed", test_range_parse);
-    hk_test_add(s, "range matching, 0.x carets, pre-releases, 64-bit edges",
-                test_range_match);
-    hk_test_add(s, "range lists: grammar, spaces around commas", test_list_parse_valid);
-    hk_test_add(s, "range lists: malformed, the comparator named", test_list_parse_malformed);
-    hk_test_add(s, "range lists: every comparator holds", test_list_match);
-    hk_test_add(s, "precedence table: order, antisymmetry, transitivity",
-                test_precedence_properties);
-    hk_test_add(s, "precedence table: every operator alone and in pairs",
-                test_operator_properties);
+    static const hk_test_case_t tests[] = {
+        {"valid versions parse, fields and borrowing", test_parse_valid},
+        {"malformed versions: INVALID_VALUE and reason", test_parse_malformed},
+        {"precedence, pre-release and build rules", test_precedence},
+        {"range grammar: valid and malformed", test_range_parse},
+        {"range matching, 0.x carets, pre-releases, 64-bit edges", test_range_match},
+        {"range lists: grammar, spaces around commas", test_list_parse_valid},
+        {"range lists: malformed, the comparator named", test_list_parse_malformed},
+        {"range lists: every comparator holds", test_list_match},
+        {"precedence table: order, antisymmetry, transitivity", test_precedence_properties},
+        {"precedence table: every operator alone and in pairs", test_operator_properties},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
 }

@@ -731,25 +731,25 @@ int hk_test_register(void)
     if (!getenv("SIMCUDA_DEVICES"))
         setenv("SIMCUDA_DEVICES", "2", 1); /* the tests use devices 0 and 1 */
     CU_pSuite s = hk_test_suite("simcuda", init_suite, NULL);
-    hk_test_add(s, "fail the k-th call, then succeed again", test_fail_kth_call);
-    hk_test_add(s, "repeated failures; live blocks, libraries, contexts, stack depth",
-                test_fail_repeat_and_counts);
-    hk_test_add(s, "versioned symbols count under one entry name", test_versioned_names_count_once);
-    hk_test_add(s, "SIMCUDA_FAIL and SIMCUDA_QUIET_LOADS_US from the environment",
-                test_fail_from_env);
-    hk_test_add(s, "primary reference counts and the runtime-like retain", test_refcounts);
-    hk_test_add(s, "two threads with their own context stacks at once", test_two_threads);
-    hk_test_add(s, "launch log, emulation errors, graph replay", test_launch_log);
-    hk_test_add(s, "image formats and kernel names", test_images);
-    hk_test_add(s, "emulations registered at run time, replaced", test_registered_emulation);
-    hk_test_add(s, "JIT: PTX with a syntax error fails with a log", test_jit_log);
-    hk_test_add(s, "kernel attributes", test_kernel_attributes);
-    hk_test_add(s, "an unload waits for a held launch of its library, nothing else does",
-                test_unload_waits_for_held_launch);
-    hk_test_add(s, "a paused call waits until resumed, nothing else does", test_paused_call);
-    hk_test_add(s, "resuming one entry's paused calls leaves another's waiting",
-                test_resume_entry);
-    hk_test_add(s, "slowed calls: the asking thread's, of one entry, until set to 0",
-                test_slow_calls);
+    static const hk_test_case_t tests[] = {
+        {"fail the k-th call, then succeed again", test_fail_kth_call},
+        {"repeated failures; live blocks, libraries, contexts, stack depth",
+         test_fail_repeat_and_counts},
+        {"versioned symbols count under one entry name", test_versioned_names_count_once},
+        {"SIMCUDA_FAIL and SIMCUDA_QUIET_LOADS_US from the environment", test_fail_from_env},
+        {"primary reference counts and the runtime-like retain", test_refcounts},
+        {"two threads with their own context stacks at once", test_two_threads},
+        {"launch log, emulation errors, graph replay", test_launch_log},
+        {"image formats and kernel names", test_images},
+        {"emulations registered at run time, replaced", test_registered_emulation},
+        {"JIT: PTX with a syntax error fails with a log", test_jit_log},
+        {"kernel attributes", test_kernel_attributes},
+        {"an unload waits for a held launch of its library, nothing else does",
+         test_unload_waits_for_held_launch},
+        {"a paused call waits until resumed, nothing else does", test_paused_call},
+        {"resuming one entry's paused calls leaves another's waiting", test_resume_entry},
+        {"slowed calls: the asking thread's, of one entry, until set to 0", test_slow_calls},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
     return 0;
 }

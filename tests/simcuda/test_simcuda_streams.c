@@ -464,20 +464,20 @@ int hk_test_register(void)
     if (!getenv("SIMCUDA_DEVICES"))
         setenv("SIMCUDA_DEVICES", "2", 1);
     CU_pSuite s = hk_test_suite("simcuda streams", init_suite, NULL);
-    hk_test_add(s, "stream IDs: one per stream, the per-thread stream one per thread",
-                test_stream_ids);
-    hk_test_add(s, "capture modes: what a thread may do during another's capture",
-                test_capture_modes);
-    hk_test_add(s, "reductions interleave across streams and keep one stream's order",
-                test_interleaved_reductions);
-    hk_test_add(s, "pending blocks finish before a result can be seen", test_pending_completes);
-    hk_test_add(s, "quiet loads: streams and first kernel loads wait for a pause in launches",
-                test_quiet_loads);
-    hk_test_add(s, "quiet model: what a service starves, and what it does not (fact 30)",
-                test_quiet_service);
-    hk_test_add(s, "a context synchronisation waits for its launches still running",
-                test_sync_waits_for_running);
-    hk_test_add(s, "memsets and copies on a capturing stream run when the graph runs",
-                test_captured_memsets_and_copies);
+    static const hk_test_case_t tests[] = {
+        {"stream IDs: one per stream, the per-thread stream one per thread", test_stream_ids},
+        {"capture modes: what a thread may do during another's capture", test_capture_modes},
+        {"reductions interleave across streams and keep one stream's order",
+         test_interleaved_reductions},
+        {"pending blocks finish before a result can be seen", test_pending_completes},
+        {"quiet loads: streams and first kernel loads wait for a pause in launches",
+         test_quiet_loads},
+        {"quiet model: what a service starves, and what it does not (fact 30)", test_quiet_service},
+        {"a context synchronisation waits for its launches still running",
+         test_sync_waits_for_running},
+        {"memsets and copies on a capturing stream run when the graph runs",
+         test_captured_memsets_and_copies},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
     return 0;
 }

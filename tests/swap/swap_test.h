@@ -60,6 +60,13 @@ uint64_t swp_now_ns(void);
 void swp_tables(hk_blas1_v1_t *blas, hk_memory_v1_t *mem);
 void swp_kernel_tables(hk_kernels_v1_t *kernels, hk_cuda_v1_t *cuda);
 
+/* The plugin a movable handle is on now (NULL when its state cannot be
+ * read). */
+hk_plugin_t *swp_plugin_of(hk_mhandle_t *mh);
+
+/* p's swap state, asserted read. */
+hk_swap_plugin_state_t swp_plugin_state(hk_plugin_t *p);
+
 void swp_register_basic(void);
 void swp_register_reopen(void);
 void swp_register_load(void);

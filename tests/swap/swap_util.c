@@ -212,3 +212,16 @@ void swp_kernel_tables(hk_kernels_v1_t *kernels, hk_cuda_v1_t *cuda)
     hk_mhandle_get_table(HK_TABLE_KERNELS_V1, kernels, sizeof *kernels);
     hk_mhandle_get_table(HK_TABLE_CUDA_V1, cuda, sizeof *cuda);
 }
+
+hk_plugin_t *swp_plugin_of(hk_mhandle_t *mh)
+{
+    hk_mhandle_state_t s = {.size = sizeof s};
+    return hk_mhandle_state(mh, &s) == HK_STATUS_OK ? s.plugin : NULL;
+}
+
+hk_swap_plugin_state_t swp_plugin_state(hk_plugin_t *p)
+{
+    hk_swap_plugin_state_t s = {.size = sizeof s};
+    CU_ASSERT_EQUAL(hk_plugin_swap_state(p, &s), HK_STATUS_OK);
+    return s;
+}

@@ -33,6 +33,25 @@ static void fx_down(fx_t *f)
     CU_ASSERT_EQUAL(hk_loader_destroy(f->loader), HK_STATUS_OK);
 }
 
+/* fx_up, asserted, and a movable handle on hk-cpu 1.0.0 (f->a), asserted
+ * made: the start of the swap tests of one handle. */
+static hk_mhandle_t *fx_up_on_a(fx_t *f)
+{
+    hk_mhandle_t *mh = NULL;
+    CU_ASSERT_FATAL(fx_up(f));
+    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f->a, NULL, &mh), HK_STATUS_OK);
+    return mh;
+}
+
+/* The twin build (hk-cpu-twin 2.0.0) opened in f's loader; asserted,
+ * fatally. */
+static hk_plugin_t *open_twin(fx_t *f)
+{
+    hk_plugin_t *twin = swp_open(f->loader, SWP_DOUBLE("swp_twin"));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(twin);
+    return twin;
+}
+
 static int has(const char *text, const char *needle)
 {
     int ok = text && strstr(text, needle);
@@ -41,23 +60,10 @@ static int has(const char *text, const char *needle)
     return ok;
 }
 
-static hk_plugin_t *plugin_of(hk_mhandle_t *mh)
-{
-    hk_mhandle_state_t s = {.size = sizeof s};
-    return hk_mhandle_state(mh, &s) == HK_STATUS_OK ? s.plugin : NULL;
-}
-
 static uint64_t generation_of(hk_mhandle_t *mh)
 {
     hk_mhandle_state_t s = {.size = sizeof s};
     return hk_mhandle_state(mh, &s) == HK_STATUS_OK ? s.generation : UINT64_MAX;
-}
-
-static hk_swap_plugin_state_t pstate(hk_plugin_t *p)
-{
-    hk_swap_plugin_state_t s = {.size = sizeof s};
-    CU_ASSERT_EQUAL(hk_plugin_swap_state(p, &s), HK_STATUS_OK);
-    return s;
 }
 
 static swp_state_t lstate(hk_loader_t *loader)
@@ -107,9 +113,9 @@ static void test_forwarding(void)
     CU_ASSERT_EQUAL_FATAL(hk_mhandle_create(f.loader, "hk-cpu@1.0.0", NULL, &m1), HK_STATUS_OK);
     CU_ASSERT_EQUAL_FATAL(hk_mhandle_create(f.loader, "hk-cpu", NULL, &m2), HK_STATUS_OK);
     CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f.a, NULL, &m3), HK_STATUS_OK);
-    CU_ASSERT_PTR_EQUAL(plugin_of(m1), f.a);
-    CU_ASSERT_PTR_EQUAL(plugin_of(m2), f.b);
-    CU_ASSERT_PTR_EQUAL(plugin_of(m3), f.a);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(m1), f.a);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(m2), f.b);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(m3), f.a);
     CU_ASSERT(works(m1));
     CU_ASSERT(works(m2));
 
@@ -163,8 +169,8 @@ static void test_forwarding(void)
     CU_ASSERT_STRING_EQUAL(name, HK_TABLE_CUDA_V1);
     CU_ASSERT_EQUAL(vt->enum_tables(4, &name), HK_STATUS_NOT_FOUND);
     CU_ASSERT_EQUAL(lstate(f.loader).handles, 3);
-    CU_ASSERT_EQUAL(pstate(f.a).handles, 2);
-    CU_ASSERT_EQUAL(pstate(f.b).handles, 1);
+    CU_ASSERT_EQUAL(swp_plugin_state(f.a).handles, 2);
+    CU_ASSERT_EQUAL(swp_plugin_state(f.b).handles, 1);
 
     CU_ASSERT_EQUAL(hk_mhandle_destroy(m1), HK_STATUS_OK);
     CU_ASSERT_EQUAL(vt->handle_destroy(hk_mhandle_handle(m2)), HK_STATUS_OK);
@@ -189,8 +195,7 @@ static void test_bad_input(void)
     CU_ASSERT(has(line, "no-such"));
 
     /* A create info too short for version 1: refused before the plugin runs. */
-    hk_plugin_t *twin = swp_open(f.loader, SWP_DOUBLE("swp_twin"));
-    CU_ASSERT_PTR_NOT_NULL_FATAL(twin);
+    hk_plugin_t *twin = open_twin(&f);
     swp_count_reset("hk-cpu-twin 2.0.0");
     hk_create_info_t shortinfo = {8, HK_DEVICE_CURRENT, 0};
     CU_ASSERT_EQUAL(hk_mhandle_create_on(twin, &shortinfo, &mh), HK_STATUS_INVALID_VALUE);
@@ -268,9 +273,7 @@ static void test_bad_input(void)
 static void test_swap_moves_state_and_closes(void)
 {
     fx_t f;
-    CU_ASSERT_FATAL(fx_up(&f));
-    hk_mhandle_t *mh = NULL;
-    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f.a, NULL, &mh), HK_STATUS_OK);
+    hk_mhandle_t *mh = fx_up_on_a(&f);
     hk_handle_t *h = hk_mhandle_handle(mh);
     const hk_vtable_t *vt = hk_mhandle_vtable();
     hk_blas1_v1_t b;
@@ -285,7 +288,7 @@ static void test_swap_moves_state_and_closes(void)
     hk_plugin_t *to = NULL;
     CU_ASSERT_EQUAL_FATAL(hk_loader_swap(f.loader, SWP_B, NULL, &to), HK_STATUS_OK);
     CU_ASSERT_PTR_EQUAL(to, f.b);
-    CU_ASSERT_PTR_EQUAL(plugin_of(mh), f.b);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(mh), f.b);
     CU_ASSERT_EQUAL(generation_of(mh), 1);
     hk_pointer_mode_t mode = HK_POINTER_MODE_HOST;
     CU_ASSERT_EQUAL(vt->get_pointer_mode(h, &mode), HK_STATUS_OK);
@@ -303,7 +306,7 @@ static void test_swap_moves_state_and_closes(void)
     CU_ASSERT_EQUAL(ls.handles, 1);
     CU_ASSERT_EQUAL(ls.inflight, 0);
     CU_ASSERT(ls.last_switch_ns > 0);
-    hk_swap_plugin_state_t pa = pstate(f.a), pb = pstate(f.b);
+    hk_swap_plugin_state_t pa = swp_plugin_state(f.a), pb = swp_plugin_state(f.b);
     CU_ASSERT_EQUAL(pa.module, HK_MODULE_CLOSED);
     CU_ASSERT_EQUAL(pa.handles, 0);
     CU_ASSERT_EQUAL(pa.closes, 1);
@@ -318,12 +321,12 @@ static void test_swap_moves_state_and_closes(void)
 
     /* Back: the closed file is opened again. */
     CU_ASSERT_EQUAL(hk_loader_swap(f.loader, "hk-cpu@1.0.0", NULL, NULL), HK_STATUS_OK);
-    CU_ASSERT_PTR_EQUAL(plugin_of(mh), f.a);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(mh), f.a);
     CU_ASSERT(works(mh));
-    pa = pstate(f.a);
+    pa = swp_plugin_state(f.a);
     CU_ASSERT_EQUAL(pa.module, HK_MODULE_OPEN);
     CU_ASSERT_EQUAL(pa.reopens, 1);
-    CU_ASSERT_EQUAL(pstate(f.b).module, HK_MODULE_CLOSED);
+    CU_ASSERT_EQUAL(swp_plugin_state(f.b).module, HK_MODULE_CLOSED);
     CU_ASSERT(swp_mapped(SWP_A));
     CU_ASSERT(!swp_mapped(SWP_B));
     /* Already there: verified, nothing moves. */
@@ -340,8 +343,7 @@ static void test_swap_steps(void)
 {
     fx_t f;
     CU_ASSERT_FATAL(fx_up(&f));
-    hk_plugin_t *twin = swp_open(f.loader, SWP_DOUBLE("swp_twin"));
-    CU_ASSERT_PTR_NOT_NULL_FATAL(twin);
+    open_twin(&f);
     hk_mhandle_t *mh = NULL;
     CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f.a, NULL, &mh), HK_STATUS_OK);
     swp_count_reset("hk-cpu-twin 2.0.0");
@@ -399,9 +401,7 @@ static void *commit_elsewhere(void *arg)
 static void test_prepare_commit_cancel(void)
 {
     fx_t f;
-    CU_ASSERT_FATAL(fx_up(&f));
-    hk_mhandle_t *mh = NULL;
-    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f.a, NULL, &mh), HK_STATUS_OK);
+    hk_mhandle_t *mh = fx_up_on_a(&f);
     hk_handle_t *h = hk_mhandle_handle(mh);
     const hk_vtable_t *vt = hk_mhandle_vtable();
     hk_swap_prepared_t *p = (hk_swap_prepared_t *)&f; /* must be set to NULL */
@@ -416,10 +416,10 @@ static void test_prepare_commit_cancel(void)
     CU_ASSERT_EQUAL_FATAL(hk_loader_swap_prepare(f.loader, SWP_B, NULL, &p), HK_STATUS_OK);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     CU_ASSERT_EQUAL(lstate(f.loader).phase, HK_SWAP_PENDING);
-    CU_ASSERT_PTR_EQUAL(plugin_of(mh), f.a);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(mh), f.a);
     CU_ASSERT(works(mh)); /* the old implementation serves meanwhile */
     CU_ASSERT_EQUAL(hk_loader_swap_cancel(p), HK_STATUS_OK);
-    CU_ASSERT_PTR_EQUAL(plugin_of(mh), f.a);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(mh), f.a);
     swp_state_t ls = lstate(f.loader);
     CU_ASSERT_EQUAL(ls.phase, HK_SWAP_IDLE);
     CU_ASSERT_EQUAL(ls.swaps, 0);
@@ -435,11 +435,11 @@ static void test_prepare_commit_cancel(void)
     CU_ASSERT_EQUAL(t.commit, HK_STATUS_INVALID_VALUE);
     CU_ASSERT_EQUAL(t.cancel, HK_STATUS_INVALID_VALUE);
     CU_ASSERT(has(hk_loader_last_error(f.loader), "prepared by another thread"));
-    CU_ASSERT_PTR_EQUAL(plugin_of(mh), f.a);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(mh), f.a);
     hk_plugin_t *to = NULL;
     CU_ASSERT_EQUAL(hk_loader_swap_commit(p, &to), HK_STATUS_OK);
     CU_ASSERT_PTR_EQUAL(to, f.b);
-    CU_ASSERT_PTR_EQUAL(plugin_of(mh), f.b);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(mh), f.b);
     hk_pointer_mode_t mode = HK_POINTER_MODE_HOST;
     CU_ASSERT_EQUAL(vt->get_pointer_mode(h, &mode), HK_STATUS_OK);
     CU_ASSERT_EQUAL(mode, HK_POINTER_MODE_DEVICE); /* set after the prepare, still followed */
@@ -448,7 +448,7 @@ static void test_prepare_commit_cancel(void)
     ls = lstate(f.loader);
     CU_ASSERT_EQUAL(ls.phase, HK_SWAP_IDLE);
     CU_ASSERT_EQUAL(ls.swaps, 1);
-    CU_ASSERT_EQUAL(pstate(f.a).module, HK_MODULE_CLOSED);
+    CU_ASSERT_EQUAL(swp_plugin_state(f.a).module, HK_MODULE_CLOSED);
     CU_ASSERT_EQUAL(ls.last_commit_ns, ls.last_switch_ns); /* counted from the commit */
     CU_ASSERT(ls.last_verify_ns > 0);
     CU_ASSERT_EQUAL(hk_mhandle_destroy(mh), HK_STATUS_OK);
@@ -459,25 +459,24 @@ static void test_swap_from_name(void)
 {
     fx_t f;
     CU_ASSERT_FATAL(fx_up(&f));
-    hk_plugin_t *twin = swp_open(f.loader, SWP_DOUBLE("swp_twin"));
-    CU_ASSERT_PTR_NOT_NULL_FATAL(twin);
+    hk_plugin_t *twin = open_twin(&f);
     hk_mhandle_t *m1 = NULL, *m2 = NULL, *m3 = NULL;
     CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f.a, NULL, &m1), HK_STATUS_OK);
     CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f.a, NULL, &m2), HK_STATUS_OK);
     CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(twin, NULL, &m3), HK_STATUS_OK);
     hk_swap_options_t o = {.size = sizeof o, .from = "hk-cpu"};
     CU_ASSERT_EQUAL(hk_loader_swap(f.loader, SWP_B, &o, NULL), HK_STATUS_OK);
-    CU_ASSERT_PTR_EQUAL(plugin_of(m1), f.b);
-    CU_ASSERT_PTR_EQUAL(plugin_of(m2), f.b);
-    CU_ASSERT_PTR_EQUAL(plugin_of(m3), twin);
-    CU_ASSERT_EQUAL(pstate(twin).handles, 1);
-    CU_ASSERT_EQUAL(pstate(f.b).handles, 2);
-    CU_ASSERT_EQUAL(pstate(f.a).module, HK_MODULE_CLOSED);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(m1), f.b);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(m2), f.b);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(m3), twin);
+    CU_ASSERT_EQUAL(swp_plugin_state(twin).handles, 1);
+    CU_ASSERT_EQUAL(swp_plugin_state(f.b).handles, 2);
+    CU_ASSERT_EQUAL(swp_plugin_state(f.a).module, HK_MODULE_CLOSED);
     /* Without from, every handle moves, across plugin names. */
     CU_ASSERT_EQUAL(hk_loader_swap(f.loader, SWP_B, NULL, NULL), HK_STATUS_OK);
-    CU_ASSERT_PTR_EQUAL(plugin_of(m3), f.b);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(m3), f.b);
     CU_ASSERT(works(m3));
-    CU_ASSERT_EQUAL(pstate(twin).module, HK_MODULE_CLOSED);
+    CU_ASSERT_EQUAL(swp_plugin_state(twin).module, HK_MODULE_CLOSED);
     CU_ASSERT(!swp_mapped(SWP_DOUBLE("swp_twin")));
     CU_ASSERT_EQUAL(hk_mhandle_destroy(m1), HK_STATUS_OK);
     CU_ASSERT_EQUAL(hk_mhandle_destroy(m2), HK_STATUS_OK);
@@ -490,9 +489,7 @@ static void refused(const char *target, hk_status_t want, const char *count, int
                     const char *r1, const char *r2)
 {
     fx_t f;
-    CU_ASSERT_FATAL(fx_up(&f));
-    hk_mhandle_t *mh = NULL;
-    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f.a, NULL, &mh), HK_STATUS_OK);
+    hk_mhandle_t *mh = fx_up_on_a(&f);
     swp_count_reset(count);
     CU_ASSERT_EQUAL(hk_loader_swap(f.loader, target, NULL, NULL), want);
     const char *why = hk_loader_last_error(f.loader);
@@ -502,14 +499,14 @@ static void refused(const char *target, hk_status_t want, const char *count, int
     CU_ASSERT(has(why, r2));
     CU_ASSERT_EQUAL(swp_creates(), creates);
     CU_ASSERT_EQUAL(swp_destroys(), want == HK_STATUS_OUT_OF_MEMORY ? 0 : creates);
-    CU_ASSERT_PTR_EQUAL(plugin_of(mh), f.a);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(mh), f.a);
     CU_ASSERT_EQUAL(generation_of(mh), 0);
     CU_ASSERT(works(mh));
     swp_state_t ls = lstate(f.loader);
     CU_ASSERT_EQUAL(ls.refused, 1);
     CU_ASSERT_EQUAL(ls.swaps, 0);
     CU_ASSERT_EQUAL(ls.modules_closed, 0);
-    CU_ASSERT_EQUAL(pstate(f.a).module, HK_MODULE_OPEN);
+    CU_ASSERT_EQUAL(swp_plugin_state(f.a).module, HK_MODULE_OPEN);
     CU_ASSERT(swp_mapped(SWP_A));
     CU_ASSERT_EQUAL(hk_mhandle_destroy(mh), HK_STATUS_OK);
     fx_down(&f);
@@ -552,17 +549,17 @@ static void test_refused_leaves_closed(void)
     hk_mhandle_t *m1 = NULL, *m2 = NULL;
     CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f.a, NULL, &m1), HK_STATUS_OK);
     CU_ASSERT_EQUAL(hk_loader_swap(f.loader, SWP_B, NULL, NULL), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(pstate(f.a).module, HK_MODULE_CLOSED);
+    CU_ASSERT_EQUAL(swp_plugin_state(f.a).module, HK_MODULE_CLOSED);
     CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(gpu, NULL, &m2), HK_STATUS_OK);
     /* m2 reports a GPU device: moving both to hk-cpu 1.0.0 is refused after
      * its file was opened again for the verification. */
     CU_ASSERT_EQUAL(hk_loader_swap(f.loader, SWP_A, NULL, NULL), HK_STATUS_NOT_SUPPORTED);
     CU_ASSERT(has(hk_loader_last_error(f.loader), "buffers would not follow"));
-    hk_swap_plugin_state_t pa = pstate(f.a);
+    hk_swap_plugin_state_t pa = swp_plugin_state(f.a);
     CU_ASSERT_EQUAL(pa.reopens, 1);
     CU_ASSERT_EQUAL(pa.module, HK_MODULE_CLOSED);
     CU_ASSERT(!swp_mapped(SWP_A));
-    CU_ASSERT_PTR_EQUAL(plugin_of(m1), f.b);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(m1), f.b);
     CU_ASSERT(works(m1));
     CU_ASSERT_EQUAL(hk_mhandle_destroy(m1), HK_STATUS_OK);
     CU_ASSERT_EQUAL(hk_mhandle_destroy(m2), HK_STATUS_OK);
@@ -589,12 +586,10 @@ static void test_destroy_busy_while_handles_live(void)
 static void test_acquired_plugin_stays_open(void)
 {
     fx_t f;
-    CU_ASSERT_FATAL(fx_up(&f));
-    hk_mhandle_t *mh = NULL;
-    CU_ASSERT_EQUAL_FATAL(hk_mhandle_create_on(f.a, NULL, &mh), HK_STATUS_OK);
+    hk_mhandle_t *mh = fx_up_on_a(&f);
     hk_plugin_acquire(f.a);
     CU_ASSERT_EQUAL(hk_loader_swap(f.loader, SWP_B, NULL, NULL), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(pstate(f.a).module, HK_MODULE_OPEN);
+    CU_ASSERT_EQUAL(swp_plugin_state(f.a).module, HK_MODULE_OPEN);
     CU_ASSERT(swp_mapped(SWP_A));
     hk_handle_t *raw = NULL; /* the raw user the acquire protects */
     CU_ASSERT_EQUAL(hk_plugin_vtable(f.a)->handle_create(NULL, &raw), HK_STATUS_OK);
@@ -602,14 +597,14 @@ static void test_acquired_plugin_stays_open(void)
     hk_plugin_release(f.a);
     CU_ASSERT_EQUAL(hk_loader_swap(f.loader, SWP_A, NULL, NULL), HK_STATUS_OK);
     CU_ASSERT_EQUAL(hk_loader_swap(f.loader, SWP_B, NULL, NULL), HK_STATUS_OK);
-    CU_ASSERT_EQUAL(pstate(f.a).module, HK_MODULE_CLOSED);
+    CU_ASSERT_EQUAL(swp_plugin_state(f.a).module, HK_MODULE_CLOSED);
     CU_ASSERT(!swp_mapped(SWP_A));
     /* A create on the closed plugin opens it again. */
     hk_mhandle_t *again = NULL;
     CU_ASSERT_EQUAL(hk_mhandle_create(f.loader, "hk-cpu@1.0.0", NULL, &again), HK_STATUS_OK);
     CU_ASSERT(works(again));
-    CU_ASSERT_EQUAL(pstate(f.a).module, HK_MODULE_OPEN);
-    CU_ASSERT_EQUAL(pstate(f.a).reopens, 1);
+    CU_ASSERT_EQUAL(swp_plugin_state(f.a).module, HK_MODULE_OPEN);
+    CU_ASSERT_EQUAL(swp_plugin_state(f.a).reopens, 1);
     CU_ASSERT_EQUAL(hk_mhandle_destroy(again), HK_STATUS_OK);
     CU_ASSERT_EQUAL(hk_mhandle_destroy(mh), HK_STATUS_OK);
     fx_down(&f);
@@ -669,12 +664,12 @@ static void test_call_boundary(void)
     } while (ls.phase != HK_SWAP_DRAINING);
     CU_ASSERT_EQUAL(ls.draining, 1);
     CU_ASSERT_EQUAL(ls.inflight, 1);
-    hk_swap_plugin_state_t ph = pstate(hold);
+    hk_swap_plugin_state_t ph = swp_plugin_state(hold);
     CU_ASSERT_EQUAL(ph.handles, 0);
     CU_ASSERT_EQUAL(ph.inflight, 1);
     CU_ASSERT_EQUAL(ph.draining, 1);
-    CU_ASSERT_EQUAL(pstate(f.a).handles, 1);
-    CU_ASSERT_PTR_EQUAL(plugin_of(mh), f.a);
+    CU_ASSERT_EQUAL(swp_plugin_state(f.a).handles, 1);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(mh), f.a);
     /* A new call does not wait for the drain: it runs on hk-cpu 1.0.0. */
     float y[2] = {1.0f, 2.0f}, three = 3.0f;
     hk_blas1_v1_t b;
@@ -697,7 +692,7 @@ static void test_call_boundary(void)
     CU_ASSERT_EQUAL(ls.phase, HK_SWAP_IDLE);
     CU_ASSERT_EQUAL(ls.draining, 0);
     CU_ASSERT(ls.last_drain_ns > 0);
-    CU_ASSERT_EQUAL(pstate(hold).module, HK_MODULE_CLOSED);
+    CU_ASSERT_EQUAL(swp_plugin_state(hold).module, HK_MODULE_CLOSED);
     CU_ASSERT(!swp_mapped(SWP_DOUBLE("swp_hold")));
     CU_ASSERT_EQUAL(hk_mhandle_destroy(mh), HK_STATUS_OK);
     fx_down(&f);
@@ -706,22 +701,24 @@ static void test_call_boundary(void)
 void swp_register_basic(void)
 {
     CU_pSuite s = hk_test_suite("swap", NULL, NULL);
-    hk_test_add(s, "movable handles forward every slot", test_forwarding);
-    hk_test_add(s, "bad input is refused, nothing touched", test_bad_input);
-    hk_test_add(s, "swap moves settings, closes and reopens modules",
-                test_swap_moves_state_and_closes);
-    hk_test_add(s, "swap moves only the handles of from", test_swap_from_name);
-    hk_test_add(s, "prepare, then commit or cancel", test_prepare_commit_cancel);
-    hk_test_add(s, "the last swap step by step; the verification handle outlives the switch",
-                test_swap_steps);
-    hk_test_add(s, "a call in flight finishes on the old implementation", test_call_boundary);
-    hk_test_add(s, "refused: wrong verification result", test_refused_wrong_result);
-    hk_test_add(s, "refused: handle_create fails", test_refused_create_fails);
-    hk_test_add(s, "refused: other memory domain (flag)", test_refused_cross_domain_flag);
-    hk_test_add(s, "refused: other memory domain (handle_info)", test_refused_cross_domain_info);
-    hk_test_add(s, "refused: a closed module stays closed", test_refused_leaves_closed);
-    hk_test_add(s, "loader destroy is BUSY while handles live", test_destroy_busy_while_handles_live);
-    hk_test_add(s, "an acquired plugin is not closed", test_acquired_plugin_stays_open);
+    static const hk_test_case_t tests[] = {
+        {"movable handles forward every slot", test_forwarding},
+        {"bad input is refused, nothing touched", test_bad_input},
+        {"swap moves settings, closes and reopens modules", test_swap_moves_state_and_closes},
+        {"swap moves only the handles of from", test_swap_from_name},
+        {"prepare, then commit or cancel", test_prepare_commit_cancel},
+        {"the last swap step by step; the verification handle outlives the switch",
+         test_swap_steps},
+        {"a call in flight finishes on the old implementation", test_call_boundary},
+        {"refused: wrong verification result", test_refused_wrong_result},
+        {"refused: handle_create fails", test_refused_create_fails},
+        {"refused: other memory domain (flag)", test_refused_cross_domain_flag},
+        {"refused: other memory domain (handle_info)", test_refused_cross_domain_info},
+        {"refused: a closed module stays closed", test_refused_leaves_closed},
+        {"loader destroy is BUSY while handles live", test_destroy_busy_while_handles_live},
+        {"an acquired plugin is not closed", test_acquired_plugin_stays_open},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
 }
 
 int hk_test_register(void)

@@ -64,29 +64,16 @@ static hk_handle_info_t info_of(hk_mhandle_t *mh)
     return i;
 }
 
-static hk_plugin_t *plugin_of(hk_mhandle_t *mh)
-{
-    hk_mhandle_state_t s = {.size = sizeof s};
-    return hk_mhandle_state(mh, &s) == HK_STATUS_OK ? s.plugin : NULL;
-}
-
-static hk_swap_plugin_state_t pstate(hk_plugin_t *p)
-{
-    hk_swap_plugin_state_t s = {.size = sizeof s};
-    CU_ASSERT_EQUAL(hk_plugin_swap_state(p, &s), HK_STATUS_OK);
-    return s;
-}
-
 /* Swaps to `to`, and checks that `from` (which no handle uses any more) was
  * closed and left the process. */
 static void swap_and_close(hk_plugin_t *to, hk_plugin_t *from)
 {
-    uint64_t closes = pstate(from).closes;
+    uint64_t closes = swp_plugin_state(from).closes;
     hk_status_t st = hk_loader_swap(L, hk_plugin_path(to), NULL, NULL);
     CU_ASSERT_EQUAL(st, HK_STATUS_OK);
     if (st != HK_STATUS_OK)
         fprintf(stderr, "\n%s\n", hk_loader_last_error(L));
-    hk_swap_plugin_state_t s = pstate(from);
+    hk_swap_plugin_state_t s = swp_plugin_state(from);
     CU_ASSERT_EQUAL(s.module, HK_MODULE_CLOSED);
     CU_ASSERT_EQUAL(s.closes, closes + 1);
     CU_ASSERT_EQUAL(s.handles + s.inflight + s.draining, 0);
@@ -139,10 +126,10 @@ static void primaries_follow(int d1)
     CU_ASSERT_FATAL(place(m1, &x1, &y1));
     CU_ASSERT(axpy_ok(m1, x1, y1, 1.0f, 0));
 
-    uint64_t reopens = pstate(A).reopens;
+    uint64_t reopens = swp_plugin_state(A).reopens;
     swap_and_close(B, A);
-    CU_ASSERT_PTR_EQUAL(plugin_of(m1), B);
-    CU_ASSERT_PTR_EQUAL(plugin_of(m0), B);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(m1), B);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(m0), B);
     hk_handle_info_t j1 = info_of(m1), j0 = info_of(m0);
     CU_ASSERT_EQUAL(j1.device, d1);
     CU_ASSERT_EQUAL(j1.context_id, i1.context_id);
@@ -153,8 +140,8 @@ static void primaries_follow(int d1)
     CU_ASSERT(axpy_ok(m1, x1, y1, 1.0f, 1));
 
     swap_and_close(A, B);
-    CU_ASSERT_EQUAL(pstate(A).reopens, reopens + 1);
-    CU_ASSERT_EQUAL(pstate(A).module, HK_MODULE_OPEN);
+    CU_ASSERT_EQUAL(swp_plugin_state(A).reopens, reopens + 1);
+    CU_ASSERT_EQUAL(swp_plugin_state(A).module, HK_MODULE_OPEN);
     CU_ASSERT(axpy_ok(m1, x1, y1, 1.0f, 2));
     CU_ASSERT_EQUAL(Me.free_(hk_mhandle_handle(m1), x1), HK_STATUS_OK);
     CU_ASSERT_EQUAL(Me.free_(hk_mhandle_handle(m1), y1), HK_STATUS_OK);
@@ -198,13 +185,13 @@ static void test_user_context_needs_current(void)
     CU_ASSERT_EQUAL(cuCtxPopCurrent(&popped), CUDA_SUCCESS);
     CU_ASSERT_EQUAL(hk_loader_swap(L, HK_SWAP_CUDA_B, NULL, NULL), HK_STATUS_NOT_SUPPORTED);
     CU_ASSERT_PTR_NOT_NULL(strstr(hk_loader_last_error(L), "swap with that context current"));
-    CU_ASSERT_PTR_EQUAL(plugin_of(mh), A);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(mh), A);
     CU_ASSERT(axpy_ok(mh, x, y, 1.0f, 0));
     clear_current();
 
     CU_ASSERT_EQUAL(cuCtxPushCurrent(uc), CUDA_SUCCESS);
     CU_ASSERT_EQUAL(hk_loader_swap(L, HK_SWAP_CUDA_B, NULL, NULL), HK_STATUS_OK);
-    CU_ASSERT_PTR_EQUAL(plugin_of(mh), B);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(mh), B);
     CU_ASSERT_EQUAL(info_of(mh).context_id, uid);
     CU_ASSERT(axpy_ok(mh, x, y, 1.0f, 1));
     Me.free_(hk_mhandle_handle(mh), x);
@@ -226,7 +213,7 @@ static void test_refused_to_host_memory(void)
     CU_ASSERT_EQUAL(hk_loader_swap(L, HK_SWAP_CPU_A, NULL, NULL), HK_STATUS_NOT_SUPPORTED);
     const char *why = hk_loader_last_error(L);
     CU_ASSERT_PTR_NOT_NULL(strstr(why, "in CUDA device memory and hk-cpu 1.0.0 in host memory"));
-    CU_ASSERT_PTR_EQUAL(plugin_of(mh), A);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(mh), A);
     CU_ASSERT_EQUAL(hk_mhandle_destroy(mh), HK_STATUS_OK);
 }
 
@@ -290,7 +277,7 @@ static void test_swap_under_load(void)
         CU_ASSERT_EQUAL(hk_loader_swap(L, hk_plugin_path(to), NULL, NULL), HK_STATUS_OK);
         swp_state_t ls = swp_state(L);
         sw_ns[i] = ls.last_switch_ns;
-        not_closed += pstate(from).module != HK_MODULE_CLOSED || swp_mapped(hk_plugin_path(from));
+        not_closed += swp_plugin_state(from).module != HK_MODULE_CLOSED || swp_mapped(hk_plugin_path(from));
         int mapped = swp_mapped_count("hk-cuda");
         most = mapped > most ? mapped : most;
         struct timespec ts = {0, 1000000};
@@ -303,7 +290,7 @@ static void test_swap_under_load(void)
         issued += atomic_load(&w[t].issued);
         completed += atomic_load(&w[t].completed);
         bad += atomic_load(&w[t].bad);
-        CU_ASSERT_PTR_EQUAL(plugin_of(w[t].mh), A); /* an even number of swaps */
+        CU_ASSERT_PTR_EQUAL(swp_plugin_of(w[t].mh), A); /* an even number of swaps */
         CU_ASSERT_EQUAL(hk_mhandle_destroy(w[t].mh), HK_STATUS_OK);
     }
     CU_ASSERT_EQUAL(bad, 0);
@@ -354,32 +341,32 @@ static void test_keep_old(void)
     CU_ASSERT_FATAL(place(m, &x, &y));
     CU_ASSERT(axpy_ok(m, x, y, 1.0f, 0));
     unsigned long l0 = loads ? loads("cuLibraryLoadData") : 0;
-    hk_swap_plugin_state_t a0 = pstate(A);
+    hk_swap_plugin_state_t a0 = swp_plugin_state(A);
 
     swap_keep(B, 1); /* A stays open */
-    hk_swap_plugin_state_t b1 = pstate(B);
-    CU_ASSERT_PTR_EQUAL(plugin_of(m), B);
-    CU_ASSERT_EQUAL(pstate(A).module, HK_MODULE_OPEN);
-    CU_ASSERT_EQUAL(pstate(A).closes, a0.closes);
+    hk_swap_plugin_state_t b1 = swp_plugin_state(B);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(m), B);
+    CU_ASSERT_EQUAL(swp_plugin_state(A).module, HK_MODULE_OPEN);
+    CU_ASSERT_EQUAL(swp_plugin_state(A).closes, a0.closes);
     CU_ASSERT(axpy_ok(m, x, y, 1.0f, 1));
     swap_keep(A, 1); /* back: nothing opened again, B stays open */
-    CU_ASSERT_PTR_EQUAL(plugin_of(m), A);
-    CU_ASSERT_EQUAL(pstate(A).reopens, a0.reopens);
-    CU_ASSERT_EQUAL(pstate(B).module, HK_MODULE_OPEN);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(m), A);
+    CU_ASSERT_EQUAL(swp_plugin_state(A).reopens, a0.reopens);
+    CU_ASSERT_EQUAL(swp_plugin_state(B).module, HK_MODULE_OPEN);
     CU_ASSERT(axpy_ok(m, x, y, 1.0f, 2));
     unsigned long kept = loads ? loads("cuLibraryLoadData") - l0 : 0;
     if (loads)
         CU_ASSERT(kept <= 1); /* B's, when it had none loaded; A's never again */
 
     swap_keep(B, 0); /* to B, open all along: no code loaded; A closed */
-    CU_ASSERT_EQUAL(pstate(B).reopens, b1.reopens);
-    CU_ASSERT_EQUAL(pstate(A).module, HK_MODULE_CLOSED);
-    CU_ASSERT_EQUAL(pstate(A).closes, a0.closes + 1);
+    CU_ASSERT_EQUAL(swp_plugin_state(B).reopens, b1.reopens);
+    CU_ASSERT_EQUAL(swp_plugin_state(A).module, HK_MODULE_CLOSED);
+    CU_ASSERT_EQUAL(swp_plugin_state(A).closes, a0.closes + 1);
     if (loads)
         CU_ASSERT_EQUAL(loads("cuLibraryLoadData") - l0, kept);
     swap_keep(A, 0); /* back without keep_old: A opened and its library loaded again */
-    CU_ASSERT_EQUAL(pstate(A).reopens, a0.reopens + 1);
-    CU_ASSERT_EQUAL(pstate(B).module, HK_MODULE_CLOSED);
+    CU_ASSERT_EQUAL(swp_plugin_state(A).reopens, a0.reopens + 1);
+    CU_ASSERT_EQUAL(swp_plugin_state(B).module, HK_MODULE_CLOSED);
     if (loads)
         CU_ASSERT_EQUAL(loads("cuLibraryLoadData") - l0, kept + 1);
     CU_ASSERT(axpy_ok(m, x, y, 1.0f, 3));

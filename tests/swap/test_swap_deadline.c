@@ -466,12 +466,12 @@ void swp_register_deadline(void)
     hk_test_add(s, "a step's thread has ended, its thread-exit work in the plugin done, "
                    "before the swap closes the module", test_thread_exit_before_close);
     s = hk_test_suite("swap step deadlines", NULL, NULL);
-    hk_test_add(s, "a hung handle_create gives the swap up; the old plugin serves",
-                test_deadline_create);
-    hk_test_add(s, "a hung handle_destroy of an old handle ends the swap's wait",
-                test_deadline_destroy);
-    hk_test_add(s, "a hung hk.trim/1 before a swap's close leaves the module open",
-                test_deadline_trim_swap);
-    hk_test_add(s, "hk_loader_destroy returns on a hung hk.trim/1, module left open",
-                test_deadline_trim_destroy);
+    static const hk_test_case_t tests[] = {
+        {"a hung handle_create gives the swap up; the old plugin serves", test_deadline_create},
+        {"a hung handle_destroy of an old handle ends the swap's wait", test_deadline_destroy},
+        {"a hung hk.trim/1 before a swap's close leaves the module open", test_deadline_trim_swap},
+        {"hk_loader_destroy returns on a hung hk.trim/1, module left open",
+         test_deadline_trim_destroy},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
 }

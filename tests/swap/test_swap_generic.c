@@ -288,11 +288,14 @@ static void test_one_verification_per_build(void)
 void swp_register_generic(void)
 {
     CU_pSuite s = hk_test_suite("swap of a plugin without hk.blas1/1", NULL, NULL);
-    hk_test_add(s, "8 threads through pins, 100 swaps between two builds: every result right, "
-                "every old module closed", test_generic_swap_under_calls);
-    hk_test_add(s, "refused: a used table or slot lacking, a self-check that fails, crashes "
-                "or lies (the host's callback)", test_generic_refusals);
-    hk_test_add(s, "pins: bad input, a pin counts as a call in flight", test_pin_bad_input);
-    hk_test_add(s, "one verification per build: 10 swaps between two builds run 2 self-checks",
-                test_one_verification_per_build);
+    static const hk_test_case_t tests[] = {
+        {"8 threads through pins, 100 swaps between two builds: every result right, "
+         "every old module closed", test_generic_swap_under_calls},
+        {"refused: a used table or slot lacking, a self-check that fails, crashes "
+         "or lies (the host's callback)", test_generic_refusals},
+        {"pins: bad input, a pin counts as a call in flight", test_pin_bad_input},
+        {"one verification per build: 10 swaps between two builds run 2 self-checks",
+         test_one_verification_per_build},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
 }

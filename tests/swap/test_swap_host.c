@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "hk_shell.h"
 #include "swap_test.h"
 
 #define HOST "env -u HK_PLUGIN_PATH HK_CUDA_DRIVER=/nonexistent/libcuda.so.1 " HK_TEST_HOST
@@ -12,32 +13,7 @@
 /* Runs cmd with stderr folded in; the exit status, and the output in *out. */
 static int run(const char *cmd, char **out)
 {
-    char full[4096];
-    snprintf(full, sizeof full, "%s 2>&1", cmd);
-    FILE *p = popen(full, "r");
-    size_t cap = 1 << 16, len = 0, n;
-    char *buf = malloc(cap);
-    if (!p || !buf) {
-        if (p)
-            pclose(p);
-        free(buf);
-        *out = NULL;
-        return -1;
-    }
-    while ((n = fread(buf + len, 1, cap - 1 - len, p)) > 0) {
-        len += n;
-        if (len == cap - 1) {
-            char *grown = realloc(buf, cap * 2);
-            if (!grown)
-                break;
-            buf = grown;
-            cap *= 2;
-        }
-    }
-    buf[len] = '\0';
-    int st = pclose(p);
-    *out = buf;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return hk_shell(cmd, "2>&1", out);
 }
 
 static int has(const char *out, const char *needle)
@@ -126,8 +102,11 @@ static void test_host_swap_usage(void)
 void swp_register_host(void)
 {
     CU_pSuite s = hk_test_suite("hk-host swap", NULL, NULL);
-    hk_test_add(s, "two builds of hk-cpu, 8 threads, 100 swaps", test_host_swap);
-    hk_test_add(s, "the same, each swap prepared and then committed (-P)", test_host_swap_prepared);
-    hk_test_add(s, "a target that fails verification: exit 1", test_host_swap_refused);
-    hk_test_add(s, "bad arguments", test_host_swap_usage);
+    static const hk_test_case_t tests[] = {
+        {"two builds of hk-cpu, 8 threads, 100 swaps", test_host_swap},
+        {"the same, each swap prepared and then committed (-P)", test_host_swap_prepared},
+        {"a target that fails verification: exit 1", test_host_swap_refused},
+        {"bad arguments", test_host_swap_usage},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
 }

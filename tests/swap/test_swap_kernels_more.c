@@ -234,12 +234,6 @@ static void test_kernel_objects(void)
     CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
 }
 
-static hk_plugin_t *plugin_of(hk_mhandle_t *mh)
-{
-    hk_mhandle_state_t s = {.size = sizeof s};
-    return hk_mhandle_state(mh, &s) == HK_STATUS_OK ? s.plugin : NULL;
-}
-
 /* hk-cuda's sources behind entry points whose hk.kernels/1 cannot load an
  * image, or is missing: refused while a library lives, the library still
  * launching right on the old implementation; a prepared swap cancelled
@@ -274,19 +268,19 @@ static void test_cannot_load_refuses(void)
                     HK_STATUS_NOT_SUPPORTED);
     CU_ASSERT_PTR_NOT_NULL(strstr(hk_loader_last_error(loader),
                                   "hk-cuda 1.0.3 lacks table hk.kernels/1, which hk-cuda 1.0.0 offers"));
-    CU_ASSERT_PTR_EQUAL(plugin_of(mh), a);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(mh), a);
     CU_ASSERT(iota_ok(mh, k, 2));
 
     hk_swap_prepared_t *p = NULL;
     CU_ASSERT_EQUAL(hk_loader_swap_prepare(loader, HK_SWAP_CUDA_B, NULL, &p), HK_STATUS_OK);
     CU_ASSERT_EQUAL(hk_loader_swap_cancel(p), HK_STATUS_OK);
-    CU_ASSERT_PTR_EQUAL(plugin_of(mh), a);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(mh), a);
     CU_ASSERT(iota_ok(mh, k, 4));
 
     CU_ASSERT_EQUAL(hk_loader_swap_prepare(loader, HK_SWAP_CUDA_B, NULL, &p), HK_STATUS_OK);
     CU_ASSERT_EQUAL(Kt.get_kernel(h, lib, "swk_axpy", &late), HK_STATUS_OK);
     CU_ASSERT_EQUAL(hk_loader_swap_commit(p, NULL), HK_STATUS_OK);
-    CU_ASSERT_PTR_EQUAL(plugin_of(mh), b);
+    CU_ASSERT_PTR_EQUAL(swp_plugin_of(mh), b);
     CU_ASSERT(iota_ok(mh, k, 6));
     void *dx = NULL, *dy = NULL;
     float x[IN], y[IN];

@@ -455,9 +455,11 @@ static void test_slow_step_holds_calls(void)
 void swp_register_load(void)
 {
     CU_pSuite s = hk_test_suite("swap under load", NULL, NULL);
-    hk_test_add(s, "8 threads x 100 swaps: no failed, wrong or lost call", test_swap_under_load);
-    hk_test_add(s, "1 thread x 100 swaps: call times (printed)", test_swap_one_caller);
-    hk_test_add(s, "cost of the forwarding path (printed)", test_forwarding_cost);
-    hk_test_add(s, "a step past the hold time holds the calls until it ends",
-                test_slow_step_holds_calls);
+    static const hk_test_case_t tests[] = {
+        {"8 threads x 100 swaps: no failed, wrong or lost call", test_swap_under_load},
+        {"1 thread x 100 swaps: call times (printed)", test_swap_one_caller},
+        {"cost of the forwarding path (printed)", test_forwarding_cost},
+        {"a step past the hold time holds the calls until it ends", test_slow_step_holds_calls},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
 }

@@ -189,12 +189,15 @@ static void test_reopen_refuses_another_answer(void)
 void swp_register_reopen(void)
 {
     CU_pSuite s = hk_test_suite("swap: opening a closed module again", NULL, NULL);
-    hk_test_add(s, "a file replaced since it was loaded: its snapshot opened again",
-                test_reopen_snapshot_of_a_replaced_file);
-    hk_test_add(s, "a file rewritten with another build: its snapshot opened again",
-                test_reopen_snapshot_of_a_rewritten_file);
-    hk_test_add(s, "in place: a file replaced since it was loaded is refused unmapped",
-                test_reopen_refuses_a_replaced_file);
-    hk_test_add(s, "in place: a file rewritten with another build is refused and closed",
-                test_reopen_refuses_another_answer);
+    static const hk_test_case_t tests[] = {
+        {"a file replaced since it was loaded: its snapshot opened again",
+         test_reopen_snapshot_of_a_replaced_file},
+        {"a file rewritten with another build: its snapshot opened again",
+         test_reopen_snapshot_of_a_rewritten_file},
+        {"in place: a file replaced since it was loaded is refused unmapped",
+         test_reopen_refuses_a_replaced_file},
+        {"in place: a file rewritten with another build is refused and closed",
+         test_reopen_refuses_another_answer},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
 }

@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hk_shell.h"
 #include "hk_kernels.h"
 #include "hk_status_text.h"
 #include "hk_trim.h"
@@ -549,13 +550,7 @@ static int run_helper(int close, const char *driver, char *out, size_t len)
     snprintf(cmd, sizeof cmd,
              "%sSIMCUDA_TRACE=1 SIMCUDA_FAIL=cuLibraryUnload:2:999 %s %s%s 2>&1", env,
              HK_SWAP_EXIT_HELPER, HK_SWAP_CUDA_A, close ? " close" : "");
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return -1;
-    size_t n = fread(out, 1, len - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return hk_shell_into(cmd, out, len);
 }
 
 static void test_exit_touches_no_driver(void)

@@ -143,8 +143,10 @@ static void test_per_swap(void)
 void swp_register_verifier(void)
 {
     CU_pSuite s = hk_test_suite("swap verifier", NULL, NULL);
-    hk_test_add(s, "one verifier process for build after build; a crash ends it",
-                test_one_process);
-    hk_test_add(s, "the verifier outlives the thread that started it", test_outlives_thread);
-    hk_test_add(s, "HK_VERIFIER_PER_SWAP keeps none; a bad value is refused", test_per_swap);
+    static const hk_test_case_t tests[] = {
+        {"one verifier process for build after build; a crash ends it", test_one_process},
+        {"the verifier outlives the thread that started it", test_outlives_thread},
+        {"HK_VERIFIER_PER_SWAP keeps none; a bad value is refused", test_per_swap},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
 }

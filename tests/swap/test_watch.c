@@ -253,6 +253,16 @@ static const char *version_of(hk_plugin_t *p)
     return p ? hk_plugin_version(p) : "(none)";
 }
 
+/* Waits for an event of kind from *from on (wait_event), asserting, fatally,
+ * that it came and that its plugin is of version. Returns its index. */
+static int expect_event(wfx_t *f, hk_watch_kind_t kind, int *from, const char *version)
+{
+    int i = wait_event(f, kind, from);
+    CU_ASSERT_FATAL(i >= 0);
+    CU_ASSERT_STRING_EQUAL(version_of(f->ev[i].plugin), version);
+    return i;
+}
+
 /* cp of a new build over the loaded file: it goes live by itself, from the
  * last write to its first call within the target (printed), and the build
  * it replaced is closed and superseded. */
@@ -338,9 +348,7 @@ static void test_halfway(void)
     CU_ASSERT(f.ev[i].plugin == NULL);
     CU_ASSERT(all_on(&f, f.first));
     rewrite(&f, SWP_B);
-    i = wait_event(&f, HK_WATCH_SWAPPED, &from);
-    CU_ASSERT_FATAL(i >= 0);
-    CU_ASSERT_STRING_EQUAL(version_of(f.ev[i].plugin), "1.0.1");
+    expect_event(&f, HK_WATCH_SWAPPED, &from, "1.0.1");
     wfx_down(&f);
 }
 
@@ -352,9 +360,7 @@ static void test_fails_verification(void)
     int from = 0;
     CU_ASSERT_FATAL(wfx_up(&f, HK_WATCH_SWAP, 100, 0));
     rewrite(&f, SWP_DOUBLE("swp_wrong"));
-    int i = wait_event(&f, HK_WATCH_REFUSED, &from);
-    CU_ASSERT_FATAL(i >= 0);
-    CU_ASSERT_STRING_EQUAL(version_of(f.ev[i].plugin), "1.0.2");
+    int i = expect_event(&f, HK_WATCH_REFUSED, &from, "1.0.2");
     CU_ASSERT(strstr(f.ev[i].reason, "verification") != NULL);
     CU_ASSERT(all_on(&f, f.first));
     hk_plugin_t *sel = NULL;
@@ -375,9 +381,7 @@ static void test_out_of_range(void)
     int from = 0;
     CU_ASSERT_FATAL(wfx_up(&f, HK_WATCH_SWAP, 100, 0));
     rewrite(&f, SWP_DOUBLE("swp_major2"));
-    int i = wait_event(&f, HK_WATCH_NOT_TAKEN, &from);
-    CU_ASSERT_FATAL(i >= 0);
-    CU_ASSERT_STRING_EQUAL(version_of(f.ev[i].plugin), "2.0.0");
+    int i = expect_event(&f, HK_WATCH_NOT_TAKEN, &from, "2.0.0");
     CU_ASSERT(strstr(f.ev[i].reason, "outside ^1") != NULL);
     CU_ASSERT(all_on(&f, f.first));
     wfx_down(&f);
@@ -401,9 +405,7 @@ static void test_dir_deleted(void)
     i = wait_event(&f, HK_WATCH_DIRECTORY, &from);
     CU_ASSERT_FATAL(i >= 0);
     CU_ASSERT_EQUAL(f.ev[i].status, HK_STATUS_OK);
-    i = wait_event(&f, HK_WATCH_SWAPPED, &from);
-    CU_ASSERT_FATAL(i >= 0);
-    CU_ASSERT_STRING_EQUAL(version_of(f.ev[i].plugin), "1.0.1");
+    i = expect_event(&f, HK_WATCH_SWAPPED, &from, "1.0.1");
     CU_ASSERT(all_on(&f, f.ev[i].plugin));
     wfx_down(&f);
 }
@@ -433,9 +435,7 @@ static void test_dir_writable(void)
     i = wait_event(&f, HK_WATCH_DIRECTORY, &from);
     CU_ASSERT_FATAL(i >= 0);
     CU_ASSERT_EQUAL(f.ev[i].status, HK_STATUS_OK);
-    i = wait_event(&f, HK_WATCH_SWAPPED, &from);
-    CU_ASSERT_FATAL(i >= 0);
-    CU_ASSERT_STRING_EQUAL(version_of(f.ev[i].plugin), "1.0.1");
+    expect_event(&f, HK_WATCH_SWAPPED, &from, "1.0.1");
     wfx_down(&f);
 }
 
@@ -566,18 +566,19 @@ static void test_host_watch(void)
 int hk_test_register(void)
 {
     CU_pSuite s = hk_test_suite("watch", NULL, NULL);
-    hk_test_add(s, "a build copied in place over the loaded file goes live", test_in_place);
-    hk_test_add(s, "ten builds in a second: the last one runs", test_ten_rebuilds);
-    hk_test_add(s, "a copy stopped halfway is refused; the old build serves", test_halfway);
-    hk_test_add(s, "a build that fails verification is refused and never selected",
-                test_fails_verification);
-    hk_test_add(s, "a build outside the requested range is not taken", test_out_of_range);
-    hk_test_add(s, "the plugin directory deleted, then made again", test_dir_deleted);
-    hk_test_add(s, "the directory made writable by others: refused until fixed",
-                test_dir_writable);
-    hk_test_add(s, "report policy: loaded and verified, the host swaps", test_report);
-    hk_test_add(s, "a host's own poll loop", test_fd_loop);
-    hk_test_add(s, "bad input", test_bad_input);
-    hk_test_add(s, "hk-host watch", test_host_watch);
+    static const hk_test_case_t tests[] = {
+        {"a build copied in place over the loaded file goes live", test_in_place},
+        {"ten builds in a second: the last one runs", test_ten_rebuilds},
+        {"a copy stopped halfway is refused; the old build serves", test_halfway},
+        {"a build that fails verification is refused and never selected", test_fails_verification},
+        {"a build outside the requested range is not taken", test_out_of_range},
+        {"the plugin directory deleted, then made again", test_dir_deleted},
+        {"the directory made writable by others: refused until fixed", test_dir_writable},
+        {"report policy: loaded and verified, the host swaps", test_report},
+        {"a host's own poll loop", test_fd_loop},
+        {"bad input", test_bad_input},
+        {"hk-host watch", test_host_watch},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
     return 0;
 }

@@ -49,25 +49,34 @@ typedef struct tr_run {
 static char tmp_dir[2048]; /* below PATH_MAX, so the paths made from it fit */
 static int ndev;
 
+/* One read of fd into *buf (*len bytes of *cap used), which is grown first
+ * when full. Returns 1 to read again (data came, or the read was
+ * interrupted), 0 at the end: end of file, an error, or no memory to grow
+ * (what was read is kept). */
+static int read_step(int fd, char **buf, size_t *len, size_t *cap)
+{
+    if (*len + 1 == *cap) {
+        char *grown = realloc(*buf, *cap * 2);
+        if (!grown)
+            return 0;
+        *buf = grown;
+        *cap *= 2;
+    }
+    ssize_t n = read(fd, *buf + *len, *cap - *len - 1);
+    if (n < 0 && errno == EINTR)
+        return 1;
+    if (n <= 0)
+        return 0;
+    *len += (size_t)n;
+    return 1;
+}
+
 static char *read_all_fd(int fd)
 {
     size_t len = 0, cap = 65536;
     char *buf = malloc(cap);
-    for (ssize_t n; buf;) {
-        if (len + 1 == cap) {
-            char *grown = realloc(buf, cap * 2);
-            if (!grown)
-                break;
-            buf = grown;
-            cap *= 2;
-        }
-        n = read(fd, buf + len, cap - len - 1);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-    }
+    while (buf && read_step(fd, &buf, &len, &cap))
+        ;
     if (buf)
         buf[len] = '\0';
     return buf;
@@ -99,19 +108,8 @@ static char *read_until(int fd, pid_t pid, int *timed_out)
                 break;
             continue;
         }
-        if (len + 1 == cap) {
-            char *grown = realloc(buf, cap * 2);
-            if (!grown)
-                break;
-            buf = grown;
-            cap *= 2;
-        }
-        ssize_t n = read(fd, buf + len, cap - len - 1);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
+        if (!read_step(fd, &buf, &len, &cap))
             break;
-        len += (size_t)n;
     }
     if (buf)
         buf[len] = '\0';
@@ -228,6 +226,14 @@ static void child(tr_run_t *run, const char *scenario, const char *level, const 
     CU_ASSERT(passed);
 }
 
+/* child() writing its trace to t.log, which it must have written (asserted,
+ * fatally). */
+static void traced(tr_run_t *run, const char *scenario, const char *level, const char *more)
+{
+    child(run, scenario, level, "t.log", more);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(run->trace);
+}
+
 static void run_free(tr_run_t *run)
 {
     free(run->err);
@@ -294,8 +300,7 @@ static int whole_lines(const char *text, pid_t pid)
 static void t_nothing_current(void)
 {
     tr_run_t r;
-    child(&r, "nothing", "1", "t.log", NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(r.trace);
+    traced(&r, "nothing", "1", NULL);
     HAS(r.trace, "hk-cuda driver: opened ", "named by HK_CUDA_DRIVER", "2 devices");
     HAS(r.trace, "hk-cuda ctx: handle 0x", "bound to the primary context of device 0 (",
         "retained; nothing was current");
@@ -311,8 +316,7 @@ static void t_nothing_current(void)
 static void t_user_context(void)
 {
     tr_run_t r;
-    child(&r, "user", "1", "t.log", NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(r.trace);
+    traced(&r, "user", "1", NULL);
     HAS(r.trace, "hk-cuda ctx: handle 0x", "bound to the current user context 0x",
         "of device 0 (context id ", "not retained");
     HAS_NOT(r.trace, "bound to the primary");
@@ -326,8 +330,7 @@ static void t_user_context(void)
 static void t_switch_at_level_2(void)
 {
     tr_run_t r;
-    child(&r, "other_device", "2", "t.log", NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(r.trace);
+    traced(&r, "other_device", "2", NULL);
     HAS(r.trace, "ctx: handle 0x", "bound to the primary context of device 0",
         "that device was asked for");
     int pushed = lines_with(r.trace, "hk-cuda call: handle 0x", "(device 0): the caller had "
@@ -339,8 +342,7 @@ static void t_switch_at_level_2(void)
     CU_ASSERT_EQUAL(pushed, popped);
     run_free(&r);
     /* level 1: the same run without a line per call */
-    child(&r, "other_device", "1", "t.log", NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(r.trace);
+    traced(&r, "other_device", "1", NULL);
     HAS(r.trace, "bound to the primary context of device 0");
     HAS_NOT(r.trace, " call: ");
     run_free(&r);
@@ -349,8 +351,7 @@ static void t_switch_at_level_2(void)
 static void t_failed_restore(void)
 {
     tr_run_t r;
-    child(&r, "restore_fails", "1", "t.log", NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(r.trace);
+    traced(&r, "restore_fails", "1", NULL);
     HAS(r.trace, "hk-cuda call: handle 0x", "(device 0): restore FAILED: cuCtxPopCurrent refused "
         "twice (999); its context 0x", "is still current where the caller had nothing current");
     HAS_NOT(r.trace, "pushed its context"); /* the push is a level 2 line */
@@ -360,8 +361,7 @@ static void t_failed_restore(void)
 static void t_reset_rearmed(void)
 {
     tr_run_t r;
-    child(&r, "reset", "1", "t.log", NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(r.trace);
+    traced(&r, "reset", "1", NULL);
     HAS(r.trace, "ctx: handle 0x", "bound to the primary context of device 0",
         "retained; it was current)");
     HAS(r.trace, "ctx: handle 0x", ": the primary context of device 0 was reset (context id ",
@@ -374,8 +374,7 @@ static void t_green_context(void)
 {
     tr_run_t r;
     char dev[32];
-    child(&r, "green", "1", "t.log", NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(r.trace);
+    traced(&r, "green", "1", NULL);
     snprintf(dev, sizeof dev, "of device %d (", ndev - 1);
     HAS(r.trace, "ctx: handle 0x", "bound to a green context 0x", dev, "not retained");
     HAS_NOT(r.trace, "user context");
@@ -385,8 +384,7 @@ static void t_green_context(void)
 static void t_no_driver(void)
 {
     tr_run_t r;
-    child(&r, "nodriver", "1", "t.log", "HK_CUDA_DRIVER=/nonexistent/libcuda.so.1");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(r.trace);
+    traced(&r, "nodriver", "1", "HK_CUDA_DRIVER=/nonexistent/libcuda.so.1");
     HAS(r.trace, "hk-cuda driver: not opened: NO_DRIVER: cannot open the CUDA driver "
         "/nonexistent/libcuda.so.1 (HK_CUDA_DRIVER): No such file or directory");
     run_free(&r);
@@ -397,8 +395,7 @@ static void t_fork_child(void)
     tr_run_t r;
     char who[64];
     long grandchild = 0;
-    child(&r, "fork", "1", "t.log", NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(r.trace);
+    traced(&r, "fork", "1", NULL);
     const char *said = r.out ? strstr(r.out, "fork child ") : NULL;
     CU_ASSERT_FATAL(said && sscanf(said, "fork child %ld", &grandchild) == 1);
     snprintf(who, sizeof who, "hk %ld:", grandchild);
@@ -412,8 +409,7 @@ static void t_loader(void)
 {
     tr_run_t r;
     char path[PATH_MAX + 16];
-    child(&r, "loader", "1", "t.log", NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(r.trace);
+    traced(&r, "loader", "1", NULL);
     HAS(r.trace, "loader scan: directory " HK_TEST_PLUGIN_DIR " (the default directory): ");
     snprintf(path, sizeof path, "refused %s/x.so at stage open: LOAD_FAILED: not an ELF file",
              HK_TEST_PLUGIN_DIR);
@@ -430,8 +426,7 @@ static void t_loader(void)
     HAS(r.trace, "loader destroy: loader destroyed: ");
     HAS_NOT(r.trace, "loader probe: "); /* level 3 */
     run_free(&r);
-    child(&r, "loader", "verbose", "t.log", NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(r.trace);
+    traced(&r, "loader", "verbose", NULL);
     HAS(r.trace, "loader probe: ", "/tp_good.so: answered in the probe as tp-good 1.1.0");
     run_free(&r);
 }
@@ -439,8 +434,7 @@ static void t_loader(void)
 static void t_swap(void)
 {
     tr_run_t r;
-    child(&r, "swap", "1", "t.log", NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(r.trace);
+    traced(&r, "swap", "1", NULL);
     HAS(r.trace, "loader swap: \"hk-cpu@1.0.1\" resolves to hk-cpu 1.0.1 (", "1 movable handle "
         "to move");
     HAS(r.trace, "loader swap: verified hk-cpu 1.0.1");
@@ -477,8 +471,7 @@ static void t_file_name_pid(void)
 static void t_threads_whole_lines(void)
 {
     tr_run_t r;
-    child(&r, "threads", "2", "t.log", NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(r.trace);
+    traced(&r, "threads", "2", NULL);
     CU_ASSERT(whole_lines(r.trace, r.pid) > 0);
     const int calls = TR_THREADS * TR_CALLS;
     CU_ASSERT_EQUAL(lines_with(r.trace, "hk-cuda call: ", ": pushed its context 0x",
@@ -605,18 +598,15 @@ static void t_file_refused(void)
 static void t_level_names(void)
 {
     tr_run_t r;
-    child(&r, "other_device", "calls", "t.log", NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(r.trace);
+    traced(&r, "other_device", "calls", NULL);
     HAS(r.trace, "trace: level 2 (HK_TRACE=calls)");
     HAS(r.trace, "hk-cuda call: ", "pushed its context");
     run_free(&r);
-    child(&r, "other_device", "decisions", "t.log", NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(r.trace);
+    traced(&r, "other_device", "decisions", NULL);
     HAS(r.trace, "trace: level 1 (HK_TRACE=decisions)");
     HAS_NOT(r.trace, " call: ");
     run_free(&r);
-    child(&r, "other_device", "loud", "t.log", NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(r.trace);
+    traced(&r, "other_device", "loud", NULL);
     HAS(r.trace, "hk-cuda trace: HK_TRACE=loud is not a level", "tracing decisions (level 1)");
     HAS(r.trace, "bound to the primary context of device 0");
     HAS_NOT(r.trace, " call: ");

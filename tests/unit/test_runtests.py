@@ -12,6 +12,9 @@ import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
+import hk_unittest  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUNNER = os.path.join(ROOT, 'site_scons', 'hk_runtests.py')
 
@@ -86,13 +89,9 @@ class Runner(unittest.TestCase):
 
 
 def main():
-    result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2).run(
-        unittest.defaultTestLoader.loadTestsFromTestCase(Runner))
-    failed = len(result.failures) + len(result.errors)
-    skipped = len(result.skipped)
-    print('%d passed, %d failed, %d skipped' % (result.testsRun - failed - skipped, failed,
-                                                skipped))
-    return 0 if failed == 0 and result.testsRun > 0 else 1
+    result = hk_unittest.run(unittest.defaultTestLoader.loadTestsFromTestCase(Runner))
+    status = hk_unittest.summary(result)
+    return status if result.testsRun > 0 else 1
 
 
 if __name__ == '__main__':

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "hk_shell.h"
 #include "elf_dyn.h"
 #include "hk_status_text.h"
 #include "hk_test.h"
@@ -55,13 +56,7 @@ static int compile_alone(const char *header, char *log, size_t len)
     snprintf(cmd, sizeof cmd,
              "%s -std=c11 -Wall -Wextra -pedantic -Werror -fsyntax-only -x c '%s' 2>&1",
              HK_TEST_CC, header);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return -1;
-    size_t n = fread(log, 1, len - 1, p);
-    log[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return hk_shell_into(cmd, log, len);
 }
 
 static void test_headers_compile_alone(void)
@@ -168,9 +163,12 @@ static void test_fatbin_embedded(void)
 int hk_test_register(void)
 {
     CU_pSuite s = hk_test_suite("status", NULL, NULL);
-    hk_test_add(s, "names unique and never NULL", test_status_names_unique_and_never_null);
-    hk_test_add(s, "out of range", test_status_out_of_range);
-    hk_test_add(s, "values fixed", test_status_values_fixed);
+    static const hk_test_case_t tests[] = {
+        {"names unique and never NULL", test_status_names_unique_and_never_null},
+        {"out of range", test_status_out_of_range},
+        {"values fixed", test_status_values_fixed},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
 
     s = hk_test_suite("abi headers", NULL, NULL);
     hk_test_add(s, "each compiles alone with -pedantic -Werror", test_headers_compile_alone);

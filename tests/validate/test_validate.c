@@ -10,39 +10,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "hk_shell.h"
 #include "hk_test.h"
 
 /* Runs cmd with stderr folded into stdout; returns its exit status (-1 when
  * it did not exit) and its output in *out (malloc'ed, "" on failure). */
 static int sh(const char *cmd, char **out)
 {
-    char full[4096];
-    snprintf(full, sizeof full, "%s 2>&1", cmd);
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    FILE *p = buf ? popen(full, "r") : NULL;
-    if (!p) {
-        free(buf);
+    int st = hk_shell(cmd, "2>&1", out);
+    if (!*out)
         *out = calloc(1, 1);
-        return -1;
-    }
-    for (;;) {
-        if (cap - len < 4096) {
-            char *more = realloc(buf, cap * 2);
-            if (!more)
-                break;
-            buf = more;
-            cap *= 2;
-        }
-        size_t n = fread(buf + len, 1, cap - len - 1, p);
-        if (n == 0)
-            break;
-        len += n;
-    }
-    buf[len] = '\0';
-    int st = pclose(p);
-    *out = buf;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return st;
 }
 
 /* The table row of check name: "name   RESULT   detail" (NULL if absent). */
@@ -383,30 +361,30 @@ static void test_trust_rule(void)
 int hk_test_register(void)
 {
     CU_pSuite s = hk_test_suite("hk-validate", NULL, NULL);
-    hk_test_add(s, "a crash fails its check, named by signal, and the run goes on",
-                test_crash_is_one_failure);
-    hk_test_add(s, "OK on bad input fails the matrix cases", test_ok_on_bad_input_fails);
-    hk_test_add(s, "writing past the declared answer size fails", test_long_answer_fails);
-    hk_test_add(s, "a hang is a named timeout", test_hang_is_a_timeout);
-    hk_test_add(s, "handle_create crashing fails validation", test_create_crash_fails);
-    hk_test_add(s, "handle_create calling exit fails validation", test_create_exit_fails);
-    hk_test_add(s, "handle_create hanging fails validation", test_create_hang_fails);
-    hk_test_add(s, "a check that kills its parent and group fails alone",
-                test_kill_parent_is_one_failure);
-    hk_test_add(s, "handle_create killing its parent and group fails validation",
-                test_create_kills_parent_fails);
-    hk_test_add(s, "a crashing hk.trim/1 fails the trim checks; hk-cpu skips them",
-                test_trim_crash_fails);
-    hk_test_add(s, "a self-check that finds a wrong result fails selfcheck.run with its reason",
-                test_selfcheck_failing_fails);
-    hk_test_add(s, "a self-check that passes a wrong saxpy fails selfcheck.agrees; hk-cpu skips",
-                test_selfcheck_blind_fails);
-    hk_test_add(s, "NULL slots are reported not supported and never called",
-                test_null_slots_not_supported);
-    hk_test_add(s, "hk-cpu passes negotiation, tables and numbers", test_passes_what_it_should);
-    hk_test_add(s, "--list, --matrix, --json, --compare", test_modes);
-    hk_test_add(s, "usage errors exit 2 with the reason", test_usage_errors);
-    hk_test_add(s, "hk-validate holds plugin paths to the trust rule; --insecure-path; /dev/fd/N",
-                test_trust_rule);
+    static const hk_test_case_t tests[] = {
+        {"a crash fails its check, named by signal, and the run goes on",
+         test_crash_is_one_failure},
+        {"OK on bad input fails the matrix cases", test_ok_on_bad_input_fails},
+        {"writing past the declared answer size fails", test_long_answer_fails},
+        {"a hang is a named timeout", test_hang_is_a_timeout},
+        {"handle_create crashing fails validation", test_create_crash_fails},
+        {"handle_create calling exit fails validation", test_create_exit_fails},
+        {"handle_create hanging fails validation", test_create_hang_fails},
+        {"a check that kills its parent and group fails alone", test_kill_parent_is_one_failure},
+        {"handle_create killing its parent and group fails validation",
+         test_create_kills_parent_fails},
+        {"a crashing hk.trim/1 fails the trim checks; hk-cpu skips them", test_trim_crash_fails},
+        {"a self-check that finds a wrong result fails selfcheck.run with its reason",
+         test_selfcheck_failing_fails},
+        {"a self-check that passes a wrong saxpy fails selfcheck.agrees; hk-cpu skips",
+         test_selfcheck_blind_fails},
+        {"NULL slots are reported not supported and never called", test_null_slots_not_supported},
+        {"hk-cpu passes negotiation, tables and numbers", test_passes_what_it_should},
+        {"--list, --matrix, --json, --compare", test_modes},
+        {"usage errors exit 2 with the reason", test_usage_errors},
+        {"hk-validate holds plugin paths to the trust rule; --insecure-path; /dev/fd/N",
+         test_trust_rule},
+    };
+    hk_test_add_all(s, tests, sizeof tests / sizeof tests[0]);
     return 0;
 }
