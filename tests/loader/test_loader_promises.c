@@ -17,6 +17,7 @@
 #include "hk_semver.h"
 #include "hk_status_text.h"
 #include "hk_swap.h"
+#include "hk_crowd.h"
 #include "hk_test.h"
 #include "hk_watch.h"
 #include "test_loader_util.h"
@@ -26,60 +27,14 @@
 
 /* ---- the harness: 8 threads, one start, every failure counted ---- */
 
-typedef struct run {
-    pthread_barrier_t start;
-    void *shared;
-    atomic_int wrong;
-    atomic_int ok_count; /* for promises of "exactly one succeeds" */
-    pthread_mutex_t first_lock;
-    char first[256]; /* the first wrong answer, for the failure message */
-} run_t;
+typedef hk_crowd_t run_t;
+typedef hk_crowd_arg_t arg_t;
+#define EXPECT HK_CROWD_EXPECT
 
-typedef struct arg {
-    run_t *run;
-    int id;
-} arg_t;
-
-static void wrong(arg_t *a, int round, const char *what)
-{
-    pthread_mutex_lock(&a->run->first_lock);
-    if (atomic_fetch_add(&a->run->wrong, 1) == 0)
-        snprintf(a->run->first, sizeof a->run->first, "thread %d, round %d: %s", a->id, round,
-                 what);
-    pthread_mutex_unlock(&a->run->first_lock);
-}
-
-#define EXPECT(cond, what)                                                          \
-    do {                                                                            \
-        if (!(cond))                                                                \
-            wrong(a, r, what);                                                      \
-    } while (0)
-
-/* Runs fn on THREADS threads that all wait at one barrier before their first
- * call, and asserts that none saw a wrong answer. */
+/* Runs fn on THREADS threads released together; none may see a wrong answer. */
 static void run_threads(run_t *run, void *(*fn)(void *))
 {
-    pthread_t t[THREADS];
-    arg_t args[THREADS];
-    int started = 0;
-    atomic_init(&run->wrong, 0);
-    atomic_init(&run->ok_count, 0);
-    pthread_mutex_init(&run->first_lock, NULL);
-    run->first[0] = '\0';
-    CU_ASSERT_EQUAL_FATAL(pthread_barrier_init(&run->start, NULL, THREADS), 0);
-    for (; started < THREADS; started++) {
-        args[started] = (arg_t){run, started};
-        if (pthread_create(&t[started], NULL, fn, &args[started]) != 0)
-            break;
-    }
-    CU_ASSERT_EQUAL_FATAL(started, THREADS); /* a short start would hang the barrier */
-    for (int i = 0; i < started; i++)
-        pthread_join(t[i], NULL);
-    pthread_barrier_destroy(&run->start);
-    pthread_mutex_destroy(&run->first_lock);
-    if (atomic_load(&run->wrong))
-        printf("\n    %d wrong, first: %s\n", atomic_load(&run->wrong), run->first);
-    CU_ASSERT_EQUAL(atomic_load(&run->wrong), 0);
+    hk_crowd_run(run, THREADS, fn);
 }
 
 static hk_loader_t *new_loader(const char *dir)
