@@ -408,8 +408,8 @@ static const hk__slot_end_t hk__memory_ends[] = {HK_MEMORY_V1_SLOTS(HK__MEMORY_E
 static const hk__slot_end_t hk__kernels_ends[] = {HK_KERNELS_V1_SLOTS(HK__KERNELS_END)};
 static const hk__slot_end_t hk__cuda_ends[] = {HK_CUDA_V1_SLOTS(HK__CUDA_END)};
 static const hk__slot_end_t hk__selfcheck_ends[] = {HK_SELFCHECK_V1_SLOTS(HK__SELFCHECK_END)};
-/* hk.trim/1's one slot came with ABI 1.2. */
-static const hk__slot_end_t hk__trim_ends[] = {HK__END(hk_trim_v1_t, trim, 2)};
+#define HK__TRIM_END(name, minor, params, args) HK__END(hk_trim_v1_t, name, minor)
+static const hk__slot_end_t hk__trim_ends[] = {HK_TRIM_V1_SLOTS(HK__TRIM_END)};
 
 #define HK__KNOWN(NAME, T, ENDS) {NAME, sizeof(T), ENDS, sizeof ENDS / sizeof ENDS[0]}
 static const struct {

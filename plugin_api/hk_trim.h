@@ -30,6 +30,10 @@ extern "C" {
 
 #define HK_TABLE_TRIM_V1 "hk.trim/1"
 
+/* X(name, ABI minor that added it, parameters, arguments); its one slot
+ * takes no handle. */
+#define HK_TRIM_V1_SLOTS(X) X(trim, 2, (void), ())
+
 typedef struct hk_trim_v1 {
     size_t size; /* sizeof(hk_trim_v1_t) as the plugin was built */
     /* [thread-safe] Gives back what the plugin keeps between handles and no

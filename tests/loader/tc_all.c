@@ -33,7 +33,7 @@ static const hk_kernels_v1_t tc_kernels = {sizeof(hk_kernels_v1_t),
 static const hk_cuda_v1_t tc_cuda = {sizeof(hk_cuda_v1_t), HK_CUDA_V1_SLOTS(TC_SLOT)};
 static const hk_selfcheck_v1_t tc_selfcheck = {sizeof(hk_selfcheck_v1_t),
                                                HK_SELFCHECK_V1_SLOTS(TC_SLOT)};
-static const hk_trim_v1_t tc_trim = {sizeof(hk_trim_v1_t), tc_never};
+static const hk_trim_v1_t tc_trim = {sizeof(hk_trim_v1_t), HK_TRIM_V1_SLOTS(TC_SLOT)};
 #undef TC_SLOT
 
 static const struct {
