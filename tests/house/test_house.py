@@ -34,6 +34,9 @@
    common/prog/ (the argument parser, JSON writer, histograms of hk-host,
    hk-validate and hk-bench). The build enforces it too: those parts are
    compiled without common/prog on their include path.
+5. The project's documents are its own: every document a file of the
+   repository names (a name ending in .md) is a file of the repository, so no
+   comment, doc or message sends a reader to a text they cannot have.
 Each rule also runs once on a generated fixture that breaks it (two C files
 calling each other, an 81-line function, two modules importing each other)
 and must report it, so a rule that stopped seeing anything fails.
@@ -306,6 +309,32 @@ def prog_include_offenders(root):
     return bad
 
 
+# ---- documents named ------------------------------------------------------
+
+DOC_SKIP = ('.git', 'build', '__pycache__', '.devcarry', 'node_modules')
+DOC_EXT = ('.c', '.h', '.cu', '.cuh', '.py', '.java', '.md', '.sh', '.txt', '.in', '.json',
+           '.toml', '.cfg', '.map', '.S', 'SConscript', 'SConstruct', 'Makefile', 'run')
+
+
+def missing_documents(root):
+    """Lines "path:line: names <doc>, which is not in the repository"."""
+    files = []
+    for d, dirs, names in os.walk(root):
+        dirs[:] = sorted(x for x in dirs if x not in DOC_SKIP)
+        files += [os.path.join(d, n) for n in sorted(names)]
+    have = {os.path.basename(f) for f in files if f.endswith('.md')}
+    bad = []
+    for f in files:
+        if not f.endswith(DOC_EXT):
+            continue
+        for n, line in enumerate(open(f, errors='replace'), 1):
+            for doc in re.findall(r'([A-Za-z0-9_-]+\.md)\b', line):
+                if doc not in have:
+                    bad.append('%s:%d: names %s, which is not in the repository'
+                               % (os.path.relpath(f, root), n, doc))
+    return bad
+
+
 # ---- the checks ------------------------------------------------------------
 
 class House(unittest.TestCase):
@@ -332,6 +361,13 @@ class House(unittest.TestCase):
         found = prog_include_offenders(ARGS.root)
         if found:
             self.fail('%d includes of program-only headers:\n%s'
+                      % (len(found), '\n'.join(found)))
+
+
+    def test_documents_named_are_here(self):
+        found = missing_documents(ARGS.root)
+        if found:
+            self.fail('%d names of documents the repository lacks:\n%s'
                       % (len(found), '\n'.join(found)))
 
 
@@ -427,6 +463,14 @@ class Fixtures(unittest.TestCase):
         self.write('validate/main.c', '#include "hk__cli.h"\n')
         self.assertEqual(prog_include_offenders(self.dir), [
             'loader/a.c:3: includes common/prog/hk__cli.h, which only the programs compile in'])
+
+
+    def test_missing_document_reported(self):
+        self.write('docs/abi.md', '# ABI\n')
+        elsewhere = 'DESIGN' + '.md'  # spelled apart: this file must not name it
+        self.write('loader/a.c', '/* see docs/abi.md */\n/* see ../shared/%s */\n' % elsewhere)
+        self.assertEqual(missing_documents(self.dir), [
+            'loader/a.c:2: names %s, which is not in the repository' % elsewhere])
 
 
 def main():

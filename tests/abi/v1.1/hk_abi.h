@@ -1,7 +1,7 @@
 /* handlekit plugin ABI: negotiation, core vtable, handle structs.
  *
  * A plugin exports exactly one symbol, HK_ENTRY_SYMBOL, of type hk_negotiate_fn.
- * Versioning (DESIGN.md "Plugin ABI"): same major, minor negotiated down to what
+ * Versioning (docs/abi.md, "Versions"): same major, minor negotiated down to what
  * both sides know. Every struct that crosses the boundary starts with its size
  * (and, for negotiation, a type and version), grows only at the end, and is read
  * as min(its size, the reader's sizeof) into a zeroed copy. A NULL slot means
