@@ -75,6 +75,7 @@ void swp_register_host(void);
 void swp_register_deadline(void);
 void swp_register_generic(void);
 void swp_register_verifier(void);
+void swp_register_promises(void);
 void swp_register_unload(void); /* test_swap_unload.c, in test_swap_cuda */
 void swp_register_flood(void);  /* test_swap_flood.c, in test_swap_cuda */
 

@@ -731,5 +731,6 @@ int hk_test_register(void)
     swp_register_deadline();
     swp_register_generic();
     swp_register_verifier();
+    swp_register_promises();
     return 0;
 }
