@@ -5,7 +5,9 @@
  * entry point, last_error_copy of the handle and of each thread's own failed
  * create), hk.cuda/1 and hk.memory/1; and hk.kernels/1's load, get_kernel,
  * get_attributes, get_function and unload on one library and on libraries of
- * their own. Every answer is checked against what one thread got first.
+ * their own; and a checked handle's pointer check (hk_kit_check_pointer):
+ * device memory passes, host memory is refused. Every answer is checked
+ * against what one thread got first.
  * Runs on the simulated driver (2 devices) and unchanged on a GPU. */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -288,9 +290,67 @@ HKCT_SCENARIO(t_kernels)
     CU_ASSERT_EQUAL(hkct_plug.vt->handle_destroy(one.h), HK_STATUS_OK);
 }
 
+/* ---- a checked handle: the pointer check from 8 threads ---- */
+
+#define CN 512
+
+static struct {
+    hk_handle_t *h;
+    float *dx, *dy; /* device memory of the handle's device */
+    float dot;      /* x.y, exact: small integers */
+} chk;
+
+static void *checked_worker(void *p)
+{
+    arg_t *a = p;
+    const hk_blas1_v1_t *b = hkct_plug.blas;
+    float zero = 0.0f, host[CN];
+    memset(host, 0, sizeof host);
+    pthread_barrier_wait(&a->run->start);
+    for (int r = 0; r < ROUNDS; r++) {
+        float got = -1.0f;
+        EXPECT(b->saxpy(chk.h, CN, &zero, chk.dx, 1, chk.dy, 1) == HK_STATUS_OK,
+               "saxpy on the device's memory");
+        EXPECT(b->sdot(chk.h, CN, chk.dx, 1, chk.dy, 1, &got) == HK_STATUS_OK && got == chk.dot,
+               "sdot on the device's memory");
+        EXPECT(b->saxpy(chk.h, CN, &zero, host, 1, chk.dy, 1) == HK_STATUS_POINTER_MISMATCH,
+               "saxpy of host memory: POINTER_MISMATCH");
+    }
+    return NULL;
+}
+
+HKCT_SCENARIO(t_checked_handle)
+{
+    hk_create_info_t ci = {sizeof ci, 0, HK_CREATE_CHECKED};
+    chk.h = NULL;
+    CU_ASSERT_EQUAL_FATAL(hkct_plug.vt->handle_create(&ci, &chk.h), HK_STATUS_OK);
+    float x[CN], y[CN];
+    chk.dot = 0.0f;
+    for (int i = 0; i < CN; i++) {
+        x[i] = (float)(i % 7);
+        y[i] = 2.0f;
+        chk.dot += x[i] * y[i];
+    }
+    const hk_memory_v1_t *m = hkct_plug.mem;
+    void *dx = NULL, *dy = NULL;
+    CU_ASSERT_EQUAL_FATAL(m->alloc(chk.h, sizeof x, &dx), HK_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(m->alloc(chk.h, sizeof y, &dy), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(m->copy_to_device(chk.h, dx, x, sizeof x), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(m->copy_to_device(chk.h, dy, y, sizeof y), HK_STATUS_OK);
+    chk.dx = dx;
+    chk.dy = dy;
+    run_t run;
+    run_threads(&run, checked_worker);
+    CU_ASSERT_EQUAL(m->free_(chk.h, dx), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(m->free_(chk.h, dy), HK_STATUS_OK);
+    CU_ASSERT_EQUAL(hkct_plug.vt->handle_destroy(chk.h), HK_STATUS_OK);
+}
+
 static const hkct_scenario_t scenarios[] = {
     {"8 threads, one handle: core slots, hk.cuda/1, hk.memory/1, errors", t_one_handle, 1, 0, 0},
     {"8 threads, one handle: hk.kernels/1 look-ups, loads and unloads", t_kernels, 1, 0, 1},
+    {"8 threads, one checked handle: device memory passes, host memory is refused",
+     t_checked_handle, 1, 0, 0},
 };
 
 int hk_test_register(void)
