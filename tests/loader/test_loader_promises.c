@@ -486,6 +486,69 @@ static void test_watches_of_one_loader(void)
     tl_rmtree(dir);
 }
 
+/* ---- the host's log sink, called by the loader from 8 threads ---- */
+
+typedef struct log_count {
+    atomic_int lines, bad;
+    char path[THREADS][512]; /* the refused candidate each thread opens */
+} log_count_t;
+
+static void count_line(void *user, hk_log_level_t level, const char *msg)
+{
+    log_count_t *lc = user;
+    atomic_fetch_add(&lc->lines, 1);
+    if (level != HK_LOG_WARN || !msg || !strstr(msg, "tp_nullvt") || strchr(msg, '\n'))
+        atomic_fetch_add(&lc->bad, 1);
+}
+
+static void *log_worker(void *p)
+{
+    arg_t *a = p;
+    hk_loader_t *loader = ((void **)a->run->shared)[0];
+    log_count_t *lc = ((void **)a->run->shared)[1];
+    pthread_barrier_wait(&a->run->start);
+    for (int r = 0; r < ROUNDS; r++) {
+        hk_plugin_t *p2 = NULL;
+        EXPECT(hk_loader_open(loader, lc->path[a->id], &p2) == HK_STATUS_NULL_POINTER && !p2,
+               "a refused candidate's status");
+    }
+    return NULL;
+}
+
+/* 8 threads each open their own refused candidate again and again: the
+ * loader calls the host's log sink from them, one warning line per
+ * candidate (a candidate is reported once per loader), whole each time. */
+static void test_log_from_threads(void)
+{
+    char dir[512];
+    CU_ASSERT_EQUAL_FATAL(tl_mkdtemp(dir, sizeof dir), 0);
+    log_count_t lc;
+    memset(&lc, 0, sizeof lc);
+    for (int i = 0; i < THREADS; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "tp_nullvt_%d.so", i);
+        CU_ASSERT_EQUAL_FATAL(tl_copy(tl_plugin("tp_nullvt.so"), dir, name, 0644, lc.path[i],
+                                      sizeof lc.path[i]), 0);
+    }
+    hk_loader_options_t o;
+    memset(&o, 0, sizeof o);
+    o.size = sizeof o;
+    o.ignore_env = 1;
+    o.isolation = HK_ISOLATION_OFF;
+    o.log = count_line;
+    o.log_user = &lc;
+    hk_loader_t *loader = NULL;
+    CU_ASSERT_EQUAL_FATAL(hk_loader_create(&o, &loader), HK_STATUS_OK);
+    void *shared[2] = {loader, &lc};
+    hk_crowd_t run = {.shared = shared};
+    hk_crowd_run(&run, THREADS, log_worker);
+    CU_ASSERT_EQUAL(atomic_load(&lc.lines), THREADS);
+    CU_ASSERT_EQUAL(atomic_load(&lc.bad), 0);
+    CU_ASSERT_EQUAL(hk_loader_report_count(loader), THREADS);
+    CU_ASSERT_EQUAL(hk_loader_destroy(loader), HK_STATUS_OK);
+    tl_rmtree(dir);
+}
+
 int hk_test_register(void)
 {
     CU_pSuite s = hk_test_suite("loader promises from 8 threads", NULL, NULL);
@@ -496,5 +559,7 @@ int hk_test_register(void)
     hk_test_add(s, "hk_semver.h and hk_status_text.h", test_semver_and_status_text);
     hk_test_add(s, "one movable handle: pin, unpin, states, statistics", test_one_mhandle);
     hk_test_add(s, "one loader: watch create, fd and start", test_watches_of_one_loader);
+    hk_test_add(s, "the host's log sink: one line per refused candidate, from 8 threads",
+                test_log_from_threads);
     return 0;
 }
