@@ -182,14 +182,29 @@ swp_state_t swp_state(hk_loader_t *loader)
     out.inflight = s.inflight;
     out.draining = s.draining;
     out.libraries = s.libraries;
-    uint64_t *to[HK_SWAP_STAT__COUNT - 1] = {
-        &out.swaps, &out.refused, &out.modules_closed, &out.last_switch_ns,
-        &out.last_drain_ns, &out.max_switch_ns, &out.max_drain_ns, &out.last_open_ns,
-        &out.last_verify_ns, &out.last_create_ns, &out.last_commit_ns, &out.last_close_ns,
-        &out.holds, &out.last_hold_ns, &out.max_hold_ns, &out.holds_cut,
-        &out.destroys_failed, &out.unloads_failed};
-    for (int i = 0; i < HK_SWAP_STAT__COUNT - 1; i++)
-        *to[i] = v[i];
+    uint64_t *to[HK_SWAP_STAT__COUNT] = {
+        [HK_SWAP_STAT_SWAPS] = &out.swaps,
+        [HK_SWAP_STAT_REFUSED] = &out.refused,
+        [HK_SWAP_STAT_MODULES_CLOSED] = &out.modules_closed,
+        [HK_SWAP_STAT_LAST_SWITCH_NS] = &out.last_switch_ns,
+        [HK_SWAP_STAT_LAST_DRAIN_NS] = &out.last_drain_ns,
+        [HK_SWAP_STAT_MAX_SWITCH_NS] = &out.max_switch_ns,
+        [HK_SWAP_STAT_MAX_DRAIN_NS] = &out.max_drain_ns,
+        [HK_SWAP_STAT_LAST_OPEN_NS] = &out.last_open_ns,
+        [HK_SWAP_STAT_LAST_VERIFY_NS] = &out.last_verify_ns,
+        [HK_SWAP_STAT_LAST_CREATE_NS] = &out.last_create_ns,
+        [HK_SWAP_STAT_LAST_COMMIT_NS] = &out.last_commit_ns,
+        [HK_SWAP_STAT_LAST_CLOSE_NS] = &out.last_close_ns,
+        [HK_SWAP_STAT_HOLDS] = &out.holds,
+        [HK_SWAP_STAT_LAST_HOLD_NS] = &out.last_hold_ns,
+        [HK_SWAP_STAT_MAX_HOLD_NS] = &out.max_hold_ns,
+        [HK_SWAP_STAT_HOLDS_CUT] = &out.holds_cut,
+        [HK_SWAP_STAT_DESTROYS_FAILED] = &out.destroys_failed,
+        [HK_SWAP_STAT_UNLOADS_FAILED] = &out.unloads_failed,
+    };
+    for (int i = 0; i < HK_SWAP_STAT__COUNT; i++)
+        if (to[i]) /* the status is not a count: below */
+            *to[i] = v[i];
     out.last_destroy_status = (hk_status_t)v[HK_SWAP_STAT_LAST_DESTROY_STATUS];
     return out;
 }
