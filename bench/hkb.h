@@ -281,6 +281,9 @@ typedef struct hkb_opts {
     /* P8's rows for a plugin without hk.blas1/1: two builds of hk-example
      * (examples/hk-example), or NULL: none. */
     const char *example_a, *example_b;
+    /* P8's swaps: hk_swap_options_t.hold_after_us and .hold_max_us (0: the
+     * loader's defaults; negative: never hold, no limit). */
+    long long hold_after_us, hold_max_us;
 } hkb_opts_t;
 
 /* ---- the enqueue method of P3 and P9 (hkb_enqueue.c) ------------------------ */

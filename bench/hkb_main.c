@@ -41,7 +41,8 @@ static void on_alarm(int sig)
 }
 
 enum { HKB_OPT_QUICK = 1, HKB_OPT_ONLY, HKB_OPT_CSV, HKB_OPT_PLUGIN, HKB_OPT_PLUGIN_B,
-       HKB_OPT_DEVICE, HKB_OPT_STRICT, HKB_OPT_TIMEOUT, HKB_OPT_EXAMPLE };
+       HKB_OPT_DEVICE, HKB_OPT_STRICT, HKB_OPT_TIMEOUT, HKB_OPT_EXAMPLE, HKB_OPT_HOLD_AFTER,
+       HKB_OPT_HOLD_MAX };
 
 /* The options, read by the programs' common parser (common/prog/hk__cli.h). */
 static const hk__cli_opt_t hkb_options[] = {
@@ -61,6 +62,14 @@ static const hk__cli_opt_t hkb_options[] = {
     {HKB_OPT_DEVICE, 0, "device", "N",
      "device of P1..P5, P8, P9, 0 to 1024 (default 0); P6\n"
      "uses devices 0 and 1"},
+    {HKB_OPT_HOLD_AFTER, 0, "hold-after", "US",
+     "P8's swaps hold the calls after a step ran US\n"
+     "microseconds (hk_swap_options_t.hold_after_us; default:\n"
+     "the loader's, 20000; -1: never)"},
+    {HKB_OPT_HOLD_MAX, 0, "hold-max", "US",
+     "P8's holds last US microseconds at most\n"
+     "(hk_swap_options_t.hold_max_us; default: the loader's,\n"
+     "5000; -1: no limit)"},
     {HKB_OPT_STRICT, 0, "strict", NULL, "exit 3 when a row misses its target"},
     {HKB_OPT_TIMEOUT, 0, "timeout", "S",
      "give up after S seconds, 0 to 86400 (default 480;\n"
@@ -72,7 +81,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: hk-bench [--quick] [--only P1,P2,...] [--csv FILE] [--plugin PATH]\n"
                "                [--plugin-b PATH] [--example A,B] [--device N] [--strict]\n"
-               "                [--timeout S]\n");
+               "                [--hold-after US] [--hold-max US] [--timeout S]\n");
     hk__cli_print_options(f, hkb_options, NULL);
 }
 
@@ -174,6 +183,14 @@ static int hkb_apply(hk__cli_t *c, int id, hkb_args_t *a)
         return 0;
     case HKB_OPT_TIMEOUT:
         if (hk__cli_number(c, c->value, 0, 86400, &a->timeout) != 0)
+            break;
+        return 0;
+    case HKB_OPT_HOLD_AFTER:
+        if (hk__cli_number(c, c->value, -1, 86400000000LL, &a->o.hold_after_us) != 0)
+            break;
+        return 0;
+    case HKB_OPT_HOLD_MAX:
+        if (hk__cli_number(c, c->value, -1, 86400000000LL, &a->o.hold_max_us) != 0)
             break;
         return 0;
     }

@@ -446,7 +446,10 @@ static void p8_swap_once(p8_main_t *m, int i, int *on_a, hkb_p8_result_t *r)
     hk__lat_window_open(&m->run.win);
     uint64_t t0 = hk__lat_now_ns();
     sw->t0_ns = t0;
-    hk_status_t st = hk_loader_swap_prepare(m->loader, *on_a ? s->path_b : s->path_a, NULL, &prep);
+    hk_swap_options_t so = {.size = sizeof so, .hold_after_us = s->hold_after_us,
+                            .hold_max_us = s->hold_max_us,
+                            .keep_old = (uint32_t)(s->keep_old != 0)};
+    hk_status_t st = hk_loader_swap_prepare(m->loader, *on_a ? s->path_b : s->path_a, &so, &prep);
     uint64_t t1 = hk__lat_now_ns();
     if (st == HK_STATUS_OK) {
         hk_loader_swap_stats(m->loader, mid, HK_SWAP_STAT__COUNT, NULL);

@@ -65,6 +65,11 @@ typedef struct hkb_p8_setup {
      * service, a copy of y to the device, scale by 1 or 2, and y read back
      * and checked element by element. */
     int pinned;
+    /* hk_swap_options_t.keep_old: the build swapped away from stays open,
+     * its code loaded, so each swap after the first two loads nothing */
+    int keep_old;
+    /* hk_swap_options_t.hold_after_us and .hold_max_us (0: the defaults) */
+    long long hold_after_us, hold_max_us;
 } hkb_p8_setup_t;
 
 typedef struct hkb_p8_swap {

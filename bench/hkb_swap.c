@@ -416,23 +416,29 @@ static int p8_worst(const hkb_p8_result_t *r, const char *label)
 /* One workload: the run, then its rows. noprobe: the loader's isolation off
  * (verification in this process only), rows for information. */
 static int p8_load(const char *path_a, const char *path_b, const hkb_opts_t *o,
-                   hkb_p8_load_t load, int noprobe, int pinned)
+                   hkb_p8_load_t load, int noprobe, int pinned, int keep)
 {
     int device = o->device;
     hkb_p8_setup_t s = {.load = load, .isolation_off = noprobe, .path_a = path_a,
                         .path_b = path_b, .device = device, .threads = P8_THREADS,
                         .swaps = o->quick ? P8_QUICK_SWAPS : P8_SWAPS, .gap_us = P8_GAP_US,
                         .stream_create = p8_stream_create, .stream_destroy = p8_stream_destroy,
-                        .thread_init = p8_thread_init, .ctx = &device, .pinned = pinned};
+                        .thread_init = p8_thread_init, .ctx = &device, .pinned = pinned,
+                        .keep_old = keep, .hold_after_us = o->hold_after_us,
+                        .hold_max_us = o->hold_max_us};
     hkb_p8_result_t r;
     char why[512], label[40];
-    snprintf(label, sizeof label, "%s%s%s", pinned ? "example-" : "", hkb_p8_load_name(load),
-             noprobe ? "-noprobe" : "");
+    snprintf(label, sizeof label, "%s%s%s%s", pinned ? "example-" : "", hkb_p8_load_name(load),
+             noprobe ? "-noprobe" : "", keep ? "-keep" : "");
     hkb_where("P8 %s", label);
     if (hkb_p8_run(&s, &r, why, sizeof why) != 0)
         return hkb_fail("%s", why);
-    printf("P8 %s: %s <-> %s, %d threads, %.2f s swapping, %.2f s quiet\n", label, r.name_a,
+    printf("P8 %s: %s <-> %s, %d threads, %.2f s swapping, %.2f s quiet", label, r.name_a,
            r.name_b, P8_THREADS, r.swapping_s, r.quiet_s);
+    if (o->hold_after_us || o->hold_max_us)
+        printf("; hold after %lld us, at most %lld us (0: the default)", o->hold_after_us,
+               o->hold_max_us);
+    printf("\n");
     int worst = p8_worst(&r, label);
     int rc = p8_step_rows(&r, label);
     if (rc == 0)
@@ -565,16 +571,19 @@ int hkb_fig_swap(const char *path_a, const char *path_b, const hkb_opts_t *o)
     int rc = -1;
     HKB_TRY(p8_floor_rows(o), out);
     HKB_TRY(p8_prepare_new_rows(path_a, path_b, o), out);
-    HKB_TRY(p8_load(path_a, path_b, o, HKB_P8_FLOOD, 0, 0), out);
-    HKB_TRY(p8_load(path_a, path_b, o, HKB_P8_SERVICE, 0, 0), out);
+    HKB_TRY(p8_load(path_a, path_b, o, HKB_P8_FLOOD, 0, 0, 0), out);
+    /* the same flood with the builds swapped away from kept open: only the
+     * first two swaps open a build and load its code */
+    HKB_TRY(p8_load(path_a, path_b, o, HKB_P8_FLOOD, 0, 0, 1), out);
+    HKB_TRY(p8_load(path_a, path_b, o, HKB_P8_SERVICE, 0, 0, 0), out);
     /* the same service with the verification in this process only: what
      * the probe process (a context of another process on the device) costs */
-    HKB_TRY(p8_load(path_a, path_b, o, HKB_P8_SERVICE, 1, 0), out);
+    HKB_TRY(p8_load(path_a, path_b, o, HKB_P8_SERVICE, 1, 0, 0), out);
     /* the same rows for a plugin without hk.blas1/1: hk-example's own ops
      * through pins, verified by its self-check */
     if (o->example_a && o->example_b) {
-        HKB_TRY(p8_load(o->example_a, o->example_b, o, HKB_P8_FLOOD, 0, 1), out);
-        HKB_TRY(p8_load(o->example_a, o->example_b, o, HKB_P8_SERVICE, 0, 1), out);
+        HKB_TRY(p8_load(o->example_a, o->example_b, o, HKB_P8_FLOOD, 0, 1, 0), out);
+        HKB_TRY(p8_load(o->example_a, o->example_b, o, HKB_P8_SERVICE, 0, 1, 0), out);
     } else {
         printf("P8 example: skipped (no --example A,B: two builds of hk-example)\n");
     }

@@ -74,6 +74,10 @@ step hk-host-swap-cuda  $rel/bin/hk-host swap -p $rel/plugins/hk-cuda.so \
     -q $rel/tests/swap_plugins/hk-cuda-1.0.1.so -t 8 -k 100
 step hk-host-swap-cuda-prepared $rel/bin/hk-host swap -p $rel/plugins/hk-cuda.so \
     -q $rel/tests/swap_plugins/hk-cuda-1.0.1.so -t 8 -k 100 -P
+# The same with the builds swapped away from kept open (keep_old): every
+# swap after the first two goes back to a build whose code is loaded.
+step hk-host-swap-cuda-keep $rel/bin/hk-host swap -p $rel/plugins/hk-cuda.so \
+    -q $rel/tests/swap_plugins/hk-cuda-1.0.1.so -t 8 -k 100 -P -K
 step hk-validate-example $rel/bin/hk-validate $dbg/tests/kit/example/hk-example.so
 # A plugin without hk.blas1/1: hk-example's two builds, its self-check (its
 # kernels) through pins as the workload.
