@@ -215,8 +215,9 @@ hk_status_t hk_kit_unbind(hk_kit_bind_t *b);
 
 /* [thread-safe] Gives back what the plugin keeps between handles: first what
  * the plugin itself keeps, through the function it set with
- * hk_kit_set_trim (hk-cuda: its kernel library when no handle uses it, the
- * memory destroyed handles left for the next create); then the primary
+ * hk_kit_set_trim (hk-cuda: its kernel library when no handle uses it);
+ * then the memory blocks kept for the next create (hk_kit_keep_block, below);
+ * then the primary
  * retains the kit keeps (one per device where a handle bound a primary and
  * was destroyed while it was alive), so that a primary nobody else retains
  * is torn down now rather than at unload; the next handle there builds it
@@ -228,6 +229,55 @@ hk_status_t hk_kit_unbind(hk_kit_bind_t *b);
  * for a later trim), with the reason in the create message
  * (hk_kit_last_error(NULL)). In a fork() child it does nothing. */
 hk_status_t hk_kit_trim(void);
+
+/* ---- memory kept between handles ----
+ *
+ * A handle's memory, freed at destroy and made again at the next create,
+ * costs a process whose handles come and go (a swap replaces every handle of
+ * a plugin) two waits per block: cuMemFree, cuMemFreeHost and the
+ * allocations wait for a pause in other threads' launches. A release
+ * (ops->release) may instead hand a block to the kit, and a later arm
+ * (ops->arm) in the same context incarnation take it back. The kit owns a
+ * kept block until then, and gives every one back at hk_kit_trim or the
+ * module's unload, in its context if that context still lives in the
+ * block's incarnation (the memory of a context reset or destroyed since went
+ * with it). A block is matched by kind and size alone: the plugin picks the
+ * sizes it asks for (its own size classes). */
+typedef enum hk_kit_block_kind {
+    HK_KIT_BLOCK_DEVICE = 1, /* from cuMemAlloc: dev, given back with cuMemFree */
+    HK_KIT_BLOCK_HOST = 2,   /* from cuMemHostAlloc or cuMemAllocHost: host (and dev
+                                when it is mapped, else 0), given back with
+                                cuMemFreeHost */
+} hk_kit_block_kind_t;
+
+typedef struct hk_kit_block {
+    hk_kit_block_kind_t kind;
+    size_t size;     /* bytes; nonzero */
+    unsigned long long dev; /* DEVICE: the memory (a CUdeviceptr); HOST: its device
+                               address, or 0 */
+    void *host;      /* HOST: the memory; DEVICE: NULL */
+} hk_kit_block_t;
+
+/* The most blocks the kit keeps at a time, over every context. */
+#define HK_KIT_KEPT_BLOCKS 64
+
+/* [thread-safe] From ops->release (b's context current, its work done),
+ * ctx_id the incarnation the block was made in: 1 when the kit keeps the
+ * block (it owns it from now on), 0 when it does not (HK_KIT_KEPT_BLOCKS
+ * kept already, a malformed block, b NULL, ctx_id 0, a fork() child): the
+ * caller still owns it and frees it. Keeping forgets the blocks of an
+ * earlier incarnation of b's context (gone with it). */
+int hk_kit_keep_block(const hk_kit_bind_t *b, unsigned long long ctx_id,
+                      const hk_kit_block_t *blk);
+
+/* [thread-safe] From ops->arm, or a call, in incarnation ctx_id: 1 with *out
+ * a block of that kind and size kept in that incarnation, which the caller
+ * owns from now on; 0 with *out zeroed when there is none (or out NULL). */
+int hk_kit_take_block(unsigned long long ctx_id, hk_kit_block_kind_t kind, size_t size,
+                      hk_kit_block_t *out);
+
+/* [thread-safe] How many blocks the kit keeps now (for tests and tools). */
+unsigned hk_kit_kept_blocks(void);
 
 /* [thread-safe] Sets the plugin's part of hk_kit_trim (NULL: none): fn gives
  * back what the plugin keeps between handles and returns OK or the first

@@ -13,24 +13,25 @@
  * handle's first host-mode call (hkc_result_slot); later arms make it. */
 static atomic_int armed_before;
 
-/* The arm's first slab, and host mode's word, from what a destroyed handle
- * left in this incarnation (hkc_spare.c), else made anew: the slab always,
- * the word for every arm after this module's first. A first host-mode call
- * would otherwise allocate it, and cuMemHostAlloc waits for a pause in other
- * threads' launches (fact 30): on an H200, 20 ms for the first dot of each
- * handle a swap had just made under a running service; made here, in a swap
- * it is made in the held prepare step. Making it in the first create too cost
- * that create 1.6 ms (the process's first page-locked allocation). A word of
- * an earlier incarnation the handle may hold died with it. */
-static hk_status_t take_spare(hk_handle_t *h, hkc_arm_t *a, hk_handle_t *err_to)
+/* The arm's first slab, and host mode's word, from what destroyed handles
+ * left with the kit in this incarnation (hk_kit_take_block), else made anew:
+ * the slab always, the word for every arm after this module's first. A first
+ * host-mode call would otherwise allocate it, and cuMemHostAlloc waits for a
+ * pause in other threads' launches (fact 30): on an H200, 20 ms for the
+ * first dot of each handle a swap had just made under a running service;
+ * made here, in a swap it is made in the held prepare step. Making it in the
+ * first create too cost that create 1.6 ms (the process's first page-locked
+ * allocation). A word of an earlier incarnation the handle may hold died
+ * with it. */
+static hk_status_t take_kept(hk_handle_t *h, hkc_arm_t *a, hk_handle_t *err_to)
 {
-    CUdeviceptr slab, word_dev;
-    void *word;
-    hkc_spare_take(a->base.ctx_id, &slab, &word, &word_dev);
+    hk_kit_block_t slab, word;
+    hk_kit_take_block(a->base.ctx_id, HK_KIT_BLOCK_DEVICE, HKC_SLAB_BYTES, &slab);
+    hk_kit_take_block(a->base.ctx_id, HK_KIT_BLOCK_HOST, HKC_WORD_BYTES, &word);
     pthread_mutex_lock(&h->lock);
-    if (word) {
-        h->slot = word;
-        h->slot_dev = word_dev;
+    if (word.host) {
+        h->slot = word.host;
+        h->slot_dev = (CUdeviceptr)word.dev;
         h->slot_ctx = a->base.ctx_id;
     } else if (atomic_exchange(&armed_before, 1)) {
         /* optional (refused: the result is copied from ws), in relaxed
@@ -44,10 +45,10 @@ static hk_status_t take_spare(hk_handle_t *h, hkc_arm_t *a, hk_handle_t *err_to)
         }
     }
     pthread_mutex_unlock(&h->lock);
-    if (slab && hkc_ws_adopt(a, slab) == 0)
+    if (slab.dev && hkc_ws_adopt(a, (CUdeviceptr)slab.dev) == 0)
         return HK_STATUS_OK;
-    if (slab) /* no host memory for its record: the slab goes back */
-        (void)hkc_relaxed_free(slab);
+    if (slab.dev) /* no host memory for its record: the slab goes back */
+        (void)hkc_relaxed_free((CUdeviceptr)slab.dev);
     return hkc_ws_reserve(a, err_to);
 }
 
@@ -77,7 +78,7 @@ static hk_status_t arm(hk_kit_bind_t *b, void *user, unsigned long long ctx_id,
     a->base.ctx_id = ctx_id;
     st = hkc_kernels_functions(eh, ctx_id, a->fn);
     if (st == HK_STATUS_OK)
-        st = take_spare(h, a, eh);
+        st = take_kept(h, a, eh);
     if (st != HK_STATUS_OK) {
         hkc_ws_free(a, 0, NULL);
         hkc_arm_free(a);
@@ -99,20 +100,20 @@ static hk_status_t release(hk_kit_bind_t *b, void *user, hk_kit_arm_t *base)
     hk_status_t st = HK_STATUS_OK;
     CUstream s = NULL;
     int ordered = hk_kit_release_stream(b, &s);
-    /* The handle's work is done (the kit waited): its first slab and its
-     * word are left for the next create here (hkc_spare.c); the rest is
-     * freed. A word made in an earlier incarnation died with it. */
-    hkc_slab_t *first = NULL;
-    for (hkc_slab_t *sl = a->slabs; sl; sl = sl->next)
-        if (sl->base)
-            first = sl; /* newest first: the last one is the arm's own */
-    void *word = h->slot && h->slot_dev && h->slot_ctx == a->base.ctx_id ? h->slot : NULL;
-    int had_word = word != NULL;
-    CUdeviceptr none = 0;
-    hkc_spare_put(hk_kit_context(b), a->base.ctx_id, hk_kit_is_primary(b), hk_kit_cudevice(b),
-                  first ? &first->base : &none, &word, h->slot_dev);
-    if (had_word && !word)
-        h->slot = NULL; /* kept */
+    /* The handle's work is done (the kit waited): its slabs and its word
+     * go to the kit, which keeps them for the next arms in this incarnation
+     * (hk_kit_keep_block) as far as it keeps any more; the rest is freed. A
+     * word made in an earlier incarnation died with it. */
+    for (hkc_slab_t *sl = a->slabs; sl; sl = sl->next) {
+        hk_kit_block_t blk = {HK_KIT_BLOCK_DEVICE, HKC_SLAB_BYTES, sl->base, NULL};
+        if (sl->base && hk_kit_keep_block(b, a->base.ctx_id, &blk))
+            sl->base = 0; /* kept */
+    }
+    if (h->slot && h->slot_dev && h->slot_ctx == a->base.ctx_id) {
+        hk_kit_block_t blk = {HK_KIT_BLOCK_HOST, HKC_WORD_BYTES, h->slot_dev, h->slot};
+        if (hk_kit_keep_block(b, a->base.ctx_id, &blk))
+            h->slot = NULL; /* kept */
+    }
     CUresult r = hkc_ws_free(a, ordered, s);
     if (r != CUDA_SUCCESS)
         st = hk_kit_fail_cu(b, r, ordered ? "destroy: cuMemFreeAsync of the handle's workspaces"
@@ -144,7 +145,7 @@ void *hkc_result_slot(hk_handle_t *h, const hkc_arm_t *a, CUdeviceptr *dev)
          * of an earlier incarnation died with it. */
         h->slot_ctx = a->base.ctx_id;
         h->slot_dev = 0;
-        if (hkc_cu.cuMemHostAlloc(&h->slot, 64, CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS) {
+        if (hkc_cu.cuMemHostAlloc(&h->slot, HKC_WORD_BYTES, CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS) {
             h->slot = NULL;
         } else if (hkc_cu.cuMemHostGetDevicePointer(&h->slot_dev, h->slot, 0) != CUDA_SUCCESS) {
             h->slot_dev = 0;

@@ -52,7 +52,7 @@ static hk_status_t handle_create(const hk_create_info_t *info, hk_handle_t **out
     pthread_mutex_lock(&hkc_lock);
     st = hkc_driver_take();
     if (st == HK_STATUS_OK)
-        st = hkc_kernels_acquire(hkc_trim);
+        st = hkc_kernels_acquire();
     pthread_mutex_unlock(&hkc_lock);
     if (st != HK_STATUS_OK) {
         HK__TRACE(HK__TRACE_DECISIONS, "ctx", "handle_create refused before binding: %s: %s",

@@ -100,10 +100,9 @@ typedef enum hkc_kernel_id {
 #define HK__UNROLL 4
 
 /* Takes a reference on the process-wide kernel library, loading the embedded
- * fatbin on the first one and then setting trim as the plugin's part of
- * hk_kit_trim (hk_kit_set_trim; hk-cuda's is hkc_trim, hkc_spare.c). Caller
- * holds hkc_lock. */
-hk_status_t hkc_kernels_acquire(hk_status_t (*trim)(void));
+ * fatbin on the first one and then setting hkc_kernels_trim as the plugin's
+ * part of hk_kit_trim (hk_kit_set_trim). Caller holds hkc_lock. */
+hk_status_t hkc_kernels_acquire(void);
 
 /* Drops a reference; the library stays loaded after the last one, until
  * hkc_kernels_trim. The caller must not hold hkc_lock. */
@@ -288,33 +287,14 @@ CUresult hkc_ws_free(hkc_arm_t *a, int ordered, CUstream s);
 /* Frees an arm's host memory (its workspace records and tables) and the arm. */
 void hkc_arm_free(hkc_arm_t *a);
 
-/* Makes base (a slab's device memory, from hkc_spare_take) the arm's first
- * slab; 0 on success, else base is left to the caller. */
+/* Makes base (a slab's device memory, kept by the kit: hk_kit_take_block)
+ * the arm's first slab; 0 on success, else base is left to the caller. */
 int hkc_ws_adopt(hkc_arm_t *a, CUdeviceptr base);
 
-/* ---- what destroyed handles leave for the next create (hkc_spare.c) ---- */
-
-/* Destroy, its work done: leaves *slab (a slab's memory, 0: none) and *word
- * (host mode's word, NULL: none, mapped at word_dev) for the next arm in
- * context ctx, incarnation ctx_id: device dev's primary context when
- * primary is 1; what it took is set to 0 / NULL there, what is left stays
- * the caller's to free. Takes hkc_lock. */
-void hkc_spare_put(CUcontext ctx, unsigned long long ctx_id, int primary, CUdevice dev,
-                   CUdeviceptr *slab, void **word, CUdeviceptr word_dev);
-
-/* Arm: takes what a destroyed handle left in incarnation ctx_id (0 / NULL:
- * nothing). Takes hkc_lock. */
-void hkc_spare_take(unsigned long long ctx_id, CUdeviceptr *slab, void **word,
-                    CUdeviceptr *word_dev);
-
-/* hk_kit_trim's part: frees every set left, in its context, if that context
- * still lives in the set's incarnation; a primary is retained meanwhile.
- * Takes hkc_lock. */
-hk_status_t hkc_spares_trim(void);
-
-/* What hk-cuda gives back at a trim (set with hk_kit_set_trim by
- * hkc_kernels_acquire): the spares, then the library if no handle uses it. */
-hk_status_t hkc_trim(void);
+/* The sizes of the blocks hk-cuda hands to the kit to keep between handles
+ * (hk_kit_keep_block): a slab of workspaces, host mode's result word. */
+#define HKC_SLAB_BYTES ((size_t)HK__WS_PER_SLAB * HK__WS_BYTES)
+#define HKC_WORD_BYTES ((size_t)64)
 
 
 /* A live handle of this copy of hk-cuda? NULL, destroyed handles and pointers

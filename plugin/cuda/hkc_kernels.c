@@ -74,7 +74,7 @@ static void give_back_library(hk_kit_library_t *lib)
         hk_kit_fail(NULL, HK_STATUS_OK, "%s", first);
 }
 
-hk_status_t hkc_kernels_acquire(hk_status_t (*trim)(void))
+hk_status_t hkc_kernels_acquire(void)
 {
     if (library) { /* loaded by an earlier handle, kept */
         refs++;
@@ -95,7 +95,7 @@ hk_status_t hkc_kernels_acquire(hk_status_t (*trim)(void))
     }
     library = lib;
     refs = 1;
-    hk_kit_set_trim(trim);
+    hk_kit_set_trim(hkc_kernels_trim);
     return HK_STATUS_OK;
 }
 
@@ -325,7 +325,14 @@ static CUresult slab_add(hkc_arm_t *a)
     hkc_slab_t *s = calloc(1, sizeof *s);
     if (!s)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = hkc_relaxed_alloc(&s->base, (size_t)HK__WS_PER_SLAB * HK__WS_BYTES);
+    /* A slab a destroyed handle left with the kit in this incarnation, else
+     * a new one */
+    hk_kit_block_t kept;
+    CUresult r = CUDA_SUCCESS;
+    if (hk_kit_take_block(a->base.ctx_id, HK_KIT_BLOCK_DEVICE, HKC_SLAB_BYTES, &kept))
+        s->base = (CUdeviceptr)kept.dev;
+    else
+        r = hkc_relaxed_alloc(&s->base, HKC_SLAB_BYTES);
     if (r != CUDA_SUCCESS) {
         free(s);
         return r;

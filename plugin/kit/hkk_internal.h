@@ -46,6 +46,8 @@
     X(cuStreamSynchronize, 2000)              \
     X(cuCtxGetDevice, 2000)                   \
     X(cuCtxGetId, 12000)                      \
+    X(cuMemFree, 3020)                        \
+    X(cuMemFreeHost, 2000)                    \
     X(cuStreamGetCtx, 9020)                   \
     X(cuStreamGetId, 12000)                   \
     X(cuStreamIsCapturing, 10000)             \
@@ -202,6 +204,14 @@ CUcontext hkk_known_primary(CUdevice dev);
  * gives back while the primary is alive in incarnation id: returns 1 when the
  * kit keeps it (it held none for dev), 0 when the caller must release it. */
 int hkk_keep_primary(CUdevice dev, int ordinal, unsigned long long id);
+
+/* ---- memory kept between handles (hkk_kept.c) ---- */
+
+/* hk_kit_trim's part: gives back the retains earlier trims could not, then
+ * frees every kept block in its context if that context still lives in the
+ * block's incarnation (a primary held meanwhile). What the driver refuses
+ * (twice) stays kept, for a later trim. OK or the first failure. */
+hk_status_t hkk_kept_trim(void);
 
 /* Drops b's references on libraries (hkk_library.c); frees the sets. */
 void hkk_libs_drop(hk_kit_bind_t *b);

@@ -107,6 +107,11 @@ hk_status_t hk_kit_trim(void)
      * keep alive. */
     hk_status_t (*fn)(void) = atomic_load(&plugin_trim);
     hk_status_t st = fn ? fn() : HK_STATUS_OK;
+    /* Then the memory kept for the next create, in contexts the kept
+     * retains still keep alive */
+    hk_status_t kst = KCU.cuMemFree ? hkk_kept_trim() : HK_STATUS_OK;
+    if (st == HK_STATUS_OK)
+        st = kst;
     pthread_mutex_lock(&keep_lock);
     for (int d = 0; d < HK__KIT_DEVICES; d++) {
         if (!kept[d].held)

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hk_kit.h"
 #include "hk_rt.h"
 #include "hkct_context.h"
 
@@ -65,9 +66,25 @@ static hk_handle_t *used_handle(CUstream s, void **x)
     return used_handle_mode(s, x, 1);
 }
 
-/* One stream, set once: destroy waits for it alone and frees on it (what
- * it does not leave for the next create: here another handle has left its
- * own already, hkc_spare.c). */
+/* Handles of device 0 made, used in host mode and destroyed, n of them at
+ * once: each leaves its slab and word to the kit, which keeps
+ * HK_KIT_KEPT_BLOCKS at most. */
+static void fill_kept(int n)
+{
+    hk_handle_t *h[HK_KIT_KEPT_BLOCKS];
+    void *x = NULL;
+    for (int i = 0; i < n; i++) {
+        h[i] = used_handle_mode(NULL, &x, 1);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(h[i]);
+        CU_ASSERT_EQUAL(plug.mem->free_(h[i], x), HK_STATUS_OK);
+    }
+    for (int i = 0; i < n; i++)
+        CU_ASSERT_EQUAL(plug.vt->handle_destroy(h[i]), HK_STATUS_OK);
+}
+
+/* One stream, set once: destroy waits for it alone and frees on it what the
+ * kit does not keep for the next create (here the kit keeps as much as it
+ * will already: other handles left theirs). */
 SCENARIO(t_destroy_one_stream)
 {
     CUdevice d0;
@@ -79,10 +96,9 @@ SCENARIO(t_destroy_one_stream)
     OK(cuCtxPushCurrent(p0));
     OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     OK(cuCtxPopCurrent(&p0));
-    hk_handle_t *other = create(0, HK_STATUS_OK);
     hk_handle_t *h = used_handle(s, &x);
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);
-    CU_ASSERT_EQUAL(plug.vt->handle_destroy(other), HK_STATUS_OK);
+    fill_kept(HK_KIT_KEPT_BLOCKS / 2);
     CU_ASSERT_EQUAL(plug.mem->free_(h, x), HK_STATUS_OK);
     size_t live = sim.live();
     counts_t before = counts();
@@ -153,6 +169,47 @@ SCENARIO(t_cycles_reuse)
     CU_ASSERT_EQUAL(sim.live_host(), live_host);
     CU_ASSERT_EQUAL(sim.libraries(), libs);
     CU_ASSERT_EQUAL(sim.refcount(0), refs);
+}
+
+/* Many handles at once (a swap replaces every handle of a plugin): their
+ * destroys free nothing the kit keeps, and as many new handles in the same
+ * context allocate nothing (no slab, no word); beyond HK_KIT_KEPT_BLOCKS the
+ * destroys free the rest; a trim gives every kept block back. */
+SCENARIO(t_many_reuse)
+{
+    enum { MANY = HK_KIT_KEPT_BLOCKS / 2 + 8, AGAIN = HK_KIT_KEPT_BLOCKS / 2 };
+    hk_handle_t *h[MANY];
+    void *x = NULL;
+    size_t live = sim.live(), live_host = sim.live_host();
+    for (int i = 0; i < MANY; i++) {
+        h[i] = used_handle_mode(NULL, &x, 1); /* each has a slab and a word */
+        CU_ASSERT_PTR_NOT_NULL_FATAL(h[i]);
+        CU_ASSERT_EQUAL(plug.mem->free_(h[i], x), HK_STATUS_OK);
+    }
+    cycle_counts_t before = cycle_counts();
+    for (int i = 0; i < MANY; i++)
+        CU_ASSERT_EQUAL(plug.vt->handle_destroy(h[i]), HK_STATUS_OK);
+    cycle_counts_t mid = cycle_counts();
+    unsigned long freed = (mid.free_sync - before.free_sync) +
+                          (mid.free_async - before.free_async) +
+                          (mid.free_host - before.free_host);
+    CU_ASSERT_EQUAL(freed, (unsigned long)(2 * MANY - HK_KIT_KEPT_BLOCKS));
+    for (int i = 0; i < AGAIN; i++) {
+        h[i] = create(0, HK_STATUS_OK);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(h[i]);
+    }
+    cycle_counts_t again = cycle_counts();
+    CU_ASSERT_EQUAL(again.alloc, mid.alloc);
+    CU_ASSERT_EQUAL(again.host_alloc, mid.host_alloc);
+    for (int i = 0; i < AGAIN; i++)
+        CU_ASSERT_EQUAL(plug.vt->handle_destroy(h[i]), HK_STATUS_OK);
+    cycle_counts_t gone = cycle_counts();
+    CU_ASSERT_EQUAL(gone.free_sync, again.free_sync);
+    CU_ASSERT_EQUAL(gone.free_async, again.free_async);
+    CU_ASSERT_EQUAL(gone.free_host, again.free_host);
+    hkct_trim();
+    CU_ASSERT_EQUAL(sim.live(), live);
+    CU_ASSERT_EQUAL(sim.live_host(), live_host);
 }
 
 /* Host mode's result word: the first create of the module leaves it to the
@@ -506,6 +563,8 @@ const hkct_scenario_t hkct_destroy_scenarios[] = {
     {"create/destroy cycles reuse what the last destroy left; trim gives it back",
      t_cycles_reuse, 1, 0, 1},
     {"what was kept before a reset is neither used nor freed", t_kept_before_reset, 1, 1, 1},
+    {"as many handles again reuse what many destroys left, up to the kit's limit",
+     t_many_reuse, 1, 0, 1},
     {"creates after the module's first make host mode's word: no allocation at a first dot",
      t_word_made_by_create, 1, 0, 1},
     {"destroy on the legacy stream: no context-wide wait", t_destroy_legacy_stream, 1, 0, 1},

@@ -324,10 +324,14 @@ static void swap_keep(hk_plugin_t *to, uint32_t keep_old)
         fprintf(stderr, "\n%s\n", hk_loader_last_error(L));
 }
 
+enum { KEEP_MORE = 7 }; /* movable handles beside the one test_keep_old computes on */
+
 /* keep_old: the build left behind stays open, and the way back to it opens
  * nothing and loads no code again; without it, the way back opens the file
- * again and loads its library again. Over the simulated driver the library
- * loads are counted too (cuLibraryLoadData); on a GPU the states alone. */
+ * again and loads its library again. Once each build had its handles, a
+ * round trip allocates and frees nothing either (their kits keep the
+ * memory). Over the simulated driver the library loads, allocations and
+ * frees are counted too; on a GPU the states alone. */
 static void test_keep_old(void)
 {
     if (devices() < 1)
@@ -335,8 +339,10 @@ static void test_keep_old(void)
     unsigned long (*loads)(const char *);
     *(void **)&loads = dlsym(RTLD_DEFAULT, "simcuda_call_count");
     clear_current();
-    hk_mhandle_t *m = NULL;
+    hk_mhandle_t *m = NULL, *more[KEEP_MORE] = {NULL};
     CU_ASSERT_EQUAL_FATAL(hk_mhandle_create(L, HK_SWAP_CUDA_A, NULL, &m), HK_STATUS_OK);
+    for (int i = 0; i < KEEP_MORE; i++) /* a swap moves every handle at once */
+        CU_ASSERT_EQUAL_FATAL(hk_mhandle_create(L, HK_SWAP_CUDA_A, NULL, &more[i]), HK_STATUS_OK);
     void *x = NULL, *y = NULL;
     CU_ASSERT_FATAL(place(m, &x, &y));
     CU_ASSERT(axpy_ok(m, x, y, 1.0f, 0));
@@ -358,6 +364,30 @@ static void test_keep_old(void)
     if (loads)
         CU_ASSERT(kept <= 1); /* B's, when it had none loaded; A's never again */
 
+    /* Once both builds had every handle (and the verification handle) at
+     * once, made after each module's first (which leaves host mode's word
+     * to its first host-mode call), their kits keep their memory: a round
+     * trip makes and frees nothing that waits for other threads' launches
+     * to pause */
+    swap_keep(B, 1);
+    swap_keep(A, 1);
+    static const char *const pausing[] = {"cuMemAlloc", "cuMemHostAlloc", "cuMemAllocHost",
+                                          "cuMemFree", "cuMemFreeHost", "cuMemFreeAsync",
+                                          "cuLibraryLoadData", "cuLibraryUnload"};
+    enum { NP = sizeof pausing / sizeof pausing[0] };
+    unsigned long p0[NP];
+    for (int i = 0; i < NP; i++)
+        p0[i] = loads ? loads(pausing[i]) : 0;
+    swap_keep(B, 1);
+    swap_keep(A, 1);
+    for (int i = 0; loads && i < NP; i++) {
+        if (loads(pausing[i]) != p0[i])
+            printf("\n  a round trip between kept builds called %s %lu time(s) ", pausing[i],
+                   loads(pausing[i]) - p0[i]);
+        CU_ASSERT_EQUAL(loads(pausing[i]), p0[i]);
+    }
+    CU_ASSERT(axpy_ok(m, x, y, 1.0f, 3));
+
     swap_keep(B, 0); /* to B, open all along: no code loaded; A closed */
     CU_ASSERT_EQUAL(swp_plugin_state(B).reopens, b1.reopens);
     CU_ASSERT_EQUAL(swp_plugin_state(A).module, HK_MODULE_CLOSED);
@@ -369,10 +399,12 @@ static void test_keep_old(void)
     CU_ASSERT_EQUAL(swp_plugin_state(B).module, HK_MODULE_CLOSED);
     if (loads)
         CU_ASSERT_EQUAL(loads("cuLibraryLoadData") - l0, kept + 1);
-    CU_ASSERT(axpy_ok(m, x, y, 1.0f, 3));
+    CU_ASSERT(axpy_ok(m, x, y, 1.0f, 4));
     CU_ASSERT_EQUAL(Me.free_(hk_mhandle_handle(m), x), HK_STATUS_OK);
     CU_ASSERT_EQUAL(Me.free_(hk_mhandle_handle(m), y), HK_STATUS_OK);
     CU_ASSERT_EQUAL(hk_mhandle_destroy(m), HK_STATUS_OK);
+    for (int i = 0; i < KEEP_MORE; i++)
+        CU_ASSERT_EQUAL(hk_mhandle_destroy(more[i]), HK_STATUS_OK);
     clear_current();
 }
 
