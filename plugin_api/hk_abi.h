@@ -117,15 +117,19 @@ typedef hk_status_t (*hk_negotiate_fn)(const hk_negotiate_request_t *request,
 
 /* For plugins: copies a complete answer into the host's buffer, no more than
  * the host's declared struct_size (0, from a host that set none, reads as
- * this header's size), and stamps the size actually written. */
+ * this header's size), and stamps the size actually written. The padding
+ * after flags is written as zeros, whatever src held there (an answer built
+ * on the plugin's stack would otherwise hand the host bytes of that stack). */
 static inline void hk_answer_write(hk_negotiate_answer_t *dst, const hk_negotiate_answer_t *src)
 {
     uint32_t room = dst->header.struct_size;
     uint32_t n = (room == 0 || room > (uint32_t)sizeof *src) ? (uint32_t)sizeof *src : room;
     const unsigned char *from = (const unsigned char *)src;
     unsigned char *to = (unsigned char *)dst;
+    uint32_t pad = (uint32_t)(offsetof(hk_negotiate_answer_t, flags) + sizeof src->flags);
+    uint32_t pad_end = (uint32_t)offsetof(hk_negotiate_answer_t, name);
     for (uint32_t i = 0; i < n; i++)
-        to[i] = from[i];
+        to[i] = i >= pad && i < pad_end ? 0 : from[i];
     if (n >= sizeof dst->header)
         dst->header.struct_size = n;
 }

@@ -1,6 +1,8 @@
 /* Build-level facts: status texts, ABI headers that compile alone, plugin
  * exports and needed libraries, and the embedded kernels fatbin. */
 #include <dirent.h>
+#include <dlfcn.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +12,7 @@
 
 #include "hk_shell.h"
 #include "elf_dyn.h"
+#include "hk_abi.h"
 #include "hk_status_text.h"
 #include "hk_test.h"
 
@@ -120,6 +123,54 @@ static void check_plugin(const char *file)
     elf_dyn_free(&d);
 }
 
+/* The plugin's negotiation answer, into a buffer filled with 0xAA: no byte
+ * of the plugin's stack reaches the host, so the padding between flags and
+ * name reads 0, and every field is written. */
+static void check_answer(const char *file)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", HK_TEST_PLUGIN_DIR, file);
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+        fprintf(stderr, "\n%s\n", dlerror());
+    CU_ASSERT_PTR_NOT_NULL_FATAL(lib);
+    hk_negotiate_fn fn;
+    *(void **)&fn = dlsym(lib, "hk_plugin_negotiate");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fn);
+    hk_negotiate_request_t rq;
+    memset(&rq, 0, sizeof rq);
+    rq.header = (hk_struct_header_t){HK_STRUCT_NEGOTIATE_REQUEST, sizeof rq, 1};
+    rq.abi_min = HK_ABI_VERSION(HK_ABI_MAJOR, 0);
+    rq.abi_max = HK_ABI_CURRENT;
+    hk_negotiate_answer_t a;
+    memset(&a, 0xAA, sizeof a);
+    a.header.struct_size = sizeof a;
+    CU_ASSERT_EQUAL(fn(&rq, &a), HK_STATUS_OK);
+    const unsigned char *b = (const unsigned char *)&a;
+    for (size_t i = offsetof(hk_negotiate_answer_t, flags) + sizeof a.flags;
+         i < offsetof(hk_negotiate_answer_t, name); i++) {
+        if (b[i] != 0)
+            fprintf(stderr, "\n%s: answer byte %zu (padding) is 0x%02x\n", file, i, b[i]);
+        CU_ASSERT_EQUAL(b[i], 0);
+    }
+    CU_ASSERT_EQUAL(a.header.struct_size, sizeof a);
+    CU_ASSERT_EQUAL(a.abi_version, HK_ABI_CURRENT);
+    CU_ASSERT_PTR_NOT_NULL(a.name);
+    CU_ASSERT_PTR_NOT_NULL(a.version);
+    CU_ASSERT_PTR_NOT_NULL(a.vtable);
+    dlclose(lib);
+}
+
+static void test_cpu_plugin_answer(void)
+{
+    check_answer("hk-cpu.so");
+}
+
+static void test_cuda_plugin_answer(void)
+{
+    check_answer("hk-cuda.so");
+}
+
 static void test_cpu_plugin_exports(void)
 {
     check_plugin("hk-cpu.so");
@@ -179,10 +230,16 @@ int hk_test_register(void)
     hk_test_add(s, "hk-cpu exports only the entry, needs no CUDA", test_cpu_plugin_exports);
     CU_pTest t = hk_test_add(s, "hk-cuda exports only the entry, needs no CUDA",
                              test_cuda_plugin_exports);
+    hk_test_add(s, "hk-cpu's negotiation answer: every field written, padding zero",
+                test_cpu_plugin_answer);
+    CU_pTest ta = hk_test_add(s, "hk-cuda's negotiation answer: every field written, padding "
+                                 "zero", test_cuda_plugin_answer);
 #ifndef HK_TEST_HAVE_CUDA_PLUGIN
     hk_test_skip(t, "hk-cuda not built: no CUDA toolkit");
+    hk_test_skip(ta, "hk-cuda not built: no CUDA toolkit");
 #else
     (void)t;
+    (void)ta;
 #endif
 
     s = hk_test_suite("fatbin", NULL, NULL);
