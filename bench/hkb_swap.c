@@ -576,6 +576,7 @@ int hkb_fig_swap(const char *path_a, const char *path_b, const hkb_opts_t *o)
      * first two swaps open a build and load its code */
     HKB_TRY(p8_load(path_a, path_b, o, HKB_P8_FLOOD, 0, 0, 1), out);
     HKB_TRY(p8_load(path_a, path_b, o, HKB_P8_SERVICE, 0, 0, 0), out);
+    HKB_TRY(p8_load(path_a, path_b, o, HKB_P8_SERVICE, 0, 0, 1), out);
     /* the same service with the verification in this process only: what
      * the probe process (a context of another process on the device) costs */
     HKB_TRY(p8_load(path_a, path_b, o, HKB_P8_SERVICE, 1, 0, 0), out);
