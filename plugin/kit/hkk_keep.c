@@ -108,8 +108,10 @@ hk_status_t hk_kit_trim(void)
     hk_status_t (*fn)(void) = atomic_load(&plugin_trim);
     hk_status_t st = fn ? fn() : HK_STATUS_OK;
     /* Then the memory kept for the next create, in contexts the kept
-     * retains still keep alive */
-    hk_status_t kst = KCU.cuMemFree ? hkk_kept_trim() : HK_STATUS_OK;
+     * retains still keep alive. It reads the driver table only for blocks
+     * kept (after the driver was opened: their keeping, under the kept
+     * blocks' lock, orders the table's writes before these reads). */
+    hk_status_t kst = hkk_kept_trim();
     if (st == HK_STATUS_OK)
         st = kst;
     pthread_mutex_lock(&keep_lock);
