@@ -65,7 +65,7 @@ step cuda-kernels       $dbg/tests/test_cuda_kernels
 step cuda-kernels-rel   $rel/tests/test_cuda_kernels
 step cuda-capture       $dbg/tests/test_cuda_capture
 step cuda-promises      $dbg/tests/test_cuda_promises
-step kit-promises       $dbg/tests/test_kit_promises
+step kit-promises       timeout 120 $dbg/tests/test_kit_promises
 # A host built from the previous ABI minor's headers (tests/abi) on hk-cuda.
 step abi-prev-cuda      $dbg/tests/prev_host -m $rel/plugins/hk-cuda.so
 step cuda-capture-rel   $rel/tests/test_cuda_capture

@@ -60,11 +60,19 @@ static void test_kit_from_threads(void)
     first_count = count;
     int (*refcount)(int);
     *(void **)&refcount = dlsym(RTLD_DEFAULT, "simcuda_primary_refcount");
+    /* The primary stays active throughout (as under the runtime): the
+     * promise is about the give-back from many threads, not about building
+     * and tearing the context down at every round */
+    CUdevice dev;
+    CUcontext keep = NULL;
+    CU_ASSERT_EQUAL_FATAL(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL_FATAL(cuDevicePrimaryCtxRetain(&keep, dev), CUDA_SUCCESS);
     int before = refcount ? refcount(0) : 0;
     hk_crowd_t run = {.shared = NULL};
     hk_crowd_run(&run, THREADS, kit_worker);
     if (refcount)
         CU_ASSERT_EQUAL(refcount(0), before); /* every retain given back once */
+    CU_ASSERT_EQUAL(cuDevicePrimaryCtxRelease(dev), CUDA_SUCCESS);
 }
 
 /* ---- memory kept between handles ---- */
