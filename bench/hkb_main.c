@@ -65,11 +65,11 @@ static const hk__cli_opt_t hkb_options[] = {
     {HKB_OPT_HOLD_AFTER, 0, "hold-after", "US",
      "P8's swaps hold the calls after a step ran US\n"
      "microseconds (hk_swap_options_t.hold_after_us; default:\n"
-     "the loader's, 20000; -1: never)"},
+     "the loader's, 2000; -1: never)"},
     {HKB_OPT_HOLD_MAX, 0, "hold-max", "US",
      "P8's holds last US microseconds at most\n"
      "(hk_swap_options_t.hold_max_us; default: the loader's,\n"
-     "5000; -1: no limit)"},
+     "400; -1: no limit)"},
     {HKB_OPT_STRICT, 0, "strict", NULL, "exit 3 when a row misses its target"},
     {HKB_OPT_TIMEOUT, 0, "timeout", "S",
      "give up after S seconds, 0 to 86400 (default 480;\n"

@@ -234,17 +234,22 @@ static inline hk__binding_t *hk__mh_bound(hk_mhandle_t *mh)
 
 /* ---- hk_loader_swaphold.c ---- */
 
-/* The hold time when hk_swap_options_t.hold_after_us is 0: far above what
- * a step takes when the driver does not keep it waiting (a verification
- * that loads a CUDA plugin's kernels: about 3 ms on an H200), so that calls
- * are held only when a step is kept waiting. */
-#define HK__HOLD_AFTER_DEFAULT_US 20000u
+/* The hold time when hk_swap_options_t.hold_after_us is 0. Under a flood
+ * of launches a step that loads code waits for as long as the hold time
+ * (docs/swap.md, "Choosing the defaults"): 2 ms keeps a prepare near 7 ms
+ * on an H100 where 20 ms made it 22 ms. A step that takes longer than that
+ * for its own reasons (a verification that loads a CUDA plugin's kernels:
+ * 2-3 ms) is held too, for its last part: a bounded cost, see the limit. */
+#define HK__HOLD_AFTER_DEFAULT_US 2000u
 #define HK__HOLD_AFTER_MAX_US (INT64_C(86400) * 1000000) /* a day */
-/* The hold limit when hk_swap_options_t.hold_max_us is 0: what the driver
- * work of a held step takes once launches pause (up to about 3.6 ms
- * measured on an H200), with room to spare, and short enough for a caller
- * to take as a hiccup rather than an outage. */
-#define HK__HOLD_MAX_DEFAULT_US 5000u
+/* The hold limit when hk_swap_options_t.hold_max_us is 0. The longest
+ * extra wait of a flooding caller is the length of a hold; a code load or
+ * unload that waits for the launches to pause gets in within a hold of
+ * 0.4 ms (measured on an H100: the held steps ended in their first or
+ * second hold), and what is left of a longer step gets its turn in the
+ * next hold. So the limit is the flood's budget (0.5 ms) less the
+ * scheduler's latency in releasing the callers. */
+#define HK__HOLD_MAX_DEFAULT_US 400u
 
 /* The watchdog of one swap step: when the step runs longer than after_ns
  * (0: never), every movable handle of sw is held until hk__guard_end, or

@@ -91,12 +91,12 @@
  * the new plugin's kernels) or the close of an old module can wait for as
  * long as the launches go on (docs/contexts.md, fact 25). So when one of the
  * swap's steps that may load or unload code runs longer than the hold time
- * (hk_swap_options_t.hold_after_us, 20 ms by default), the calls through
+ * (hk_swap_options_t.hold_after_us, 2 ms by default), the calls through
  * every movable handle of the loader wait at their next call boundary until
  * that step ends (calls in flight finish first), and the statistics count
  * the hold (HK_SWAP_STAT_HOLDS). A step that ends in time holds nothing. A hold never lasts
- * longer than the hold limit (hk_swap_options_t.hold_max_us, 5 ms by
- * default): then the calls are released, and held again one hold time
+ * longer than the hold limit (hk_swap_options_t.hold_max_us, 0.4 ms
+ * by default): then the calls are released, and held again one hold time
  * later if the step still runs, and so on until it ends (driver work that
  * needs the launches to pause gets its turn in each hold); the swap's
  * outcome does not change.
@@ -300,14 +300,14 @@ typedef struct hk_swap_options {
      * verification and new handles; after the switch: drain, destroy and
      * close; giving a swap up) runs longer, calls through every movable
      * handle of the loader wait at their next boundary until the step ends
-     * (see "Held calls" above). 0: the default, 20000 (20 ms); negative:
+     * (see "Held calls" above). 0: the default, 2000 (2 ms); negative:
      * never hold; above a day: a day. */
     int64_t hold_after_us;
     /* The hold limit, in microseconds (added after the fields above): a
      * hold never lasts longer. When it is reached, every held call is
      * released; a step still running one hold time later holds them again,
      * and so on (see "Held calls" above): the swap's outcome is the same.
-     * 0: the default, 5000 (5 ms); negative: no limit (a hold lasts until
+     * 0: the default, 400 (0.4 ms); negative: no limit (a hold lasts until
      * its step ends); above a day: a day. */
     int64_t hold_max_us;
     /* The deadline of each call a step makes into a plugin (handle_create,
