@@ -7,6 +7,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,6 +206,16 @@ static void fact23_capture_modes(void)
 #define F25_RELEASE_US 50000u
 /* How long a step that needs the scheduler is waited for. */
 #define F25_DEADLINE_MS 10000
+/* The pauses that let a held call in, as a swap's holds do (docs/swap.md,
+ * "Held calls", with the loader's default hold time and limit): the
+ * launchers stop at their next launch for F25_PAUSE_US, launch again for
+ * F25_GAP_US, and so on, F25_PAUSES times at most. On the simulation the
+ * model's pause is F25_SIM_QUIET_US meanwhile: a load there needs that long
+ * without a launch, less than one pause. */
+#define F25_PAUSE_US 400L
+#define F25_GAP_US 2000L
+#define F25_PAUSES 50
+#define F25_SIM_QUIET_US 200u
 
 enum f25_call { F25_STREAM, F25_FUNCTION };
 
@@ -218,6 +229,7 @@ typedef struct f25_run {
     CUstream streams[F25_THREADS]; /* made before the flood */
     int next;                      /* atomic: launcher index */
     int stop;                      /* atomic: the launchers end */
+    int pause;                     /* atomic: the launchers wait before their next launch */
     int ended;                     /* atomic: launchers that ended */
     unsigned long launches;        /* atomic */
     CUresult flood_r;              /* atomic: a launcher's failure */
@@ -256,6 +268,11 @@ static void *f25_launcher(void *arg)
     CUresult r = cuCtxSetCurrent(run->ctx);
     for (unsigned n = 1; r == CUDA_SUCCESS && !__atomic_load_n(&run->stop, __ATOMIC_ACQUIRE);
          n++) {
+        while (__atomic_load_n(&run->pause, __ATOMIC_ACQUIRE)
+               && !__atomic_load_n(&run->stop, __ATOMIC_ACQUIRE)) {
+            struct timespec nap = {0, 20000}; /* as a held call waits: off the CPU */
+            nanosleep(&nap, NULL);
+        }
         r = cuLaunchKernel(run->f, 1, 1, 1, 1, 1, 1, 0, st, args, NULL);
         if (r == CUDA_SUCCESS && n % 64 == 0)
             r = cuStreamSynchronize(st);
@@ -366,6 +383,42 @@ static void f25_check_held(f25_run_t *run, const char *what)
     conf_observe_int(line, (long)during);
 }
 
+/* While the call is held: the launchers pause as a swap's holds make them
+ * (F25_PAUSE_US, then F25_GAP_US of launches, and again), and the call must
+ * return during the pauses, long before the launches stop. Observed: how
+ * many pauses it took and how far into the last one it returned. */
+static void f25_pauses(f25_run_t *run, const char *what, void (*quiet)(unsigned))
+{
+    char line[160];
+    long into = -1;
+    int k = 0;
+    if (quiet)
+        quiet(F25_SIM_QUIET_US);
+    while (k < F25_PAUSES && __atomic_load_n(&run->stage, __ATOMIC_ACQUIRE) < 2) {
+        long t0 = f25_now_us();
+        k++;
+        __atomic_store_n(&run->pause, 1, __ATOMIC_RELEASE);
+        while (f25_now_us() - t0 < F25_PAUSE_US
+               && __atomic_load_n(&run->stage, __ATOMIC_ACQUIRE) < 2)
+            sched_yield();
+        __atomic_store_n(&run->pause, 0, __ATOMIC_RELEASE);
+        if (__atomic_load_n(&run->stage, __ATOMIC_ACQUIRE) >= 2)
+            into = f25_now_us() - t0;
+        else
+            usleep((useconds_t)F25_GAP_US);
+    }
+    int returned = __atomic_load_n(&run->stage, __ATOMIC_ACQUIRE) >= 2;
+    CU_ASSERT(returned);
+    snprintf(line, sizeof line, "fact 25: %s: pauses of %ld us (%ld us apart) until it returned",
+             what, F25_PAUSE_US, F25_GAP_US);
+    conf_observe_int(line, returned ? k : -1);
+    snprintf(line, sizeof line, "fact 25: %s: us into the last pause when it returned (-1: "
+             "between two)", what);
+    conf_observe_int(line, into);
+    if (quiet)
+        quiet(F25_HELD_US);
+}
+
 /* Stops the launchers; the call (caller NULL: none started) must then
  * return CUDA_SUCCESS within F25_DEADLINE_MS (on the simulation the model's
  * pause is cut to F25_RELEASE_US first, and a call still waiting then is let
@@ -419,14 +472,16 @@ static int f25_phase(f25_run_t *run, void (*quiet)(unsigned))
         return 0;
     }
     f25_check_held(run, what);
+    f25_pauses(run, what, quiet);
     return f25_stop(run, launchers, n, &caller, what, quiet);
 }
 
 /* Fact 25: while 8 threads launch into the primary context of device 0
  * without pause, each on its own stream, another thread's cuStreamCreate and
  * its first cuKernelGetFunction of a freshly loaded library (the first load
- * of that code into the context) do not return; once the launches stop, they
- * return CUDA_SUCCESS. A context query and the library load itself (lazy
+ * of that code into the context) do not return; when the launchers pause
+ * for 0.4 ms at a time, 2 ms apart (a swap's holds), they return during the
+ * pauses, with CUDA_SUCCESS. A context query and the library load itself (lazy
  * loading) are not held. On the simulation the quiet-load model is on for
  * the test. */
 static void fact25_launches_hold_loads(void)
