@@ -23,11 +23,22 @@
 #include "hk__trace.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <sched.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Where a held movable handle points (hk__swap.h, "Holding"). */
 hk__binding_t hk__held;
+
+/* Counts the releases of holds, so that held callers sleep until one comes
+ * instead of polling: a release wakes them at once, where a poll with short
+ * sleeps found it up to a timer's slack late (tens of microseconds), and
+ * that lateness added to every held call. */
+static atomic_uint hk__releases;
 
 _Thread_local hk_mhandle_t *hk__in_call __attribute__((tls_model("initial-exec")));
 
@@ -50,11 +61,21 @@ void hk__swap_pause(unsigned spins, unsigned yields)
 
 void hk__mh_wait_released(hk_mhandle_t *mh)
 {
-    /* A hold lasts as long as a driver call that loads code (milliseconds):
-     * yields, then short sleeps, so that the waiting callers leave the CPU
-     * to the step they wait for. */
-    for (unsigned spins = 0; atomic_load(&mh->cur) == &hk__held; spins++)
-        hk__swap_pause(spins, 256);
+    /* A hold lasts until the driver work of a step got in, or the hold
+     * limit: yields first, then sleeps until a release (rechecked at least
+     * every millisecond), so that the waiting callers leave the CPU to the
+     * step they wait for and run again as soon as they may. */
+    for (unsigned spins = 0; atomic_load(&mh->cur) == &hk__held; spins++) {
+        if (spins < 64) {
+            sched_yield();
+            continue;
+        }
+        unsigned seen = atomic_load(&hk__releases);
+        if (atomic_load(&mh->cur) != &hk__held)
+            break;
+        struct timespec most = {0, 1000000};
+        (void)syscall(SYS_futex, &hk__releases, FUTEX_WAIT_PRIVATE, seen, &most, NULL, 0);
+    }
 }
 
 /* Points every movable handle of sw at hk__held. Caller holds g->m. */
@@ -85,6 +106,8 @@ static void hk__release_all(hk__guard_t *g)
     }
     pthread_mutex_unlock(&sw->list_lock);
     g->held = 0;
+    atomic_fetch_add(&hk__releases, 1u);
+    (void)syscall(SYS_futex, &hk__releases, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
 /* Waits on g->cv until the monotonic time deadline; 1 when it came and the
@@ -116,6 +139,9 @@ static void hk__guard_release(hk__guard_t *g)
 static void *hk__guard_main(void *arg)
 {
     hk__guard_t *g = arg;
+    /* This thread's deadlines are the hold's: without the default timer
+     * slack (50 us) the calls are held and released on time. */
+    (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
     pthread_mutex_lock(&g->m);
     uint64_t from = g->t_begin;
     while (hk__guard_wait(g, from + g->after_ns)) {

@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "hk_status_text.h"
@@ -29,9 +30,11 @@ typedef struct hworker {
     hk_mhandle_t *mh;
     atomic_ullong calls, wrong, failed;
     atomic_ullong max_gap_ns; /* the longest time between two calls returning */
+    atomic_ullong max_switches; /* with hcount: most voluntary context switches in one call */
 } hworker_t;
 
 static atomic_int hstop;
+static atomic_int hcount; /* the workers count their context switches per call */
 static hk_blas1_v1_t HB;
 
 static void *hwork(void *arg)
@@ -46,7 +49,12 @@ static void *hwork(void *arg)
     uint64_t last = swp_now_ns();
     for (int up = 1; !atomic_load(&hstop); up = !up) {
         const float alpha = up ? 1.0f : -1.0f;
+        struct rusage r0, r1;
+        int count = atomic_load(&hcount) && getrusage(RUSAGE_THREAD, &r0) == 0;
         hk_status_t st = HB.saxpy(h, HN, &alpha, x, 1, y, 1);
+        if (count && getrusage(RUSAGE_THREAD, &r1) == 0 &&
+            (unsigned long long)(r1.ru_nvcsw - r0.ru_nvcsw) > atomic_load(&w->max_switches))
+            atomic_store(&w->max_switches, (unsigned long long)(r1.ru_nvcsw - r0.ru_nvcsw));
         uint64_t t = swp_now_ns();
         if (t - last > atomic_load(&w->max_gap_ns))
             atomic_store(&w->max_gap_ns, t - last);
@@ -195,6 +203,42 @@ static void test_hold_limit(void)
     hold_end(&f);
 }
 
+/* A held caller sleeps until the release wakes it: one hold without a
+ * limit through the 600 ms of swp_slower's first create. A caller that
+ * polled with short sleeps switched out thousands of times in it (one
+ * sleep of 20 us plus the timer's slack each); a caller asleep until the
+ * release, rechecking once a millisecond, about once a millisecond held. */
+static void test_held_callers_sleep(void)
+{
+    hold_fixture_t f;
+    CU_ASSERT_FATAL(hold_begin(&f));
+    for (int i = 0; i < 2; i++) {
+        atomic_store(&f.w[i].max_gap_ns, 0);
+        atomic_store(&f.w[i].max_switches, 0);
+    }
+    atomic_store(&hcount, 1);
+    hk_swap_options_t o = {.size = sizeof o, .hold_after_us = 1000, .hold_max_us = -1};
+    uint64_t t0 = swp_now_ns();
+    CU_ASSERT_EQUAL(hk_loader_swap(f.loader, SWP_DOUBLE("swp_slower"), &o, NULL), HK_STATUS_OK);
+    uint64_t took = swp_now_ns() - t0;
+    atomic_store(&hcount, 0);
+    unsigned long long gap = 0, switches = 0;
+    for (int i = 0; i < 2; i++) {
+        unsigned long long g = atomic_load(&f.w[i].max_gap_ns);
+        unsigned long long n = atomic_load(&f.w[i].max_switches);
+        gap = g > gap ? g : gap;
+        switches = n > switches ? n : switches;
+    }
+    printf("\n    one hold of a 600 ms step: swap %.0f ms, longest wait of a caller %.0f ms, "
+           "most voluntary context switches in one call %llu\n    ", took / 1e6, gap / 1e6,
+           switches);
+    CU_ASSERT(took >= SLOW_NS - SLOW_NS / 20); /* the step was slow */
+    CU_ASSERT(gap >= SLOW_NS / 2);             /* and a caller was held through most of it */
+    CU_ASSERT(switches <= gap / 1000000u + 100u);
+    CU_ASSERT_EQUAL(hk_loader_swap(f.loader, SWP_A, NULL, NULL), HK_STATUS_OK);
+    hold_end(&f);
+}
+
 /* Each failed handle_destroy of a swap is counted and named; the swaps
  * themselves succeed (or, for a cancel, are given up as asked). */
 static void test_failed_destroys_reported(void)
@@ -243,6 +287,7 @@ void swp_register_hold(void)
     CU_pSuite s = hk_test_suite("swap hold limit and failed destroys", NULL, NULL);
     hk_test_add(s, "a hold never lasts past the hold limit; the swaps succeed",
                 test_hold_limit);
+    hk_test_add(s, "a held caller sleeps until the release wakes it", test_held_callers_sleep);
     hk_test_add(s, "every failed handle_destroy of a swap is counted and named",
                 test_failed_destroys_reported);
 }
