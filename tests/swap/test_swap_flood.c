@@ -275,6 +275,52 @@ static void test_flood_cut(void)
         quiet(0);
 }
 
+/* The defaults (no options: hold after 2 ms, for 0.4 ms at most) under 8
+ * threads launching without pause: ten swaps back and forth each end while
+ * the launches go on. On the simulated driver a load needs 200 us without a
+ * launch, as the real one needed less than one 0.4 ms pause (fact 25, as
+ * pinned by tests/conformance); a limit shorter than what the driver needs
+ * would leave each swap waiting for the launches to stop. */
+static void test_flood_defaults(void)
+{
+    void (*quiet)(unsigned) = (void (*)(unsigned))dlsym(RTLD_DEFAULT, "simcuda_quiet_loads");
+    hk_loader_t *loader = swp_loader();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(loader);
+    static fworker_t w[FT];
+    int running = 0;
+    if (quiet)
+        quiet(200);
+    flood_start(loader, w, &running);
+    int all = 1;
+    uint64_t t0 = swp_now_ns();
+    for (int i = 0; i < 10 && all; i++) {
+        swap_call_t c = {loader, i % 2 ? HK_SWAP_CUDA_A : HK_SWAP_CUDA_B, {0}, 0, 0};
+        c.opts.size = sizeof c.opts;
+        pthread_t sw;
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&sw, NULL, swap_thread, &c), 0);
+        all = finished_within(&c, 10000);
+        CU_ASSERT(all);
+        if (!all) {
+            flood_stop(w, &running);
+            if (quiet)
+                quiet(0);
+            finished_within(&c, 10000);
+        }
+        pthread_join(sw, NULL);
+        CU_ASSERT_EQUAL(c.st, HK_STATUS_OK);
+        if (c.st != HK_STATUS_OK)
+            fprintf(stderr, "\n    swap %d: %s\n", i, hk_loader_last_error(loader));
+    }
+    swp_state_t s = swp_state(loader);
+    printf("\n    10 swaps with the default hold time and limit: %.0f ms, %llu hold(s), %llu "
+           "cut, longest %.2f ms\n    ", (double)(swp_now_ns() - t0) / 1e6,
+           (unsigned long long)s.holds, (unsigned long long)s.holds_cut, s.max_hold_ns / 1e6);
+    flood_stop(w, &running);
+    flood_end(loader, w);
+    if (quiet)
+        quiet(0);
+}
+
 void swp_register_flood(void)
 {
     CU_pSuite s = hk_test_suite("swap hk-cuda under launches without pause", NULL, NULL);
@@ -282,9 +328,12 @@ void swp_register_flood(void)
                                 "it waits for the launches", test_flood_swap);
     CU_pTest t2 = hk_test_add(s, "holds cut by the limit come again until the swap is through",
                               test_flood_cut);
+    CU_pTest t3 = hk_test_add(s, "the default hold time and limit get swaps through launches "
+                                 "without pause", test_flood_defaults);
     int n = 0;
     if (cuInit(0) != CUDA_SUCCESS || cuDeviceGetCount(&n) != CUDA_SUCCESS || n < 1) {
         hk_test_skip(t, "needs a CUDA driver with a device");
         hk_test_skip(t2, "needs a CUDA driver with a device");
+        hk_test_skip(t3, "needs a CUDA driver with a device");
     }
 }
