@@ -245,8 +245,8 @@ static inline hk__binding_t *hk__mh_bound(hk_mhandle_t *mh)
 /* The hold limit when hk_swap_options_t.hold_max_us is 0. The longest
  * extra wait of a flooding caller is the length of a hold; a code load or
  * unload that waits for the launches to pause gets in within a hold of
- * 0.4 ms (measured on an H100: the held steps ended in their first or
- * second hold), and what is left of a longer step gets its turn in the
+ * 0.4 ms (measured on an H100: the held steps ended within their first
+ * three holds; tests/conformance, fact 25), and what is left of a longer step gets its turn in the
  * next hold. So the limit is the flood's budget (0.5 ms) less the
  * scheduler's latency in releasing the callers. */
 #define HK__HOLD_MAX_DEFAULT_US 400u

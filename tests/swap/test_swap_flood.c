@@ -231,14 +231,13 @@ static void test_flood_swap(void)
         quiet(0);
 }
 
-/* Holds cut by the hold limit, under launches that never pause: the swap
- * still ends while they go on, because the calls are held again (for the
- * limit at most) until the step that waits for a pause got its turn. Here
- * the hold time is 1 us, so that a hold begins at once and, where the
- * swap's steps were one, would be cut before the step that loads code
- * began. Ten swaps back and forth; the launches stop only afterwards (or
- * after 10 s of a swap not ending, and the test fails). */
-static void test_flood_cut(void)
+/* Ten swaps back and forth between hk-cuda's two builds with options o
+ * under 8 threads launching without pause, each swap to end within 10 s
+ * while the launches go on (otherwise they stop, so that it ends, and the
+ * test fails); on the simulated driver a load needs quiet_us without a
+ * launch meanwhile. The loader's statistics go to *out; what: the line. */
+static void flood_ten_swaps(unsigned quiet_us, hk_swap_options_t o, const char *what,
+                            swp_state_t *out)
 {
     void (*quiet)(unsigned) = (void (*)(unsigned))dlsym(RTLD_DEFAULT, "simcuda_quiet_loads");
     hk_loader_t *loader = swp_loader();
@@ -246,10 +245,10 @@ static void test_flood_cut(void)
     static fworker_t w[FT];
     int running = 0;
     if (quiet)
-        quiet(2000); /* 2 ms without a launch: less than a hold of 5 ms */
+        quiet(quiet_us);
     flood_start(loader, w, &running);
-    hk_swap_options_t o = {.size = sizeof o, .hold_after_us = 1, .hold_max_us = 5000};
     int all = 1;
+    uint64_t t0 = swp_now_ns();
     for (int i = 0; i < 10 && all; i++) {
         swap_call_t c = {loader, i % 2 ? HK_SWAP_CUDA_A : HK_SWAP_CUDA_B, o, 0, 0};
         pthread_t sw;
@@ -263,16 +262,33 @@ static void test_flood_cut(void)
         }
         pthread_join(sw, NULL);
         CU_ASSERT_EQUAL(c.st, HK_STATUS_OK);
+        if (c.st != HK_STATUS_OK)
+            fprintf(stderr, "\n    swap %d: %s\n", i, hk_loader_last_error(loader));
     }
-    swp_state_t s = swp_state(loader);
-    printf("\n    10 swaps, hold time 1 us, limit 5 ms: %llu hold(s), %llu cut, longest "
-           "%.1f ms\n    ", (unsigned long long)s.holds, (unsigned long long)s.holds_cut,
-           s.max_hold_ns / 1e6);
-    CU_ASSERT(s.max_hold_ns < 5000000u + 250000000u); /* the limit, and a loaded machine */
+    *out = swp_state(loader);
+    printf("\n    10 swaps, %s: %.0f ms, %llu hold(s), %llu cut, longest %.2f ms\n    ", what,
+           (double)(swp_now_ns() - t0) / 1e6, (unsigned long long)out->holds,
+           (unsigned long long)out->holds_cut, out->max_hold_ns / 1e6);
     flood_stop(w, &running);
     flood_end(loader, w);
     if (quiet)
         quiet(0);
+}
+
+/* Holds cut by the hold limit, under launches that never pause: the swap
+ * still ends while they go on, because the calls are held again (for the
+ * limit at most) until the step that waits for a pause got its turn. Here
+ * the hold time is 1 us, so that a hold begins at once and, where the
+ * swap's steps were one, would be cut before the step that loads code
+ * began. Ten swaps back and forth; the launches stop only afterwards (or
+ * after 10 s of a swap not ending, and the test fails). */
+static void test_flood_cut(void)
+{
+    /* On the simulated driver 2 ms without a launch: less than a hold of 5 ms. */
+    hk_swap_options_t o = {.size = sizeof o, .hold_after_us = 1, .hold_max_us = 5000};
+    swp_state_t s;
+    flood_ten_swaps(2000, o, "hold time 1 us, limit 5 ms", &s);
+    CU_ASSERT(s.max_hold_ns < 5000000u + 250000000u); /* the limit, and a loaded machine */
 }
 
 /* The defaults (no options: hold after 2 ms, for 0.4 ms at most) under 8
@@ -283,42 +299,9 @@ static void test_flood_cut(void)
  * would leave each swap waiting for the launches to stop. */
 static void test_flood_defaults(void)
 {
-    void (*quiet)(unsigned) = (void (*)(unsigned))dlsym(RTLD_DEFAULT, "simcuda_quiet_loads");
-    hk_loader_t *loader = swp_loader();
-    CU_ASSERT_PTR_NOT_NULL_FATAL(loader);
-    static fworker_t w[FT];
-    int running = 0;
-    if (quiet)
-        quiet(200);
-    flood_start(loader, w, &running);
-    int all = 1;
-    uint64_t t0 = swp_now_ns();
-    for (int i = 0; i < 10 && all; i++) {
-        swap_call_t c = {loader, i % 2 ? HK_SWAP_CUDA_A : HK_SWAP_CUDA_B, {0}, 0, 0};
-        c.opts.size = sizeof c.opts;
-        pthread_t sw;
-        CU_ASSERT_EQUAL_FATAL(pthread_create(&sw, NULL, swap_thread, &c), 0);
-        all = finished_within(&c, 10000);
-        CU_ASSERT(all);
-        if (!all) {
-            flood_stop(w, &running);
-            if (quiet)
-                quiet(0);
-            finished_within(&c, 10000);
-        }
-        pthread_join(sw, NULL);
-        CU_ASSERT_EQUAL(c.st, HK_STATUS_OK);
-        if (c.st != HK_STATUS_OK)
-            fprintf(stderr, "\n    swap %d: %s\n", i, hk_loader_last_error(loader));
-    }
-    swp_state_t s = swp_state(loader);
-    printf("\n    10 swaps with the default hold time and limit: %.0f ms, %llu hold(s), %llu "
-           "cut, longest %.2f ms\n    ", (double)(swp_now_ns() - t0) / 1e6,
-           (unsigned long long)s.holds, (unsigned long long)s.holds_cut, s.max_hold_ns / 1e6);
-    flood_stop(w, &running);
-    flood_end(loader, w);
-    if (quiet)
-        quiet(0);
+    hk_swap_options_t o = {.size = sizeof o};
+    swp_state_t s;
+    flood_ten_swaps(200, o, "the default hold time and limit", &s);
 }
 
 void swp_register_flood(void)
