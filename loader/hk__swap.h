@@ -242,13 +242,15 @@ static inline hk__binding_t *hk__mh_bound(hk_mhandle_t *mh)
  * 2-3 ms) is held too, for its last part: a bounded cost, see the limit. */
 #define HK__HOLD_AFTER_DEFAULT_US 2000u
 #define HK__HOLD_AFTER_MAX_US (INT64_C(86400) * 1000000) /* a day */
-/* The hold limit when hk_swap_options_t.hold_max_us is 0. The longest
- * extra wait of a flooding caller is the length of a hold; a code load or
+/* The hold limit when hk_swap_options_t.hold_max_us is 0. A code load or
  * unload that waits for the launches to pause gets in within a hold of
  * 0.4 ms (measured on an H100: the held steps ended within their first
- * three holds; tests/conformance, fact 25), and what is left of a longer step gets its turn in the
- * next hold. So the limit is the flood's budget (0.5 ms) less the
- * scheduler's latency in releasing the callers. */
+ * three holds; tests/conformance, fact 25), and what is left of a longer
+ * step gets its turn in the next hold. The limit was chosen as the flood's
+ * budget (0.5 ms) less the scheduler's latency in releasing the callers;
+ * but a caller released by the limit may still wait in its launch, 0.3 to
+ * 0.8 ms on an H100, probably for driver work that got in during the hold
+ * (docs/swap.md, "Choosing the defaults"). */
 #define HK__HOLD_MAX_DEFAULT_US 400u
 
 /* The watchdog of one swap step: when the step runs longer than after_ns
